@@ -1,0 +1,322 @@
+import datetime
+
+from google.protobuf import field_mask_pb2 as _field_mask_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from sundial.v1 import job_pb2 as _job_pb2
+from sundial.v1 import run_pb2 as _run_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class DstAnnotation(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DST_ANNOTATION_UNSPECIFIED: _ClassVar[DstAnnotation]
+    DST_ANNOTATION_NONE: _ClassVar[DstAnnotation]
+    DST_ANNOTATION_GAP_SHIFTED: _ClassVar[DstAnnotation]
+    DST_ANNOTATION_GAP_SKIPPED: _ClassVar[DstAnnotation]
+    DST_ANNOTATION_FOLD_FIRST: _ClassVar[DstAnnotation]
+    DST_ANNOTATION_FOLD_SECOND: _ClassVar[DstAnnotation]
+    DST_ANNOTATION_FOLD_SKIPPED: _ClassVar[DstAnnotation]
+DST_ANNOTATION_UNSPECIFIED: DstAnnotation
+DST_ANNOTATION_NONE: DstAnnotation
+DST_ANNOTATION_GAP_SHIFTED: DstAnnotation
+DST_ANNOTATION_GAP_SKIPPED: DstAnnotation
+DST_ANNOTATION_FOLD_FIRST: DstAnnotation
+DST_ANNOTATION_FOLD_SECOND: DstAnnotation
+DST_ANNOTATION_FOLD_SKIPPED: DstAnnotation
+
+class CreateJobRequest(_message.Message):
+    __slots__ = ("job", "request_id")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    request_id: str
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class CreateJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...
+
+class BatchCreateJobsRequest(_message.Message):
+    __slots__ = ("jobs", "request_id")
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[_job_pb2.Job]
+    request_id: str
+    def __init__(self, jobs: _Optional[_Iterable[_Union[_job_pb2.Job, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class BatchCreateJobsResponse(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[_job_pb2.Job]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[_job_pb2.Job, _Mapping]]] = ...) -> None: ...
+
+class GetJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class GetJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...
+
+class DescribeJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class DescribeJobResponse(_message.Message):
+    __slots__ = ("job", "recent_runs", "upcoming", "active_runs")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    RECENT_RUNS_FIELD_NUMBER: _ClassVar[int]
+    UPCOMING_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_RUNS_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    recent_runs: _containers.RepeatedCompositeFieldContainer[_run_pb2.Run]
+    upcoming: _containers.RepeatedCompositeFieldContainer[FireTime]
+    active_runs: int
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., recent_runs: _Optional[_Iterable[_Union[_run_pb2.Run, _Mapping]]] = ..., upcoming: _Optional[_Iterable[_Union[FireTime, _Mapping]]] = ..., active_runs: _Optional[int] = ...) -> None: ...
+
+class ListJobsRequest(_message.Message):
+    __slots__ = ("page_size", "page_token", "labels", "name_prefix", "paused")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    NAME_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    labels: _containers.ScalarMap[str, str]
+    name_prefix: str
+    paused: bool
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., name_prefix: _Optional[str] = ..., paused: _Optional[bool] = ...) -> None: ...
+
+class ListJobsResponse(_message.Message):
+    __slots__ = ("jobs", "next_page_token")
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[_job_pb2.Job]
+    next_page_token: str
+    def __init__(self, jobs: _Optional[_Iterable[_Union[_job_pb2.Job, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class UpdateJobRequest(_message.Message):
+    __slots__ = ("job", "update_mask", "expected_version")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_MASK_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    update_mask: _field_mask_pb2.FieldMask
+    expected_version: int
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., expected_version: _Optional[int] = ...) -> None: ...
+
+class UpdateJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...
+
+class DeleteJobRequest(_message.Message):
+    __slots__ = ("job_id", "expected_version", "allow_missing")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_MISSING_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    expected_version: int
+    allow_missing: bool
+    def __init__(self, job_id: _Optional[str] = ..., expected_version: _Optional[int] = ..., allow_missing: _Optional[bool] = ...) -> None: ...
+
+class DeleteJobResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PauseJobRequest(_message.Message):
+    __slots__ = ("job_id", "note", "expected_version")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    note: str
+    expected_version: int
+    def __init__(self, job_id: _Optional[str] = ..., note: _Optional[str] = ..., expected_version: _Optional[int] = ...) -> None: ...
+
+class PauseJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...
+
+class ResumeJobRequest(_message.Message):
+    __slots__ = ("job_id", "note", "expected_version")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    note: str
+    expected_version: int
+    def __init__(self, job_id: _Optional[str] = ..., note: _Optional[str] = ..., expected_version: _Optional[int] = ...) -> None: ...
+
+class ResumeJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...
+
+class TriggerJobRequest(_message.Message):
+    __slots__ = ("job_id", "request_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    request_id: str
+    def __init__(self, job_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class TriggerJobResponse(_message.Message):
+    __slots__ = ("run",)
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    run: _run_pb2.Run
+    def __init__(self, run: _Optional[_Union[_run_pb2.Run, _Mapping]] = ...) -> None: ...
+
+class BackfillJobRequest(_message.Message):
+    __slots__ = ("job_id", "start_time", "end_time")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    start_time: _timestamp_pb2.Timestamp
+    end_time: _timestamp_pb2.Timestamp
+    def __init__(self, job_id: _Optional[str] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class BackfillJobResponse(_message.Message):
+    __slots__ = ("runs", "existing_count", "truncated", "next_start_time")
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    EXISTING_COUNT_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    NEXT_START_TIME_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[_run_pb2.Run]
+    existing_count: int
+    truncated: bool
+    next_start_time: _timestamp_pb2.Timestamp
+    def __init__(self, runs: _Optional[_Iterable[_Union[_run_pb2.Run, _Mapping]]] = ..., existing_count: _Optional[int] = ..., truncated: _Optional[bool] = ..., next_start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class PreviewScheduleRequest(_message.Message):
+    __slots__ = ("schedule", "count", "after", "job_id")
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    schedule: _job_pb2.Schedule
+    count: int
+    after: _timestamp_pb2.Timestamp
+    job_id: str
+    def __init__(self, schedule: _Optional[_Union[_job_pb2.Schedule, _Mapping]] = ..., count: _Optional[int] = ..., after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., job_id: _Optional[str] = ...) -> None: ...
+
+class PreviewScheduleResponse(_message.Message):
+    __slots__ = ("fire_times", "exhausted")
+    FIRE_TIMES_FIELD_NUMBER: _ClassVar[int]
+    EXHAUSTED_FIELD_NUMBER: _ClassVar[int]
+    fire_times: _containers.RepeatedCompositeFieldContainer[FireTime]
+    exhausted: bool
+    def __init__(self, fire_times: _Optional[_Iterable[_Union[FireTime, _Mapping]]] = ..., exhausted: _Optional[bool] = ...) -> None: ...
+
+class FireTime(_message.Message):
+    __slots__ = ("at", "local_time", "annotation", "note", "dropped", "due_at")
+    AT_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_TIME_FIELD_NUMBER: _ClassVar[int]
+    ANNOTATION_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_FIELD_NUMBER: _ClassVar[int]
+    DUE_AT_FIELD_NUMBER: _ClassVar[int]
+    at: _timestamp_pb2.Timestamp
+    local_time: str
+    annotation: DstAnnotation
+    note: str
+    dropped: bool
+    due_at: _timestamp_pb2.Timestamp
+    def __init__(self, at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., local_time: _Optional[str] = ..., annotation: _Optional[_Union[DstAnnotation, str]] = ..., note: _Optional[str] = ..., dropped: _Optional[bool] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListRunsRequest(_message.Message):
+    __slots__ = ("job_id", "statuses", "scheduled_after", "scheduled_before", "page_size", "page_token", "kinds")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUSES_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    KINDS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    statuses: _containers.RepeatedScalarFieldContainer[_run_pb2.RunStatus]
+    scheduled_after: _timestamp_pb2.Timestamp
+    scheduled_before: _timestamp_pb2.Timestamp
+    page_size: int
+    page_token: str
+    kinds: _containers.RepeatedScalarFieldContainer[_run_pb2.RunKind]
+    def __init__(self, job_id: _Optional[str] = ..., statuses: _Optional[_Iterable[_Union[_run_pb2.RunStatus, str]]] = ..., scheduled_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., scheduled_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., kinds: _Optional[_Iterable[_Union[_run_pb2.RunKind, str]]] = ...) -> None: ...
+
+class ListRunsResponse(_message.Message):
+    __slots__ = ("runs", "next_page_token")
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[_run_pb2.Run]
+    next_page_token: str
+    def __init__(self, runs: _Optional[_Iterable[_Union[_run_pb2.Run, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class GetRunRequest(_message.Message):
+    __slots__ = ("ref", "run_key")
+    REF_FIELD_NUMBER: _ClassVar[int]
+    RUN_KEY_FIELD_NUMBER: _ClassVar[int]
+    ref: _run_pb2.RunRef
+    run_key: str
+    def __init__(self, ref: _Optional[_Union[_run_pb2.RunRef, _Mapping]] = ..., run_key: _Optional[str] = ...) -> None: ...
+
+class GetRunResponse(_message.Message):
+    __slots__ = ("run",)
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    run: _run_pb2.Run
+    def __init__(self, run: _Optional[_Union[_run_pb2.Run, _Mapping]] = ...) -> None: ...
+
+class ReplayRunRequest(_message.Message):
+    __slots__ = ("ref", "run_key")
+    REF_FIELD_NUMBER: _ClassVar[int]
+    RUN_KEY_FIELD_NUMBER: _ClassVar[int]
+    ref: _run_pb2.RunRef
+    run_key: str
+    def __init__(self, ref: _Optional[_Union[_run_pb2.RunRef, _Mapping]] = ..., run_key: _Optional[str] = ...) -> None: ...
+
+class ReplayRunResponse(_message.Message):
+    __slots__ = ("run",)
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    run: _run_pb2.Run
+    def __init__(self, run: _Optional[_Union[_run_pb2.Run, _Mapping]] = ...) -> None: ...
+
+class CancelRunRequest(_message.Message):
+    __slots__ = ("ref", "run_key", "reason")
+    REF_FIELD_NUMBER: _ClassVar[int]
+    RUN_KEY_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ref: _run_pb2.RunRef
+    run_key: str
+    reason: str
+    def __init__(self, ref: _Optional[_Union[_run_pb2.RunRef, _Mapping]] = ..., run_key: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class CancelRunResponse(_message.Message):
+    __slots__ = ("run",)
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    run: _run_pb2.Run
+    def __init__(self, run: _Optional[_Union[_run_pb2.Run, _Mapping]] = ...) -> None: ...
