@@ -1,0 +1,40 @@
+# Sundial developer commands. `make help` lists them.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help setup run test test-fast generate verify lint bench clean
+
+help: ## Show this help
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+setup: $(BIN)/python ## Create .venv and install Sundial with its dev and stack extras
+	$(BIN)/pip install --quiet -e '.[dev]'
+
+run: setup ## Start PostgreSQL, NATS, etcd and the three services locally, with a demo schedule
+	$(BIN)/sundial dev
+
+test: setup ## Run the whole test suite against real servers started by the fixtures
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+generate: setup ## Regenerate libs/sundial/v1 from proto/ with the pinned grpcio-tools
+	$(BIN)/python scripts/gen_protos.py
+
+verify: setup ## Fail when generated code differs from what proto/ generates
+	$(BIN)/python scripts/gen_protos.py --check
+
+lint: setup ## Ruff lint and format check
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+bench: setup ## Run the benchmarks under bench/ (results printed and written to bench/results)
+	$(BIN)/python bench/run.py
+
+clean: ## Remove the virtual environment and caches
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,134 @@
+"""A child server process: start it, wait until it is ready, stop it without leftovers."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+_log = logging.getLogger(__name__)
+
+
+class StackError(RuntimeError):
+    """A local server failed to start or stop; the message quotes the tail of its log."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """Return a port that was free on ``host`` a moment ago.
+
+    The port is only reserved while the probe socket is open, so callers that hand it to
+    another process retry on a bind failure (see :meth:`ManagedProcess.start`).
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    """The last ``lines`` lines of a log file, or a note that it is missing."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return f"(no log at {path.name})"
+
+
+def wait_until(
+    check: Callable[[], bool], *, timeout_s: float, what: str, alive: Callable[[], bool]
+) -> None:
+    """Poll ``check`` until it is true, the process dies or the deadline passes."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.02
+    while True:
+        if check():
+            return
+        if not alive():
+            raise StackError(f"{what} exited before it was ready")
+        if time.monotonic() > deadline:
+            raise StackError(f"{what} was not ready within {timeout_s:.0f} s")
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.25)
+
+
+class ManagedProcess:
+    """One long-running child process with its own log file.
+
+    The child runs in its own session so that a Ctrl-C typed at the terminal reaches only
+    the parent, which then stops its children in order (servers must outlive the
+    services that use them).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        log_path: Path,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        user: int | None = None,
+        group: int | None = None,
+        stop_signal: signal.Signals = signal.SIGTERM,
+    ) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.log_path = log_path
+        self.env = env
+        self.cwd = cwd
+        self.user = user
+        self.group = group
+        self.stop_signal = stop_signal
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            extra: dict[str, object] = {}
+            if self.user is not None:
+                # Drop root's supplementary groups too, not only the uid/gid.
+                extra = {"user": self.user, "group": self.group, "extra_groups": []}
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                cwd=self.cwd,
+                start_new_session=True,
+                **extra,  # type: ignore[arg-type]
+            )
+        _log.debug("started %s", self.name, extra={"action": "stack.start", "pid": self.proc.pid})
+
+    def wait_ready(self, check: Callable[[], bool], timeout_s: float) -> None:
+        try:
+            wait_until(check, timeout_s=timeout_s, what=self.name, alive=self.alive)
+        except StackError as exc:
+            self.stop(timeout_s=5)
+            raise StackError(f"{exc}; last lines of its log:\n{tail(self.log_path)}") from None
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        """Stop gracefully with ``stop_signal``; SIGKILL after ``timeout_s``. Idempotent."""
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(self.stop_signal)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _log.warning("%s ignored %s; killing it", self.name, self.stop_signal.name)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)

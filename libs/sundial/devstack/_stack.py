@@ -1,0 +1,120 @@
+"""The local stack: PostgreSQL, NATS JetStream and etcd in one data folder."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from sundial.devstack._etcd import EtcdServer
+from sundial.devstack._nats import NatsServer
+from sundial.devstack._postgres import PostgresServer
+from sundial.devstack._process import StackError
+
+# Environment variables that point at existing servers instead of starting local ones.
+DATABASE_URL_VAR = "SUNDIAL_DATABASE_URL"
+NATS_URL_VAR = "SUNDIAL_NATS_URL"
+ETCD_ENDPOINTS_VAR = "SUNDIAL_ETCD_ENDPOINTS"
+
+
+def runtime_dir() -> Path:
+    """A world-traversable folder for stack data (an unprivileged postgres reads it)."""
+    root = Path(tempfile.gettempdir()) / "sundial-runtime"
+    root.mkdir(mode=0o755, exist_ok=True)
+    return root
+
+
+@dataclass
+class Stack:
+    """Connection details of a running stack, and the servers it started itself.
+
+    Use as a context manager, or call :meth:`start` and :meth:`stop`. Servers named by
+    ``SUNDIAL_DATABASE_URL``, ``SUNDIAL_NATS_URL`` or ``SUNDIAL_ETCD_ENDPOINTS`` are
+    used as they are and never stopped.
+    """
+
+    data_dir: Path | None = None
+    keep_data: bool = False
+    database_url: str = ""
+    nats_url: str = ""
+    etcd_endpoints: tuple[str, ...] = ()
+    startup_s: float = 0.0
+    _started: list[PostgresServer | NatsServer | EtcdServer] = field(default_factory=list)
+    _own_dir: bool = False
+
+    def start(self) -> Stack:
+        began = time.monotonic()
+        if self.data_dir is None:
+            self.data_dir = Path(tempfile.mkdtemp(prefix="stack-", dir=runtime_dir()))
+            self._own_dir = True
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        # mkdtemp makes 0700; PostgreSQL runs as another user when we are root.
+        self.data_dir.chmod(0o755)
+        try:
+            self._start_servers(self.data_dir)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_s = time.monotonic() - began
+        return self
+
+    def _start_servers(self, data_dir: Path) -> None:
+        self.database_url = os.environ.get(DATABASE_URL_VAR, "")
+        if not self.database_url:
+            postgres = PostgresServer(data_dir)
+            self._started.append(postgres)
+            postgres.start()
+            self.database_url = postgres.url
+        self.nats_url = os.environ.get(NATS_URL_VAR, "")
+        if not self.nats_url:
+            nats = NatsServer(data_dir)
+            self._started.append(nats)
+            nats.start()
+            self.nats_url = nats.url
+        endpoints = os.environ.get(ETCD_ENDPOINTS_VAR, "")
+        if endpoints:
+            self.etcd_endpoints = tuple(e.strip() for e in endpoints.split(",") if e.strip())
+        else:
+            etcd = EtcdServer(data_dir)
+            self._started.append(etcd)
+            etcd.start()
+            self.etcd_endpoints = (etcd.endpoint,)
+
+    def env(self) -> dict[str, str]:
+        """The ``SUNDIAL_*`` variables that point a service at this stack."""
+        return {
+            DATABASE_URL_VAR: self.database_url,
+            NATS_URL_VAR: self.nats_url,
+            ETCD_ENDPOINTS_VAR: ",".join(self.etcd_endpoints),
+        }
+
+    def stop(self) -> None:
+        """Stop what this stack started, in reverse order, and remove its folder."""
+        errors: list[str] = []
+        while self._started:
+            server = self._started.pop()
+            try:
+                server.stop()
+            except (StackError, OSError) as exc:
+                errors.append(str(exc))
+        if self._own_dir and not self.keep_data and self.data_dir is not None:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(self.data_dir)
+        if errors:
+            raise StackError("; ".join(errors))
+
+    def __enter__(self) -> Stack:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

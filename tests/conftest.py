@@ -1,0 +1,105 @@
+"""Session fixtures: one real stack (PostgreSQL, NATS JetStream, etcd) for the whole run.
+
+Each test that needs a database gets a fresh one: ``database_url`` is empty,
+``migrated_database_url`` is a copy of a template that already holds the schema
+(``CREATE DATABASE ... TEMPLATE`` takes milliseconds, migrating takes longer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+
+from sundial.core.db import migrate
+from sundial.devstack import Stack
+
+
+def with_database(url: str, name: str) -> str:
+    """``url`` pointing at database ``name`` instead of its own."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+@pytest.fixture(scope="session")
+def stack() -> Iterator[Stack]:
+    with Stack() as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def template_database(stack: Stack) -> str:
+    """A database holding the migrated schema; tests copy it, never use it."""
+    name = f"sundial_template_{uuid.uuid4().hex[:8]}"
+
+    async def build() -> None:
+        admin = await asyncpg.connect(stack.database_url)
+        try:
+            await admin.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await admin.close()
+        await migrate(with_database(stack.database_url, name))
+
+    asyncio.run(build())
+    return name
+
+
+async def _create_database(stack: Stack, template: str | None) -> str:
+    name = f"test_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(stack.database_url)
+    try:
+        clause = f' TEMPLATE "{template}"' if template else ""
+        await admin.execute(f'CREATE DATABASE "{name}"{clause}')
+    finally:
+        await admin.close()
+    return name
+
+
+async def _drop_database(stack: Stack, name: str) -> None:
+    admin = await asyncpg.connect(stack.database_url)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+@pytest.fixture
+async def database_url(stack: Stack) -> AsyncIterator[str]:
+    """A fresh, empty database for this test alone."""
+    name = await _create_database(stack, None)
+    yield with_database(stack.database_url, name)
+    await _drop_database(stack, name)
+
+
+@pytest.fixture
+async def migrated_database_url(stack: Stack, template_database: str) -> AsyncIterator[str]:
+    """A fresh database with Sundial's schema, for this test alone."""
+    name = await _create_database(stack, template_database)
+    yield with_database(stack.database_url, name)
+    await _drop_database(stack, name)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Only coroutine tests get the loop guard: an autouse fixture would also attach to
+    # hypothesis tests, whose health check rejects function-scoped fixtures.
+    for item in items:
+        if isinstance(item, pytest.Function) and inspect.iscoroutinefunction(item.obj):
+            item.fixturenames.append("_fail_on_background_errors")
+
+
+@pytest.fixture
+async def _fail_on_background_errors() -> AsyncIterator[None]:
+    """Fail a test when a background task or callback raised and nobody looked."""
+    loop = asyncio.get_running_loop()
+    errors: list[dict[str, object]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: errors.append(context))
+    yield
+    loop.set_exception_handler(previous)
+    if errors:
+        pytest.fail(f"unhandled errors in background tasks: {errors!r}")

@@ -1,0 +1,1 @@
+"""Test helpers shared by unit, integration, e2e and fault tests."""

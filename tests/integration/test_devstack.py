@@ -1,0 +1,90 @@
+"""The local stack starts real servers, runs side by side with another, leaves nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import urllib.request
+
+import asyncpg
+import nats
+import pytest
+
+from sundial.devstack import Stack
+
+
+async def _check_servers(stack: Stack) -> str:
+    conn = await asyncpg.connect(stack.database_url)
+    try:
+        version = await conn.fetchval("SHOW server_version")
+        assert await conn.fetchval("SHOW listen_addresses") == "127.0.0.1"
+    finally:
+        await conn.close()
+    client = await nats.connect(stack.nats_url)
+    try:
+        js = client.jetstream()
+        info = await js.account_info()
+        assert info.limits is not None  # JetStream is enabled
+    finally:
+        await client.close()
+    assert await asyncio.to_thread(_etcd_health, stack.etcd_endpoints[0]) == "true"
+    return str(version)
+
+
+def _etcd_health(endpoint: str) -> str:
+    with urllib.request.urlopen(f"http://{endpoint}/health", timeout=5) as answer:
+        return str(json.loads(answer.read())["health"])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0); it is gone as a server.
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split(") ", 1)[1][0] != "Z"
+
+
+async def test_two_stacks_run_side_by_side_and_stop_cleanly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for var in ("SUNDIAL_DATABASE_URL", "SUNDIAL_NATS_URL", "SUNDIAL_ETCD_ENDPOINTS"):
+        monkeypatch.delenv(var, raising=False)
+    first, second = Stack(), Stack()
+    await asyncio.to_thread(first.start)
+    try:
+        await asyncio.to_thread(second.start)
+        try:
+            assert first.database_url != second.database_url
+            assert first.nats_url != second.nats_url
+            assert first.etcd_endpoints != second.etcd_endpoints
+            await _check_servers(first)
+            await _check_servers(second)
+            pids = [s._process.pid for s in first._started + second._started]  # type: ignore[union-attr]
+            assert len(pids) == 6 and all(pids)
+        finally:
+            await asyncio.to_thread(second.stop)
+    finally:
+        await asyncio.to_thread(first.stop)
+    assert not [pid for pid in pids if _alive(pid)]
+    assert first.data_dir is not None and not first.data_dir.exists()
+
+
+async def test_environment_points_at_existing_servers(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SUNDIAL_DATABASE_URL", stack.database_url)
+    monkeypatch.setenv("SUNDIAL_NATS_URL", stack.nats_url)
+    monkeypatch.setenv("SUNDIAL_ETCD_ENDPOINTS", ",".join(stack.etcd_endpoints))
+    reused = Stack()
+    await asyncio.to_thread(reused.start)
+    try:
+        assert reused.env() == stack.env()
+        assert reused._started == []
+        await _check_servers(reused)
+    finally:
+        reused.stop()
+    # The servers it reused are still there.
+    await _check_servers(stack)
