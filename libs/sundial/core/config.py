@@ -1,0 +1,450 @@
+"""Configuration as frozen dataclasses, loaded once from ``SUNDIAL_*`` environment variables.
+
+Each field maps to the variable ``PREFIX + FIELD.upper()`` (``database_url`` ->
+``SUNDIAL_DATABASE_URL``) and is converted by its annotated type. The unit is part of the
+field name (``grace_period_s``), each field has an attribute docstring (the text users
+see in ``--help`` and the README table, via :func:`describe`), and ``__post_init__``
+validates, so an object that exists is valid whether it came from the environment or
+from a test.
+
+Services compose the shared pieces below in their own ``config.py``, either by
+inheritance (every class is ``kw_only``, so field order never matters)::
+
+    @dataclass(frozen=True, kw_only=True)
+    class ApiConfig(DatabaseConfig, ServerConfig, LogConfig):
+        max_page_size: int = 1000
+        \"\"\"Largest page ListJobs returns.\"\"\"
+
+or by nesting (a field whose type is a dataclass is loaded with the same prefix, so
+variable names stay flat: ``database: DatabaseConfig`` still reads
+``SUNDIAL_DATABASE_URL``). Either way call ``ApiConfig.from_env()`` once in ``__main__``
+and pass the pieces into constructors; nothing else reads the environment.
+
+Rules for values: an unset or empty variable means "use the default" (and is an error
+for a field without one); ``bool`` accepts 1/0, true/false, yes/no, on/off; tuples are
+comma-separated with blanks dropped.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import inspect
+import itertools
+import math
+import os
+import textwrap
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, NamedTuple, Self, TypeVar
+
+__all__ = [
+    "REQUIRED",
+    "ConfigError",
+    "DatabaseConfig",
+    "EnvConfig",
+    "EtcdConfig",
+    "LogConfig",
+    "NatsConfig",
+    "ServerConfig",
+    "Setting",
+    "describe",
+    "load",
+    "markdown_table",
+]
+
+T = TypeVar("T")
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing or invalid.
+
+    A ``ValueError`` rather than a ``SundialError``: it is raised while a process starts,
+    before any RPC exists, so a gRPC status code would mean nothing. ``__main__`` prints
+    it and exits with status 2.
+
+    Attributes:
+        name: The environment variable (when loaded by :func:`load`) or, for an object
+            constructed directly, the field name.
+        problem: What is wrong, without the name.
+    """
+
+    def __init__(self, name: str, problem: str) -> None:
+        super().__init__(f"{name}: {problem}")
+        self.name = name
+        self.problem = problem
+
+
+class _Required:
+    """Marker for "no default" in :func:`describe` output; prints as ``required``."""
+
+    _instance: _Required | None = None
+
+    def __new__(cls) -> _Required:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "required"
+
+
+REQUIRED: Any = _Required()
+"""The ``default`` of a :class:`Setting` whose variable must be set."""
+
+
+class Setting(NamedTuple):
+    """One configurable variable, as listed by :func:`describe`."""
+
+    env_var: str
+    """The environment variable, e.g. ``SUNDIAL_DATABASE_URL``."""
+    type: str
+    """The accepted values in words, e.g. ``int`` or ``list of str (comma-separated)``."""
+    default: Any
+    """The default value, or :data:`REQUIRED`."""
+    doc: str
+    """The field's attribute docstring, one paragraph."""
+
+
+class EnvConfig:
+    """Mixin giving a config dataclass its ``from_env`` constructor."""
+
+    @classmethod
+    def from_env(cls, prefix: str = "SUNDIAL_", environ: Mapping[str, str] | None = None) -> Self:
+        """Build the config from the environment (or ``environ``); see :func:`load`."""
+        return load(cls, os.environ if environ is None else environ, prefix)
+
+
+def load(cls: type[T], environ: Mapping[str, str] = os.environ, prefix: str = "SUNDIAL_") -> T:
+    """Build the dataclass ``cls`` from environment variables.
+
+    Args:
+        cls: A dataclass whose fields have supported types: ``str``, ``int``, ``float``,
+            ``bool``, ``Path``, ``Literal[...]`` of strings, ``tuple[X, ...]`` and
+            ``X | None`` of those, or a nested dataclass (loaded with the same prefix).
+        environ: Where to read variables from.
+        prefix: Prepended to each upper-cased field name.
+
+    Returns:
+        A validated instance.
+
+    Raises:
+        ConfigError: A variable is missing or invalid; the error names the variable.
+    """
+    kwargs: dict[str, Any] = {}
+    hints = _hints(cls)
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if not f.init:
+            continue
+        hint = hints[f.name]
+        if dataclasses.is_dataclass(hint):
+            kwargs[f.name] = load(hint, environ, prefix)
+            continue
+        var = prefix + f.name.upper()
+        raw = environ.get(var, "").strip()
+        if not raw:
+            if not _has_default(f):
+                raise ConfigError(var, "required but not set")
+            continue
+        kwargs[f.name] = _convert(raw, hint, var)
+    try:
+        return cls(**kwargs)
+    except ConfigError as exc:
+        # __post_init__ names the field; the user set a variable, so name that instead.
+        if exc.name in kwargs or exc.name in hints:
+            raise ConfigError(prefix + exc.name.upper(), exc.problem) from None
+        raise
+
+
+def describe(cls: type, prefix: str = "SUNDIAL_") -> list[Setting]:
+    """List every variable ``cls`` reads, in field order, nested configs flattened.
+
+    The README's configuration table and each service's ``--help`` are generated from
+    this, so the dataclass is the single source of truth.
+
+    Raises:
+        TypeError: Two fields (through nesting) would read the same variable.
+    """
+    settings: list[Setting] = []
+    docs = _field_docs(cls)
+    hints = _hints(cls)
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        hint = hints[f.name]
+        if dataclasses.is_dataclass(hint):
+            settings.extend(describe(hint, prefix))
+            continue
+        default: Any = REQUIRED
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        settings.append(
+            Setting(prefix + f.name.upper(), _type_name(hint), default, docs.get(f.name, ""))
+        )
+    seen: set[str] = set()
+    for setting in settings:
+        if setting.env_var in seen:
+            raise TypeError(f"{cls.__name__}: two fields read {setting.env_var}")
+        seen.add(setting.env_var)
+    return settings
+
+
+def markdown_table(cls: type, prefix: str = "SUNDIAL_") -> str:
+    """A Markdown table of :func:`describe`'s rows, for the README."""
+    lines = ["| Variable | Type | Default | Description |", "|---|---|---|---|"]
+    for s in describe(cls, prefix):
+        default = "required" if s.default is REQUIRED else f"`{_render_default(s.default)}`"
+        doc = s.doc.replace("|", "\\|")
+        lines.append(f"| `{s.env_var}` | {s.type} | {default} | {doc} |")
+    return "\n".join(lines) + "\n"
+
+
+# --- conversion ---------------------------------------------------------------------------
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    # Modules use `from __future__ import annotations`: annotations are strings until here.
+    return typing.get_type_hints(cls)
+
+
+def _has_default(f: dataclasses.Field[Any]) -> bool:
+    return f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+
+
+def _convert(raw: str, hint: Any, var: str) -> Any:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) != 1:
+            raise TypeError(f"{var}: unsupported union type {hint!r}")
+        return _convert(raw, inner[0], var)
+    if origin is tuple:
+        if len(args) != 2 or args[1] is not Ellipsis:
+            raise TypeError(f"{var}: only tuple[X, ...] is supported, not {hint!r}")
+        items = [item.strip() for item in raw.split(",")]
+        return tuple(_convert(item, args[0], var) for item in items if item)
+    if origin is Literal:
+        if raw not in args:
+            choices = ", ".join(str(a) for a in args)
+            raise ConfigError(var, f"expected one of {choices}, got {raw!r}")
+        return raw
+    if hint is bool:
+        lowered = raw.lower()
+        if lowered in _TRUE:
+            return True
+        if lowered in _FALSE:
+            return False
+        raise ConfigError(var, f"expected a boolean (1/0, true/false, yes/no), got {raw!r}")
+    if hint is int:
+        try:
+            return int(raw)
+        except ValueError:
+            raise ConfigError(var, f"expected an integer, got {raw!r}") from None
+    if hint is float:
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ConfigError(var, f"expected a number, got {raw!r}") from None
+        if not math.isfinite(value):
+            raise ConfigError(var, f"expected a finite number, got {raw!r}")
+        return value
+    if hint is str:
+        return raw
+    if hint is Path:
+        return Path(raw)
+    raise TypeError(f"{var}: unsupported config field type {hint!r}")
+
+
+def _type_name(hint: Any) -> str:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        return f"{_type_name(inner[0])} (optional)"
+    if origin is tuple:
+        return f"list of {_type_name(args[0])} (comma-separated)"
+    if origin is Literal:
+        return "one of " + ", ".join(str(a) for a in args)
+    if hint is Path:
+        return "path"
+    return getattr(hint, "__name__", str(hint))
+
+
+def _render_default(value: Any) -> str:
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@functools.cache
+def _field_docs(cls: type) -> dict[str, str]:
+    """Attribute docstrings of ``cls`` and its dataclass bases, read from the source.
+
+    Python discards a string literal after an annotated assignment, so the text is only
+    in the source; without source (a frozen build) fields simply have no description.
+    """
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        try:
+            source = textwrap.dedent(inspect.getsource(klass))
+        except (OSError, TypeError):
+            continue
+        tree = ast.parse(source)
+        node = tree.body[0]
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for stmt, after in itertools.pairwise(node.body):
+            if (
+                isinstance(stmt, ast.AnnAssign)
+                and isinstance(stmt.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                docs[stmt.target.id] = " ".join(inspect.cleandoc(after.value.value).split())
+    return docs
+
+
+# --- the shared pieces --------------------------------------------------------------------
+
+
+def _check(ok: bool, name: str, problem: str) -> None:
+    if not ok:
+        raise ConfigError(name, problem)
+
+
+def _check_host_port(value: str, name: str) -> None:
+    host, sep, port = value.rpartition(":")
+    _check(bool(sep and host), name, f"expected host:port, got {value!r}")
+    _check(port.isdigit() and 0 <= int(port) <= 65535, name, f"bad port in {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DatabaseConfig(EnvConfig):
+    """How a service reaches PostgreSQL."""
+
+    database_url: str = field(repr=False)  # the DSN may hold a password: keep it out of logs
+    """PostgreSQL DSN, e.g. ``postgresql://sundial:secret@db:5432/sundial``."""
+
+    pool_min_size: int = 1
+    """Connections the pool keeps open when idle."""
+
+    pool_max_size: int = 10
+    """Most connections the pool opens; size it against PostgreSQL's max_connections."""
+
+    statement_timeout_s: float = 30.0
+    """Server-side limit on any one statement, in seconds (0 disables it)."""
+
+    idle_in_transaction_timeout_s: float = 15.0
+    """Seconds a session may sit idle inside a transaction before PostgreSQL ends it.
+
+    Bounds how long a frozen process (SIGSTOP, long GC pause) can hold row locks that
+    other schedulers' ``SKIP LOCKED`` claims would otherwise skip forever (0 disables it).
+    """
+
+    connect_timeout_s: float = 10.0
+    """Seconds to wait for a new connection before giving up."""
+
+    def __post_init__(self) -> None:
+        _check(
+            self.database_url.startswith(("postgresql://", "postgres://")),
+            "database_url",
+            "expected a postgresql:// URL",
+        )
+        _check(self.pool_min_size >= 0, "pool_min_size", "must be >= 0")
+        _check(self.pool_max_size >= 1, "pool_max_size", "must be >= 1")
+        _check(
+            self.pool_max_size >= self.pool_min_size,
+            "pool_max_size",
+            f"must be >= pool_min_size ({self.pool_min_size})",
+        )
+        _check(self.statement_timeout_s >= 0, "statement_timeout_s", "must be >= 0")
+        _check(
+            self.idle_in_transaction_timeout_s >= 0,
+            "idle_in_transaction_timeout_s",
+            "must be >= 0",
+        )
+        _check(self.connect_timeout_s > 0, "connect_timeout_s", "must be > 0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NatsConfig(EnvConfig):
+    """How a service reaches NATS JetStream."""
+
+    nats_url: str
+    """NATS server URL(s), comma-separated for a cluster, e.g. ``nats://nats:4222``."""
+
+    def __post_init__(self) -> None:
+        urls = [u.strip() for u in self.nats_url.split(",") if u.strip()]
+        _check(bool(urls), "nats_url", "must not be empty")
+        for url in urls:
+            _check(
+                url.startswith(("nats://", "tls://", "ws://", "wss://")),
+                "nats_url",
+                f"expected nats://, tls://, ws:// or wss://, got {url!r}",
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class EtcdConfig(EnvConfig):
+    """How a service reaches etcd."""
+
+    etcd_endpoints: tuple[str, ...]
+    """etcd client endpoints as host:port, comma-separated, e.g. ``etcd-0:2379,etcd-1:2379``."""
+
+    def __post_init__(self) -> None:
+        _check(bool(self.etcd_endpoints), "etcd_endpoints", "at least one endpoint is needed")
+        for endpoint in self.etcd_endpoints:
+            bare = endpoint.split("://", 1)[-1].rstrip("/")
+            _check_host_port(bare, "etcd_endpoints")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerConfig(EnvConfig):
+    """The gRPC server a service exposes."""
+
+    listen: str = "127.0.0.1:0"
+    """Address the gRPC server binds, host:port; port 0 picks a free one."""
+
+    grace_period_s: float = 10.0
+    """Seconds in-flight RPCs (and each component) get to finish on shutdown."""
+
+    def __post_init__(self) -> None:
+        _check_host_port(self.listen, "listen")
+        _check(self.grace_period_s >= 0, "grace_period_s", "must be >= 0")
+
+
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogConfig(EnvConfig):
+    """How a service logs."""
+
+    log_level: str = "INFO"
+    """Lowest level logged: DEBUG, INFO, WARNING, ERROR or CRITICAL."""
+
+    log_format: Literal["json", "text"] = "json"
+    """``json`` (one object per line, for collectors) or ``text`` (for a terminal)."""
+
+    def __post_init__(self) -> None:
+        level = self.log_level.upper()
+        _check(level in _LOG_LEVELS, "log_level", f"expected one of {', '.join(_LOG_LEVELS)}")
+        # Frozen: normalising the case needs object.__setattr__, once, before anyone sees it.
+        object.__setattr__(self, "log_level", level)
+        _check(self.log_format in ("json", "text"), "log_format", "expected json or text")

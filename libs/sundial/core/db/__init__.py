@@ -1,0 +1,51 @@
+"""PostgreSQL access shared by the services: pool, named queries, errors, schema.
+
+- :func:`create_pool` / :func:`close_pool`: the asyncpg pool with Sundial's session
+  settings (UTC, statement and idle-in-transaction timeouts) and JSON codecs.
+- :class:`Queries`: named SQL blocks loaded from a package's ``queries.sql``.
+- :class:`translate_db_errors`: asyncpg errors -> :class:`~sundial.core.errors.SundialError`
+  by SQLSTATE, at the store boundary.
+- :func:`migrate`: forward-only migrations from ``migrations/``, safe from many
+  processes at once.
+- :func:`ensure_run_partitions` / :func:`drop_run_partitions_before`: daily
+  ``job_runs`` partitions.
+
+Only a service's ``store`` module runs SQL; everything else talks to the store.
+"""
+
+from sundial.core.db._errors import map_db_error, translate_db_errors
+from sundial.core.db._migrate import (
+    MIGRATION_LOCK_KEY,
+    Migration,
+    MigrationError,
+    load_migrations,
+    migrate,
+)
+from sundial.core.db._partitions import (
+    drop_run_partitions_before,
+    ensure_run_partitions,
+    run_partition_name,
+)
+from sundial.core.db._pool import close_pool, create_pool, init_connection, session_settings
+from sundial.core.db._queries import Queries, Query, QueryFileError, UnknownQueryError
+
+__all__ = [
+    "MIGRATION_LOCK_KEY",
+    "Migration",
+    "MigrationError",
+    "Queries",
+    "Query",
+    "QueryFileError",
+    "UnknownQueryError",
+    "close_pool",
+    "create_pool",
+    "drop_run_partitions_before",
+    "ensure_run_partitions",
+    "init_connection",
+    "load_migrations",
+    "map_db_error",
+    "migrate",
+    "run_partition_name",
+    "session_settings",
+    "translate_db_errors",
+]

@@ -1,0 +1,87 @@
+"""The asyncpg connection pool every service shares."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import asyncpg
+
+from sundial.core.config import DatabaseConfig
+
+log = logging.getLogger(__name__)
+
+
+def session_settings(config: DatabaseConfig, application_name: str) -> dict[str, str]:
+    """Server settings applied to every session the pool opens.
+
+    ``timezone=UTC`` makes every ``timestamptz`` rendered or truncated in SQL (``date_trunc``,
+    ``::date``) mean the UTC day, whatever the server's default; the timeouts bound what
+    a stuck statement or a frozen client can hold.
+    """
+    return {
+        "application_name": application_name,
+        "timezone": "UTC",
+        "statement_timeout": str(round(config.statement_timeout_s * 1000)),
+        "idle_in_transaction_session_timeout": str(
+            round(config.idle_in_transaction_timeout_s * 1000)
+        ),
+    }
+
+
+async def init_connection(conn: asyncpg.Connection) -> None:
+    """Decode ``json``/``jsonb`` to Python values and encode them back with :mod:`json`.
+
+    Without this asyncpg hands JSON out as ``str``; with it, a store passes and receives
+    dicts and lists. Pass Python values, not JSON text: a ``str`` argument is encoded as
+    a JSON string.
+    """
+    for type_name in ("json", "jsonb"):
+        await conn.set_type_codec(
+            type_name,
+            schema="pg_catalog",
+            encoder=lambda value: json.dumps(value, separators=(",", ":")),
+            decoder=json.loads,
+            format="text",
+        )
+
+
+async def create_pool(config: DatabaseConfig, *, application_name: str = "sundial") -> asyncpg.Pool:
+    """Open a connection pool with Sundial's session settings and JSON codecs.
+
+    Args:
+        config: DSN, pool size and timeouts.
+        application_name: Shown in ``pg_stat_activity``; services pass their own name.
+
+    Returns:
+        An open pool holding ``config.pool_min_size`` connections.
+    """
+    pool = await asyncpg.create_pool(
+        config.database_url,
+        min_size=config.pool_min_size,
+        max_size=config.pool_max_size,
+        timeout=config.connect_timeout_s,
+        server_settings=session_settings(config, application_name),
+        init=init_connection,
+    )
+    assert pool is not None  # asyncpg returns None only when used as `async with`
+    return pool
+
+
+async def close_pool(pool: asyncpg.Pool, timeout_s: float) -> None:
+    """Close ``pool`` gracefully within ``timeout_s``, then terminate what is left.
+
+    ``Pool.close()`` waits for every acquired connection to be released, which a stuck
+    query could delay forever: a shutdown must stay bounded.
+    """
+    try:
+        async with asyncio.timeout(timeout_s):
+            await pool.close()
+    except TimeoutError:
+        log.warning(
+            "database pool did not close within %.1f s; terminating it",
+            timeout_s,
+            extra={"action": "db_pool"},
+        )
+        pool.terminate()

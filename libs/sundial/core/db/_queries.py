@@ -1,0 +1,172 @@
+"""Named SQL queries loaded from ``.sql`` files (procrastinate's ``queries.sql`` style).
+
+A file holds blocks, each starting with a name line and optional comment lines that
+document it::
+
+    -- name: claim_due_jobs
+    -- Locks up to $2 due jobs of the owned partitions $1; now is $3 or now().
+    SELECT job_id, next_run_at
+      FROM jobs
+     WHERE partition_id = ANY($1) AND NOT paused
+       AND next_run_at <= coalesce($3::timestamptz, now())
+     ORDER BY next_run_at
+     LIMIT $2
+       FOR UPDATE SKIP LOCKED;
+
+Everything up to the next name line is the query. Comments and blank lines before the
+first block are a file header. A store loads its file once at import::
+
+    queries = Queries.from_package("sundial.scheduler")
+    rows = await conn.fetch(queries.claim_due_jobs, owned, batch, now)
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import keyword
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+__all__ = ["Queries", "Query", "QueryFileError", "UnknownQueryError"]
+
+_NAME_LINE = re.compile(r"^--\s*name\s*:(.*)$")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class QueryFileError(ValueError):
+    """A query file is malformed; the message gives the file and line."""
+
+
+class UnknownQueryError(KeyError, AttributeError):
+    """No query has that name (a ``KeyError`` for ``q[...]``, ``AttributeError`` for ``q.x``)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass(frozen=True)
+class Query:
+    """One named block of a query file."""
+
+    name: str
+    sql: str
+    doc: str
+    line: int
+    """1-based line of the ``-- name:`` line, for error messages."""
+
+
+class Queries(Mapping[str, str]):
+    """Read-only mapping of query name to SQL text, also readable as attributes.
+
+    ``queries["claim_due_jobs"]`` and ``queries.claim_due_jobs`` both return the SQL; an
+    unknown name raises :class:`UnknownQueryError` listing the known ones, so a typo
+    fails at the first call with a useful message.
+    """
+
+    def __init__(self, queries: Mapping[str, Query], *, source: str) -> None:
+        self._queries = dict(queries)
+        self.source = source
+        """Where the queries came from (``package:resource``), for error messages."""
+
+    @classmethod
+    def from_package(cls, package: str, resource: str = "queries.sql") -> Queries:
+        """Load ``resource`` from the package ``package`` (works from wheels and zips).
+
+        Raises:
+            QueryFileError: The file is malformed (duplicate name, empty query...).
+            FileNotFoundError: The package has no such file.
+        """
+        text = importlib.resources.files(package).joinpath(resource).read_text(encoding="utf-8")
+        return cls.from_text(text, source=f"{package}:{resource}")
+
+    @classmethod
+    def from_text(cls, text: str, *, source: str = "<string>") -> Queries:
+        """Parse query-file text; see the module docstring for the format.
+
+        Raises:
+            QueryFileError: The text is malformed.
+        """
+        return cls(_parse(text, source), source=source)
+
+    def __getitem__(self, name: str) -> str:
+        try:
+            return self._queries[name].sql
+        except KeyError:
+            raise UnknownQueryError(self._unknown(name)) from None
+
+    def __getattr__(self, name: str) -> str:
+        # Only called when normal lookup fails, i.e. for query names.
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self._queries[name].sql
+        except KeyError:
+            raise UnknownQueryError(self._unknown(name)) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._queries)
+
+    def __len__(self) -> int:
+        return len(self._queries)
+
+    def __repr__(self) -> str:
+        return f"Queries({self.source!r}, {sorted(self._queries)})"
+
+    def query(self, name: str) -> Query:
+        """The full :class:`Query` (SQL, doc, line) named ``name``."""
+        try:
+            return self._queries[name]
+        except KeyError:
+            raise UnknownQueryError(self._unknown(name)) from None
+
+    def _unknown(self, name: str) -> str:
+        known = ", ".join(sorted(self._queries)) or "none"
+        return f"no query named {name!r} in {self.source} (known: {known})"
+
+
+def _parse(text: str, source: str) -> dict[str, Query]:
+    queries: dict[str, Query] = {}
+    # Names that would be shadowed by Queries' own attributes (`keys`, `get`, `source`).
+    reserved = {n for n in dir(Queries) if not n.startswith("_")} | {"source"}
+    current: tuple[str, int] | None = None
+    doc: list[str] = []
+    body: list[str] = []
+    in_doc = False
+
+    def finish() -> None:
+        if current is None:
+            return
+        name, line = current
+        sql = "\n".join(body).strip()
+        if not sql:
+            raise QueryFileError(f"{source}:{line}: query {name!r} has no SQL")
+        queries[name] = Query(name=name, sql=sql, doc="\n".join(doc).strip(), line=line)
+
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.rstrip()
+        match = _NAME_LINE.match(line.strip())
+        if match:
+            finish()
+            name = match.group(1).strip()
+            where = f"{source}:{number}"
+            if not _IDENTIFIER.fullmatch(name) or keyword.iskeyword(name):
+                raise QueryFileError(f"{where}: {name!r} is not a valid query name")
+            if name in reserved:
+                raise QueryFileError(f"{where}: query name {name!r} is reserved by Queries")
+            if name in queries:
+                first = queries[name].line
+                raise QueryFileError(f"{where}: duplicate query {name!r} (first at line {first})")
+            current, doc, body, in_doc = (name, number), [], [], True
+            continue
+        if current is None:
+            if line.strip() and not line.lstrip().startswith("--"):
+                raise QueryFileError(f"{source}:{number}: SQL before the first '-- name:' line")
+            continue
+        if in_doc and line.lstrip().startswith("--"):
+            doc.append(line.lstrip()[2:].strip())
+            continue
+        in_doc = False
+        body.append(line)
+    finish()
+    return queries

@@ -1,0 +1,340 @@
+"""gRPC server plumbing shared by every service: error mapping, request ids, health.
+
+- :class:`ErrorInterceptor` turns a raised :class:`~sundial.core.errors.SundialError`
+  into its status code and message, anything else into ``INTERNAL`` with a generic
+  message and a logged traceback, and gives each RPC a request id. Servicers therefore
+  never map statuses themselves: they raise.
+- :func:`build_server` returns a :class:`Server` that always serves
+  ``grpc.health.v1.Health`` (NOT_SERVING until the app says otherwise) and server
+  reflection, and that is a lifecycle component (:mod:`sundial.core.lifecycle`).
+
+This module is ``sundial.core.grpc``; it imports the real ``grpc`` package with an
+absolute import, which is the only kind this code base uses, so the names never clash.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import re
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from sundial.core.config import ServerConfig
+from sundial.core.errors import SundialError
+from sundial.core.logging import request_id_var
+
+__all__ = [
+    "REQUEST_ID_METADATA_KEY",
+    "ErrorInterceptor",
+    "Server",
+    "build_server",
+]
+
+log = logging.getLogger(__name__)
+
+REQUEST_ID_METADATA_KEY = "x-request-id"
+"""Metadata key a caller may set to choose the request id (echoed on errors)."""
+
+# A caller-chosen id goes into every log line: accept only short, plain tokens.
+_REQUEST_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+# Codes that signal trouble on our side (worth a warning) rather than a bad request.
+_SERVER_SIDE_CODES = frozenset(
+    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNKNOWN}
+)
+
+ServiceRegistration = tuple[Callable[[Any, grpc.aio.Server], None], Any]
+"""``(add_XServicer_to_server, servicer)`` as generated ``*_pb2_grpc`` modules define."""
+
+
+def _request_id(metadata: Iterable[tuple[str, str | bytes]] | None) -> str:
+    for key, value in metadata or ():
+        if key == REQUEST_ID_METADATA_KEY and isinstance(value, str):
+            if _REQUEST_ID_RE.fullmatch(value):
+                return value
+            break
+    return str(uuid.uuid4())
+
+
+class _Mapper:
+    """Turns one RPC's exception into a status; shared by all four handler shapes."""
+
+    def __init__(self, method: str, request_id: str) -> None:
+        self.method = method
+        self.request_id = request_id
+
+    async def abort(self, context: grpc.aio.ServicerContext, exc: Exception) -> None:
+        """Log ``exc`` and abort the RPC with its status (always raises ``AbortError``)."""
+        extra = {"action": "rpc", "rpc_method": self.method, "request_id": self.request_id}
+        trailing = ((REQUEST_ID_METADATA_KEY, self.request_id),)
+        if isinstance(exc, SundialError) and exc.code is not grpc.StatusCode.INTERNAL:
+            extra["grpc_code"] = exc.code.name
+            level = logging.WARNING if exc.code in _SERVER_SIDE_CODES else logging.INFO
+            log.log(level, "rpc failed: %s", exc.message, extra=extra)
+            code, details = exc.code, exc.message
+        else:
+            # Unexpected errors (and deliberate Internal ones) may carry internals in their
+            # text: the caller gets only the id to quote, the log gets the traceback.
+            extra["grpc_code"] = grpc.StatusCode.INTERNAL.name
+            log.error("unhandled error in %s", self.method, exc_info=exc, extra=extra)
+            code = grpc.StatusCode.INTERNAL
+            details = f"internal error (request id: {self.request_id})"
+        await context.abort(code, details, trailing)
+
+
+def _wrap_unary_response(behavior: Callable[..., Any], mapper: _Mapper) -> Callable[..., Any]:
+    # Serves unary-unary, stream-unary, and streaming responses written with
+    # `await context.write()` (a coroutine that returns None).
+    async def wrapper(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        token = request_id_var.set(mapper.request_id)
+        try:
+            return await behavior(request, context)
+        except grpc.aio.AbortError:
+            raise  # the handler aborted with a status of its own choosing
+        except Exception as exc:
+            await mapper.abort(context, exc)
+        finally:
+            request_id_var.reset(token)
+
+    return wrapper
+
+
+def _wrap_stream_response(behavior: Callable[..., Any], mapper: _Mapper) -> Callable[..., Any]:
+    async def wrapper(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        token = request_id_var.set(mapper.request_id)
+        try:
+            async for response in behavior(request, context):
+                yield response
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:
+            await mapper.abort(context, exc)
+        finally:
+            request_id_var.reset(token)
+
+    return wrapper
+
+
+def _wrap(behavior: Callable[..., Any] | None, mapper: _Mapper) -> Callable[..., Any] | None:
+    if behavior is None:
+        return None
+    # grpc.aio picks how to drive a handler by inspecting it, so the wrapper must be the
+    # same kind of callable as what it wraps: an async generator function stays one.
+    if inspect.isasyncgenfunction(behavior):
+        return _wrap_stream_response(behavior, mapper)
+    if inspect.iscoroutinefunction(behavior):
+        return _wrap_unary_response(behavior, mapper)
+    # Synchronous handlers run on a thread pool where an async abort cannot be awaited;
+    # Sundial's servicers are all async, so such a handler is served unchanged.
+    return behavior
+
+
+def _rebuild(handler: grpc.RpcMethodHandler, mapper: _Mapper) -> grpc.RpcMethodHandler:
+    serde = {
+        "request_deserializer": handler.request_deserializer,
+        "response_serializer": handler.response_serializer,
+    }
+    if handler.request_streaming and handler.response_streaming:
+        return grpc.stream_stream_rpc_method_handler(_wrap(handler.stream_stream, mapper), **serde)
+    if handler.request_streaming:
+        return grpc.stream_unary_rpc_method_handler(_wrap(handler.stream_unary, mapper), **serde)
+    if handler.response_streaming:
+        return grpc.unary_stream_rpc_method_handler(_wrap(handler.unary_stream, mapper), **serde)
+    return grpc.unary_unary_rpc_method_handler(_wrap(handler.unary_unary, mapper), **serde)
+
+
+class ErrorInterceptor(grpc.aio.ServerInterceptor):
+    """Maps exceptions to statuses and gives every RPC a request id.
+
+    - A :class:`SundialError` becomes its ``code`` with its ``message`` (logged at INFO,
+      or WARNING for UNAVAILABLE/DEADLINE_EXCEEDED).
+    - Any other exception, and :class:`~sundial.core.errors.Internal`, becomes
+      ``INTERNAL`` with ``internal error (request id: <id>)``; the traceback is logged.
+    - ``await context.abort(...)`` inside a handler passes through untouched.
+    - The request id comes from ``x-request-id`` metadata when it is a plain token of up
+      to 128 characters, else a new uuid4; it is set in
+      :data:`~sundial.core.logging.request_id_var` for the RPC and returned in the
+      trailing metadata of every error.
+
+    It must be the first (outermost) interceptor so it also maps errors raised by the
+    ones after it, from their handlers or from ``intercept_service`` itself (an auth
+    interceptor may simply raise ``Unauthenticated``); :func:`build_server` puts it there.
+    """
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        request_id = _request_id(handler_call_details.invocation_metadata)
+        # The interceptor chain and the handler share one context per RPC, so later
+        # interceptors already see the id; the wrappers set it again for robustness.
+        request_id_var.set(request_id)
+        mapper = _Mapper(handler_call_details.method, request_id)
+        try:
+            handler = await continuation(handler_call_details)
+        except Exception as exc:  # raised by a later interceptor before any handler ran
+            return _aborting_handler(mapper, exc)
+        if handler is None:  # unknown method: grpc answers UNIMPLEMENTED
+            return None
+        return _rebuild(handler, mapper)
+
+
+def _aborting_handler(mapper: _Mapper, exc: Exception) -> grpc.RpcMethodHandler:
+    # The method's real shape is unknown here. A stream-stream handler that aborts
+    # without reading or writing is valid on the wire for a call of any shape.
+    async def abort(_requests: Any, context: grpc.aio.ServicerContext) -> None:
+        await mapper.abort(context, exc)
+
+    return grpc.stream_stream_rpc_method_handler(abort)
+
+
+class Server:
+    """A ``grpc.aio`` server with health and reflection, bound at construction.
+
+    Health starts NOT_SERVING for ``""`` and every service; the app calls
+    :meth:`set_serving` once every component is ready. Also a lifecycle component:
+    :meth:`run` starts it and serves until :meth:`stop`.
+
+    Build it with :func:`build_server`.
+    """
+
+    name = "grpc-server"
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        *,
+        services: Sequence[ServiceRegistration],
+        service_names: Sequence[str],
+        interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    ) -> None:
+        self._config = config
+        self._service_names = tuple(service_names)
+        self._server = grpc.aio.server(
+            interceptors=[ErrorInterceptor(), *interceptors],
+            # gRPC sets SO_REUSEPORT by default, which lets a second process bind the
+            # same fixed port silently and steal half the traffic; fail loudly instead.
+            options=[("grpc.so_reuseport", 0)],
+        )
+        for add, servicer in services:
+            add(servicer, self._server)
+        self.health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
+        reflection.enable_server_reflection(
+            [*self._service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], self._server
+        )
+        host, _, _ = config.listen.rpartition(":")
+        try:
+            port = self._server.add_insecure_port(config.listen)
+        except RuntimeError as exc:
+            raise OSError(f"cannot bind gRPC server to {config.listen}: {exc}") from exc
+        if port == 0:  # older grpcio reports a failed bind this way
+            raise OSError(f"cannot bind gRPC server to {config.listen}")
+        self.port: int = port
+        """The bound port (the one picked when the config asked for port 0)."""
+        self._host = host
+        self._started = False
+        self._stopped = False
+
+    @property
+    def address(self) -> str:
+        """``host:port`` with the real bound port, e.g. ``127.0.0.1:53187``."""
+        return f"{self._host}:{self.port}"
+
+    @property
+    def health_names(self) -> tuple[str, ...]:
+        """Names whose health this server reports: ``""`` (the whole server) and each service."""
+        return ("", *self._service_names)
+
+    async def _set_all(self, status: health_pb2.HealthCheckResponse.ServingStatus) -> None:
+        for name in self.health_names:
+            await self.health.set(name, status)
+
+    async def set_serving(self) -> None:
+        """Report SERVING for the server and every service."""
+        await self._set_all(health_pb2.HealthCheckResponse.SERVING)
+
+    async def set_not_serving(self) -> None:
+        """Report NOT_SERVING (e.g. a dependency is down); :meth:`set_serving` undoes it."""
+        await self._set_all(health_pb2.HealthCheckResponse.NOT_SERVING)
+
+    async def start(self) -> None:
+        """Start accepting RPCs, health NOT_SERVING. Idempotent; a no-op after :meth:`stop`."""
+        if self._started or self._stopped:
+            return
+        self._started = True
+        # The health servicer starts with "" SERVING; flip it before the first RPC.
+        await self.set_not_serving()
+        await self._server.start()
+        log.info(
+            "grpc server listening on %s",
+            self.address,
+            extra={"action": "grpc_server", "address": self.address},
+        )
+
+    async def stop(self, grace_s: float | None = None) -> None:
+        """Report NOT_SERVING for good, refuse new RPCs and let in-flight ones finish.
+
+        Idempotent and safe before :meth:`start`.
+
+        Args:
+            grace_s: Seconds in-flight RPCs get before they are cancelled; defaults to
+                the config's ``grace_period_s``.
+        """
+        if self._stopped:
+            return
+        self._stopped = True
+        await self.health.enter_graceful_shutdown()
+        grace = self._config.grace_period_s if grace_s is None else grace_s
+        await self._server.stop(grace)
+
+    async def run(self, started: Callable[[], None]) -> None:
+        """Lifecycle entry point: start, report started, serve until stopped."""
+        await self.start()
+        if self._stopped:  # stop() came first: there is nothing to serve
+            return
+        started()
+        await self._server.wait_for_termination()
+
+    async def wait_for_termination(self, timeout_s: float | None = None) -> bool:
+        """Wait until the server has stopped.
+
+        Returns:
+            True once it stopped, False if ``timeout_s`` ran out first.
+        """
+        if self._stopped and not self._started:  # grpc would wait forever here
+            return True
+        timed_out = await self._server.wait_for_termination(timeout_s)
+        return not timed_out
+
+
+def build_server(
+    config: ServerConfig,
+    *,
+    services: Sequence[ServiceRegistration],
+    service_names: Sequence[str],
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+) -> Server:
+    """Build a service's gRPC server; it is bound but not started.
+
+    Args:
+        config: Listen address and shutdown grace.
+        services: ``(add_XServicer_to_server, servicer)`` pairs to register.
+        service_names: Full names of those services (``sundial.v1.JobService``), reported
+            by health and listed by reflection; health and reflection are added to both.
+        interceptors: Extra interceptors, run after :class:`ErrorInterceptor` in order.
+
+    Returns:
+        The server; ``server.address`` already holds the bound port.
+
+    Raises:
+        OSError: The address cannot be bound.
+    """
+    return Server(config, services=services, service_names=service_names, interceptors=interceptors)

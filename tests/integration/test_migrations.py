@@ -1,0 +1,471 @@
+"""Schema, migrations, run partitions, the pool and SQLSTATE translation on real PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from sundial.core import errors
+from sundial.core.config import DatabaseConfig
+from sundial.core.db import (
+    MIGRATION_LOCK_KEY,
+    Migration,
+    MigrationError,
+    close_pool,
+    create_pool,
+    drop_run_partitions_before,
+    ensure_run_partitions,
+    load_migrations,
+    migrate,
+    run_partition_name,
+    translate_db_errors,
+)
+from tests.helpers.eventually import assert_eventually
+
+LIBS = Path(__file__).resolve().parents[2] / "libs"
+DAY = date(2031, 5, 17)
+
+
+@pytest.fixture
+async def conn(database_url: str) -> AsyncIterator[asyncpg.Connection]:
+    """A connection to a freshly migrated database."""
+    await migrate(database_url)
+    connection = await asyncpg.connect(database_url)
+    yield connection
+    await connection.close()
+
+
+async def _tenant(conn: asyncpg.Connection, tenant_id: str = "acme") -> str:
+    await conn.execute(
+        "INSERT INTO tenants (tenant_id, name, signing_secret) VALUES ($1, $1, $2)",
+        tenant_id,
+        os.urandom(32),
+    )
+    return tenant_id
+
+
+async def _insert_run(conn: asyncpg.Connection, scheduled_at: datetime) -> str:
+    """Insert a run; return the name of the partition it landed in."""
+    return await conn.fetchval(
+        """
+        INSERT INTO job_runs (job_id, scheduled_at, tenant_id, partition_id, status)
+        VALUES ($1, $2, 'acme', 7, 'queued')
+        RETURNING tableoid::regclass::text
+        """,
+        uuid.uuid4(),
+        scheduled_at,
+    )
+
+
+def _at(day: date, hour: int = 0, minute: int = 0) -> datetime:
+    return datetime(day.year, day.month, day.day, hour, minute, tzinfo=UTC)
+
+
+# --- migrations ---------------------------------------------------------------------------
+
+
+async def test_migrate_applies_everything_once_then_nothing(database_url: str) -> None:
+    expected = [m.version for m in load_migrations()]
+    assert expected[0] == "0001_initial"
+    assert await migrate(database_url) == expected
+    assert await migrate(database_url) == []
+
+    conn = await asyncpg.connect(database_url)
+    try:
+        rows = await conn.fetch("SELECT version, checksum, applied_at FROM sundial_migrations")
+        assert [r["version"] for r in rows] == expected
+        assert all(len(r["checksum"]) == 64 and r["applied_at"] is not None for r in rows)
+        tables = {
+            r["relname"]
+            for r in await conn.fetch(
+                "SELECT relname FROM pg_class WHERE relkind IN ('r', 'p') AND relnamespace = "
+                "'public'::regnamespace"
+            )
+        }
+    finally:
+        await conn.close()
+    assert {
+        "tenants",
+        "api_tokens",
+        "jobs",
+        "job_definitions",
+        "job_stats",
+        "job_requests",
+        "job_runs",
+        "job_runs_default",
+        "sundial_migrations",
+    } <= tables
+
+
+async def test_two_processes_migrating_at_once_apply_each_migration_once(
+    database_url: str,
+) -> None:
+    code = (
+        "import asyncio, json, sys\n"
+        "from sundial.core.db import migrate\n"
+        "print(json.dumps(asyncio.run(migrate(sys.argv[1]))))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(LIBS))
+    procs = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            code,
+            database_url,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        for _ in range(2)
+    ]
+    outputs = await asyncio.wait_for(asyncio.gather(*(p.communicate() for p in procs)), 60)
+    assert [p.returncode for p in procs] == [0, 0], [err.decode() for _, err in outputs]
+    applied = sorted((json.loads(out) for out, _ in outputs), key=len)
+    assert applied == [[], [m.version for m in load_migrations()]]
+
+
+async def test_a_second_migrator_waits_for_the_lock(database_url: str) -> None:
+    holder = await asyncpg.connect(database_url)
+    try:
+        await holder.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
+        waiting = asyncio.create_task(migrate(database_url))
+
+        async def blocked_on_the_lock() -> None:
+            count = await holder.fetchval(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            )
+            assert count == 1
+
+        await assert_eventually(blocked_on_the_lock, timeout_s=10, what="migrator waiting")
+        assert not waiting.done()
+        await holder.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
+        assert await asyncio.wait_for(waiting, 30) == [m.version for m in load_migrations()]
+    finally:
+        await holder.close()
+
+
+async def test_an_edited_migration_is_refused_naming_the_file(database_url: str) -> None:
+    await migrate(database_url)
+    conn = await asyncpg.connect(database_url)
+    try:
+        await conn.execute(
+            "UPDATE sundial_migrations SET checksum = repeat('0', 64)"
+            " WHERE version = '0001_initial'"
+        )
+    finally:
+        await conn.close()
+    with pytest.raises(MigrationError, match=r"0001_initial\.sql changed after it was applied"):
+        await migrate(database_url)
+
+
+async def test_a_failing_migration_rolls_back_and_is_not_recorded(database_url: str) -> None:
+    good = Migration.from_text("0001_good.sql", "CREATE TABLE good (id int);")
+    bad = Migration.from_text("0002_bad.sql", "CREATE TABLE half (id int); SELECT 1 / 0;")
+    with pytest.raises(asyncpg.DivisionByZeroError):
+        await migrate(database_url, migrations=[good, bad])
+    conn = await asyncpg.connect(database_url)
+    try:
+        assert await conn.fetchval("SELECT to_regclass('good') IS NOT NULL")
+        assert await conn.fetchval("SELECT to_regclass('half') IS NULL")
+        versions = await conn.fetch("SELECT version FROM sundial_migrations")
+        assert [r["version"] for r in versions] == ["0001_good"]
+    finally:
+        await conn.close()
+    fixed = Migration.from_text("0002_bad.sql", "CREATE TABLE half (id int);")
+    assert await migrate(database_url, migrations=[good, fixed]) == ["0002_bad"]
+
+
+async def test_a_migration_added_before_an_applied_one_is_refused(database_url: str) -> None:
+    first = Migration.from_text("0001_a.sql", "CREATE TABLE a (id int);")
+    third = Migration.from_text("0003_c.sql", "CREATE TABLE c (id int);")
+    assert await migrate(database_url, migrations=[first, third]) == ["0001_a", "0003_c"]
+    late = Migration.from_text("0002_b.sql", "CREATE TABLE b (id int);")
+    with pytest.raises(MigrationError, match=r"0002_b\.sql is not applied but the later 0003_c"):
+        await migrate(database_url, migrations=[first, late, third])
+
+
+def test_migration_files_must_be_numbered() -> None:
+    with pytest.raises(MigrationError, match=r"NNNN_lowercase_name\.sql"):
+        Migration.from_text("initial.sql", "SELECT 1;")
+
+
+# --- schema -------------------------------------------------------------------------------
+
+
+async def test_jobs_is_tuned_for_frequent_updates(conn: asyncpg.Connection) -> None:
+    options = await conn.fetchval("SELECT reloptions FROM pg_class WHERE relname = 'jobs'")
+    assert "fillfactor=80" in options
+    assert "autovacuum_vacuum_scale_factor=0.02" in options
+    due = await conn.fetchval("SELECT indexdef FROM pg_indexes WHERE indexname = 'jobs_due_idx'")
+    assert "(partition_id, next_run_at) WHERE (NOT paused)" in due
+    check = await conn.fetchval(
+        "SELECT indexdef FROM pg_indexes WHERE indexname = 'job_runs_check_idx'"
+    )
+    assert "(partition_id, check_at)" in check and "'retrying'" in check
+
+
+async def test_schema_constraints_hold(conn: asyncpg.Connection) -> None:
+    tenant = await _tenant(conn)
+    job_id = uuid.uuid4()
+    await conn.execute(
+        "INSERT INTO jobs (job_id, tenant_id, name, partition_id, next_run_at) "
+        "VALUES ($1, $2, 'nightly', 42, now())",
+        job_id,
+        tenant,
+    )
+    with pytest.raises(asyncpg.UniqueViolationError):
+        await conn.execute(
+            "INSERT INTO jobs (tenant_id, name, partition_id) VALUES ($1, 'nightly', 1)", tenant
+        )
+    with pytest.raises(asyncpg.CheckViolationError):
+        await conn.execute(
+            "INSERT INTO jobs (tenant_id, name, partition_id) VALUES ($1, 'p', 256)", tenant
+        )
+    with pytest.raises(asyncpg.CheckViolationError):
+        await conn.execute(
+            "INSERT INTO job_runs (job_id, scheduled_at, tenant_id, partition_id, status) "
+            "VALUES ($1, now(), $2, 1, 'bogus')",
+            job_id,
+            tenant,
+        )
+    with pytest.raises(asyncpg.CheckViolationError):  # an admin token belongs to no tenant
+        await conn.execute(
+            "INSERT INTO api_tokens (tenant_id, role, token_hash, prefix) "
+            "VALUES ($1, 'admin', $2, 'sk_')",
+            tenant,
+            os.urandom(32),
+        )
+    with pytest.raises(asyncpg.CheckViolationError):  # NATS subject token
+        await _tenant(conn, "has.dots")
+    # Deleting a job removes its definition and stats with it.
+    await conn.execute(
+        "INSERT INTO job_definitions (job_id, schedule, target) VALUES ($1, '{}', '{}')", job_id
+    )
+    await conn.execute("INSERT INTO job_stats (job_id) VALUES ($1)", job_id)
+    await conn.execute("DELETE FROM jobs WHERE job_id = $1", job_id)
+    assert await conn.fetchval("SELECT count(*) FROM job_definitions") == 0
+    assert await conn.fetchval("SELECT count(*) FROM job_stats") == 0
+
+
+# --- run partitions -----------------------------------------------------------------------
+
+
+async def test_runs_land_in_their_daily_partition_or_the_default(conn: asyncpg.Connection) -> None:
+    created = await ensure_run_partitions(conn, DAY, DAY + timedelta(days=1))
+    assert created == [run_partition_name(DAY), run_partition_name(DAY + timedelta(days=1))]
+    assert created == ["job_runs_20310517", "job_runs_20310518"]
+
+    assert await _insert_run(conn, _at(DAY, 12)) == "job_runs_20310517"
+    assert await _insert_run(conn, _at(DAY + timedelta(days=1))) == "job_runs_20310518"  # midnight
+    assert await _insert_run(conn, _at(DAY) - timedelta(microseconds=1)) == "job_runs_default"
+    assert await _insert_run(conn, _at(DAY + timedelta(days=30))) == "job_runs_default"
+    # The day is the UTC day, whatever the session's time zone.
+    await conn.execute("SET timezone = 'Pacific/Kiritimati'")
+    assert await _insert_run(conn, _at(DAY, 23, 30)) == "job_runs_20310517"
+
+    assert await ensure_run_partitions(conn, DAY, DAY + timedelta(days=1)) == []
+
+
+async def test_partitions_carry_the_parent_indexes(conn: asyncpg.Connection) -> None:
+    await ensure_run_partitions(conn, DAY, DAY)
+    parent = await conn.fetchval("SELECT count(*) FROM pg_indexes WHERE tablename = 'job_runs'")
+    child = await conn.fetchval(
+        "SELECT count(*) FROM pg_indexes WHERE tablename = $1", run_partition_name(DAY)
+    )
+    assert child == parent == 4
+
+
+async def test_creating_a_day_moves_its_rows_out_of_the_default(conn: asyncpg.Connection) -> None:
+    assert await _insert_run(conn, _at(DAY, 9)) == "job_runs_default"
+    assert await _insert_run(conn, _at(DAY, 23, 59)) == "job_runs_default"
+    other_day = await _insert_run(conn, _at(DAY + timedelta(days=3)))
+    assert other_day == "job_runs_default"
+
+    assert await ensure_run_partitions(conn, DAY, DAY) == ["job_runs_20310517"]
+
+    rows = await conn.fetch(
+        "SELECT scheduled_at, tableoid::regclass::text AS part FROM job_runs ORDER BY scheduled_at"
+    )
+    assert [r["part"] for r in rows] == [
+        "job_runs_20310517",
+        "job_runs_20310517",
+        "job_runs_default",
+    ]
+    assert await conn.fetchval("SELECT count(*) FROM job_runs_default") == 1
+
+
+async def test_drop_removes_only_whole_days_before_the_cutoff(conn: asyncpg.Connection) -> None:
+    days = [DAY + timedelta(days=i) for i in range(4)]
+    await ensure_run_partitions(conn, days[0], days[-1])
+    for day in days:
+        await _insert_run(conn, _at(day, 6))
+    await _insert_run(conn, _at(DAY - timedelta(days=400)))  # default partition, very old
+
+    dropped = await drop_run_partitions_before(conn, days[2])
+    assert dropped == [run_partition_name(days[0]), run_partition_name(days[1])]
+    assert await drop_run_partitions_before(conn, days[2]) == []
+    remaining = await conn.fetch(
+        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+        "WHERE i.inhparent = 'job_runs'::regclass ORDER BY 1"
+    )
+    assert [r["relname"] for r in remaining] == [
+        "job_runs_20310519",
+        "job_runs_20310520",
+        "job_runs_default",
+    ]
+    assert await conn.fetchval("SELECT count(*) FROM job_runs") == 3
+
+
+async def test_ensure_refuses_absurd_ranges(conn: asyncpg.Connection) -> None:
+    assert await ensure_run_partitions(conn, DAY, DAY - timedelta(days=1)) == []
+    with pytest.raises(asyncpg.InvalidParameterValueError):
+        await ensure_run_partitions(conn, DAY, DAY + timedelta(days=3650))
+
+
+async def test_concurrent_ensures_create_each_day_once(database_url: str) -> None:
+    await migrate(database_url)
+    conns = [await asyncpg.connect(database_url) for _ in range(4)]
+    try:
+        results = await asyncio.gather(
+            *(ensure_run_partitions(c, DAY, DAY + timedelta(days=6)) for c in conns)
+        )
+    finally:
+        for c in conns:
+            await c.close()
+    created = sorted(name for result in results for name in result)
+    assert created == [run_partition_name(DAY + timedelta(days=i)) for i in range(7)]
+
+
+# --- pool -----------------------------------------------------------------------------------
+
+
+async def test_pool_sessions_are_utc_with_timeouts_and_json_codecs(database_url: str) -> None:
+    config = DatabaseConfig(database_url=database_url, pool_min_size=1, pool_max_size=2)
+    pool = await create_pool(config, application_name="sundial-test")
+    try:
+        async with pool.acquire() as c:
+            assert await c.fetchval("SHOW timezone") == "UTC"
+            assert await c.fetchval("SHOW statement_timeout") == "30s"
+            assert await c.fetchval("SHOW idle_in_transaction_session_timeout") == "15s"
+            assert await c.fetchval("SHOW application_name") == "sundial-test"
+            document = {"cron": "0 9 * * *", "time_zone": "Europe/Paris", "labels": [1, 2]}
+            assert await c.fetchval("SELECT $1::jsonb", document) == document
+            assert await c.fetchval("SELECT $1::json", [1, "a"]) == [1, "a"]
+    finally:
+        await close_pool(pool, timeout_s=10)
+
+
+async def test_close_pool_is_bounded_by_its_timeout(database_url: str) -> None:
+    pool = await create_pool(
+        DatabaseConfig(database_url=database_url), application_name="sundial-close-test"
+    )
+    await pool.acquire()  # never released: a graceful close would wait forever
+    await asyncio.wait_for(close_pool(pool, timeout_s=0.2), timeout=10)
+    assert pool.is_closing()
+
+    observer = await asyncpg.connect(database_url)
+    try:
+
+        async def sessions_gone() -> None:
+            count = await observer.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+                "sundial-close-test",
+            )
+            assert count == 0
+
+        await assert_eventually(sessions_gone, timeout_s=10, what="pool sessions closed")
+    finally:
+        await observer.close()
+
+
+# --- SQLSTATE translation -----------------------------------------------------------------
+
+
+async def test_unique_violation_is_already_exists(conn: asyncpg.Connection) -> None:
+    await _tenant(conn)
+    insert = "INSERT INTO jobs (tenant_id, name, partition_id) VALUES ('acme', 'nightly', 1)"
+    await conn.execute(insert)
+    with pytest.raises(errors.AlreadyExists) as caught:
+        async with translate_db_errors():
+            await conn.execute(insert)
+    assert caught.value.message == "already exists"
+    assert isinstance(caught.value.__cause__, asyncpg.UniqueViolationError)
+
+    messages = {"jobs_tenant_id_name_key": "a job named nightly already exists"}
+    with (
+        pytest.raises(errors.AlreadyExists, match="a job named nightly already exists"),
+        translate_db_errors(constraint_messages=messages),
+    ):
+        await conn.execute(insert)
+
+
+async def test_foreign_key_violation_is_failed_precondition(conn: asyncpg.Connection) -> None:
+    @translate_db_errors()
+    async def create_job_for_missing_tenant() -> None:
+        await conn.execute(
+            "INSERT INTO jobs (tenant_id, name, partition_id) VALUES ('ghost', 'x', 1)"
+        )
+
+    with pytest.raises(errors.FailedPrecondition):
+        await create_job_for_missing_tenant()
+
+
+async def test_statement_timeout_is_deadline_exceeded(conn: asyncpg.Connection) -> None:
+    await conn.execute("SET statement_timeout = '50ms'")
+    with pytest.raises(errors.DeadlineExceeded):
+        async with translate_db_errors():
+            await conn.execute("SELECT pg_sleep(10)")
+
+
+@pytest.mark.parametrize(
+    ("sqlstate", "expected"),
+    [
+        ("40001", errors.Aborted),  # serialization_failure
+        ("40P01", errors.Aborted),  # deadlock_detected
+        ("55P03", errors.Aborted),  # lock_not_available
+        ("57014", errors.DeadlineExceeded),  # query_canceled
+        ("53300", errors.Unavailable),  # too_many_connections
+        ("08006", errors.Unavailable),  # connection_failure (class 08)
+        ("57P01", errors.Unavailable),  # admin_shutdown
+        ("23505", errors.AlreadyExists),
+        ("23503", errors.FailedPrecondition),
+    ],
+)
+async def test_errors_are_translated_by_sqlstate_not_text(
+    conn: asyncpg.Connection, sqlstate: str, expected: type[errors.SundialError]
+) -> None:
+    # The server raises the SQLSTATE with a misleading message: only the code may count.
+    raise_it = (
+        "DO $$ BEGIN RAISE EXCEPTION 'unique violation deadlock'"
+        f" USING ERRCODE = '{sqlstate}'; END $$"
+    )
+    with pytest.raises(expected):
+        async with translate_db_errors():
+            await conn.execute(raise_it)
+
+
+async def test_other_errors_pass_through_unchanged(conn: asyncpg.Connection) -> None:
+    with pytest.raises(asyncpg.DivisionByZeroError):
+        async with translate_db_errors():
+            await conn.execute("SELECT 1 / 0")
+    with pytest.raises(asyncpg.CheckViolationError), translate_db_errors():
+        await conn.execute(
+            "INSERT INTO tenants (tenant_id, name, signing_secret) VALUES ('x', 'x', 'short')"
+        )
+
+
+async def test_unreachable_database_is_unavailable() -> None:
+    with pytest.raises(errors.Unavailable):
+        async with translate_db_errors():
+            # Port 1 on loopback: nothing listens there, the connection is refused.
+            await asyncpg.connect("postgresql://nobody@127.0.0.1:1/none", timeout=5)

@@ -1,0 +1,108 @@
+"""The named-SQL loader: parsing, lookup by key and attribute, and its errors."""
+
+from __future__ import annotations
+
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+
+from sundial.core.db import Queries, QueryFileError, UnknownQueryError
+
+SAMPLE = textwrap.dedent(
+    """\
+    -- Queries of a test store. This header is ignored.
+
+    -- name: claim_due_jobs
+    -- Locks due jobs of the owned partitions.
+    -- Now is $3, or now() when NULL.
+    SELECT job_id
+      FROM jobs
+     WHERE partition_id = ANY($1)
+       AND next_run_at <= coalesce($3::timestamptz, now())
+     LIMIT $2
+       FOR UPDATE SKIP LOCKED;
+
+    --name:count_jobs
+    SELECT count(*) FROM jobs  -- a comment inside the query stays
+    -- and so does one on its own line after the SQL starts
+    WHERE tenant_id = $1;
+    """
+)
+
+
+def test_blocks_are_parsed_with_their_docs() -> None:
+    queries = Queries.from_text(SAMPLE, source="sample.sql")
+    assert list(queries) == ["claim_due_jobs", "count_jobs"]
+    assert len(queries) == 2
+    claim = queries.query("claim_due_jobs")
+    assert claim.doc == "Locks due jobs of the owned partitions.\nNow is $3, or now() when NULL."
+    assert claim.sql.startswith("SELECT job_id\n  FROM jobs")
+    assert claim.sql.endswith("FOR UPDATE SKIP LOCKED;")
+    assert claim.line == 3
+    assert "-- and so does one" in queries["count_jobs"]
+
+
+def test_lookup_by_key_and_attribute_return_the_sql() -> None:
+    queries = Queries.from_text(SAMPLE)
+    assert (
+        queries.claim_due_jobs == queries["claim_due_jobs"] == queries.query("claim_due_jobs").sql
+    )
+    assert queries.get("missing") is None
+    assert "count_jobs" in queries
+
+
+def test_unknown_names_raise_with_the_known_ones() -> None:
+    queries = Queries.from_text(SAMPLE, source="pkg:queries.sql")
+    with pytest.raises(KeyError, match="claim_due_jobs, count_jobs"):
+        queries["claim_due_job"]
+    with pytest.raises(AttributeError, match=r"no query named 'claim_due_job' in pkg:queries\.sql"):
+        queries.claim_due_job  # noqa: B018
+    with pytest.raises(UnknownQueryError):
+        queries.query("nope")
+    assert not hasattr(queries, "nope")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "-- name: a\nSELECT 1;\n-- name: a\nSELECT 2;\n",
+            r":3: duplicate query 'a' \(first at line 1\)",
+        ),
+        ("-- name: a\n-- only a doc\n\n", r":1: query 'a' has no SQL"),
+        ("SELECT 1;\n-- name: a\nSELECT 2;\n", r":1: SQL before the first '-- name:' line"),
+        ("-- name: two words\nSELECT 1;\n", r"'two words' is not a valid query name"),
+        ("-- name: class\nSELECT 1;\n", r"'class' is not a valid query name"),
+        ("-- name:\nSELECT 1;\n", r"'' is not a valid query name"),
+        ("-- name: keys\nSELECT 1;\n", r"'keys' is reserved"),
+        ("-- name: source\nSELECT 1;\n", r"'source' is reserved"),
+    ],
+)
+def test_malformed_files_are_rejected_with_file_and_line(text: str, message: str) -> None:
+    with pytest.raises(QueryFileError, match=message) as caught:
+        Queries.from_text(text, source="bad.sql")
+    assert str(caught.value).startswith("bad.sql:")
+
+
+def test_an_empty_file_has_no_queries() -> None:
+    assert len(Queries.from_text("-- nothing here yet\n")) == 0
+
+
+def test_from_package_reads_the_packaged_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = f"store_{uuid.uuid4().hex[:8]}"
+    (tmp_path / package).mkdir()
+    (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / package / "queries.sql").write_text(SAMPLE)
+    (tmp_path / package / "other.sql").write_text("-- name: ping\nSELECT 1;\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    queries = Queries.from_package(package)
+    assert queries.source == f"{package}:queries.sql"
+    assert set(queries) == {"claim_due_jobs", "count_jobs"}
+    assert Queries.from_package(package, "other.sql").ping == "SELECT 1;"
+    with pytest.raises(FileNotFoundError):
+        Queries.from_package(package, "missing.sql")
