@@ -1,0 +1,1 @@
+"""The ``sundial`` command: the local stack and, over gRPC, jobs and runs."""

@@ -1,0 +1,20 @@
+"""The ``sundial`` Typer application; each command group lives in its own module."""
+
+from __future__ import annotations
+
+import typer
+
+from sundial.cli import dev
+
+app = typer.Typer(
+    name="sundial",
+    help="Sundial: a distributed cron scheduler. Run it locally, manage jobs and runs.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+app.command("dev")(dev.dev)
+
+
+@app.callback()
+def _root() -> None:
+    """Sundial's command-line tool."""

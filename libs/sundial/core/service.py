@@ -1,0 +1,91 @@
+"""The shape every Sundial service shares: a composition root and a ``main``.
+
+A service's ``app.py`` builds a :class:`Service` (connect dependencies, build the store,
+servicers and server) and its ``__main__`` calls :func:`main` with that builder. Tests
+build the same graph through the same function and run it with a ``stop_event``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from sundial.core.config import ConfigError, LogConfig
+from sundial.core.grpc import Server
+from sundial.core.lifecycle import Component, run_app
+from sundial.core.logging import configure_logging
+
+log = logging.getLogger(__name__)
+
+ConfigT = TypeVar("ConfigT", bound=LogConfig)
+
+
+@dataclass
+class Service:
+    """A built service, ready to run.
+
+    Attributes:
+        name: ``api``, ``scheduler`` or ``executor``; used in logs.
+        server: The gRPC server; started last, so health turns SERVING only once every
+            other component reported ready.
+        components: Long-lived parts started before the server, in dependency order.
+        grace_period_s: Each component's share of the shutdown time.
+        resources: Closed after every component stopped (pool, NATS, etcd clients), in
+            reverse order of registration.
+    """
+
+    name: str
+    server: Server
+    components: Sequence[Component] = ()
+    grace_period_s: float = 10.0
+    resources: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
+
+    async def run(
+        self, *, install_signal_handlers: bool = True, stop_event: asyncio.Event | None = None
+    ) -> int:
+        """Serve until SIGTERM/SIGINT or ``stop_event``; returns the exit code."""
+        try:
+            return await run_app(
+                [*self.components, self.server],
+                grace_period_s=self.grace_period_s,
+                on_ready=self.server.set_serving,
+                on_stopping=self.server.set_not_serving,
+                install_signal_handlers=install_signal_handlers,
+                stop_event=stop_event,
+            )
+        finally:
+            await self.resources.aclose()
+
+
+def main(
+    name: str,
+    load_config: Callable[[], ConfigT],
+    build: Callable[[ConfigT], Awaitable[Service]],
+) -> None:
+    """Process entry point: load config, configure logging, build, run, exit.
+
+    A configuration error is printed as one line naming the variable (exit code 2);
+    nothing is started.
+    """
+    try:
+        config = load_config()
+    except ConfigError as exc:
+        print(f"sundial-{name}: configuration error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    configure_logging(config)
+
+    async def serve() -> int:
+        service = await build(config)
+        return await service.run()
+
+    try:
+        code = asyncio.run(serve())
+    except Exception:
+        log.exception("%s crashed while starting", name, extra={"action": "lifecycle"})
+        code = 1
+    raise SystemExit(code)

@@ -1,0 +1,1 @@
+"""The API service: the public, tenant-scoped ``JobService`` and the ``AdminService``."""

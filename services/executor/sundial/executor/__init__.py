@@ -1,0 +1,1 @@
+"""The executor service: stateless workers that lease runs and call targets."""

@@ -1,0 +1,1 @@
+"""The scheduler service: partition ownership, dispatch, sweeps and the ``RunLedger``."""

@@ -1,0 +1,46 @@
+"""Composition root of the scheduler service: pool, bus, etcd -> ledger -> server."""
+
+from __future__ import annotations
+
+import contextlib
+
+from sundial.core.bus import connect_bus, ensure_streams
+from sundial.core.coord import connect_etcd
+from sundial.core.db import close_pool, create_pool, migrate
+from sundial.core.grpc import build_server
+from sundial.core.service import Service
+from sundial.scheduler.config import SchedulerConfig
+from sundial.v1 import ledger_pb2, ledger_pb2_grpc
+
+SERVICE_NAMES = (ledger_pb2.DESCRIPTOR.services_by_name["RunLedger"].full_name,)
+
+
+async def build(config: SchedulerConfig) -> Service:
+    """Connect to PostgreSQL, NATS and etcd and build the scheduler's graph."""
+    if config.migrate_on_start:
+        await migrate(config.database_url)
+    async with contextlib.AsyncExitStack() as resources:
+        pool = await create_pool(config, application_name=f"sundial-scheduler-{config.node_id}")
+        resources.push_async_callback(close_pool, pool, config.grace_period_s)
+        bus = await connect_bus(config, name=f"sundial-scheduler-{config.node_id}")
+        resources.push_async_callback(bus.close)
+        await ensure_streams(bus.jetstream)
+        etcd = await connect_etcd(config)
+        resources.push_async_callback(etcd.close)
+        server = build_server(
+            config,
+            services=[
+                (
+                    ledger_pb2_grpc.add_RunLedgerServicer_to_server,
+                    ledger_pb2_grpc.RunLedgerServicer(),
+                )
+            ],
+            service_names=SERVICE_NAMES,
+        )
+        return Service(
+            "scheduler",
+            server=server,
+            grace_period_s=config.grace_period_s,
+            resources=resources.pop_all(),
+        )
+    raise AssertionError("unreachable")  # the with block returns or raises
