@@ -1,0 +1,290 @@
+"""Validate a :class:`Schedule` and compile it into something that answers "when next?".
+
+Decisions the design leaves open, made here:
+
+* ``start_time`` and ``end_time`` are inclusive bounds; ``end_time`` equal to
+  ``start_time`` is allowed (at most one fire), ``end_time`` before it is an error.
+* ``max_runs`` is counted by the caller (the scheduler's stats) and passed in as
+  ``fired_count``; ``0`` means unlimited.
+* Interval schedules are anchored on the Unix epoch plus ``offset`` (Temporal's rule),
+  not on ``start_time``; ``every`` must be at least one second.
+* ``time_zone`` ``""`` means UTC. The DST policies only affect cron schedules.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from sundial.core.errors import InvalidArgument
+
+from . import _cache
+from ._fire import Clock, CronClock, IntervalClock, OnceClock
+from ._jitter import jitter_offset
+from ._spec import (
+    CronSpec,
+    FireTime,
+    FoldPolicy,
+    GapPolicy,
+    IntervalSpec,
+    OnceSpec,
+    Schedule,
+)
+from ._zone import load_zone
+
+_US = timedelta(microseconds=1)
+MIN_INTERVAL = timedelta(seconds=1)
+
+
+class CompiledSchedule:
+    """A validated schedule bound to a job: computes its fire times.
+
+    Cheap to build (every expensive part is shared through caches), immutable and
+    thread-safe. All instants in and out are timezone-aware; results are in UTC.
+
+    Attributes:
+        schedule: The schedule it was compiled from.
+        job_id: The job (``H`` and jitter are hashed from it).
+        zone: The schedule's zone.
+        start_time: Inclusive lower bound, UTC, or None.
+        end_time: Inclusive upper bound, UTC, or None.
+        max_runs: Maximum number of runs, ``0`` for unlimited.
+        jitter: Exclusive upper bound of the dispatch delay.
+        fixed_time: Cron only: neither minute nor hour is a wildcard (decides AUTO).
+        gap_policy: Cron only: the resolved gap rule (``SHIFT`` or ``SKIP``), else None.
+        fold_policy: Cron only: the resolved fold rule (``ONCE`` or ``TWICE``), else None.
+        expanded_cron: Cron only: the expression croniter iterates (``H`` resolved).
+    """
+
+    __slots__ = (
+        "_cached",
+        "_clock",
+        "end_time",
+        "expanded_cron",
+        "fixed_time",
+        "fold_policy",
+        "gap_policy",
+        "jitter",
+        "job_id",
+        "max_runs",
+        "schedule",
+        "start_time",
+        "zone",
+    )
+
+    def __init__(
+        self,
+        schedule: Schedule,
+        job_id: str,
+        clock: Clock,
+        *,
+        start_time: datetime | None,
+        end_time: datetime | None,
+        fixed_time: bool | None = None,
+        expanded_cron: str | None = None,
+    ) -> None:
+        self.schedule = schedule
+        self.job_id = job_id
+        self._clock = clock
+        self._cached = isinstance(clock, CronClock)
+        self.zone = clock.zone
+        self.start_time = start_time
+        self.end_time = end_time
+        self.max_runs = schedule.max_runs
+        self.jitter = schedule.jitter
+        self.fixed_time = fixed_time
+        self.expanded_cron = expanded_cron
+        self.gap_policy = clock.gap if isinstance(clock, CronClock) else None
+        self.fold_policy = clock.fold if isinstance(clock, CronClock) else None
+
+    def __repr__(self) -> str:
+        return f"CompiledSchedule(job_id={self.job_id!r}, schedule={self.schedule!r})"
+
+    def next_fire(self, after: datetime, fired_count: int = 0) -> FireTime | None:
+        """Return the first fire time strictly after ``after``.
+
+        Honours ``start_time``, ``end_time`` and ``max_runs``. Served from the shared
+        next-fire cache for cron schedules.
+
+        Args:
+            after: Any aware instant (typically the last fire time, or now).
+            fired_count: Runs the job has had so far (for ``max_runs``).
+
+        Returns:
+            The fire time, or None when the schedule is exhausted.
+
+        Raises:
+            ValueError: ``after`` is naive.
+        """
+        if self.max_runs and fired_count >= self.max_runs:
+            return None
+        after = self._lower_bound(_as_utc(after, "after"))
+        if self._cached:
+            fire = _cache.next_fire(self._clock, after)  # type: ignore[arg-type]
+        else:
+            fire = self._clock.next_fire(after)
+        if fire is None or (self.end_time is not None and fire.at > self.end_time):
+            return None
+        return fire
+
+    def preview(self, after: datetime, count: int, *, fired_count: int = 0) -> list[FireTime]:
+        """Return the next ``count`` fire times, with what DST rules dropped between them.
+
+        Dropped entries (``dropped=True``: skipped gap times, gap times merged into
+        another run, skipped second occurrences) are extra: ``count`` counts runs only.
+        Entries are ordered by instant, then by the wall time they name. At most 100
+        dropped entries are reported per DST transition.
+
+        Args:
+            after: Any aware instant; entries are strictly after it.
+            count: Number of fire times wanted.
+            fired_count: Runs the job has had so far (for ``max_runs``).
+
+        Returns:
+            The entries; fewer fire times than ``count`` if the schedule ends.
+        """
+        if count < 0:
+            raise ValueError("count must not be negative")
+        cursor = self._lower_bound(_as_utc(after, "after"))
+        entries: list[FireTime] = []
+        fires = 0
+        while fires < count and not (self.max_runs and fired_count + fires >= self.max_runs):
+            dropped: list[FireTime] = []
+            fire = self._clock.scan(cursor, dropped)
+            entries.extend(d for d in dropped if self._within_end(d.at))
+            if fire is None or not self._within_end(fire.at):
+                break
+            entries.append(fire)
+            fires += 1
+            cursor = fire.at
+        entries.sort(key=lambda e: (e.at, e.wall))
+        return entries
+
+    def dispatch_at(self, nominal: datetime) -> datetime:
+        """Return when the occurrence ``nominal`` should start: nominal plus jitter."""
+        return nominal + jitter_offset(self.job_id, nominal, self.jitter)
+
+    def remaining_runs(self, fired_count: int) -> int | None:
+        """Runs left under ``max_runs`` after ``fired_count``; None if unlimited."""
+        if not self.max_runs:
+            return None
+        return max(0, self.max_runs - fired_count)
+
+    def _lower_bound(self, after: datetime) -> datetime:
+        # "strictly after start - 1us" is "at or after start": start is inclusive.
+        if self.start_time is not None and after < self.start_time:
+            return self.start_time - _US
+        return after
+
+    def _within_end(self, at: datetime) -> bool:
+        return self.end_time is None or at <= self.end_time
+
+
+def compile_schedule(schedule: Schedule, *, job_id: str) -> CompiledSchedule:
+    """Validate ``schedule`` and compile it for ``job_id``.
+
+    Every problem raises :class:`~sundial.core.errors.InvalidArgument` naming the field:
+    ``schedule.cron``, ``schedule.interval.every``, ``schedule.interval.offset``,
+    ``schedule.once``, ``schedule.time_zone``, ``schedule.start_time``,
+    ``schedule.end_time``, ``schedule.jitter``, ``schedule.max_runs``,
+    ``schedule.dst.gap``, ``schedule.dst.fold`` (or ``schedule`` when no spec is set).
+
+    Args:
+        schedule: The schedule.
+        job_id: The job's id (hashed for ``H`` and jitter).
+
+    Returns:
+        The compiled schedule. Compiling many jobs that share an expression and zone is
+        cheap: parsed expressions and clocks come from shared caches.
+
+    Raises:
+        InvalidArgument: The schedule is invalid (the field is named).
+        TypeError: ``job_id`` is not a string (a programming error, not user input).
+    """
+    if not isinstance(job_id, str):
+        raise TypeError(f"job_id must be a str, got {type(job_id).__name__}")
+    if not isinstance(schedule, Schedule):
+        raise InvalidArgument("schedule", f"expected a Schedule, got {type(schedule).__name__}")
+    zone = load_zone(schedule.time_zone)
+    start = _optional_instant(schedule.start_time, "schedule.start_time")
+    end = _optional_instant(schedule.end_time, "schedule.end_time")
+    if start is not None and end is not None and end < start:
+        raise InvalidArgument(
+            "schedule.end_time",
+            f"{end.isoformat()} is before start_time {start.isoformat()}",
+        )
+    _check_duration(schedule.jitter, "schedule.jitter")
+    if not isinstance(schedule.max_runs, int) or isinstance(schedule.max_runs, bool):
+        raise InvalidArgument("schedule.max_runs", "must be an integer")
+    if schedule.max_runs < 0:
+        raise InvalidArgument("schedule.max_runs", f"must not be negative, got {schedule.max_runs}")
+    if not isinstance(schedule.dst_gap, GapPolicy):
+        raise InvalidArgument("schedule.dst.gap", f"unknown gap policy {schedule.dst_gap!r}")
+    if not isinstance(schedule.dst_fold, FoldPolicy):
+        raise InvalidArgument("schedule.dst.fold", f"unknown fold policy {schedule.dst_fold!r}")
+
+    spec = schedule.spec
+    bounds = {"start_time": start, "end_time": end}
+    if isinstance(spec, CronSpec):
+        if not isinstance(spec.expression, str):
+            raise InvalidArgument("schedule.cron", "must be a string")
+        parsed = _cache.parsed_cron(spec.expression)
+        expanded = _cache.expanded_cron(spec.expression, job_id if parsed.uses_hash else "")
+        gap = schedule.dst_gap
+        if gap is GapPolicy.AUTO:
+            gap = GapPolicy.SHIFT if parsed.fixed_time else GapPolicy.SKIP
+        fold = schedule.dst_fold
+        if fold is FoldPolicy.AUTO:
+            fold = FoldPolicy.ONCE if parsed.fixed_time else FoldPolicy.TWICE
+        clock = _cache.cron_clock(expanded, zone.key, gap, fold)
+        return CompiledSchedule(
+            schedule, job_id, clock, fixed_time=parsed.fixed_time, expanded_cron=expanded, **bounds
+        )
+    if isinstance(spec, IntervalSpec):
+        _check_duration(spec.every, "schedule.interval.every")
+        if spec.every < MIN_INTERVAL:
+            raise InvalidArgument(
+                "schedule.interval.every", f"must be at least 1s, got {_seconds(spec.every)}"
+            )
+        _check_duration(spec.offset, "schedule.interval.offset")
+        if spec.offset >= spec.every:
+            raise InvalidArgument(
+                "schedule.interval.offset",
+                f"must be shorter than the interval ({_seconds(spec.every)}), "
+                f"got {_seconds(spec.offset)}",
+            )
+        return CompiledSchedule(
+            schedule, job_id, IntervalClock(spec.every, spec.offset, zone), **bounds
+        )
+    if isinstance(spec, OnceSpec):
+        at = _optional_instant(spec.at, "schedule.once")
+        if at is None:
+            raise InvalidArgument("schedule.once", "is required")
+        return CompiledSchedule(schedule, job_id, OnceClock(at, zone), **bounds)
+    raise InvalidArgument("schedule", "one of cron, interval or once is required")
+
+
+def _as_utc(value: datetime, name: str) -> datetime:
+    if value.tzinfo is None:
+        raise ValueError(f"{name} must be timezone-aware, got {value!r}")
+    return value if value.tzinfo is UTC else value.astimezone(UTC)
+
+
+def _optional_instant(value: object, field: str) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise InvalidArgument(field, f"must be a datetime, got {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidArgument(field, "must be timezone-aware")
+    return value.astimezone(UTC)
+
+
+def _check_duration(value: object, field: str) -> None:
+    if not isinstance(value, timedelta):
+        raise InvalidArgument(field, f"must be a duration, got {type(value).__name__}")
+    if value < timedelta(0):
+        raise InvalidArgument(field, f"must not be negative, got {_seconds(value)}")
+
+
+def _seconds(value: timedelta) -> str:
+    return f"{value.total_seconds():g}s"
