@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test test-fast generate verify lint bench clean
+.PHONY: help setup run test generate verify lint bench clean
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -23,11 +23,13 @@ run: setup ## Start PostgreSQL, NATS, etcd and the three services locally, with 
 test: setup ## Run the whole test suite against real servers started by the fixtures
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-generate: setup ## Regenerate libs/sundial/v1 from proto/ with the pinned grpcio-tools
+generate: setup ## Regenerate libs/sundial/v1 from proto/ and README's config tables
 	$(BIN)/python scripts/gen_protos.py
+	$(BIN)/python scripts/config_docs.py
 
-verify: setup ## Fail when generated code differs from what proto/ generates
+verify: setup ## Fail when generated code (protos, README config tables) is stale
 	$(BIN)/python scripts/gen_protos.py --check
+	$(BIN)/python scripts/config_docs.py --check
 
 lint: setup ## Ruff lint and format check
 	$(BIN)/ruff check .
