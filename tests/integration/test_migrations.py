@@ -282,7 +282,9 @@ async def test_partitions_carry_the_parent_indexes(conn: asyncpg.Connection) -> 
     child = await conn.fetchval(
         "SELECT count(*) FROM pg_indexes WHERE tablename = $1", run_partition_name(DAY)
     )
-    assert child == parent == 4
+    # Later migrations add indexes to job_runs (0003: pending runs); a partition must
+    # carry every one of them.
+    assert child == parent >= 4
 
 
 async def test_creating_a_day_moves_its_rows_out_of_the_default(conn: asyncpg.Connection) -> None:

@@ -47,12 +47,26 @@ async def init_connection(conn: asyncpg.Connection) -> None:
         )
 
 
-async def create_pool(config: DatabaseConfig, *, application_name: str = "sundial") -> asyncpg.Pool:
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """A pool ``reset`` that does nothing (see ``reset_on_release``)."""
+
+
+async def create_pool(
+    config: DatabaseConfig,
+    *,
+    application_name: str = "sundial",
+    reset_on_release: bool = True,
+) -> asyncpg.Pool:
     """Open a connection pool with Sundial's session settings and JSON codecs.
 
     Args:
         config: DSN, pool size and timeouts.
         application_name: Shown in ``pg_stat_activity``; services pass their own name.
+        reset_on_release: Run asyncpg's reset query (``pg_advisory_unlock_all(); CLOSE
+            ALL; UNLISTEN *; RESET ALL``) whenever a connection goes back to the pool.
+            A service that never takes session advisory locks, LISTENs, opens cursors
+            outside transactions or SETs session settings passes False and saves that
+            round trip on every acquire (on ``pool.fetch*`` too).
 
     Returns:
         An open pool holding ``config.pool_min_size`` connections.
@@ -64,6 +78,7 @@ async def create_pool(config: DatabaseConfig, *, application_name: str = "sundia
         timeout=config.connect_timeout_s,
         server_settings=session_settings(config, application_name),
         init=init_connection,
+        reset=None if reset_on_release else _keep_session,
     )
     assert pool is not None  # asyncpg returns None only when used as `async with`
     return pool

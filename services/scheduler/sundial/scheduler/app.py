@@ -1,4 +1,11 @@
-"""Composition root of the scheduler service: pool, bus, etcd -> ledger -> server."""
+"""Composition root of the scheduler service.
+
+pool, bus, etcd -> store -> membership -> dispatcher, sweeper, maintenance, ledger ->
+server. Components start in that order (membership first: the others ask it which
+partitions are theirs) and stop in reverse, so on SIGTERM the server stops taking RPCs,
+dispatch and sweeps finish their batch, and the etcd lease is revoked last, handing the
+partitions over at once.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,13 @@ from sundial.core.db import close_pool, create_pool, migrate
 from sundial.core.grpc import build_server
 from sundial.core.service import Service
 from sundial.scheduler.config import SchedulerConfig
+from sundial.scheduler.dispatcher import Dispatcher
+from sundial.scheduler.ledger import RunLedgerServicer
+from sundial.scheduler.maintenance import Maintenance
+from sundial.scheduler.membership import Membership
+from sundial.scheduler.publisher import RunPublisher
+from sundial.scheduler.store import SchedulerStore
+from sundial.scheduler.sweeper import Sweeper
 from sundial.v1 import ledger_pb2, ledger_pb2_grpc
 
 SERVICE_NAMES = (ledger_pb2.DESCRIPTOR.services_by_name["RunLedger"].full_name,)
@@ -20,19 +34,30 @@ async def build(config: SchedulerConfig) -> Service:
     if config.migrate_on_start:
         await migrate(config.database_url)
     async with contextlib.AsyncExitStack() as resources:
-        pool = await create_pool(config, application_name=f"sundial-scheduler-{config.node_id}")
+        # The scheduler takes only transaction-scoped advisory locks and sets nothing per
+        # session: skip asyncpg's reset query on every release (a round trip each).
+        pool = await create_pool(
+            config,
+            application_name=f"sundial-scheduler-{config.node_id}",
+            reset_on_release=False,
+        )
         resources.push_async_callback(close_pool, pool, config.grace_period_s)
         bus = await connect_bus(config, name=f"sundial-scheduler-{config.node_id}")
         resources.push_async_callback(bus.close)
         await ensure_streams(bus.jetstream)
         etcd = await connect_etcd(config)
         resources.push_async_callback(etcd.close)
+
+        store = SchedulerStore(pool)
+        publisher = RunPublisher(bus.jetstream, config.node_id)
+        membership = Membership(etcd, config)
+        owned = membership.owned
         server = build_server(
             config,
             services=[
                 (
                     ledger_pb2_grpc.add_RunLedgerServicer_to_server,
-                    ledger_pb2_grpc.RunLedgerServicer(),
+                    RunLedgerServicer(store, bus.jetstream, config),
                 )
             ],
             service_names=SERVICE_NAMES,
@@ -40,6 +65,12 @@ async def build(config: SchedulerConfig) -> Service:
         return Service(
             "scheduler",
             server=server,
+            components=[
+                membership,
+                Maintenance(store, owned, config),
+                Dispatcher(store, publisher, owned, config),
+                Sweeper(store, publisher, owned, config),
+            ],
             grace_period_s=config.grace_period_s,
             resources=resources.pop_all(),
         )

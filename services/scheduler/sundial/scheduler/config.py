@@ -32,6 +32,50 @@ class SchedulerConfig(DatabaseConfig, NatsConfig, EtcdConfig, ServerConfig, LogC
     migrate_on_start: bool = True
     """Apply pending schema migrations at start (safe from many replicas at once)."""
 
+    membership_poll_s: float = 1.0
+    """Seconds between ownership reconciliations (a watch on etcd wakes it earlier)."""
+
+    poll_interval_s: float = 0.5
+    """Seconds the dispatcher waits after a pass that found nothing more due."""
+
+    batch_size: int = 500
+    """Jobs claimed per dispatch transaction (and runs per RunDispatch message)."""
+
+    dispatch_workers: int = 2
+    """Concurrent dispatch transactions per scheduler (SKIP LOCKED keeps them apart), so
+    planning in Python overlaps the database's work on another batch."""
+
+    publish_confirm_s: float = 10.0
+    """Seconds before a dispatch whose publish was not confirmed is published again."""
+
+    unleased_republish_s: float = 120.0
+    """Seconds a published run may wait unleased before it is republished (lost message)."""
+
+    sweep_interval_s: float = 1.0
+    """Seconds between sweeps of owned partitions (republish, lease expiry, retries)."""
+
+    run_lease_s: int = 30
+    """Default lease an executor gets on a run when LeaseRuns does not ask for one."""
+
+    heartbeat_interval_s: float = 10.0
+    """Heartbeat interval announced to executors."""
+
+    cancel_poll_s: float = 2.0
+    """Seconds between checks, on each Heartbeat stream, for held runs asked to stop
+    between beats (answered with an unsolicited message carrying only ``cancel``)."""
+
+    capacity_retry_s: float = 5.0
+    """Retry-after given with REJECT_REASON_TENANT_AT_CAPACITY."""
+
+    retention_days: int = 30
+    """Days of run history kept; older daily partitions of job_runs are dropped."""
+
+    partitions_ahead_days: int = 7
+    """Daily job_runs partitions created ahead of today."""
+
+    maintenance_interval_s: float = 3600.0
+    """Seconds between partition maintenance passes."""
+
     def __post_init__(self) -> None:
         DatabaseConfig.__post_init__(self)
         NatsConfig.__post_init__(self)
@@ -40,6 +84,29 @@ class SchedulerConfig(DatabaseConfig, NatsConfig, EtcdConfig, ServerConfig, LogC
         LogConfig.__post_init__(self)
         if self.lease_ttl_s < 2:
             raise ConfigError("lease_ttl_s", "must be at least 2 seconds")
+        if not 1 <= self.dispatch_workers <= 16:
+            raise ConfigError("dispatch_workers", "must be between 1 and 16")
+        if not 1 <= self.batch_size <= 500:
+            raise ConfigError("batch_size", "must be between 1 and 500")
+        for name in (
+            "membership_poll_s",
+            "poll_interval_s",
+            "publish_confirm_s",
+            "unleased_republish_s",
+            "sweep_interval_s",
+            "heartbeat_interval_s",
+            "capacity_retry_s",
+            "cancel_poll_s",
+            "maintenance_interval_s",
+        ):
+            if getattr(self, name) <= 0:
+                raise ConfigError(name, "must be > 0")
+        if not 10 <= self.run_lease_s <= 300:
+            raise ConfigError("run_lease_s", "must be between 10 and 300 seconds")
+        if self.retention_days < 1:
+            raise ConfigError("retention_days", "must be at least 1")
+        if not 1 <= self.partitions_ahead_days <= 90:
+            raise ConfigError("partitions_ahead_days", "must be between 1 and 90")
         if not self.cluster.replace("-", "").replace("_", "").isalnum():
             raise ConfigError("cluster", "use letters, digits, '-' and '_' only")
         if not self.node_id:

@@ -1,0 +1,270 @@
+"""Benchmark the scheduler's dispatch: N jobs due at one instant (default 100,000).
+
+Run: ``python bench/bench_dispatch.py [--jobs 100000] [--json]``.
+
+Reported, all in the same run on the same PostgreSQL:
+
+* ``bare_sql_1`` / ``bare_sql_2``: the machine's limit. A plain asyncpg loop (one, then
+  two concurrent connections) running the same claim-insert-advance transaction as the
+  dispatcher (claim 500 due jobs FOR UPDATE SKIP LOCKED over 256 partitions, insert the
+  runs with unnest ON CONFLICT DO NOTHING, advance next_run_at with unnest), without
+  reading definitions, planning, publishing or confirming.
+* ``scheduler_1`` / ``scheduler_2``: real ``sundial-scheduler`` processes (one, then two,
+  sharing the partitions through etcd) dispatching the herd end to end: runs per second
+  from the due instant until the last run arrived on JetStream, and dispatch lateness
+  p50/p99 (arrival on JetStream minus the due instant).
+
+The stack (PostgreSQL, NATS, etcd) is started by ``sundial.devstack`` unless
+``SUNDIAL_DATABASE_URL``/``SUNDIAL_NATS_URL``/``SUNDIAL_ETCD_ENDPOINTS`` point elsewhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from datetime import datetime, timedelta
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+
+from sundial.core.bus import RUNS_STREAM, connect_bus, ensure_streams
+from sundial.core.config import DatabaseConfig, EtcdConfig, NatsConfig
+from sundial.core.coord import connect_etcd
+from sundial.core.db import close_pool, create_pool, migrate
+from sundial.core.definition import JobPolicies, policies_to_json, schedule_to_json
+from sundial.core.partition import PARTITION_COUNT, partition_of
+from sundial.devstack import Stack
+from sundial.devstack._services import Services
+from sundial.schedule import CronSpec, Schedule
+from sundial.scheduler.convert import to_datetime
+from sundial.v1 import events_pb2
+
+BATCH = 500
+SCHEDULE = schedule_to_json(Schedule(CronSpec("0 0 * * *")))
+POLICIES = policies_to_json(JobPolicies())
+TARGET = {"http": {"url": "https://example.com/hook"}}
+
+CLAIM = """
+SELECT job_id, tenant_id, partition_id, next_run_at FROM jobs
+ WHERE partition_id = ANY($1::smallint[]) AND NOT paused AND next_run_at <= $2
+ ORDER BY next_run_at LIMIT $3 FOR UPDATE SKIP LOCKED
+"""
+INSERT = """
+INSERT INTO job_runs (job_id, scheduled_at, tenant_id, partition_id, status, dispatch_seq,
+                      check_at)
+SELECT r.*, 'queued', 1, $5 FROM unnest($1::uuid[], $2::timestamptz[], $3::text[],
+                                         $4::smallint[]) AS r
+ON CONFLICT (job_id, scheduled_at) DO NOTHING
+"""
+ADVANCE = """
+UPDATE jobs j SET next_run_at = u.next_run_at, fired_count = j.fired_count + 1
+  FROM unnest($1::uuid[], $2::timestamptz[]) AS u(job_id, next_run_at)
+ WHERE j.job_id = u.job_id
+"""
+
+
+def with_database(url: str, name: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+
+
+async def fresh_database(stack: Stack, label: str) -> str:
+    name = f"bench_{label}_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(stack.database_url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    url = with_database(stack.database_url, name)
+    await migrate(url)
+    return url
+
+
+async def seed(url: str, count: int) -> None:
+    """``count`` jobs (not yet due: next_run_at NULL) with realistic definitions."""
+    pool = await create_pool(DatabaseConfig(database_url=url, pool_max_size=2))
+    try:
+        await pool.execute(
+            "INSERT INTO tenants (tenant_id, name, signing_secret, max_concurrent_runs)"
+            " VALUES ('bench', 'bench', $1, 100000)",
+            b"s" * 32,
+        )
+        for start in range(0, count, 20_000):
+            ids = [uuid.uuid4() for _ in range(min(20_000, count - start))]
+            async with pool.acquire() as conn, conn.transaction():
+                await conn.execute(
+                    "INSERT INTO jobs (job_id, tenant_id, name, partition_id)"
+                    " SELECT j, 'bench', 'job-' || j::text, p"
+                    " FROM unnest($1::uuid[], $2::smallint[]) AS u(j, p)",
+                    ids,
+                    [partition_of(i) for i in ids],
+                )
+                await conn.execute(
+                    "INSERT INTO job_definitions (job_id, schedule, target, policies, payload)"
+                    " SELECT j, $2, $3, $4, '\\x7b7d' FROM unnest($1::uuid[]) AS j",
+                    ids,
+                    SCHEDULE,
+                    TARGET,
+                    POLICIES,
+                )
+        await pool.execute("VACUUM ANALYZE jobs")
+    finally:
+        await close_pool(pool, 5.0)
+
+
+async def make_due(url: str, delay_s: float) -> datetime:
+    """Make every job due at one instant ``delay_s`` from now; returns that instant."""
+    conn = await asyncpg.connect(url)
+    try:
+        due: datetime = await conn.fetchval(
+            "SELECT date_trunc('second', now()) + make_interval(secs => $1)", delay_s
+        )
+        await conn.execute("UPDATE jobs SET next_run_at = $1", due)
+        await conn.execute("VACUUM ANALYZE jobs")
+        return due
+    finally:
+        await conn.close()
+
+
+async def bare_sql(url: str, count: int, connections: int) -> dict[str, float]:
+    """Runs per second of the bare claim-insert-advance loop."""
+    await seed(url, count)
+    due = await make_due(url, 0)
+    partitions = list(range(PARTITION_COUNT))
+
+    async def loop() -> int:
+        conn = await asyncpg.connect(url)
+        done = 0
+        try:
+            while True:
+                async with conn.transaction():
+                    rows = await conn.fetch(CLAIM, partitions, due, BATCH)
+                    if not rows:
+                        return done
+                    ids = [r["job_id"] for r in rows]
+                    at = [r["next_run_at"] for r in rows]
+                    await conn.execute(
+                        INSERT,
+                        ids,
+                        at,
+                        [r["tenant_id"] for r in rows],
+                        [r["partition_id"] for r in rows],
+                        due + timedelta(minutes=2),
+                    )
+                    await conn.execute(ADVANCE, ids, [a + timedelta(days=1) for a in at])
+                done += len(rows)
+        finally:
+            await conn.close()
+
+    began = time.perf_counter()
+    runs = sum(await asyncio.gather(*(loop() for _ in range(connections))))
+    elapsed = time.perf_counter() - began
+    assert runs == count, (runs, count)
+    return {"runs": runs, "seconds": round(elapsed, 3), "runs_per_s": round(runs / elapsed)}
+
+
+async def scheduler_run(stack: Stack, url: str, count: int, replicas: int) -> dict[str, float]:
+    """Dispatch the herd with ``replicas`` scheduler processes; rate and lateness."""
+    await seed(url, count)
+    cluster = f"bench{uuid.uuid4().hex[:8]}"
+    env = {
+        "SUNDIAL_DATABASE_URL": url,
+        "SUNDIAL_CLUSTER": cluster,
+        "SUNDIAL_LOG_LEVEL": "WARNING",
+        "SUNDIAL_BATCH_SIZE": str(BATCH),
+    }
+    bus = await connect_bus(NatsConfig(nats_url=stack.nats_url), name="bench")
+    await ensure_streams(bus.jetstream)
+    await bus.jetstream.purge_stream(RUNS_STREAM)
+    etcd = await connect_etcd(EtcdConfig(etcd_endpoints=tuple(stack.etcd_endpoints)))
+    with tempfile.TemporaryDirectory(prefix="bench-dispatch-") as logs:
+        services = Services(stack, Path(logs), env)
+        try:
+            for _ in range(replicas):
+                await asyncio.to_thread(services.add, "scheduler")
+            deadline = time.monotonic() + 30
+            while True:
+                keys = await etcd.get_prefix(f"/sundial/{cluster}/partitions/".encode())
+                owners = {kv.value for kv in keys}
+                if len(keys) == PARTITION_COUNT and len(owners) == replicas:
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError("schedulers did not share the partitions")
+                await asyncio.sleep(0.1)
+            consumer = f"bench-{uuid.uuid4().hex[:8]}"
+            sub = await bus.jetstream.pull_subscribe(
+                "sundial.runs.>", durable=consumer, stream=RUNS_STREAM
+            )
+            due = await make_due(url, 3.0)
+            arrivals: dict[str, float] = {}
+            deadline = time.monotonic() + 600
+            while len(arrivals) < count and time.monotonic() < deadline:
+                try:
+                    messages = await sub.fetch(100, timeout=1)
+                except TimeoutError:
+                    continue
+                now = time.time()
+                for message in messages:
+                    dispatch = events_pb2.RunDispatch.FromString(message.data)
+                    for ref in dispatch.runs:
+                        arrivals.setdefault(
+                            f"{ref.job_id}@{to_datetime(ref.scheduled_at).isoformat()}", now
+                        )
+                    await message.ack()
+            await sub.unsubscribe()
+            await bus.jetstream.delete_consumer(RUNS_STREAM, consumer)
+        finally:
+            await asyncio.to_thread(services.stop)
+            await etcd.close()
+            await bus.close()
+    if len(arrivals) < count:
+        raise RuntimeError(f"only {len(arrivals)} of {count} runs arrived")
+    lateness = sorted(t - due.timestamp() for t in arrivals.values())
+    elapsed = lateness[-1]
+    return {
+        "runs": len(arrivals),
+        "seconds": round(elapsed, 3),
+        "runs_per_s": round(len(arrivals) / elapsed),
+        "lateness_p50_s": round(statistics.quantiles(lateness, n=100)[49], 3),
+        "lateness_p99_s": round(statistics.quantiles(lateness, n=100)[98], 3),
+    }
+
+
+async def main(jobs: int) -> dict[str, dict[str, float]]:
+    results: dict[str, dict[str, float]] = {}
+    with Stack() as stack:
+        for connections in (1, 2):
+            url = await fresh_database(stack, f"sql{connections}")
+            results[f"bare_sql_{connections}"] = await bare_sql(url, jobs, connections)
+        for replicas in (1, 2):
+            url = await fresh_database(stack, f"sched{replicas}")
+            results[f"scheduler_{replicas}"] = await scheduler_run(stack, url, jobs, replicas)
+    return results
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=100_000)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    figures = asyncio.run(main(args.jobs))
+    if args.json:
+        json.dump(figures, sys.stdout, indent=2)
+        print()
+    else:
+        print(f"dispatch of {args.jobs} jobs due at one instant (batch {BATCH})")
+        for name, values in figures.items():
+            print(f"  {name:14s} " + "  ".join(f"{k}={v}" for k, v in values.items()))
+        for replicas in (1, 2):
+            rate = figures[f"scheduler_{replicas}"]["runs_per_s"]
+            ratios = ", ".join(
+                f"{rate / figures[f'bare_sql_{n}']['runs_per_s']:.0%} of bare_sql_{n}"
+                for n in (1, 2)
+            )
+            print(f"  scheduler_{replicas}: {ratios}")

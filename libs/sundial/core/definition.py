@@ -1,0 +1,249 @@
+"""The JSON documents of ``job_definitions`` (schedule, policies), shared by the services.
+
+The shape is the proto3 JSON mapping of ``sundial.v1.Schedule`` and ``sundial.v1.Policies``
+with the ``.proto`` field names, i.e. what
+``json_format.MessageToDict(message, preserving_proto_field_name=True)`` writes: durations
+as ``"30s"``, timestamps as RFC 3339 strings, int64 as strings, enums by name. Example::
+
+    schedule = {"cron": "0 * * * *", "time_zone": "Europe/Berlin", "jitter": "30s",
+                "end_time": "2026-12-31T00:00:00Z", "max_runs": "10",
+                "dst": {"gap": "GAP_POLICY_AUTO"}}
+    policies = {"misfire": "MISFIRE_POLICY_CATCH_UP", "overlap": "OVERLAP_POLICY_BUFFER_ONE",
+                "retry": {"max_attempts": 5, "base_delay": "10s"}, "run_timeout": "1800s"}
+
+The target column is ``sundial.v1.Target`` in the same mapping and is read by the wire
+conversion code only. This module decodes without protobuf, so domain code (the
+dispatcher, the ledger's retry rules) gets plain values; readers accept a missing field
+as its default, so the API may omit defaults.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sundial.core.runkey import format_timestamp
+from sundial.schedule import (
+    DEFAULT_CATCHUP_WINDOW,
+    DEFAULT_MAX_CATCHUP,
+    DEFAULT_MISFIRE_THRESHOLD,
+    CronSpec,
+    FoldPolicy,
+    GapPolicy,
+    IntervalSpec,
+    MisfirePolicy,
+    OnceSpec,
+    Schedule,
+)
+
+__all__ = [
+    "JobPolicies",
+    "OverlapPolicy",
+    "duration_to_json",
+    "policies_from_json",
+    "policies_to_json",
+    "schedule_from_json",
+    "schedule_to_json",
+]
+
+
+class OverlapPolicy(enum.Enum):
+    """What a new scheduled occurrence does while an earlier run is unfinished."""
+
+    SKIP = "SKIP"
+    BUFFER_ONE = "BUFFER_ONE"
+    BUFFER_ALL = "BUFFER_ALL"
+    ALLOW_ALL = "ALLOW_ALL"
+    CANCEL_OTHER = "CANCEL_OTHER"
+
+
+BUFFER_ALL_LIMIT = 100
+"""Most runs OVERLAP_POLICY_BUFFER_ALL lets wait (job.proto)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobPolicies:
+    """A job's effective policies (every default filled in)."""
+
+    misfire: MisfirePolicy = MisfirePolicy.RUN_ONCE
+    misfire_threshold: timedelta = DEFAULT_MISFIRE_THRESHOLD
+    catchup_window: timedelta = DEFAULT_CATCHUP_WINDOW
+    max_catchup: int = DEFAULT_MAX_CATCHUP
+    overlap: OverlapPolicy = OverlapPolicy.SKIP
+    retry_max_attempts: int = 5
+    retry_base_delay: timedelta = timedelta(seconds=10)
+    retry_max_delay: timedelta = timedelta(hours=1)
+    run_timeout: timedelta = timedelta(minutes=30)
+
+
+_DURATION = re.compile(r"^(-?\d+(?:\.\d{1,9})?)s$")
+
+
+def duration_from_json(value: Any, field: str) -> timedelta:
+    """Parse a proto JSON duration (``"1.5s"``); numbers are taken as seconds."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return timedelta(seconds=value)
+    match = _DURATION.match(str(value))
+    if not match:
+        raise ValueError(f"{field}: not a duration: {value!r}")
+    return timedelta(seconds=float(match.group(1)))
+
+
+def duration_to_json(value: timedelta) -> str:
+    """Write a duration as the proto JSON mapping does (``"30s"``, ``"0.250s"``)."""
+    micros = value // timedelta(microseconds=1)
+    seconds, frac = divmod(micros, 1_000_000)
+    return f"{seconds}s" if frac == 0 else f"{seconds}.{frac:06d}s"
+
+
+def _timestamp_from_json(value: Any, field: str) -> datetime:
+    text = str(value)
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{field}: not a timestamp: {value!r}") from None
+    if parsed.tzinfo is None:
+        raise ValueError(f"{field}: timestamp without offset: {value!r}")
+    return parsed
+
+
+def _timestamp_to_json(value: datetime) -> str:
+    return format_timestamp(value)
+
+
+def _enum(value: Any, prefix: str, kind: type[enum.Enum], default: Any) -> Any:
+    """Read ``"MISFIRE_POLICY_SKIP"`` (or ``"SKIP"``); UNSPECIFIED or missing is default."""
+    if value in (None, "", 0):
+        return default
+    name = str(value)
+    name = name.removeprefix(prefix)
+    if name == "UNSPECIFIED":
+        return default
+    return kind[name]
+
+
+def schedule_from_json(doc: dict[str, Any]) -> Schedule:
+    """Decode ``job_definitions.schedule``.
+
+    Raises:
+        ValueError: The document has no spec or a malformed value.
+    """
+    if "cron" in doc:
+        spec: CronSpec | IntervalSpec | OnceSpec = CronSpec(str(doc["cron"]))
+    elif "interval" in doc:
+        interval = doc["interval"]
+        spec = IntervalSpec(
+            duration_from_json(interval["every"], "schedule.interval.every"),
+            duration_from_json(interval.get("offset", "0s"), "schedule.interval.offset"),
+        )
+    elif "once" in doc:
+        spec = OnceSpec(_timestamp_from_json(doc["once"], "schedule.once"))
+    else:
+        raise ValueError("schedule: one of cron, interval or once is required")
+    dst = doc.get("dst") or {}
+    return Schedule(
+        spec=spec,
+        time_zone=doc.get("time_zone") or "UTC",
+        start_time=(
+            _timestamp_from_json(doc["start_time"], "schedule.start_time")
+            if doc.get("start_time")
+            else None
+        ),
+        end_time=(
+            _timestamp_from_json(doc["end_time"], "schedule.end_time")
+            if doc.get("end_time")
+            else None
+        ),
+        jitter=duration_from_json(doc.get("jitter", "0s"), "schedule.jitter"),
+        dst_gap=_enum(dst.get("gap"), "GAP_POLICY_", GapPolicy, GapPolicy.AUTO),
+        dst_fold=_enum(dst.get("fold"), "FOLD_POLICY_", FoldPolicy, FoldPolicy.AUTO),
+        max_runs=int(doc.get("max_runs", 0) or 0),
+    )
+
+
+def schedule_to_json(schedule: Schedule) -> dict[str, Any]:
+    """Encode a schedule as ``job_definitions.schedule`` (every field written)."""
+    spec = schedule.spec
+    doc: dict[str, Any]
+    if isinstance(spec, CronSpec):
+        doc = {"cron": spec.expression}
+    elif isinstance(spec, IntervalSpec):
+        doc = {
+            "interval": {
+                "every": duration_to_json(spec.every),
+                "offset": duration_to_json(spec.offset),
+            }
+        }
+    else:
+        doc = {"once": _timestamp_to_json(spec.at)}
+    doc["time_zone"] = schedule.time_zone or "UTC"
+    if schedule.start_time is not None:
+        doc["start_time"] = _timestamp_to_json(schedule.start_time)
+    if schedule.end_time is not None:
+        doc["end_time"] = _timestamp_to_json(schedule.end_time)
+    doc["jitter"] = duration_to_json(schedule.jitter)
+    doc["dst"] = {
+        "gap": f"GAP_POLICY_{schedule.dst_gap.value}",
+        "fold": f"FOLD_POLICY_{schedule.dst_fold.value}",
+    }
+    doc["max_runs"] = str(schedule.max_runs)
+    return doc
+
+
+def policies_from_json(doc: dict[str, Any]) -> JobPolicies:
+    """Decode ``job_definitions.policies``, filling defaults."""
+    d = JobPolicies()
+    retry = doc.get("retry") or {}
+    return JobPolicies(
+        misfire=_enum(doc.get("misfire"), "MISFIRE_POLICY_", MisfirePolicy, d.misfire),
+        misfire_threshold=(
+            duration_from_json(doc["misfire_threshold"], "policies.misfire_threshold")
+            if doc.get("misfire_threshold")
+            else d.misfire_threshold
+        ),
+        catchup_window=(
+            duration_from_json(doc["catchup_window"], "policies.catchup_window")
+            if doc.get("catchup_window")
+            else d.catchup_window
+        ),
+        max_catchup=int(doc.get("max_catchup") or d.max_catchup),
+        overlap=_enum(doc.get("overlap"), "OVERLAP_POLICY_", OverlapPolicy, d.overlap),
+        retry_max_attempts=int(retry.get("max_attempts") or d.retry_max_attempts),
+        retry_base_delay=(
+            duration_from_json(retry["base_delay"], "policies.retry.base_delay")
+            if retry.get("base_delay")
+            else d.retry_base_delay
+        ),
+        retry_max_delay=(
+            duration_from_json(retry["max_delay"], "policies.retry.max_delay")
+            if retry.get("max_delay")
+            else d.retry_max_delay
+        ),
+        run_timeout=(
+            duration_from_json(doc["run_timeout"], "policies.run_timeout")
+            if doc.get("run_timeout")
+            else d.run_timeout
+        ),
+    )
+
+
+def policies_to_json(policies: JobPolicies) -> dict[str, Any]:
+    """Encode effective policies as ``job_definitions.policies`` (every field written)."""
+    return {
+        "misfire": f"MISFIRE_POLICY_{policies.misfire.value}",
+        "misfire_threshold": duration_to_json(policies.misfire_threshold),
+        "catchup_window": duration_to_json(policies.catchup_window),
+        "max_catchup": policies.max_catchup,
+        "overlap": f"OVERLAP_POLICY_{policies.overlap.value}",
+        "retry": {
+            "max_attempts": policies.retry_max_attempts,
+            "base_delay": duration_to_json(policies.retry_base_delay),
+            "max_delay": duration_to_json(policies.retry_max_delay),
+        },
+        "run_timeout": duration_to_json(policies.run_timeout),
+    }

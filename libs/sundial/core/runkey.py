@@ -1,0 +1,43 @@
+"""The run key string: ``<job_id>@<scheduled_at>`` (see proto/sundial/v1/run.proto)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+__all__ = ["format_timestamp", "parse_run_key", "run_key"]
+
+
+def format_timestamp(at: datetime) -> str:
+    """``at`` as the protobuf JSON mapping writes a Timestamp: RFC 3339, UTC, ``Z``.
+
+    No fraction for whole seconds, else 3 digits when a whole number of milliseconds,
+    else 6 (``Timestamp.ToJsonString()`` for microsecond values).
+    """
+    if at.tzinfo is None:
+        raise ValueError("scheduled_at must be timezone-aware")
+    at = at.astimezone(UTC)
+    base = at.strftime("%Y-%m-%dT%H:%M:%S")
+    micros = at.microsecond
+    if micros == 0:
+        return f"{base}Z"
+    if micros % 1000 == 0:
+        return f"{base}.{micros // 1000:03d}Z"
+    return f"{base}.{micros:06d}Z"
+
+
+def run_key(job_id: uuid.UUID | str, scheduled_at: datetime) -> str:
+    """The run key of the occurrence ``scheduled_at`` of ``job_id``."""
+    return f"{str(job_id).lower()}@{format_timestamp(scheduled_at)}"
+
+
+def parse_run_key(key: str) -> tuple[uuid.UUID, datetime]:
+    """Split a run key into ``(job_id, scheduled_at)``.
+
+    Raises:
+        ValueError: ``key`` is not a run key.
+    """
+    job, sep, at = key.partition("@")
+    if not sep or not at.endswith("Z"):
+        raise ValueError(f"not a run key: {key!r}")
+    return uuid.UUID(job), datetime.fromisoformat(at[:-1] + "+00:00")

@@ -1,0 +1,138 @@
+"""The dispatcher: claims due jobs of owned partitions and publishes their runs.
+
+Each pass is one transaction per batch (DESIGN.md section 6): claim up to ``batch_size``
+due jobs with ``FOR UPDATE SKIP LOCKED``, insert their run rows (``ON CONFLICT DO
+NOTHING``), advance ``next_run_at``; commit. Then one RunDispatch per partition batch is
+published and the acknowledged runs' ``check_at`` moves forward. Publishing overlaps the
+next batch's transaction (a bounded number in flight) so the database never waits on NATS.
+
+Ownership is asked before every batch: when the etcd lease is lost the owned set is
+empty and dispatch stops at once. A stale owner cannot duplicate a run anyway: the row
+lock, the advanced ``next_run_at`` and the run key primary key stop it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Collection
+from datetime import timedelta
+
+from sundial.core.clock import Clock, SystemClock
+from sundial.scheduler.config import SchedulerConfig
+from sundial.scheduler.model import DispatchOutcome, PublishBatch
+from sundial.scheduler.planning import DefinitionCache, plan_batch
+from sundial.scheduler.publisher import RunPublisher
+from sundial.scheduler.store import TRANSIENT_ERRORS, SchedulerStore
+
+log = logging.getLogger(__name__)
+
+MAX_PUBLISHES_IN_FLIGHT = 4
+
+
+class Dispatcher:
+    """Lifecycle component running the dispatch loop.
+
+    Args:
+        store: The scheduler store.
+        publisher: Sends batches to JetStream.
+        owned: Returns the partitions this scheduler may dispatch right now.
+        config: ``batch_size``, ``poll_interval_s``, ``publish_confirm_s``,
+            ``unleased_republish_s``.
+        clock: The source of "now".
+    """
+
+    name = "dispatcher"
+
+    def __init__(
+        self,
+        store: SchedulerStore,
+        publisher: RunPublisher,
+        owned: Callable[[], Collection[int]],
+        config: SchedulerConfig,
+        clock: Clock | None = None,
+    ) -> None:
+        self._store = store
+        self._publisher = publisher
+        self._owned = owned
+        self._config = config
+        self._clock = clock or SystemClock()
+        self._cache = DefinitionCache()
+        self._stopping = asyncio.Event()
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self._slots = asyncio.Semaphore(MAX_PUBLISHES_IN_FLIGHT)
+        self.dispatched = 0
+        """Runs published by this dispatcher (for tests and benchmarks)."""
+
+    async def run(self, started: Callable[[], None]) -> None:
+        """Dispatch until stopped, with ``dispatch_workers`` concurrent loops."""
+        started()
+        try:
+            async with asyncio.TaskGroup() as group:
+                for index in range(self._config.dispatch_workers):
+                    group.create_task(self._loop(), name=f"dispatch-{index}")
+        finally:
+            await self._drain()
+
+    async def _loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                outcome = await self.dispatch_once(wait_for_publish=False)
+            except TRANSIENT_ERRORS as exc:
+                log.warning("dispatch pass failed: %s", exc, extra={"action": "dispatch"})
+                outcome = DispatchOutcome()
+            if outcome.claimed < self._config.batch_size:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._config.poll_interval_s):
+                        await self._stopping.wait()
+
+    async def stop(self) -> None:
+        """Finish the current batch and its publishes, then return from ``run``."""
+        self._stopping.set()
+
+    async def dispatch_once(self, *, wait_for_publish: bool = True) -> DispatchOutcome:
+        """Run one dispatch transaction and publish its batches.
+
+        Args:
+            wait_for_publish: Wait for the publishes and their confirmation (tests);
+                the loop lets them overlap the next transaction instead.
+        """
+        owned = sorted(self._owned())
+        if not owned:
+            return DispatchOutcome()
+        now = self._clock.now()
+        outcome = await self._store.dispatch(
+            owned,
+            self._config.batch_size,
+            now,
+            lambda claimed, at: plan_batch(claimed, at, self._cache),
+            confirm_until=now + timedelta(seconds=self._config.publish_confirm_s),
+        )
+        if outcome.batches:
+            await self._slots.acquire()
+            task = asyncio.create_task(self._publish(outcome.batches))
+            self._in_flight.add(task)
+            task.add_done_callback(self._in_flight.discard)
+            if wait_for_publish:
+                await task
+        return outcome
+
+    async def _publish(self, batches: list[PublishBatch]) -> None:
+        try:
+            now = self._clock.now()
+            acked = await self._publisher.publish_all(batches, now)
+            if acked:
+                recheck = now + timedelta(seconds=self._config.unleased_republish_s)
+                try:
+                    await self._store.confirm_published(acked, recheck)
+                except TRANSIENT_ERRORS as exc:
+                    # Harmless: the runs are republished after publish_confirm_s.
+                    log.warning("confirm failed: %s", exc, extra={"action": "dispatch"})
+                self.dispatched += sum(len(b.runs) for b in acked)
+        finally:
+            self._slots.release()
+
+    async def _drain(self) -> None:
+        if self._in_flight:
+            await asyncio.gather(*self._in_flight, return_exceptions=True)

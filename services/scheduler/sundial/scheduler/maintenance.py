@@ -1,0 +1,85 @@
+"""Run-history partitions: daily ``job_runs`` partitions ahead, old ones dropped.
+
+One maintainer at a time: the owner of partition 0 runs the pass (and the SQL functions
+serialise on an advisory lock anyway, so an overlap during a hand-over is harmless).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Collection
+
+from sundial.core.clock import Clock, SystemClock
+from sundial.scheduler.config import SchedulerConfig
+from sundial.scheduler.store import TRANSIENT_ERRORS, SchedulerStore
+
+log = logging.getLogger(__name__)
+
+MAINTAINER_PARTITION = 0
+
+
+class Maintenance:
+    """Lifecycle component creating and dropping daily run partitions.
+
+    Args:
+        store: The scheduler store.
+        owned: Returns the partitions this scheduler owns now.
+        config: ``partitions_ahead_days``, ``retention_days``, ``maintenance_interval_s``.
+        clock: The source of "now".
+    """
+
+    name = "maintenance"
+
+    def __init__(
+        self,
+        store: SchedulerStore,
+        owned: Callable[[], Collection[int]],
+        config: SchedulerConfig,
+        clock: Clock | None = None,
+    ) -> None:
+        self._store = store
+        self._owned = owned
+        self._config = config
+        self._clock = clock or SystemClock()
+        self._stopping = asyncio.Event()
+
+    async def run(self, started: Callable[[], None]) -> None:
+        """Maintain until stopped: at start, then every ``maintenance_interval_s``."""
+        started()
+        while not self._stopping.is_set():
+            if MAINTAINER_PARTITION in self._owned():
+                try:
+                    await self.maintain_once()
+                except TRANSIENT_ERRORS as exc:
+                    log.warning("maintenance failed: %s", exc, extra={"action": "maintenance"})
+                wait = self._config.maintenance_interval_s
+            else:
+                wait = min(self._config.maintenance_interval_s, 5.0)  # maybe we own it soon
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await self._stopping.wait()
+
+    async def stop(self) -> None:
+        """Make ``run`` return."""
+        self._stopping.set()
+
+    async def maintain_once(self) -> tuple[list[str], list[str]]:
+        """Create the partitions ahead and drop those past retention; returns the names."""
+        today = self._clock.now().date()
+        created, dropped = await self._store.maintain_partitions(
+            today, self._config.partitions_ahead_days, self._config.retention_days
+        )
+        if created or dropped:
+            log.info(
+                "run partitions: created %d, dropped %d",
+                len(created),
+                len(dropped),
+                extra={
+                    "action": "maintenance",
+                    "partitions_created": created,
+                    "partitions_dropped": dropped,
+                },
+            )
+        return created, dropped

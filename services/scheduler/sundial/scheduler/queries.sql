@@ -1,0 +1,296 @@
+-- Named queries of the scheduler service (DESIGN.md sections 5-7). Only store.py runs them.
+--
+-- Conventions: "now" is always a parameter (the caller's clock) so tests control time;
+-- batches travel as parallel arrays through unnest(), never one statement per row.
+-- Lock order everywhere: jobs, then job_runs (sorted by primary key), then job_stats.
+
+-- name: claim_due_jobs
+-- Locks up to $2 due jobs of the owned partitions $1 (due: nominal next_run_at <= $3),
+-- with their definitions (as JSON text: a herd shares a few distinct documents, decoded
+-- once each) and the counts the overlap policies need. Rows another scheduler holds are
+-- skipped, not waited for.
+WITH claimed AS (
+    SELECT job_id, tenant_id, partition_id, next_run_at, fired_count, version
+      FROM jobs
+     WHERE partition_id = ANY($1::smallint[])
+       AND NOT paused
+       AND next_run_at <= coalesce($3::timestamptz, now())
+     ORDER BY next_run_at
+     LIMIT $2
+       FOR UPDATE SKIP LOCKED
+)
+SELECT c.job_id, c.tenant_id, c.partition_id, c.next_run_at, c.fired_count, c.version,
+       d.schedule::text AS schedule, d.policies::text AS policies,
+       live.unfinished, live.pending
+  FROM claimed c
+  JOIN job_definitions d USING (job_id)
+  CROSS JOIN LATERAL (
+        SELECT count(*) AS unfinished, count(*) FILTER (WHERE r.status = 'pending') AS pending
+          FROM job_runs r
+         WHERE r.job_id = c.job_id
+           AND r.status IN ('pending', 'queued', 'running', 'retrying')) AS live;
+
+-- name: next_dispatch_seqs
+-- $1 fresh values of the dispatch sequence, one per publish decision.
+SELECT nextval('sundial_dispatch_seq') AS seq FROM generate_series(1, $1::int);
+
+-- name: cancel_other_runs
+-- OVERLAP_POLICY_CANCEL_OTHER for jobs $1: running runs are asked to stop (through
+-- their executors' heartbeats; the ledger counts them when they end); runs not yet
+-- started are cancelled at once and counted in the job's stats here.
+WITH running AS (
+    UPDATE job_runs
+       SET cancel_requested = true, updated_at = $2
+     WHERE job_id = ANY($1::uuid[]) AND status = 'running' AND NOT cancel_requested
+    RETURNING 1
+), waiting AS (
+    UPDATE job_runs
+       SET status = 'cancelled', check_at = NULL, finished_at = $2, updated_at = $2,
+           skip_reason = NULL, last_error = 'cancelled by overlap policy CANCEL_OTHER',
+           error_class = 'cancelled'
+     WHERE job_id = ANY($1::uuid[]) AND status IN ('pending', 'queued', 'retrying')
+    RETURNING job_id
+), counted AS (
+    INSERT INTO job_stats AS s (job_id, cancelled_count, updated_at)
+    SELECT job_id, count(*), $2 FROM waiting GROUP BY job_id ORDER BY job_id
+    ON CONFLICT (job_id) DO UPDATE
+       SET cancelled_count = s.cancelled_count + EXCLUDED.cancelled_count,
+           updated_at = EXCLUDED.updated_at
+)
+SELECT (SELECT count(*) FROM running) AS asked, (SELECT count(*) FROM waiting) AS cancelled;
+
+-- name: insert_runs
+-- Inserts the planned run rows; a run key that already exists is left alone (the
+-- primary key is what makes dispatch once per run key). Returns the rows inserted.
+INSERT INTO job_runs (job_id, scheduled_at, tenant_id, partition_id, kind, status,
+                      dispatch_seq, check_at, lateness_ms, skip_reason, finished_at,
+                      created_at, updated_at)
+SELECT r.job_id, r.scheduled_at, r.tenant_id, r.partition_id, 'scheduled', r.status,
+       r.dispatch_seq, r.check_at, r.lateness_ms, r.skip_reason,
+       CASE WHEN r.status = 'skipped' THEN $10::timestamptz END, $10, $10
+  FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::smallint[], $5::text[],
+              $6::bigint[], $7::timestamptz[], $8::bigint[], $9::text[])
+       AS r(job_id, scheduled_at, tenant_id, partition_id, status, dispatch_seq, check_at,
+            lateness_ms, skip_reason)
+ON CONFLICT (job_id, scheduled_at) DO NOTHING
+RETURNING job_id, scheduled_at, partition_id, status, dispatch_seq;
+
+-- name: advance_jobs
+-- Moves each claimed job to its next nominal fire time (NULL: schedule exhausted), counts
+-- the occurrences it consumed (for max_runs), and records its dispatch counters (last
+-- fire, lateness, misfires dropped, overlaps skipped): one round trip. Arrays come in
+-- job_id order so concurrent stats upserts lock rows in the same order.
+WITH u AS (
+    SELECT *
+      FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::timestamptz[],
+                  $5::bigint[], $6::bigint[], $7::bigint[])
+           AS u(job_id, next_run_at, fired, last_fire_at, lateness_ms, missed, skipped)
+), advanced AS (
+    UPDATE jobs j
+       SET next_run_at = u.next_run_at, fired_count = j.fired_count + u.fired
+      FROM u
+     WHERE j.job_id = u.job_id
+)
+INSERT INTO job_stats AS s (job_id, last_fire_at, last_dispatch_at, last_lateness_ms,
+                            missed_count, skipped_count, updated_at)
+SELECT u.job_id, u.last_fire_at, $8, u.lateness_ms, u.missed, u.skipped, $8
+  FROM u
+ ORDER BY u.job_id
+ON CONFLICT (job_id) DO UPDATE
+   SET last_fire_at = coalesce(EXCLUDED.last_fire_at, s.last_fire_at),
+       last_dispatch_at = CASE WHEN EXCLUDED.last_fire_at IS NULL THEN s.last_dispatch_at
+                               ELSE EXCLUDED.last_dispatch_at END,
+       last_lateness_ms = coalesce(EXCLUDED.last_lateness_ms, s.last_lateness_ms),
+       missed_count = s.missed_count + EXCLUDED.missed_count,
+       skipped_count = s.skipped_count + EXCLUDED.skipped_count,
+       updated_at = EXCLUDED.updated_at;
+
+-- name: confirm_published
+-- JetStream acknowledged these publishes (run $1/$2 under dispatch sequence $3): look
+-- at the runs again only if still unleased at $4 (a lost message).
+UPDATE job_runs r
+   SET check_at = $4
+  FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[]) AS p(job_id, scheduled_at, seq)
+ WHERE r.job_id = p.job_id AND r.scheduled_at = p.scheduled_at
+   AND r.dispatch_seq = p.seq AND r.status = 'queued';
+
+-- name: lock_due_checks
+-- Runs of owned partitions $1 whose check_at passed ($3): unconfirmed or unleased
+-- publishes, deferred (jittered) or released runs, expired leases, due retries. With
+-- each, the retry budget an expired lease is charged against.
+SELECT r.job_id, r.scheduled_at, r.partition_id, r.status, r.cancel_requested,
+       r.attempt - r.attempt_base AS failures,
+       coalesce((d.policies -> 'retry' ->> 'max_attempts')::int, 0) AS max_attempts
+  FROM job_runs r
+  LEFT JOIN job_definitions d ON d.job_id = r.job_id
+ WHERE r.partition_id = ANY($1::smallint[])
+   AND r.status IN ('queued', 'running', 'retrying')
+   AND r.check_at <= $3
+ ORDER BY r.check_at
+ LIMIT $2
+   FOR UPDATE OF r SKIP LOCKED;
+
+-- name: apply_checks
+-- Writes the sweep's decisions for the rows lock_due_checks returned.
+UPDATE job_runs r
+   SET status = u.status,
+       dispatch_seq = u.dispatch_seq,
+       check_at = u.check_at,
+       finished_at = u.finished_at,
+       lease_until = CASE WHEN r.status = 'running' THEN NULL ELSE r.lease_until END,
+       last_error = coalesce(u.last_error, r.last_error),
+       error_class = coalesce(u.error_class, r.error_class),
+       next_attempt_at = NULL,
+       updated_at = $9
+  FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::bigint[], $5::timestamptz[],
+              $6::timestamptz[], $7::text[], $8::text[])
+       AS u(job_id, scheduled_at, status, dispatch_seq, check_at, finished_at, error_class,
+            last_error)
+ WHERE r.job_id = u.job_id AND r.scheduled_at = u.scheduled_at
+RETURNING r.job_id, r.scheduled_at, r.partition_id, r.status, r.dispatch_seq;
+
+-- name: release_pending
+-- Buffered runs whose blocker ended: the oldest pending run of each job of partitions
+-- $1 that has no queued, running or retrying run becomes queued, due for publish now.
+WITH candidates AS (
+    SELECT DISTINCT ON (p.job_id) p.job_id, p.scheduled_at
+      FROM job_runs p
+     WHERE p.partition_id = ANY($1::smallint[]) AND p.status = 'pending'
+       AND NOT EXISTS (
+             SELECT 1 FROM job_runs a
+              WHERE a.job_id = p.job_id AND a.status IN ('queued', 'running', 'retrying'))
+     ORDER BY p.job_id, p.scheduled_at
+     LIMIT $2
+)
+UPDATE job_runs r
+   SET status = 'queued', check_at = $3, dispatch_seq = 0, updated_at = $3
+  FROM candidates c
+ WHERE r.job_id = c.job_id AND r.scheduled_at = c.scheduled_at AND r.status = 'pending'
+RETURNING r.job_id, r.scheduled_at;
+
+-- name: release_pending_of_jobs
+-- As release_pending, for the jobs $1 whose run just ended (the ledger's fast path).
+WITH candidates AS (
+    SELECT DISTINCT ON (p.job_id) p.job_id, p.scheduled_at
+      FROM job_runs p
+     WHERE p.job_id = ANY($1::uuid[]) AND p.status = 'pending'
+       AND NOT EXISTS (
+             SELECT 1 FROM job_runs a
+              WHERE a.job_id = p.job_id AND a.status IN ('queued', 'running', 'retrying'))
+     ORDER BY p.job_id, p.scheduled_at
+)
+UPDATE job_runs r
+   SET status = 'queued', check_at = $2, dispatch_seq = 0, updated_at = $2
+  FROM candidates c
+ WHERE r.job_id = c.job_id AND r.scheduled_at = c.scheduled_at AND r.status = 'pending'
+RETURNING r.job_id, r.scheduled_at;
+
+-- name: lock_tenants
+-- Serialises LeaseRuns per tenant (sorted: no deadlock), so the concurrent-run cap holds
+-- even when several executors lease the same tenant's runs at once.
+SELECT pg_advisory_xact_lock(hashtextextended('sundial.tenant:' || t.tenant_id, 0))
+  FROM (SELECT DISTINCT r.tenant_id
+          FROM job_runs r
+          JOIN unnest($1::uuid[], $2::timestamptz[]) AS q(job_id, scheduled_at)
+            ON r.job_id = q.job_id AND r.scheduled_at = q.scheduled_at
+         ORDER BY 1) AS t;
+
+-- name: count_running
+-- Runs currently RUNNING per tenant (the cap counts them).
+SELECT tenant_id, count(*) AS running
+  FROM job_runs
+ WHERE tenant_id = ANY($1::text[]) AND status = 'running'
+ GROUP BY tenant_id;
+
+-- name: lock_runs
+-- The requested runs with what a grant or a completion needs, locked in key order.
+-- Rows that do not exist are simply absent.
+SELECT r.job_id, r.scheduled_at, r.tenant_id, r.partition_id, r.kind, r.status,
+       r.attempt, r.attempt_base, r.lease_until, r.next_attempt_at, r.executor_id,
+       r.cancel_requested, r.started_at, r.created_at, r.lateness_ms, r.last_error,
+       j.job_id IS NOT NULL AS job_exists, j.name AS job_name,
+       d.target, d.payload, d.policies, d.labels,
+       t.max_concurrent_runs, t.signing_secret,
+       -- Every secret still valid (two while a rotation overlaps), newest first.
+       (SELECT array_agg(k.secret ORDER BY k.created_at DESC)
+          FROM tenant_signing_secrets k
+         WHERE k.tenant_id = r.tenant_id
+           AND (k.expires_at IS NULL OR k.expires_at > now())) AS signing_secrets
+  FROM job_runs r
+  JOIN (SELECT DISTINCT job_id, scheduled_at
+          FROM unnest($1::uuid[], $2::timestamptz[]) AS x(job_id, scheduled_at)) AS q
+    ON r.job_id = q.job_id AND r.scheduled_at = q.scheduled_at
+  LEFT JOIN jobs j ON j.job_id = r.job_id
+  LEFT JOIN job_definitions d ON d.job_id = r.job_id
+  LEFT JOIN tenants t ON t.tenant_id = r.tenant_id
+ ORDER BY r.job_id, r.scheduled_at
+   FOR UPDATE OF r;
+
+-- name: grant_runs
+-- Leases the runs to executor $3 until $4: a new attempt (the fencing token).
+UPDATE job_runs r
+   SET status = 'running', attempt = r.attempt + 1, lease_until = $4, check_at = $4,
+       executor_id = $3, started_at = coalesce(r.started_at, $5), next_attempt_at = NULL,
+       updated_at = $5
+  FROM unnest($1::uuid[], $2::timestamptz[]) AS g(job_id, scheduled_at)
+ WHERE r.job_id = g.job_id AND r.scheduled_at = g.scheduled_at
+RETURNING r.job_id, r.scheduled_at, r.attempt;
+
+-- name: extend_leases
+-- Heartbeat: extends to $5 the leases of executor $4 whose attempt still matches.
+UPDATE job_runs r
+   SET lease_until = $5, check_at = $5, updated_at = $6
+  FROM unnest($1::uuid[], $2::timestamptz[], $3::int[]) AS h(job_id, scheduled_at, attempt)
+ WHERE r.job_id = h.job_id AND r.scheduled_at = h.scheduled_at AND r.attempt = h.attempt
+   AND r.status = 'running' AND r.executor_id = $4
+RETURNING r.job_id, r.scheduled_at, r.attempt, r.cancel_requested;
+
+-- name: record_outcomes
+-- Writes accepted outcomes (the caller checked the fence under the row lock).
+UPDATE job_runs r
+   SET status = u.status,
+       check_at = u.check_at,
+       next_attempt_at = u.next_attempt_at,
+       finished_at = u.finished_at,
+       lease_until = NULL,
+       last_error = coalesce(u.last_error, r.last_error),
+       error_class = coalesce(u.error_class, r.error_class),
+       last_http_status = u.http_status,
+       last_grpc_code = u.grpc_code,
+       updated_at = $11
+  FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::timestamptz[],
+              $5::timestamptz[], $6::timestamptz[], $7::text[], $8::text[], $9::int[],
+              $10::int[])
+       AS u(job_id, scheduled_at, status, check_at, next_attempt_at, finished_at,
+            last_error, error_class, http_status, grpc_code)
+ WHERE r.job_id = u.job_id AND r.scheduled_at = u.scheduled_at
+RETURNING r.job_id;
+
+-- name: record_completion_stats
+-- Per-job completion counters, for jobs that still exist.
+INSERT INTO job_stats AS s (job_id, succeeded_count, dead_count, cancelled_count,
+                            last_success_at, last_failure_at, updated_at)
+SELECT u.job_id, sum(u.succeeded), sum(u.dead), sum(u.cancelled), max(u.success_at),
+       max(u.failure_at), $7
+  FROM unnest($1::uuid[], $2::int[], $3::int[], $4::int[], $5::timestamptz[],
+              $6::timestamptz[])
+       AS u(job_id, succeeded, dead, cancelled, success_at, failure_at)
+ WHERE EXISTS (SELECT 1 FROM jobs j WHERE j.job_id = u.job_id)
+ GROUP BY u.job_id
+ ORDER BY u.job_id  -- rows locked in key order, as the dispatcher does: no deadlock
+ON CONFLICT (job_id) DO UPDATE
+   SET succeeded_count = s.succeeded_count + EXCLUDED.succeeded_count,
+       dead_count = s.dead_count + EXCLUDED.dead_count,
+       cancelled_count = s.cancelled_count + EXCLUDED.cancelled_count,
+       last_success_at = greatest(s.last_success_at, EXCLUDED.last_success_at),
+       last_failure_at = greatest(s.last_failure_at, EXCLUDED.last_failure_at),
+       updated_at = EXCLUDED.updated_at;
+
+-- name: cancel_requested
+-- Of the held runs ($1/$2 at attempt $3), those still RUNNING at that attempt that were
+-- asked to stop (CancelRun, CANCEL_OTHER, DeleteJob) since the last heartbeat.
+SELECT r.job_id, r.scheduled_at, r.attempt
+  FROM job_runs r
+  JOIN unnest($1::uuid[], $2::timestamptz[], $3::int[]) AS h(job_id, scheduled_at, attempt)
+    ON r.job_id = h.job_id AND r.scheduled_at = h.scheduled_at AND r.attempt = h.attempt
+ WHERE r.status = 'running' AND r.cancel_requested;

@@ -1,0 +1,303 @@
+"""RunLedger through a real gRPC server: leases, fencing, heartbeats, retries, the cap."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import random
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import grpc
+import pytest
+
+from sundial.core.bus import Bus
+from sundial.core.clock import ManualClock
+from sundial.core.config import ServerConfig
+from sundial.core.definition import JobPolicies
+from sundial.core.grpc import build_server
+from sundial.devstack import Stack
+from sundial.schedule import CronSpec, Schedule
+from sundial.scheduler.convert import timestamp
+from sundial.scheduler.ledger import RunLedgerServicer
+from sundial.scheduler.store import SchedulerStore
+from sundial.v1 import ledger_pb2, ledger_pb2_grpc, run_pb2
+from tests.integration.scheduler.conftest import scheduler_config
+from tests.integration.scheduler.support import (
+    add_tenant,
+    dead_letters,
+    insert_jobs,
+    insert_queued_runs,
+)
+
+T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+ALL = list(range(256))
+DAILY = Schedule(CronSpec("0 0 * * *"))
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(T0)
+
+
+@pytest.fixture
+async def ledger(
+    pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
+) -> AsyncIterator[ledger_pb2_grpc.RunLedgerStub]:
+    config = scheduler_config(migrated_database_url, stack)
+    servicer = RunLedgerServicer(
+        SchedulerStore(pool), bus.jetstream, config, clock, random.Random(7)
+    )
+    server = build_server(
+        ServerConfig(listen="127.0.0.1:0"),
+        services=[(ledger_pb2_grpc.add_RunLedgerServicer_to_server, servicer)],
+        service_names=["sundial.v1.RunLedger"],
+    )
+    await server.start()
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        yield ledger_pb2_grpc.RunLedgerStub(channel)
+    await server.stop(0)
+
+
+def ref(job_id: object, at: datetime) -> run_pb2.RunRef:
+    return run_pb2.RunRef(job_id=str(job_id), scheduled_at=timestamp(at))
+
+
+async def lease(
+    stub: ledger_pb2_grpc.RunLedgerStub, refs: list[run_pb2.RunRef], executor: str = "ex-1"
+) -> list[ledger_pb2.LeaseResult]:
+    answer = await stub.LeaseRuns(ledger_pb2.LeaseRunsRequest(executor_id=executor, runs=refs))
+    return list(answer.results)
+
+
+async def complete(
+    stub: ledger_pb2_grpc.RunLedgerStub,
+    run: run_pb2.RunRef,
+    attempt: int,
+    status: int = ledger_pb2.OUTCOME_STATUS_SUCCEEDED,
+    **fields: object,
+) -> ledger_pb2.CompletionResult:
+    outcome = ledger_pb2.Outcome(run=run, attempt=attempt, status=status, **fields)
+    answer = await stub.CompleteRuns(
+        ledger_pb2.CompleteRunsRequest(executor_id="ex-1", outcomes=[outcome])
+    )
+    return answer.results[0]
+
+
+async def test_grant_carries_what_to_call_and_success_is_recorded(
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub
+) -> None:
+    [job] = await insert_jobs(pool, DAILY, first_due=T0, payload=b'{"a":1}')
+    await insert_queued_runs(pool, job, [T0])
+    [result] = await lease(ledger, [ref(job, T0)])
+    grant = result.grant
+    assert grant.attempt == 1 and grant.payload == b'{"a":1}'
+    assert grant.target.http.url == "https://example.com/hook"
+    assert grant.run_key == f"{job}@2030-01-01T12:00:00Z"
+    assert grant.signature.startswith("t=") and ",v1=" in grant.signature
+    assert grant.run_timeout.seconds == 1800 and grant.tenant_id == "acme"
+    # A duplicate delivery of the same message is told the run is leased.
+    [again] = await lease(ledger, [ref(job, T0)], executor="ex-2")
+    assert again.rejection.reason == ledger_pb2.REJECT_REASON_LEASED_ELSEWHERE
+    done = await complete(ledger, ref(job, T0), 1)
+    assert done.accepted and done.next_status == run_pb2.RUN_STATUS_SUCCEEDED
+    row = await pool.fetchrow("SELECT status, check_at FROM job_runs WHERE job_id = $1", job)
+    assert row["status"] == "succeeded" and row["check_at"] is None
+    stats = await pool.fetchrow("SELECT succeeded_count FROM job_stats WHERE job_id = $1", job)
+    assert stats["succeeded_count"] == 1
+    [finished] = await lease(ledger, [ref(job, T0)])
+    assert finished.rejection.reason == ledger_pb2.REJECT_REASON_FINISHED
+
+
+async def test_stale_attempt_is_fenced_out_and_changes_nothing(
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub, clock: ManualClock
+) -> None:
+    [job] = await insert_jobs(pool, DAILY, first_due=T0)
+    await insert_queued_runs(pool, job, [T0])
+    [first] = await lease(ledger, [ref(job, T0)], executor="ex-old")
+    assert first.grant.attempt == 1
+    clock.advance(31)  # the old executor's lease expires
+    [second] = await lease(ledger, [ref(job, T0)], executor="ex-new")
+    assert second.grant.attempt == 2
+    before = await pool.fetchrow("SELECT * FROM job_runs WHERE job_id = $1", job)
+    stale = await complete(ledger, ref(job, T0), 1, ledger_pb2.OUTCOME_STATUS_FAILED_FINAL)
+    assert not stale.accepted
+    assert stale.fence_reason == ledger_pb2.FENCE_REASON_STALE_ATTEMPT
+    assert stale.next_status == run_pb2.RUN_STATUS_RUNNING
+    after = await pool.fetchrow("SELECT * FROM job_runs WHERE job_id = $1", job)
+    assert dict(after) == dict(before)
+    # The stale executor's heartbeat learns it lost the run.
+    call = ledger.Heartbeat()
+    held = ledger_pb2.HeldRun(run=ref(job, T0), attempt=1)
+    await call.write(ledger_pb2.HeartbeatRequest(executor_id="ex-old", runs=[held]))
+    beat = await call.read()
+    assert list(beat.lost) == [held] and not beat.extended
+    await call.done_writing()
+    current = await complete(ledger, ref(job, T0), 2)
+    assert current.accepted
+    retried = await complete(ledger, ref(job, T0), 2)  # a retried CompleteRuns call
+    assert retried.fence_reason == ledger_pb2.FENCE_REASON_NOT_RUNNING
+
+
+async def test_heartbeat_extends_matching_leases(
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub, clock: ManualClock
+) -> None:
+    [job] = await insert_jobs(pool, DAILY, first_due=T0)
+    await insert_queued_runs(pool, job, [T0])
+    [granted] = await lease(ledger, [ref(job, T0)])
+    clock.advance(20)
+    call = ledger.Heartbeat()
+    held = ledger_pb2.HeldRun(run=ref(job, T0), attempt=granted.grant.attempt)
+    await call.write(ledger_pb2.HeartbeatRequest(executor_id="ex-1", runs=[held]))
+    beat = await call.read()
+    await call.done_writing()
+    [extension] = beat.extended
+    assert extension.lease_until.ToDatetime(UTC) == T0 + timedelta(seconds=50)
+    assert beat.heartbeat_interval.seconds == 10
+    lease_until = await pool.fetchval("SELECT lease_until FROM job_runs WHERE job_id=$1", job)
+    assert lease_until == T0 + timedelta(seconds=50)
+
+
+async def test_retryable_failure_backs_off_then_dies_with_a_dead_letter(
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub, clock: ManualClock, bus: Bus
+) -> None:
+    policies = JobPolicies(retry_max_attempts=2, retry_base_delay=timedelta(seconds=10))
+    [job] = await insert_jobs(pool, DAILY, first_due=T0, policies=policies)
+    await insert_queued_runs(pool, job, [T0])
+    [g1] = await lease(ledger, [ref(job, T0)])
+    failed = await complete(
+        ledger,
+        ref(job, T0),
+        g1.grant.attempt,
+        ledger_pb2.OUTCOME_STATUS_FAILED_RETRYABLE,
+        error="503 from target",
+        error_class=run_pb2.ERROR_CLASS_RETRYABLE,
+        http_status=503,
+    )
+    assert failed.accepted and failed.next_status == run_pb2.RUN_STATUS_RETRYING
+    assert await pool.fetchval("SELECT last_http_status FROM job_runs") == 503
+    wait = failed.next_attempt_at.ToDatetime(UTC) - T0
+    assert timedelta(0) <= wait <= timedelta(seconds=20)  # random(0, 10 s * 2^1)
+    # Early duplicate message: not due yet.
+    if wait > timedelta(0):
+        [early] = await lease(ledger, [ref(job, T0)])
+        assert early.rejection.reason == ledger_pb2.REJECT_REASON_NOT_DUE
+    clock.advance(21)
+    [g2] = await lease(ledger, [ref(job, T0)])
+    assert g2.grant.attempt == 2
+    # Retry-After is honoured... but this is the last attempt: the run dies.
+    dead = await complete(
+        ledger,
+        ref(job, T0),
+        2,
+        ledger_pb2.OUTCOME_STATUS_TIMED_OUT,
+        error="timed out after 30 min",
+    )
+    assert dead.accepted and dead.next_status == run_pb2.RUN_STATUS_DEAD
+    row = await pool.fetchrow("SELECT status, last_error, error_class FROM job_runs")
+    assert dict(row) == {
+        "status": "dead",
+        "last_error": "timed out after 30 min",
+        "error_class": "timeout",
+    }
+    assert await pool.fetchval("SELECT dead_count FROM job_stats WHERE job_id=$1", job) == 1
+    [letter] = [d for d in await dead_letters(bus.jetstream) if d.run.job_id == str(job)]
+    assert letter.last_error == "timed out after 30 min" and letter.run.attempt == 2
+    assert letter.run.run_key == f"{job}@2030-01-01T12:00:00Z"
+
+
+async def test_retry_after_is_honoured(
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub
+) -> None:
+    [job] = await insert_jobs(pool, DAILY, first_due=T0)
+    await insert_queued_runs(pool, job, [T0])
+    await lease(ledger, [ref(job, T0)])
+    outcome = ledger_pb2.Outcome(
+        run=ref(job, T0), attempt=1, status=ledger_pb2.OUTCOME_STATUS_FAILED_RETRYABLE
+    )
+    outcome.retry_after.FromSeconds(600)
+    answer = await ledger.CompleteRuns(
+        ledger_pb2.CompleteRunsRequest(executor_id="ex-1", outcomes=[outcome])
+    )
+    assert answer.results[0].next_attempt_at.ToDatetime(UTC) == T0 + timedelta(seconds=600)
+
+
+async def test_tenant_cap_holds_under_concurrent_leases(
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub
+) -> None:
+    await add_tenant(pool, "capped", cap=3)
+    jobs = await insert_jobs(pool, DAILY, first_due=T0, count=20, tenant_id="capped")
+    for job in jobs:
+        await insert_queued_runs(pool, job, [T0], tenant_id="capped")
+    calls = [
+        lease(ledger, [ref(job, T0) for job in jobs[i * 4 : i * 4 + 4]], executor=f"ex-{i}")
+        for i in range(5)
+    ]
+    results = [r for batch in await asyncio.gather(*calls) for r in batch]
+    grants = [r for r in results if r.HasField("grant")]
+    capped = [
+        r for r in results if r.rejection.reason == ledger_pb2.REJECT_REASON_TENANT_AT_CAPACITY
+    ]
+    assert len(grants) == 3 and len(capped) == 17
+    assert all(r.rejection.retry_after.seconds == 5 for r in capped)
+    running = await pool.fetchval(
+        "SELECT count(*) FROM job_runs WHERE tenant_id='capped' AND status='running'"
+    )
+    assert running == 3
+
+
+async def test_unknown_run_is_not_found(
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub
+) -> None:
+    [job] = await insert_jobs(pool, DAILY, first_due=T0)
+    [result] = await lease(ledger, [ref(job, T0)])
+    assert result.rejection.reason == ledger_pb2.REJECT_REASON_NOT_FOUND
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await lease(ledger, [run_pb2.RunRef(job_id="nope", scheduled_at=timestamp(T0))])
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_cancel_between_beats_is_pushed_on_the_stream(
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub
+) -> None:
+    [job] = await insert_jobs(pool, DAILY, first_due=T0)
+    await insert_queued_runs(pool, job, [T0])
+    [granted] = await lease(ledger, [ref(job, T0)])
+    call = ledger.Heartbeat()
+    held = ledger_pb2.HeldRun(run=ref(job, T0), attempt=granted.grant.attempt)
+    await call.write(ledger_pb2.HeartbeatRequest(executor_id="ex-1", runs=[held]))
+    first = await call.read()
+    assert len(first.extended) == 1 and not first.cancel
+    # CancelRun / CANCEL_OTHER flag the run while the executor is between beats.
+    await pool.execute("UPDATE job_runs SET cancel_requested = true WHERE job_id = $1", job)
+    async with asyncio.timeout(10):
+        pushed = await call.read()
+    assert [c.run for c in pushed.cancel] == [held.run] and not pushed.extended
+    await call.done_writing()
+
+
+async def test_signature_has_one_v1_per_valid_secret(
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub
+) -> None:
+    # A rotation in progress: the new secret and the old one until it expires.
+    await pool.execute(
+        "INSERT INTO tenant_signing_secrets (tenant_id, secret, created_at, expires_at) VALUES"
+        " ('acme', $1, now() - interval '1 day', now() + interval '1 hour'),"
+        " ('acme', $2, now(), NULL),"
+        " ('acme', $3, now() - interval '2 days', now() - interval '1 hour')",
+        b"o" * 32,
+        b"n" * 32,
+        b"x" * 32,
+    )
+    [job] = await insert_jobs(pool, DAILY, first_due=T0, payload=b"body")
+    await insert_queued_runs(pool, job, [T0])
+    [result] = await lease(ledger, [ref(job, T0)])
+    grant = result.grant
+    t, *macs = grant.signature.split(",")
+    message = f"{t[2:]}.{grant.run_key}.1.".encode() + b"body"
+    assert macs == [
+        "v1=" + hmac.new(secret, message, hashlib.sha256).hexdigest()
+        for secret in (b"n" * 32, b"o" * 32)
+    ]

@@ -1,0 +1,70 @@
+"""Run-history partitions are created ahead and dropped after retention."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+
+import aetcd
+import asyncpg
+
+from sundial.core.clock import ManualClock
+from sundial.core.cluster import cluster_status
+from sundial.core.coord import connect_etcd
+from sundial.core.db import ensure_run_partitions, run_partition_name
+from sundial.devstack import Stack
+from sundial.schedule import CronSpec, Schedule
+from sundial.scheduler.maintenance import Maintenance
+from sundial.scheduler.store import SchedulerStore
+from tests.integration.scheduler.conftest import scheduler_config
+from tests.integration.scheduler.support import insert_jobs
+
+TODAY = date(2030, 3, 10)
+
+
+async def partitions(pool: asyncpg.Pool) -> set[str]:
+    rows = await pool.fetch(
+        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+        " WHERE i.inhparent = 'job_runs'::regclass"
+    )
+    return {r["relname"] for r in rows} - {"job_runs_default"}
+
+
+async def test_partitions_ahead_and_retention(
+    pool: asyncpg.Pool, stack: Stack, migrated_database_url: str
+) -> None:
+    old = [TODAY - timedelta(days=d) for d in (45, 31, 30, 29)]
+    await ensure_run_partitions(pool, old[0], old[0])
+    for day in old[1:]:
+        await ensure_run_partitions(pool, day, day)
+    clock = ManualClock(datetime(2030, 3, 10, 8, 0, tzinfo=UTC))
+    config = scheduler_config(migrated_database_url, stack)
+    maintenance = Maintenance(SchedulerStore(pool), lambda: {0}, config, clock)
+    created, dropped = await maintenance.maintain_once()
+    expected_ahead = {run_partition_name(TODAY + timedelta(days=d)) for d in range(8)}
+    assert set(created) == expected_ahead
+    # Retention 30 days: days before TODAY - 30 go; TODAY - 30 and later stay.
+    assert set(dropped) == {run_partition_name(old[0]), run_partition_name(old[1])}
+    assert await partitions(pool) == expected_ahead | {
+        run_partition_name(old[2]),
+        run_partition_name(old[3]),
+    }
+    assert await maintenance.maintain_once() == ([], [])  # idempotent
+
+
+async def test_cluster_status_reports_lag(pool: asyncpg.Pool, stack: Stack) -> None:
+    now = await pool.fetchval("SELECT now()")
+    await insert_jobs(pool, Schedule(CronSpec("* * * * *")), first_due=now - timedelta(seconds=42))
+    await insert_jobs(pool, Schedule(CronSpec("* * * * *")), first_due=now + timedelta(hours=1))
+    config = scheduler_config("postgresql://unused/x", stack)
+    etcd: aetcd.Client = await connect_etcd(config)
+    try:
+        await etcd.put(f"/sundial/{config.cluster}/members/a".encode(), b"a")
+        await etcd.put(f"/sundial/{config.cluster}/partitions/7".encode(), b"a")
+        snapshot = await cluster_status(etcd, pool, config.cluster)
+        await etcd.delete_prefix(f"/sundial/{config.cluster}/".encode())
+    finally:
+        await etcd.close()
+    assert snapshot.members == ["a"]
+    assert snapshot.owners[7] == "a" and snapshot.owners.count("") == 255
+    assert snapshot.oldest_due == now - timedelta(seconds=42)
+    assert timedelta(seconds=42) <= snapshot.dispatch_lag < timedelta(seconds=60)

@@ -1,0 +1,109 @@
+"""Partition ownership through etcd: every partition owned once, hand-over on leave."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+
+import aetcd
+import pytest
+
+from sundial.core.coord import connect_etcd
+from sundial.core.partition import PARTITION_COUNT
+from sundial.devstack import Stack
+from sundial.scheduler.membership import Membership, assignment
+from tests.helpers.eventually import assert_eventually
+from tests.integration.scheduler.conftest import scheduler_config
+
+
+class Running:
+    """Membership components running in this process, each with its own etcd client."""
+
+    def __init__(self, stack: Stack, cluster: str) -> None:
+        self.stack = stack
+        self.cluster = cluster
+        self.members: dict[str, tuple[Membership, asyncio.Task[None], aetcd.Client]] = {}
+
+    async def add(self, node: str, monotonic: Callable[[], float] = time.monotonic) -> Membership:
+        config = scheduler_config(
+            "postgresql://unused/x", self.stack, cluster=self.cluster, node_id=node
+        )
+        client = await connect_etcd(config)
+        member = Membership(client, config, monotonic)
+        ready = asyncio.Event()
+        task = asyncio.create_task(member.run(ready.set))
+        async with asyncio.timeout(10):
+            await ready.wait()
+        self.members[node] = (member, task, client)
+        return member
+
+    async def remove(self, node: str) -> None:
+        member, task, client = self.members.pop(node)
+        await member.stop()
+        async with asyncio.timeout(10):
+            await task
+        await client.close()
+
+    async def close(self) -> None:
+        for node in list(self.members):
+            await self.remove(node)
+
+
+@pytest.fixture
+async def cluster(stack: Stack) -> AsyncIterator[Running]:
+    running = Running(stack, f"t{uuid.uuid4().hex[:10]}")
+    yield running
+    with contextlib.suppress(Exception):
+        await running.close()
+
+
+def check_disjoint_cover(members: list[Membership]) -> None:
+    seen: dict[int, str] = {}
+    for member in members:
+        for partition in member.owned():
+            assert partition not in seen, (
+                f"{partition} owned by {seen[partition]} and {member.node_id}"
+            )
+            seen[partition] = member.node_id
+    assert len(seen) == PARTITION_COUNT, f"{PARTITION_COUNT - len(seen)} partitions unowned"
+
+
+async def test_three_schedulers_own_all_partitions_once(cluster: Running) -> None:
+    members = [await cluster.add(f"node-{i}") for i in range(3)]
+    await assert_eventually(lambda: check_disjoint_cover(members), timeout_s=15, what="cover")
+    for member in members:
+        assert member.owned() == assignment(sorted(m.node_id for m in members), member.node_id)
+    # etcd agrees: one key per partition, each naming its owner.
+    client = cluster.members["node-0"][2]
+    keys = await client.get_prefix(f"/sundial/{cluster.cluster}/partitions/".encode())
+    owners = {int(kv.key.rsplit(b"/", 1)[1]): kv.value.decode() for kv in keys}
+    assert len(owners) == PARTITION_COUNT
+    for member in members:
+        assert {p for p, n in owners.items() if n == member.node_id} == member.owned()
+
+
+async def test_graceful_leave_hands_partitions_over(cluster: Running) -> None:
+    members = [await cluster.add(f"node-{i}") for i in range(3)]
+    await assert_eventually(lambda: check_disjoint_cover(members), timeout_s=15, what="cover")
+    before = {m.node_id: m.owned() for m in members}
+    await cluster.remove("node-2")
+    rest = members[:2]
+    await assert_eventually(lambda: check_disjoint_cover(rest), timeout_s=5, what="takeover")
+    # Rendezvous hashing moves only the leaving member's share.
+    for member in rest:
+        assert before[member.node_id] <= member.owned()
+    joined = await cluster.add("node-3")
+    await assert_eventually(lambda: check_disjoint_cover([*rest, joined]), timeout_s=10)
+
+
+async def test_ownership_ends_when_the_lease_may_have_expired(cluster: Running) -> None:
+    # Without a confirmed keep-alive for a whole TTL (etcd unreachable, or the process was
+    # frozen), the member stops dispatching at once, before talking to anyone.
+    skew = [0.0]
+    member = await cluster.add("node-0", lambda: time.monotonic() + skew[0])
+    assert len(member.owned()) == PARTITION_COUNT
+    skew[0] = 3.5  # past the 3 s TTL since the last keep-alive
+    assert member.owned() == frozenset()

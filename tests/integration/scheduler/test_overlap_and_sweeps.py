@@ -1,0 +1,187 @@
+"""Overlap policies at dispatch, and the sweeps that republish, reclaim and release."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import pytest
+
+from sundial.core.bus import Bus
+from sundial.core.clock import ManualClock
+from sundial.core.definition import JobPolicies, OverlapPolicy
+from sundial.devstack import Stack
+from sundial.schedule import IntervalSpec, Schedule
+from sundial.scheduler.dispatcher import Dispatcher
+from sundial.scheduler.publisher import RunPublisher
+from sundial.scheduler.store import SchedulerStore
+from sundial.scheduler.sweeper import Sweeper
+from sundial.v1 import run_pb2
+from tests.integration.scheduler.conftest import scheduler_config
+from tests.integration.scheduler.support import dead_letters, insert_jobs, runs_of
+
+T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+EVERY_MINUTE = Schedule(IntervalSpec(timedelta(minutes=1)))
+ALL = range(256)
+
+
+class Parts:
+    def __init__(self, dispatcher: Dispatcher, sweeper: Sweeper, clock: ManualClock) -> None:
+        self.dispatcher, self.sweeper, self.clock = dispatcher, sweeper, clock
+
+    async def tick(self, seconds: float = 60) -> None:
+        """Let ``seconds`` pass, then run a dispatch pass and a sweep pass."""
+        self.clock.advance(seconds)
+        await self.dispatcher.dispatch_once()
+        await self.sweeper.sweep_once()
+
+
+@pytest.fixture
+def parts(pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str) -> Parts:
+    clock = ManualClock(T0)
+    config = scheduler_config(migrated_database_url, stack)
+    store = SchedulerStore(pool)
+    publisher = RunPublisher(bus.jetstream, "test")
+    return Parts(
+        Dispatcher(store, publisher, lambda: ALL, config, clock),
+        Sweeper(store, publisher, lambda: ALL, config, clock),
+        clock,
+    )
+
+
+async def statuses(pool: asyncpg.Pool, job: object) -> list[tuple[str, str | None]]:
+    return [(r["status"], r["skip_reason"]) for r in await runs_of(pool, job)]  # type: ignore[arg-type]
+
+
+async def finish_all(pool: asyncpg.Pool, job: object) -> None:
+    await pool.execute(
+        "UPDATE job_runs SET status = 'succeeded', check_at = NULL"
+        " WHERE job_id = $1 AND status IN ('queued', 'running')",
+        job,
+    )
+
+
+async def test_skip(pool: asyncpg.Pool, parts: Parts) -> None:
+    policies = JobPolicies(overlap=OverlapPolicy.SKIP)
+    [job] = await insert_jobs(pool, EVERY_MINUTE, first_due=T0, policies=policies)
+    await parts.tick(0)
+    await parts.tick()
+    assert await statuses(pool, job) == [("queued", None), ("skipped", "overlap")]
+    assert await pool.fetchval("SELECT skipped_count FROM job_stats WHERE job_id=$1", job) == 1
+    await finish_all(pool, job)
+    await parts.tick()
+    assert (await statuses(pool, job))[-1] == ("queued", None)
+
+
+async def test_buffer_one(pool: asyncpg.Pool, parts: Parts) -> None:
+    policies = JobPolicies(overlap=OverlapPolicy.BUFFER_ONE)
+    [job] = await insert_jobs(pool, EVERY_MINUTE, first_due=T0, policies=policies)
+    await parts.tick(0)
+    await parts.tick()
+    await parts.tick()
+    assert await statuses(pool, job) == [
+        ("queued", None),
+        ("pending", None),
+        ("skipped", "buffer_full"),
+    ]
+    # The blocking run ends: the buffered one is released and published.
+    await finish_all(pool, job)
+    await parts.sweeper.sweep_once()
+    runs = await runs_of(pool, job)
+    assert runs[1]["status"] == "queued" and runs[1]["dispatch_seq"] > 0
+    assert runs[1]["check_at"] == parts.clock.now() + timedelta(seconds=120)
+
+
+async def test_buffer_all(pool: asyncpg.Pool, parts: Parts) -> None:
+    policies = JobPolicies(overlap=OverlapPolicy.BUFFER_ALL)
+    [job] = await insert_jobs(pool, EVERY_MINUTE, first_due=T0, policies=policies)
+    for seconds in (0, 60, 60):
+        await parts.tick(seconds)
+    assert await statuses(pool, job) == [("queued", None), ("pending", None), ("pending", None)]
+    await finish_all(pool, job)
+    await parts.sweeper.sweep_once()
+    # Oldest first, one at a time.
+    assert [s for s, _ in await statuses(pool, job)] == ["succeeded", "queued", "pending"]
+
+
+async def test_allow_all(pool: asyncpg.Pool, parts: Parts) -> None:
+    policies = JobPolicies(overlap=OverlapPolicy.ALLOW_ALL)
+    [job] = await insert_jobs(pool, EVERY_MINUTE, first_due=T0, policies=policies)
+    for seconds in (0, 60, 60):
+        await parts.tick(seconds)
+    assert await statuses(pool, job) == [("queued", None)] * 3
+
+
+async def test_cancel_other(pool: asyncpg.Pool, parts: Parts) -> None:
+    policies = JobPolicies(overlap=OverlapPolicy.CANCEL_OTHER)
+    [job] = await insert_jobs(pool, EVERY_MINUTE, first_due=T0, policies=policies)
+    await parts.tick(0)
+    await pool.execute(
+        "UPDATE job_runs SET status='running', attempt=1, lease_until=$2, check_at=$2"
+        " WHERE job_id=$1",
+        job,
+        T0 + timedelta(minutes=10),
+    )
+    await parts.tick()
+    runs = await runs_of(pool, job)
+    # The running one is asked to stop (through its heartbeat); the new one runs.
+    assert runs[0]["status"] == "running" and runs[0]["cancel_requested"]
+    assert runs[1]["status"] == "queued"
+    await parts.tick()
+    runs = await runs_of(pool, job)
+    assert runs[1]["status"] == "cancelled" and runs[2]["status"] == "queued"
+    assert await pool.fetchval("SELECT cancelled_count FROM job_stats WHERE job_id=$1", job) == 1
+
+
+async def test_expired_lease_makes_the_run_leasable_and_republishes(
+    pool: asyncpg.Pool, parts: Parts
+) -> None:
+    [job] = await insert_jobs(pool, Schedule(IntervalSpec(timedelta(days=1))), first_due=T0)
+    await parts.tick(0)
+    await pool.execute(
+        "UPDATE job_runs SET status='running', attempt=1, lease_until=$2, check_at=$2,"
+        " executor_id='gone' WHERE job_id=$1",
+        job,
+        T0 + timedelta(seconds=30),
+    )
+    before = (await runs_of(pool, job))[0]["dispatch_seq"]
+    await parts.tick(29)
+    assert (await runs_of(pool, job))[0]["status"] == "running"
+    await parts.tick(2)
+    [run] = await runs_of(pool, job)
+    assert run["status"] == "queued" and run["dispatch_seq"] > before
+    assert run["error_class"] == "lease_expired" and run["attempt"] == 1
+    assert run["lease_until"] is None
+
+
+async def test_unconfirmed_publish_is_republished(pool: asyncpg.Pool, parts: Parts) -> None:
+    [job] = await insert_jobs(pool, Schedule(IntervalSpec(timedelta(days=1))), first_due=T0)
+    await parts.tick(0)
+    # As if the scheduler died between commit and publish: check_at still at confirm time.
+    await pool.execute("UPDATE job_runs SET check_at = $2 WHERE job_id = $1", job, T0)
+    seq = (await runs_of(pool, job))[0]["dispatch_seq"]
+    await parts.sweeper.sweep_once()
+    [run] = await runs_of(pool, job)
+    assert run["dispatch_seq"] > seq and run["check_at"] == T0 + timedelta(seconds=120)
+
+
+async def test_lease_expired_on_the_last_attempt_is_dead_with_a_dead_letter(
+    pool: asyncpg.Pool, parts: Parts, bus: Bus
+) -> None:
+    policies = JobPolicies(retry_max_attempts=1)
+    schedule = Schedule(IntervalSpec(timedelta(days=1)))
+    [job] = await insert_jobs(pool, schedule, first_due=T0, policies=policies)
+    await parts.tick(0)
+    await pool.execute(
+        "UPDATE job_runs SET status='running', attempt=1, lease_until=$2, check_at=$2,"
+        " executor_id='gone' WHERE job_id=$1",
+        job,
+        T0 + timedelta(seconds=30),
+    )
+    await parts.tick(31)
+    [run] = await runs_of(pool, job)
+    assert (run["status"], run["error_class"]) == ("dead", "lease_expired")
+    assert await pool.fetchval("SELECT dead_count FROM job_stats WHERE job_id=$1", job) == 1
+    letters = [d for d in await dead_letters(bus.jetstream) if d.run.job_id == str(job)]
+    assert len(letters) == 1 and letters[0].error_class == run_pb2.ERROR_CLASS_LEASE_EXPIRED
+    assert letters[0].target.http.url == "https://example.com/hook"

@@ -1,0 +1,60 @@
+"""The dispatcher's planning shortcut answers exactly as the time-semantics library."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+from sundial.core.definition import JobPolicies
+from sundial.schedule import (
+    CronSpec,
+    IntervalSpec,
+    MisfirePolicy,
+    Schedule,
+    compile_schedule,
+    plan_misfire,
+)
+from sundial.scheduler.planning import plan_occurrences
+
+T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def test_shortcut_matches_plan_misfire() -> None:
+    rng = random.Random(5)
+    specs = [
+        CronSpec("* * * * *"),
+        CronSpec("*/5 * * * *"),
+        CronSpec("0 * * * *"),
+        IntervalSpec(timedelta(seconds=1)),
+        IntervalSpec(timedelta(seconds=30)),
+    ]
+    for _ in range(2000):
+        schedule = Schedule(
+            rng.choice(specs),
+            end_time=rng.choice([None, T0 + timedelta(seconds=rng.randint(-120, 7200))]),
+            max_runs=rng.choice([0, 0, 1, 2, 5]),
+        )
+        compiled = compile_schedule(schedule, job_id="job")
+        fire = compiled.next_fire(T0 - timedelta(seconds=rng.randint(0, 3600)))
+        if fire is None:
+            continue
+        due = fire.at
+        now = due + timedelta(seconds=rng.choice([0, 0.5, 1, 30, 59, 61, 600, 7200]))
+        policies = JobPolicies(misfire=rng.choice(list(MisfirePolicy)))
+        fired = rng.choice([0, 1, 4])
+        expected = plan_misfire(
+            compiled,
+            due,
+            now,
+            policies.misfire,
+            threshold=policies.misfire_threshold,
+            catchup_window=policies.catchup_window,
+            max_catchup=policies.max_catchup,
+            fired_count=fired,
+        )
+        got = plan_occurrences(compiled, policies, due, now, fired)
+        assert (got.run_now, got.next_due, got.skipped) == (
+            expected.run_now,
+            expected.next_due,
+            expected.skipped,
+        ), (schedule, due, now, fired)
