@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from sundial.cli import dev
+from sundial.cli import dev, jobs, preview
 
 app = typer.Typer(
     name="sundial",
@@ -13,6 +13,8 @@ app = typer.Typer(
     add_completion=False,
 )
 app.command("dev")(dev.dev)
+app.add_typer(jobs.app)
+app.command("preview")(preview.preview)
 
 
 @app.callback()

@@ -8,13 +8,87 @@ import threading
 from pathlib import Path
 from typing import Annotated
 
+import grpc
 import typer
+from google.protobuf import duration_pb2
 from rich.console import Console
 from rich.table import Table
 
-from sundial.devstack import Services, Stack
+from sundial.devstack import DemoTarget, Services, Stack, start_demo_target
+from sundial.v1 import admin_pb2, admin_pb2_grpc, job_pb2, job_service_pb2, job_service_pb2_grpc
 
 console = Console()
+
+DEV_TENANT = "dev"
+DEMO_JOB = "demo-every-5s"
+
+
+def create_dev_tenant(channel: grpc.Channel, admin_token: str) -> str:
+    """Create the ``dev`` tenant (if it does not exist yet) and return a new tenant token.
+
+    Args:
+        channel: A channel to the API service.
+        admin_token: An admin bearer token (``sundial dev`` generates one).
+    """
+    admin = admin_pb2_grpc.AdminServiceStub(channel)
+    metadata = (("authorization", f"Bearer {admin_token}"),)
+    try:
+        admin.CreateTenant(
+            admin_pb2.CreateTenantRequest(
+                tenant=admin_pb2.Tenant(tenant_id=DEV_TENANT, display_name="Local development")
+            ),
+            metadata=metadata,
+            timeout=10,
+        )
+    except grpc.RpcError as exc:
+        if exc.code() != grpc.StatusCode.ALREADY_EXISTS:  # type: ignore[attr-defined]
+            raise
+    issued = admin.CreateApiToken(
+        admin_pb2.CreateApiTokenRequest(
+            tenant_id=DEV_TENANT, role=admin_pb2.TOKEN_ROLE_TENANT, description="sundial dev"
+        ),
+        metadata=metadata,
+        timeout=10,
+    )
+    return issued.secret
+
+
+def create_demo(channel: grpc.Channel, token: str, target_url: str) -> job_pb2.Job:
+    """Create (idempotently) a job that calls ``target_url`` every 5 seconds.
+
+    Args:
+        channel: A channel to the API service.
+        token: A tenant token.
+        target_url: The HTTP endpoint the demo job calls (the local demo target).
+
+    Returns:
+        The demo job.
+    """
+    jobs = job_service_pb2_grpc.JobServiceStub(channel)
+    job = job_pb2.Job(
+        name=DEMO_JOB,
+        description="Created by `sundial dev`: calls the local demo target every 5 s.",
+        schedule=job_pb2.Schedule(
+            interval=job_pb2.IntervalSchedule(every=duration_pb2.Duration(seconds=5))
+        ),
+        target=job_pb2.Target(http=job_pb2.HttpTarget(url=target_url)),
+        payload=b'{"hello": "sundial"}',
+        labels={"created-by": "sundial-dev"},
+    )
+    metadata = (("authorization", f"Bearer {token}"),)
+    try:
+        created = jobs.CreateJob(
+            job_service_pb2.CreateJobRequest(job=job), metadata=metadata, timeout=10
+        )
+        return created.job
+    except grpc.RpcError as exc:
+        if exc.code() != grpc.StatusCode.ALREADY_EXISTS:  # type: ignore[attr-defined]
+            raise
+    # A reused data folder already has it: return the existing one.
+    listed = jobs.ListJobs(
+        job_service_pb2.ListJobsRequest(name_prefix=DEMO_JOB), metadata=metadata, timeout=10
+    )
+    return next(j for j in listed.jobs if j.name == DEMO_JOB)
 
 
 def dev(
@@ -39,16 +113,30 @@ def dev(
         extra_env={
             "SUNDIAL_ADMIN_TOKEN": admin_token,
             "SUNDIAL_LOG_FORMAT": "json",
+            # The demo target (and anything else you run locally) listens on loopback.
+            "SUNDIAL_ALLOW_LOOPBACK_TARGETS": "1",
         },
     )
+    demo: DemoTarget | None = None
     try:
         with console.status("starting the API, scheduler and executor services..."):
             services.start()
+        demo = start_demo_target(stack.data_dir / "logs")
+        api_address = services.processes["api"].address
+        with (
+            console.status("creating the dev tenant and the demo job..."),
+            grpc.insecure_channel(api_address) as channel,
+        ):
+            token = create_dev_tenant(channel, admin_token)
+            job = create_demo(channel, token, f"{demo.url}/demo")
         _print_endpoints(stack, services, admin_token)
+        _print_demo(api_address, token, job, stack.data_dir / "logs" / "demo-target.log")
         console.print("[bold green]Sundial is running.[/] Press Ctrl-C to stop everything.")
         stop.wait()
     finally:
         console.print("stopping services...")
+        if demo is not None:
+            demo.stop()
         services.stop()
         console.print("stopping PostgreSQL, NATS and etcd...")
         stack.stop()
@@ -67,3 +155,22 @@ def _print_endpoints(stack: Stack, services: Services, admin_token: str) -> None
     table.add_row("data and logs", str(stack.data_dir))
     console.print(table)
     console.print(f"admin token: [bold]{admin_token}[/]")
+
+
+def _print_demo(api_address: str, token: str, job: job_pb2.Job, demo_log: Path) -> None:
+    console.print(f"tenant [bold]{DEV_TENANT}[/] token: [bold]{token}[/]")
+    console.print(
+        f"demo job [bold]{job.name}[/] ({job.job_id}) calls {job.target.http.url} every 5 s;"
+        f" calls are logged to {demo_log}"
+    )
+    console.print("\nTry:", style="bold")
+    console.print(
+        f"  export SUNDIAL_API={api_address} SUNDIAL_TOKEN={token}\n"
+        "  sundial jobs list\n"
+        f"  sundial jobs describe {job.job_id}\n"
+        f"  sundial jobs trigger {job.job_id}\n"
+        f"  sundial jobs pause {job.job_id} --note 'quiet please'\n"
+        '  sundial preview "30 2 * * *" --tz America/New_York --after 2026-03-07T00:00:00Z\n',
+        highlight=False,
+        soft_wrap=True,
+    )

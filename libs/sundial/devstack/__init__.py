@@ -9,12 +9,23 @@ Setting ``SUNDIAL_DATABASE_URL``, ``SUNDIAL_NATS_URL`` or ``SUNDIAL_ETCD_ENDPOIN
 uses existing servers instead of starting them.
 """
 
+from sundial.devstack._demo_target import (
+    DemoTarget,
+    HttpRequest,
+    HttpResponse,
+    HttpTargetServer,
+    start_demo_target,
+)
 from sundial.devstack._process import StackError, free_port
 from sundial.devstack._services import SERVICE_NAMES, ServiceProcess, Services, health_status
 from sundial.devstack._stack import Stack, runtime_dir
 
 __all__ = [
     "SERVICE_NAMES",
+    "DemoTarget",
+    "HttpRequest",
+    "HttpResponse",
+    "HttpTargetServer",
     "ServiceProcess",
     "Services",
     "Stack",
@@ -22,4 +33,5 @@ __all__ = [
     "free_port",
     "health_status",
     "runtime_dir",
+    "start_demo_target",
 ]

@@ -1,10 +1,22 @@
-"""Composition root of the API service: pool -> store -> servicers -> server."""
+"""Composition root of the API service: pool -> store -> managers -> servicers -> server."""
 
 from __future__ import annotations
 
 import contextlib
+from datetime import timedelta
 
+from sundial.api.admin import AdminServicer
+from sundial.api.auth import Authenticator, AuthInterceptor
+from sundial.api.cluster import EtcdMembership, MembershipSource, UnconfiguredMembership
 from sundial.api.config import ApiConfig
+from sundial.api.jobs import JobManager
+from sundial.api.retention import RequestPurger
+from sundial.api.runs import RunManager
+from sundial.api.servicer import JobServicer
+from sundial.api.store import Store
+from sundial.api.tenancy import TenantManager
+from sundial.api.validation import TargetGuard, TargetPolicy
+from sundial.core.clock import Clock, SystemClock
 from sundial.core.db import close_pool, create_pool, migrate
 from sundial.core.grpc import build_server
 from sundial.core.service import Service
@@ -16,31 +28,70 @@ SERVICE_NAMES = (
 )
 
 
-async def build(config: ApiConfig) -> Service:
-    """Connect to PostgreSQL and build the API service's graph."""
+async def build(
+    config: ApiConfig,
+    *,
+    clock: Clock | None = None,
+    membership: MembershipSource | None = None,
+) -> Service:
+    """Connect to PostgreSQL and build the API service's graph.
+
+    Args:
+        config: The service's configuration.
+        clock: The source of "now" (tests pass a manual one); the system clock by default.
+        membership: Where ClusterStatus reads scheduler membership; by default etcd
+            when ``config.etcd_endpoints`` is set (see :mod:`sundial.api.cluster`).
+    """
+    clock = clock or SystemClock()
     if config.migrate_on_start:
         await migrate(config.database_url)
     async with contextlib.AsyncExitStack() as resources:
-        pool = await create_pool(config, application_name="sundial-api")
+        # The API never changes session state (no SET, LISTEN, session advisory locks or
+        # cursors outside transactions): skip asyncpg's reset round trip per acquire.
+        pool = await create_pool(config, application_name="sundial-api", reset_on_release=False)
         resources.push_async_callback(close_pool, pool, config.grace_period_s)
+        store = Store(pool)
+        retention = timedelta(seconds=config.request_id_retention_s)
+        guard = TargetGuard(
+            TargetPolicy(
+                allow_loopback=config.allow_loopback_targets,
+                allow_private=config.allow_private_targets,
+            ),
+            resolve_timeout_s=config.target_resolve_timeout_s,
+        )
+        jobs = JobManager(store, guard, clock, request_retention=retention)
+        runs = RunManager(store, clock, request_retention=retention)
+        if membership is None and config.etcd_endpoints:
+            etcd_membership = EtcdMembership(config.etcd_endpoints, pool, config.cluster)
+            resources.push_async_callback(etcd_membership.close)
+            membership = etcd_membership
+        tenants = TenantManager(
+            store,
+            clock,
+            membership or UnconfiguredMembership(),
+            cluster=config.cluster,
+            default_max_jobs=config.default_max_jobs,
+            default_max_concurrent_runs=config.default_max_concurrent_runs,
+        )
         server = build_server(
             config,
             services=[
-                (
-                    job_service_pb2_grpc.add_JobServiceServicer_to_server,
-                    job_service_pb2_grpc.JobServiceServicer(),
-                ),
-                (
-                    admin_pb2_grpc.add_AdminServiceServicer_to_server,
-                    admin_pb2_grpc.AdminServiceServicer(),
-                ),
+                (job_service_pb2_grpc.add_JobServiceServicer_to_server, JobServicer(jobs, runs)),
+                (admin_pb2_grpc.add_AdminServiceServicer_to_server, AdminServicer(tenants)),
             ],
             service_names=SERVICE_NAMES,
+            interceptors=[
+                AuthInterceptor(Authenticator(store, clock, admin_token=config.admin_token))
+            ],
+        )
+        purger = RequestPurger(
+            store, clock, retention=retention, interval_s=config.request_id_purge_interval_s
         )
         # Built: hand the resources to the service, which closes them after it stops.
         return Service(
             "api",
             server=server,
+            components=[purger],
             grace_period_s=config.grace_period_s,
             resources=resources.pop_all(),
         )

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sundial.core.config import ConfigError, DatabaseConfig, LogConfig, ServerConfig
+from sundial.core.config import (
+    ConfigError,
+    DatabaseConfig,
+    EtcdConfig,
+    LogConfig,
+    ServerConfig,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -17,9 +23,56 @@ class ApiConfig(DatabaseConfig, ServerConfig, LogConfig):
     migrate_on_start: bool = True
     """Apply pending schema migrations at start (safe from many replicas at once)."""
 
+    cluster: str = "default"
+    """Cluster name reported by ClusterStatus (the schedulers' etcd key prefix)."""
+
+    etcd_endpoints: tuple[str, ...] = ()
+    """etcd endpoints (host:port, comma-separated) where ClusterStatus reads scheduler
+    membership; empty: ClusterStatus answers FAILED_PRECONDITION. Only ClusterStatus
+    uses etcd, and connects on first use."""
+
+    allow_loopback_targets: bool = False
+    """Accept job targets whose host is or resolves to a loopback address (127.0.0.0/8,
+    ::1). For local development and tests only: in production it lets tenants call
+    services on the Sundial hosts themselves."""
+
+    allow_private_targets: bool = False
+    """Accept job targets on private, shared (CGNAT) and link-local networks. Cloud
+    metadata addresses (169.254.169.254 and friends), unspecified, multicast and reserved
+    addresses stay refused."""
+
+    target_resolve_timeout_s: float = 2.0
+    """Seconds a target host name may take to resolve when a job is created or updated."""
+
+    default_max_jobs: int = 10_000
+    """A new tenant's max_jobs when CreateTenant leaves it 0."""
+
+    default_max_concurrent_runs: int = 100
+    """A new tenant's max_concurrent_runs when CreateTenant leaves it 0."""
+
+    request_id_retention_s: int = 86_400
+    """How long a request_id is remembered for idempotent retries (the API promises 24 h)."""
+
+    request_id_purge_interval_s: float = 600.0
+    """Seconds between purges of request ids older than the retention."""
+
     def __post_init__(self) -> None:
         DatabaseConfig.__post_init__(self)
         ServerConfig.__post_init__(self)
         LogConfig.__post_init__(self)
         if self.admin_token and len(self.admin_token) < 16:
             raise ConfigError("admin_token", "must be at least 16 characters")
+        if not self.cluster.replace("-", "").replace("_", "").isalnum():
+            raise ConfigError("cluster", "use letters, digits, '-' and '_' only")
+        if self.etcd_endpoints:
+            EtcdConfig(etcd_endpoints=self.etcd_endpoints)  # validates host:port
+        if self.target_resolve_timeout_s <= 0:
+            raise ConfigError("target_resolve_timeout_s", "must be > 0")
+        if not 1 <= self.default_max_jobs <= 100_000_000:
+            raise ConfigError("default_max_jobs", "must be 1 to 100,000,000")
+        if not 1 <= self.default_max_concurrent_runs <= 1_000_000:
+            raise ConfigError("default_max_concurrent_runs", "must be 1 to 1,000,000")
+        if self.request_id_retention_s < 60:
+            raise ConfigError("request_id_retention_s", "must be at least 60 seconds")
+        if self.request_id_purge_interval_s <= 0:
+            raise ConfigError("request_id_purge_interval_s", "must be > 0")

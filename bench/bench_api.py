@@ -1,0 +1,316 @@
+"""Benchmark the API service: CreateJob with 8 concurrent clients, BatchCreateJobs.
+
+Run: ``python bench/bench_api.py [--creates 4000] [--batches 20] [--json]``.
+
+Reported, all in the same run on the same PostgreSQL:
+
+* ``bare_sql_create_8``: the machine's limit for CreateJob. Eight asyncpg connections each
+  looping the statement CreateJob runs per job (the guarded max_jobs counter update on
+  the shared tenant row and the set-based insert of jobs, job_definitions and job_stats),
+  with no gRPC, auth, validation or schedule computation.
+* ``create_job_8``: a real ``sundial-api`` process; 8 concurrent gRPC clients each
+  calling CreateJob in a loop (distinct names, a cron schedule, an HTTP target):
+  jobs per second and latency p50/p99.
+* ``get_job_8``: the API's floor per call: 8 concurrent clients calling GetJob (bearer
+  token lookup, one indexed read, conversion, gRPC): what any RPC costs before its work.
+* ``bare_sql_batch``: the machine's limit for BatchCreateJobs: the same statement with
+  1,000 rows per call, one connection (the API adds a name check in the transaction).
+* ``batch_create``: the API process; one client calling BatchCreateJobs with 1,000
+  schedules per call (mixed cron expressions, zones and intervals): schedules per second.
+
+The stack is started by ``sundial.devstack`` unless ``SUNDIAL_DATABASE_URL`` points
+elsewhere. Client and server share the machine: on 2 cores the figures include the
+benchmark's own client cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import grpc
+
+from sundial.api.store import queries
+from sundial.core.db import init_connection, migrate
+from sundial.core.definition import JobPolicies, policies_to_json, schedule_to_json
+from sundial.core.partition import partition_of
+from sundial.devstack import Stack
+from sundial.devstack._services import Services
+from sundial.schedule import CronSpec, Schedule
+from sundial.v1 import (
+    admin_pb2,
+    admin_pb2_grpc,
+    job_pb2,
+    job_service_pb2,
+    job_service_pb2_grpc,
+)
+
+ADMIN_TOKEN = "bench-admin-token-0123456789abcdef"
+CLIENTS = 8
+BATCH = 1000
+CRONS = ["0 * * * *", "*/15 * * * *", "30 9 * * MON-FRI", "H H * * *", "0 0 1 * *"]
+ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Asia/Tokyo"]
+TARGET = "http://127.0.0.1:8085/hook"
+
+
+def with_database(url: str, name: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+
+
+async def fresh_database(stack: Stack, label: str) -> str:
+    name = f"bench_api_{label}_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(stack.database_url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    url = with_database(stack.database_url, name)
+    await migrate(url)
+    return url
+
+
+async def add_tenant(conn: asyncpg.Connection, tenant_id: str) -> None:
+    await conn.execute(
+        "INSERT INTO tenants (tenant_id, name, max_jobs, signing_secret)"
+        " VALUES ($1, $1, 100000000, $2)",
+        tenant_id,
+        os.urandom(32),
+    )
+
+
+def _rows(n: int, prefix: str) -> list[list[object]]:
+    """Columns for queries.insert_jobs, ``n`` jobs."""
+    ids = [uuid.uuid4() for _ in range(n)]
+    now = datetime.now(UTC)
+    schedule = schedule_to_json(Schedule(CronSpec("0 * * * *")))
+    return [
+        ids,
+        [f"{prefix}-{i}" for i in range(n)],
+        [partition_of(i) for i in ids],
+        [now] * n,
+        [False] * n,
+        [schedule] * n,
+        [{"http": {"url": TARGET, "method": "POST", "headers": {}}}] * n,
+        [policies_to_json(JobPolicies())] * n,
+        [b""] * n,
+        [{}] * n,
+        [""] * n,
+        [""] * n,
+    ]
+
+
+async def _create_tx(conn: asyncpg.Connection, tenant: str, rows: list[list[object]]) -> None:
+    # The statement the API runs (quota check and inserts), alone in autocommit.
+    inserted = await conn.fetchval(
+        queries.insert_jobs, tenant, *rows, datetime.now(UTC), len(rows[0])
+    )
+    assert inserted == len(rows[0])
+
+
+async def bare_sql_create(url: str, total: int, connections: int) -> dict[str, float]:
+    """``connections`` loops of the one-job CreateJob transaction."""
+    conns = [await asyncpg.connect(url) for _ in range(connections)]
+    for conn in conns:
+        await init_connection(conn)
+    await add_tenant(conns[0], "bare")
+    per = total // connections
+
+    async def loop(conn: asyncpg.Connection, worker: int) -> None:
+        for i in range(per):
+            await _create_tx(conn, "bare", _rows(1, f"w{worker}-{i}"))
+
+    began = time.perf_counter()
+    await asyncio.gather(*(loop(conn, w) for w, conn in enumerate(conns)))
+    elapsed = time.perf_counter() - began
+    for conn in conns:
+        await conn.close()
+    return {"jobs": per * connections, "jobs_per_s": round(per * connections / elapsed)}
+
+
+async def bare_sql_batch(url: str, batches: int) -> dict[str, float]:
+    """One connection inserting ``batches`` x 1,000 jobs, one transaction each."""
+    conn = await asyncpg.connect(url)
+    await init_connection(conn)
+    await add_tenant(conn, "bare-batch")
+    prepared = [_rows(BATCH, f"b{b}") for b in range(batches)]
+    began = time.perf_counter()
+    for rows in prepared:
+        await _create_tx(conn, "bare-batch", rows)
+    elapsed = time.perf_counter() - began
+    await conn.close()
+    return {"schedules": batches * BATCH, "schedules_per_s": round(batches * BATCH / elapsed)}
+
+
+def _job(name: str, i: int) -> job_pb2.Job:
+    if i % 5 == 4:
+        schedule = job_pb2.Schedule(interval=job_pb2.IntervalSchedule())
+        schedule.interval.every.seconds = 60 * (1 + i % 30)
+    else:
+        schedule = job_pb2.Schedule(cron=CRONS[i % len(CRONS)], time_zone=ZONES[i % len(ZONES)])
+    return job_pb2.Job(
+        name=name,
+        schedule=schedule,
+        target=job_pb2.Target(http=job_pb2.HttpTarget(url=TARGET)),
+        payload=b'{"report": "usage"}',
+        labels={"customer": f"c{i % 1000}"},
+    )
+
+
+async def _tenant_token(channel: grpc.aio.Channel, tenant_id: str) -> tuple[tuple[str, str]]:
+    admin = admin_pb2_grpc.AdminServiceStub(channel)
+    md = (("authorization", f"Bearer {ADMIN_TOKEN}"),)
+    await admin.CreateTenant(
+        admin_pb2.CreateTenantRequest(
+            tenant=admin_pb2.Tenant(
+                tenant_id=tenant_id,
+                display_name=tenant_id,
+                quotas=admin_pb2.Quotas(max_jobs=100_000_000),
+            )
+        ),
+        metadata=md,
+    )
+    token = await admin.CreateApiToken(
+        admin_pb2.CreateApiTokenRequest(
+            tenant_id=tenant_id, role=admin_pb2.TOKEN_ROLE_TENANT, description="bench"
+        ),
+        metadata=md,
+    )
+    return (("authorization", f"Bearer {token.secret}"),)
+
+
+async def api_creates(address: str, total: int) -> dict[str, float]:
+    """8 concurrent clients calling CreateJob."""
+    async with grpc.aio.insecure_channel(address) as channel:
+        md = await _tenant_token(channel, "creates")
+        stub = job_service_pb2_grpc.JobServiceStub(channel)
+        latencies: list[float] = []
+        per = total // CLIENTS
+        # Warm up connections, caches and prepared statements.
+        for i in range(20):
+            await stub.CreateJob(
+                job_service_pb2.CreateJobRequest(job=_job(f"warm-{i}", i)), metadata=md
+            )
+
+        async def client(worker: int) -> None:
+            for i in range(per):
+                job = _job(f"c{worker}-{i}", i)
+                began = time.perf_counter()
+                await stub.CreateJob(job_service_pb2.CreateJobRequest(job=job), metadata=md)
+                latencies.append(time.perf_counter() - began)
+
+        began = time.perf_counter()
+        await asyncio.gather(*(client(w) for w in range(CLIENTS)))
+        elapsed = time.perf_counter() - began
+    quantiles = statistics.quantiles(latencies, n=100)
+    return {
+        "jobs": per * CLIENTS,
+        "jobs_per_s": round(per * CLIENTS / elapsed),
+        "latency_p50_ms": round(quantiles[49] * 1000, 1),
+        "latency_p99_ms": round(quantiles[98] * 1000, 1),
+    }
+
+
+async def api_gets(address: str, total: int) -> dict[str, float]:
+    """8 concurrent clients calling GetJob on one existing job."""
+    async with grpc.aio.insecure_channel(address) as channel:
+        md = await _tenant_token(channel, "gets")
+        stub = job_service_pb2_grpc.JobServiceStub(channel)
+        created = await stub.CreateJob(
+            job_service_pb2.CreateJobRequest(job=_job("target", 0)), metadata=md
+        )
+        request = job_service_pb2.GetJobRequest(job_id=created.job.job_id)
+        per = total // CLIENTS
+
+        async def client() -> None:
+            for _ in range(per):
+                await stub.GetJob(request, metadata=md)
+
+        began = time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(CLIENTS)))
+        elapsed = time.perf_counter() - began
+    return {"calls": per * CLIENTS, "calls_per_s": round(per * CLIENTS / elapsed)}
+
+
+async def api_batches(address: str, batches: int) -> dict[str, float]:
+    """One client calling BatchCreateJobs with 1,000 schedules each."""
+    async with grpc.aio.insecure_channel(address) as channel:
+        md = await _tenant_token(channel, "batches")
+        stub = job_service_pb2_grpc.JobServiceStub(channel)
+        requests = [
+            job_service_pb2.BatchCreateJobsRequest(
+                jobs=[_job(f"b{b}-{i}", i) for i in range(BATCH)], request_id=f"import-{b}"
+            )
+            for b in range(batches + 1)
+        ]
+        await stub.BatchCreateJobs(requests[0], metadata=md)  # warm-up
+        began = time.perf_counter()
+        for request in requests[1:]:
+            await stub.BatchCreateJobs(request, metadata=md)
+        elapsed = time.perf_counter() - began
+    return {
+        "schedules": batches * BATCH,
+        "schedules_per_s": round(batches * BATCH / elapsed),
+        "ms_per_batch": round(elapsed / batches * 1000, 1),
+    }
+
+
+async def main(creates: int, batches: int) -> dict[str, dict[str, float]]:
+    results: dict[str, dict[str, float]] = {}
+    with Stack() as stack:
+        url = await fresh_database(stack, "sql")
+        results["bare_sql_create_8"] = await bare_sql_create(url, creates, CLIENTS)
+        results["bare_sql_batch"] = await bare_sql_batch(url, batches)
+        url = await fresh_database(stack, "api")
+        with tempfile.TemporaryDirectory() as logs:
+            services = Services(
+                stack,
+                log_dir=Path(logs),
+                extra_env={
+                    "SUNDIAL_DATABASE_URL": url,
+                    "SUNDIAL_ADMIN_TOKEN": ADMIN_TOKEN,
+                    "SUNDIAL_ALLOW_LOOPBACK_TARGETS": "1",
+                    "SUNDIAL_LOG_LEVEL": "WARNING",
+                },
+            )
+            try:
+                api = await asyncio.to_thread(services.add, "api")
+                results["create_job_8"] = await api_creates(api.address, creates)
+                results["get_job_8"] = await api_gets(api.address, creates)
+                results["batch_create"] = await api_batches(api.address, batches)
+            finally:
+                await asyncio.to_thread(services.stop)
+    return results
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--creates", type=int, default=4000)
+    parser.add_argument("--batches", type=int, default=20)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    figures = asyncio.run(main(args.creates, args.batches))
+    if args.json:
+        json.dump(figures, sys.stdout, indent=2)
+        print()
+    else:
+        print(f"API: CreateJob with {CLIENTS} concurrent clients, BatchCreateJobs of {BATCH}")
+        for name, values in figures.items():
+            print(f"  {name:18s} " + "  ".join(f"{k}={v}" for k, v in values.items()))
+        create = figures["create_job_8"]["jobs_per_s"] / figures["bare_sql_create_8"]["jobs_per_s"]
+        batch = (
+            figures["batch_create"]["schedules_per_s"]
+            / figures["bare_sql_batch"]["schedules_per_s"]
+        )
+        print(f"  create_job_8: {create:.0%} of bare_sql_create_8")
+        print(f"  batch_create: {batch:.0%} of bare_sql_batch")

@@ -1,0 +1,203 @@
+"""``sundial.v1.AdminService``: tenants, quotas, API tokens, signing secrets, cluster.
+
+Only ADMIN tokens reach these handlers (:mod:`sundial.api.auth`). The wire conversions
+of admin messages live here because nothing else uses them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import grpc
+
+from sundial.api.convert import duration_in, duration_out, optional_timestamp, timestamp_out
+from sundial.api.model import ApiToken, ClusterSnapshot, Role, Tenant, TenantChanges
+from sundial.api.tenancy import TenantManager
+from sundial.core.errors import InvalidArgument
+from sundial.core.partition import PARTITION_COUNT
+from sundial.v1 import admin_pb2 as pb
+from sundial.v1 import admin_pb2_grpc
+
+_ROLE_IN = {pb.TOKEN_ROLE_TENANT: Role.TENANT, pb.TOKEN_ROLE_ADMIN: Role.ADMIN}
+_ROLE_OUT = {role: number for number, role in _ROLE_IN.items()}
+_TENANT_MASK = frozenset(
+    {"display_name", "quotas", "quotas.max_jobs", "quotas.max_concurrent_runs"}
+)
+
+
+def tenant_out(tenant: Tenant) -> pb.Tenant:
+    """A tenant with its effective quotas and signing-secret metadata."""
+    message = pb.Tenant(
+        tenant_id=tenant.tenant_id,
+        display_name=tenant.display_name,
+        quotas=pb.Quotas(max_jobs=tenant.max_jobs, max_concurrent_runs=tenant.max_concurrent_runs),
+        create_time=timestamp_out(tenant.create_time),
+        update_time=timestamp_out(tenant.update_time),
+    )
+    for secret in tenant.signing_secrets:
+        entry = message.signing_secrets.add(
+            secret_id=str(secret.secret_id), create_time=timestamp_out(secret.create_time)
+        )
+        if secret.expire_time is not None:
+            entry.expire_time.CopyFrom(timestamp_out(secret.expire_time))
+    return message
+
+
+def token_out(token: ApiToken) -> pb.ApiToken:
+    """Token metadata (never the secret)."""
+    message = pb.ApiToken(
+        token_id=str(token.token_id),
+        tenant_id=token.tenant_id or "",
+        role=_ROLE_OUT[token.role],
+        description=token.description,
+        prefix=token.prefix,
+        create_time=timestamp_out(token.create_time),
+    )
+    for name, value in (
+        ("expire_time", token.expire_time),
+        ("last_used_time", token.last_used_time),
+        ("revoke_time", token.revoke_time),
+    ):
+        if value is not None:
+            getattr(message, name).CopyFrom(timestamp_out(value))
+    return message
+
+
+def cluster_out(snapshot: ClusterSnapshot) -> pb.ClusterStatusResponse:
+    """The cluster snapshot; one partition entry per partition."""
+    membership = snapshot.membership
+    response = pb.ClusterStatusResponse(
+        cluster=snapshot.cluster,
+        partition_count=PARTITION_COUNT,
+        observed_at=timestamp_out(snapshot.observed_at),
+    )
+    for member in sorted(membership.members, key=lambda m: m.node_id):
+        entry = response.members.add(
+            node_id=member.node_id,
+            address=member.address,
+            partitions_owned=member.partitions_owned,
+            lease_id=member.lease_id,
+            version=member.version,
+        )
+        if member.since is not None:
+            entry.since.CopyFrom(timestamp_out(member.since))
+    for partition in range(PARTITION_COUNT):
+        response.partitions.add(partition=partition, node_id=membership.owners.get(partition, ""))
+    lag = timedelta(0)
+    if snapshot.oldest_due_time is not None:
+        response.oldest_due_time.CopyFrom(timestamp_out(snapshot.oldest_due_time))
+        lag = max(snapshot.observed_at - snapshot.oldest_due_time, timedelta(0))
+    response.dispatch_lag.CopyFrom(duration_out(lag))
+    return response
+
+
+class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
+    """AdminService on top of :class:`TenantManager`."""
+
+    def __init__(self, tenants: TenantManager) -> None:
+        self._tenants = tenants
+
+    async def CreateTenant(
+        self, request: pb.CreateTenantRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreateTenantResponse:
+        tenant = request.tenant
+        created, secret = await self._tenants.create_tenant(
+            tenant.tenant_id,
+            tenant.display_name,
+            tenant.quotas.max_jobs,
+            tenant.quotas.max_concurrent_runs,
+        )
+        return pb.CreateTenantResponse(tenant=tenant_out(created), signing_secret=secret)
+
+    async def GetTenant(
+        self, request: pb.GetTenantRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetTenantResponse:
+        return pb.GetTenantResponse(
+            tenant=tenant_out(await self._tenants.get_tenant(request.tenant_id))
+        )
+
+    async def ListTenants(
+        self, request: pb.ListTenantsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListTenantsResponse:
+        page = await self._tenants.list_tenants(
+            page_size=request.page_size, page_token=request.page_token
+        )
+        return pb.ListTenantsResponse(
+            tenants=[tenant_out(t) for t in page.items], next_page_token=page.next_page_token
+        )
+
+    async def UpdateTenant(
+        self, request: pb.UpdateTenantRequest, context: grpc.aio.ServicerContext
+    ) -> pb.UpdateTenantResponse:
+        paths = set(request.update_mask.paths)
+        if not paths:
+            raise InvalidArgument("update_mask", "is required: name the fields to change")
+        unknown = sorted(paths - _TENANT_MASK)
+        if unknown:
+            raise InvalidArgument(
+                "update_mask",
+                f"{unknown[0]!r} cannot be changed (allowed: {', '.join(sorted(_TENANT_MASK))})",
+            )
+        tenant = request.tenant
+        quotas = "quotas" in paths
+        changes = TenantChanges(
+            display_name=tenant.display_name if "display_name" in paths else None,
+            max_jobs=tenant.quotas.max_jobs if quotas or "quotas.max_jobs" in paths else None,
+            max_concurrent_runs=tenant.quotas.max_concurrent_runs
+            if quotas or "quotas.max_concurrent_runs" in paths
+            else None,
+        )
+        updated = await self._tenants.update_tenant(tenant.tenant_id, changes)
+        return pb.UpdateTenantResponse(tenant=tenant_out(updated))
+
+    async def CreateApiToken(
+        self, request: pb.CreateApiTokenRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreateApiTokenResponse:
+        if request.role and request.role not in _ROLE_IN:
+            raise InvalidArgument("role", f"unknown value {request.role}")
+        token, secret = await self._tenants.create_token(
+            tenant_id=request.tenant_id,
+            role=_ROLE_IN.get(request.role),
+            description=request.description,
+            expire_time=optional_timestamp(request, "expire_time", "expire_time"),
+        )
+        return pb.CreateApiTokenResponse(token=token_out(token), secret=secret)
+
+    async def ListApiTokens(
+        self, request: pb.ListApiTokensRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListApiTokensResponse:
+        page = await self._tenants.list_tokens(
+            tenant_id=request.tenant_id,
+            include_revoked=request.include_revoked,
+            page_size=request.page_size,
+            page_token=request.page_token,
+        )
+        return pb.ListApiTokensResponse(
+            tokens=[token_out(t) for t in page.items], next_page_token=page.next_page_token
+        )
+
+    async def RevokeApiToken(
+        self, request: pb.RevokeApiTokenRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RevokeApiTokenResponse:
+        if not request.token_id:
+            raise InvalidArgument("token_id", "is required")
+        try:
+            token_id = uuid.UUID(request.token_id)
+        except ValueError:
+            raise InvalidArgument("token_id", "is not a token id") from None
+        return pb.RevokeApiTokenResponse(
+            token=token_out(await self._tenants.revoke_token(token_id))
+        )
+
+    async def RotateSigningSecret(
+        self, request: pb.RotateSigningSecretRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RotateSigningSecretResponse:
+        overlap = duration_in(request.overlap, "overlap") if request.HasField("overlap") else None
+        tenant, secret = await self._tenants.rotate_signing_secret(request.tenant_id, overlap)
+        return pb.RotateSigningSecretResponse(tenant=tenant_out(tenant), signing_secret=secret)
+
+    async def ClusterStatus(
+        self, request: pb.ClusterStatusRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ClusterStatusResponse:
+        return cluster_out(await self._tenants.cluster_status())

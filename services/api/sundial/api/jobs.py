@@ -1,0 +1,485 @@
+"""Job operations of JobService: validate, compute schedules, write through the store.
+
+Every write validates completely before touching the database, and each write is one
+transaction, so a refused call changes nothing. Writes that depend on what they read
+(UpdateJob, ResumeJob) are optimistic: read, compute outside any transaction (a DNS
+lookup must never hold a row lock), then write only if the version is unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+
+from sundial.api import paging, validation
+from sundial.api.model import (
+    GrpcTarget,
+    HttpTarget,
+    Job,
+    JobDescription,
+    JobFilter,
+    JobSpec,
+    JobStats,
+    NewJob,
+    Page,
+    Preview,
+    PreviewEntry,
+    RunFilter,
+)
+from sundial.api.runs import with_due
+from sundial.api.store import RequestClaim, RequestRecord, RequestTaken, Store
+from sundial.api.validation import TargetGuard, field_prefix
+from sundial.core.clock import Clock
+from sundial.core.errors import Aborted, InvalidArgument, NotFound
+from sundial.core.partition import partition_of
+from sundial.schedule import CompiledSchedule, OnceSpec, Schedule, compile_schedule
+
+CREATE_JOB = "CreateJob"
+BATCH_CREATE_JOBS = "BatchCreateJobs"
+
+PREVIEW_KEY = "00000000-0000-0000-0000-000000000000"
+"""Hash key for Jenkins ``H`` and jitter in a preview without a job (job_service.proto)."""
+
+_US = timedelta(microseconds=1)
+_OPTIMISTIC_ATTEMPTS = 5
+# A page of jobs stays under gRPC's default 4 MiB message limit: big payloads shorten it.
+_PAGE_BYTES = 3 * 1024 * 1024
+
+
+def first_fire(
+    compiled: CompiledSchedule,
+    schedule: Schedule,
+    now: datetime,
+    *,
+    fired_count: int = 0,
+    last_fire: datetime | None = None,
+    include_recent_once: bool = True,
+) -> datetime | None:
+    """The next nominal fire time of a new or changed schedule.
+
+    Strictly after ``now`` (and after ``last_fire``: fire times of a job only increase,
+    so a new schedule can never produce a run key that exists). A ``once`` at most
+    ``misfire_threshold`` in the past (validation allowed it) fires at once when
+    ``include_recent_once``.
+    """
+    after = now
+    if include_recent_once and isinstance(schedule.spec, OnceSpec):
+        after = min(now, schedule.spec.at - _US)
+    if last_fire is not None and last_fire > after:
+        after = last_fire
+    fire = compiled.next_fire(after, fired_count)
+    return None if fire is None else fire.at
+
+
+def compiled_of(job: Job) -> CompiledSchedule:
+    """The job's stored (already validated) schedule, compiled."""
+    return compile_schedule(job.spec.schedule, job_id=str(job.job_id))
+
+
+def preview(compiled: CompiledSchedule, after: datetime, count: int, fired_count: int) -> Preview:
+    """``count`` fire times after ``after`` plus the DST-dropped times between them."""
+    entries = compiled.preview(after, count, fired_count=fired_count)
+    fires = [e for e in entries if not e.dropped]
+    if len(fires) < count:
+        exhausted = True
+    else:
+        exhausted = compiled.next_fire(fires[-1].at, fired_count + len(fires)) is None
+    return Preview(
+        entries=tuple(PreviewEntry(e, compiled.dispatch_at(e.at)) for e in entries),
+        exhausted=exhausted,
+    )
+
+
+def _prefix_upper_bound(prefix: str) -> str | None:
+    """The smallest string above every string starting with ``prefix`` (byte order).
+
+    UTF-8 byte order is code point order, so incrementing the last code point that can
+    be incremented gives the bound; None when there is none (all U+10FFFF).
+    """
+    chars = list(prefix)
+    while chars:
+        code = ord(chars[-1]) + 1
+        if 0xD800 <= code <= 0xDFFF:  # surrogates cannot be encoded: skip the block
+            code = 0xE000
+        if code <= 0x10FFFF:
+            chars[-1] = chr(code)
+            return "".join(chars)
+        chars.pop()
+    return None
+
+
+def _estimated_bytes(job: Job) -> int:
+    spec = job.spec
+    size = 600 + len(spec.payload) + len(spec.description) * 4 + len(spec.pause_note) * 4
+    size += sum(len(k) + len(v) * 4 for k, v in spec.labels.items())
+    target = spec.target
+    if isinstance(target, HttpTarget):
+        size += len(target.url) + sum(len(k) + len(v) * 4 for k, v in target.headers.items())
+    elif isinstance(target, GrpcTarget):
+        size += len(target.address) + sum(len(k) + len(v) for k, v in target.metadata.items())
+    return size
+
+
+class JobManager:
+    """CreateJob, BatchCreateJobs, GetJob, DescribeJob, ListJobs, UpdateJob, DeleteJob,
+    PauseJob, ResumeJob and PreviewSchedule for one tenant at a time.
+
+    Args:
+        store: Database access.
+        guard: The SSRF check for targets.
+        clock: The source of "now".
+        request_retention: How long request ids are remembered.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        guard: TargetGuard,
+        clock: Clock,
+        *,
+        request_retention: timedelta = timedelta(hours=24),
+    ) -> None:
+        self._store = store
+        self._guard = guard
+        self._clock = clock
+        self._retention = request_retention
+
+    # --- idempotency ----------------------------------------------------------------------
+
+    async def _earlier(
+        self, tenant_id: str, method: str, request_id: str, request_hash: bytes
+    ) -> RequestRecord | None:
+        record = await self._store.find_request(
+            tenant_id, method, request_id, self._clock.now() - self._retention
+        )
+        if record is not None and record.request_hash != request_hash:
+            raise InvalidArgument(
+                "request_id", "was already used with a different request; use a new request_id"
+            )
+        return record
+
+    def _claim(self, method: str, request_id: str, request_hash: bytes) -> RequestClaim | None:
+        if not request_id:
+            return None
+        return RequestClaim(method, request_id, request_hash, self._clock.now() - self._retention)
+
+    async def _replayed(
+        self, tenant_id: str, method: str, request_id: str, request_hash: bytes
+    ) -> list[Job] | None:
+        """The jobs an earlier identical request created, or None if there was none."""
+        if not request_id:
+            return None
+        record = await self._earlier(tenant_id, method, request_id, request_hash)
+        if record is None:
+            return None
+        ids = list(record.job_ids) if record.job_id is None else [record.job_id]
+        jobs = await self._store.get_jobs(tenant_id, ids)
+        if len(jobs) != len(ids):
+            raise NotFound(
+                f"request_id {request_id!r} already created "
+                f"{'this job' if len(ids) == 1 else 'these jobs'}, and "
+                f"{'it was' if len(ids) == 1 else 'some were'} deleted since"
+            )
+        return jobs
+
+    # --- create ---------------------------------------------------------------------------
+
+    def _prepare(self, spec: JobSpec, now: datetime, prefix: str = "") -> NewJob:
+        job_id = uuid.uuid4()
+        with field_prefix(prefix):
+            spec, compiled = validation.check_job_spec(spec, str(job_id), now=now)
+        return NewJob(
+            job_id=job_id,
+            spec=spec,
+            partition_id=partition_of(job_id),
+            next_run_at=first_fire(compiled, spec.schedule, now),
+        )
+
+    @staticmethod
+    def _created(tenant_id: str, new: NewJob, now: datetime) -> Job:
+        return Job(
+            job_id=new.job_id,
+            tenant_id=tenant_id,
+            spec=new.spec,
+            partition_id=new.partition_id,
+            next_run_at=new.next_run_at,
+            version=1,
+            create_time=now,
+            update_time=now,
+            stats=JobStats(),
+        )
+
+    async def create_job(
+        self, tenant_id: str, spec: JobSpec, *, request_id: str = "", request_hash: bytes = b""
+    ) -> Job:
+        """Validate and create one job; a repeated request_id returns the first job."""
+        validation.check_request_id(request_id)
+        replayed = await self._replayed(tenant_id, CREATE_JOB, request_id, request_hash)
+        if replayed is not None:
+            return replayed[0]
+        now = self._clock.now()
+        new = self._prepare(spec, now)
+        assert new.spec.target is not None
+        await self._guard.check(new.spec.target)
+        try:
+            await self._store.create_jobs(
+                tenant_id, [new], now, claim=self._claim(CREATE_JOB, request_id, request_hash)
+            )
+        except RequestTaken:
+            # An identical request committed while this one was being validated.
+            replayed = await self._replayed(tenant_id, CREATE_JOB, request_id, request_hash)
+            assert replayed is not None
+            return replayed[0]
+        return self._created(tenant_id, new, now)
+
+    async def batch_create(
+        self,
+        tenant_id: str,
+        specs: Sequence[JobSpec],
+        *,
+        request_id: str = "",
+        request_hash: bytes = b"",
+    ) -> list[Job]:
+        """Validate and create up to 1,000 jobs in one transaction: all or none."""
+        validation.check_request_id(request_id)
+        if not 1 <= len(specs) <= validation.MAX_BATCH:
+            raise InvalidArgument(
+                "jobs", f"must hold 1 to {validation.MAX_BATCH} jobs, got {len(specs)}"
+            )
+        replayed = await self._replayed(tenant_id, BATCH_CREATE_JOBS, request_id, request_hash)
+        if replayed is not None:
+            return replayed
+        now = self._clock.now()
+        prepared = [self._prepare(spec, now, f"jobs[{i}].") for i, spec in enumerate(specs)]
+        first_index: dict[str, int] = {}
+        for i, new in enumerate(prepared):
+            seen = first_index.setdefault(new.spec.name, i)
+            if seen != i:
+                raise InvalidArgument(f"jobs[{i}].name", f"same name as jobs[{seen}]")
+        await self._guard.check_all(
+            [(new.spec.target, f"jobs[{i}].target") for i, new in enumerate(prepared)]  # type: ignore[misc]
+        )
+        try:
+            await self._store.create_jobs(
+                tenant_id,
+                prepared,
+                now,
+                claim=self._claim(BATCH_CREATE_JOBS, request_id, request_hash),
+                single=False,
+            )
+        except RequestTaken:
+            replayed = await self._replayed(tenant_id, BATCH_CREATE_JOBS, request_id, request_hash)
+            assert replayed is not None
+            return replayed
+        return [self._created(tenant_id, new, now) for new in prepared]
+
+    # --- read -----------------------------------------------------------------------------
+
+    async def get_job(self, tenant_id: str, job_id: uuid.UUID) -> Job:
+        """The tenant's job; NOT_FOUND for an unknown or foreign id."""
+        job = await self._store.get_job(tenant_id, job_id)
+        if job is None:
+            raise NotFound(f"job {job_id} not found")
+        return job
+
+    async def describe_job(self, tenant_id: str, job_id: uuid.UUID) -> JobDescription:
+        """The job, its 10 latest runs, its next 10 fire times and its live run count."""
+        job = await self.get_job(tenant_id, job_id)
+        compiled = compiled_of(job)
+        runs = await self._store.list_runs(tenant_id, job_id, RunFilter(), before=None, limit=10)
+        active = await self._store.count_active_runs(job_id)
+        now = self._clock.now()
+        return JobDescription(
+            job=job,
+            recent_runs=[with_due(run, compiled) for run in runs],
+            upcoming=preview(compiled, now, 10, job.fired_count),
+            active_runs=active,
+        )
+
+    async def list_jobs(
+        self, tenant_id: str, job_filter: JobFilter, *, page_size: int, page_token: str
+    ) -> Page[Job]:
+        """A page of the tenant's jobs ordered by name."""
+        size = validation.page_size(page_size)
+        validation.check_labels(job_filter.labels, "labels", limit=validation.MAX_LABEL_FILTERS)
+        if len(job_filter.name_prefix) > validation.MAX_NAME_PREFIX_CHARS:
+            raise InvalidArgument(
+                "name_prefix", f"longer than {validation.MAX_NAME_PREFIX_CHARS} characters"
+            )
+        fingerprint = paging.fingerprint(
+            "jobs",
+            {
+                "labels": dict(job_filter.labels),
+                "prefix": job_filter.name_prefix,
+                "paused": job_filter.paused,
+            },
+        )
+        cursor = paging.decode(page_token, fingerprint)
+        after = ""
+        if cursor is not None:
+            if len(cursor) != 1 or not isinstance(cursor[0], str):
+                raise InvalidArgument("page_token", "is not a valid page token")
+            after = cursor[0]
+        upper = _prefix_upper_bound(job_filter.name_prefix) if job_filter.name_prefix else None
+        jobs = await self._store.list_jobs(
+            tenant_id, job_filter, after=after, name_upper_bound=upper, limit=size + 1
+        )
+        more = len(jobs) > size
+        jobs = jobs[:size]
+        budget = _PAGE_BYTES
+        for i, job in enumerate(jobs):
+            budget -= _estimated_bytes(job)
+            if budget < 0 and i > 0:
+                jobs, more = jobs[:i], True
+                break
+        token = paging.encode([jobs[-1].spec.name], fingerprint) if more and jobs else ""
+        return Page(jobs, token)
+
+    # --- change ---------------------------------------------------------------------------
+
+    async def _conflict(
+        self, tenant_id: str, job_id: uuid.UUID, expected_version: int
+    ) -> Exception:
+        """Why a conditional write matched nothing: NOT_FOUND or ABORTED."""
+        version = await self._store.job_version(tenant_id, job_id)
+        if version is None:
+            return NotFound(f"job {job_id} not found")
+        return Aborted(
+            f"job {job_id} is at version {version}, not {expected_version}; re-read and retry"
+        )
+
+    async def update_job(
+        self,
+        tenant_id: str,
+        job_id: uuid.UUID,
+        *,
+        expected_version: int,
+        apply: Callable[[Job], JobSpec],
+    ) -> Job:
+        """Change a job: ``apply`` turns the current job into the new spec.
+
+        ``paused`` and ``pause_note`` are kept from the current job whatever ``apply``
+        returns. A changed schedule recomputes next_run_at from now.
+        """
+        for _ in range(_OPTIMISTIC_ATTEMPTS):
+            job = await self.get_job(tenant_id, job_id)
+            if expected_version and job.version != expected_version:
+                raise Aborted(
+                    f"job {job_id} is at version {job.version}, not {expected_version}; "
+                    "re-read and retry"
+                )
+            spec = dataclasses.replace(
+                apply(job), paused=job.spec.paused, pause_note=job.spec.pause_note
+            )
+            reschedule = spec.schedule != job.spec.schedule
+            now = self._clock.now()
+            spec, compiled = validation.check_job_spec(
+                spec, str(job_id), now=now if reschedule else None
+            )
+            assert spec.target is not None
+            if spec.target != job.spec.target:
+                await self._guard.check(spec.target)
+            next_run_at = job.next_run_at
+            if reschedule:
+                next_run_at = first_fire(
+                    compiled,
+                    spec.schedule,
+                    now,
+                    fired_count=job.fired_count,
+                    last_fire=job.stats.last_fire_time,
+                )
+            written = await self._store.update_job(
+                tenant_id,
+                job_id,
+                read_version=job.version,
+                spec=spec,
+                reschedule=reschedule,
+                next_run_at=next_run_at,
+                now=now,
+            )
+            if written:
+                return await self.get_job(tenant_id, job_id)
+            if expected_version:
+                raise await self._conflict(tenant_id, job_id, expected_version)
+            # Unconditional update raced with another change: merge onto the new version.
+        raise Aborted(f"job {job_id} kept changing while being updated; retry")
+
+    async def delete_job(
+        self, tenant_id: str, job_id: uuid.UUID, *, expected_version: int, allow_missing: bool
+    ) -> None:
+        """Delete a job; its unfinished runs are cancelled."""
+        if await self._store.delete_job(tenant_id, job_id, expected_version, self._clock.now()):
+            return
+        error = await self._conflict(tenant_id, job_id, expected_version)
+        if isinstance(error, NotFound) and allow_missing:
+            return
+        raise error
+
+    async def pause_job(
+        self, tenant_id: str, job_id: uuid.UUID, *, note: str, expected_version: int
+    ) -> Job:
+        """Pause a job (or replace the note of a paused one)."""
+        validation.check_note(note, "note")
+        if not await self._store.pause_job(
+            tenant_id, job_id, expected_version, note, self._clock.now()
+        ):
+            raise await self._conflict(tenant_id, job_id, expected_version)
+        return await self.get_job(tenant_id, job_id)
+
+    async def resume_job(
+        self, tenant_id: str, job_id: uuid.UUID, *, note: str, expected_version: int
+    ) -> Job:
+        """Resume a job: next_run_at is recomputed from now; missed times do not run."""
+        validation.check_note(note, "note")
+        for _ in range(_OPTIMISTIC_ATTEMPTS):
+            job = await self.get_job(tenant_id, job_id)
+            if expected_version and job.version != expected_version:
+                raise await self._conflict(tenant_id, job_id, expected_version)
+            now = self._clock.now()
+            next_run_at = first_fire(
+                compiled_of(job),
+                job.spec.schedule,
+                now,
+                fired_count=job.fired_count,
+                last_fire=job.stats.last_fire_time,
+                include_recent_once=False,
+            )
+            if await self._store.resume_job(
+                tenant_id,
+                job_id,
+                read_version=job.version,
+                note=note,
+                next_run_at=next_run_at,
+                now=now,
+            ):
+                return await self.get_job(tenant_id, job_id)
+            if expected_version:
+                raise await self._conflict(tenant_id, job_id, expected_version)
+        raise Aborted(f"job {job_id} kept changing while being resumed; retry")
+
+    # --- preview --------------------------------------------------------------------------
+
+    async def preview(
+        self,
+        tenant_id: str,
+        schedule: Schedule,
+        *,
+        count: int,
+        after: datetime | None,
+        job_id: uuid.UUID | None,
+    ) -> Preview:
+        """Upcoming fire times of ``schedule`` (for ``job_id``'s H and jitter if given)."""
+        if count == 0:
+            count = validation.DEFAULT_PREVIEW_COUNT
+        if not 1 <= count <= validation.MAX_PREVIEW_COUNT:
+            raise InvalidArgument(
+                "count", f"must be 1 to {validation.MAX_PREVIEW_COUNT}, got {count}"
+            )
+        compiled = validation.check_schedule(
+            schedule, PREVIEW_KEY if job_id is None else str(job_id)
+        )
+        if job_id is not None and await self._store.job_version(tenant_id, job_id) is None:
+            raise NotFound(f"job_id: job {job_id} not found")
+        return preview(compiled, after or self._clock.now(), count, 0)

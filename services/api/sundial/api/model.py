@@ -1,0 +1,382 @@
+"""The API service's domain values: jobs, runs, tenants, tokens. No protobuf here.
+
+``convert`` turns wire messages into these and back; ``store`` turns rows into these;
+the managers (``jobs``, ``runs``, ``tenancy``) work only with these.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Generic, TypeVar
+from uuid import UUID
+
+from sundial.core.definition import JobPolicies
+from sundial.core.runkey import run_key
+from sundial.schedule import FireTime, Schedule
+
+T = TypeVar("T")
+
+
+# --- targets ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HttpTarget:
+    """An HTTP(S) call (job.proto ``HttpTarget``)."""
+
+    url: str
+    method: str = "POST"
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class GrpcTarget:
+    """A call to ``sundial.v1.TargetService/Execute`` (job.proto ``GrpcTarget``)."""
+
+    address: str
+    plaintext: bool = False
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+
+Target = HttpTarget | GrpcTarget
+
+
+def target_to_doc(target: Target) -> dict[str, Any]:
+    """``job_definitions.target``: the proto3 JSON mapping of ``sundial.v1.Target``.
+
+    Written with every field so a reader needs no defaults; ``json_format.ParseDict``
+    reads it back into the wire message (the ledger does so for its grants).
+    """
+    if isinstance(target, HttpTarget):
+        return {
+            "http": {"url": target.url, "method": target.method, "headers": dict(target.headers)}
+        }
+    return {
+        "grpc": {
+            "address": target.address,
+            "plaintext": target.plaintext,
+            "metadata": dict(target.metadata),
+        }
+    }
+
+
+def target_from_doc(doc: Mapping[str, Any]) -> Target:
+    """Decode ``job_definitions.target`` (see :func:`target_to_doc`)."""
+    if "http" in doc:
+        http = doc["http"]
+        return HttpTarget(
+            url=http.get("url", ""),
+            method=http.get("method") or "POST",
+            headers=dict(http.get("headers") or {}),
+        )
+    grpc_doc = doc.get("grpc") or {}
+    return GrpcTarget(
+        address=grpc_doc.get("address", ""),
+        plaintext=bool(grpc_doc.get("plaintext", False)),
+        metadata=dict(grpc_doc.get("metadata") or {}),
+    )
+
+
+# --- jobs ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """What a tenant defines about a job: every input field of ``sundial.v1.Job``.
+
+    Built from a request with defaults already filled (an unset policy field is its
+    default), so a valid spec is exactly what Sundial will do.
+    """
+
+    name: str
+    schedule: Schedule
+    target: Target | None
+    description: str = ""
+    payload: bytes = b""
+    policies: JobPolicies = field(default_factory=JobPolicies)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    paused: bool = False
+    pause_note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JobStats:
+    """Counters and recent times of a job's runs (job.proto ``JobStats``)."""
+
+    last_fire_time: datetime | None = None
+    last_success_time: datetime | None = None
+    last_failure_time: datetime | None = None
+    succeeded: int = 0
+    failed: int = 0
+    skipped_misfires: int = 0
+    skipped_overlaps: int = 0
+    cancelled: int = 0
+    last_lateness: timedelta | None = None
+    scheduled_occurrences: int = 0
+
+    @property
+    def total_runs(self) -> int:
+        """Runs that reached a terminal status."""
+        return self.succeeded + self.failed + self.skipped_overlaps + self.cancelled
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A stored job."""
+
+    job_id: UUID
+    tenant_id: str
+    spec: JobSpec
+    partition_id: int
+    next_run_at: datetime | None
+    version: int
+    create_time: datetime
+    update_time: datetime
+    stats: JobStats = field(default_factory=JobStats)
+
+    @property
+    def fired_count(self) -> int:
+        """Scheduled occurrences consumed so far (what ``max_runs`` is compared with)."""
+        return self.stats.scheduled_occurrences
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A validated job about to be inserted: its id, spec and first fire time."""
+
+    job_id: UUID
+    spec: JobSpec
+    partition_id: int
+    next_run_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    """ListJobs' filters (combined with AND)."""
+
+    labels: Mapping[str, str] = field(default_factory=dict)
+    name_prefix: str = ""
+    paused: bool | None = None
+
+
+# --- runs ---------------------------------------------------------------------------------
+
+
+class RunStatus(enum.Enum):
+    """``job_runs.status``; the value is the stored text."""
+
+    PENDING = "pending"
+    QUEUED = "queued"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    SUCCEEDED = "succeeded"
+    DEAD = "dead"
+    SKIPPED = "skipped"
+    CANCELLED = "cancelled"
+
+
+ACTIVE_STATUSES = frozenset(
+    {RunStatus.PENDING, RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.RETRYING}
+)
+"""Unfinished runs (DescribeJob's active_runs)."""
+
+
+class RunKind(enum.Enum):
+    """``job_runs.kind``; the value is the stored text."""
+
+    SCHEDULED = "scheduled"
+    MANUAL = "manual"
+    BACKFILL = "backfill"
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One run (one run key) as stored in ``job_runs``."""
+
+    job_id: UUID
+    scheduled_at: datetime
+    kind: RunKind
+    status: RunStatus
+    attempt: int = 0
+    due_at: datetime | None = None
+    lease_until: datetime | None = None
+    executor_id: str = ""
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    lateness: timedelta | None = None
+    last_error: str = ""
+    error_class: str = ""
+    skip_reason: str = ""
+    next_attempt_at: datetime | None = None
+    create_time: datetime | None = None
+    cancel_requested: bool = False
+    replay_count: int = 0
+    last_http_status: int = 0
+    last_grpc_code: int | None = None
+
+    @property
+    def run_key(self) -> str:
+        """``<job_id>@<scheduled_at>`` (run.proto)."""
+        return run_key(self.job_id, self.scheduled_at)
+
+
+@dataclass(frozen=True, slots=True)
+class RunFilter:
+    """ListRuns' filters (combined with AND; empty collections mean "any")."""
+
+    statuses: frozenset[RunStatus] = frozenset()
+    kinds: frozenset[RunKind] = frozenset()
+    scheduled_after: datetime | None = None
+    scheduled_before: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillResult:
+    """What one BackfillJob call did."""
+
+    runs: Sequence[Run]
+    existing_count: int
+    truncated: bool
+    next_start_time: datetime | None
+
+
+# --- previews -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PreviewEntry:
+    """One fire time (or one DST-dropped time) with when its run would become due."""
+
+    fire: FireTime
+    due_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Preview:
+    """Upcoming fire times of a schedule."""
+
+    entries: Sequence[PreviewEntry]
+    exhausted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class JobDescription:
+    """DescribeJob's answer."""
+
+    job: Job
+    recent_runs: Sequence[Run]
+    upcoming: Preview
+    active_runs: int
+
+
+# --- tenants and tokens -------------------------------------------------------------------
+
+
+class Role(enum.Enum):
+    """``api_tokens.role``; the value is the stored text."""
+
+    TENANT = "tenant"
+    ADMIN = "admin"
+
+
+@dataclass(frozen=True, slots=True)
+class SigningSecretInfo:
+    """Metadata of one signing secret (never the secret)."""
+
+    secret_id: UUID
+    create_time: datetime
+    expire_time: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    """A tenant with its effective quotas."""
+
+    tenant_id: str
+    display_name: str
+    max_jobs: int
+    max_concurrent_runs: int
+    create_time: datetime
+    update_time: datetime
+    signing_secrets: Sequence[SigningSecretInfo] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TenantChanges:
+    """UpdateTenant's changes; None leaves a field as it is."""
+
+    display_name: str | None = None
+    max_jobs: int | None = None
+    max_concurrent_runs: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApiToken:
+    """Metadata of an API token (never the token)."""
+
+    token_id: UUID
+    tenant_id: str | None
+    role: Role
+    description: str
+    prefix: str
+    create_time: datetime
+    expire_time: datetime | None = None
+    last_used_time: datetime | None = None
+    revoke_time: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: decided by the bearer token."""
+
+    role: Role
+    tenant_id: str | None
+    token_id: UUID | None
+    """None for the bootstrap admin token from configuration."""
+
+
+# --- pages --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """One page of a list and the token of the next (empty on the last page)."""
+
+    items: Sequence[T]
+    next_page_token: str = ""
+
+
+# --- cluster ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterMember:
+    """A live scheduler (from etcd)."""
+
+    node_id: str
+    address: str
+    partitions_owned: int
+    lease_id: int
+    since: datetime | None
+    version: str
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """Scheduler members and the owner of every partition (``""`` when unowned)."""
+
+    members: Sequence[ClusterMember]
+    owners: Mapping[int, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    """ClusterStatus's answer."""
+
+    cluster: str
+    membership: Membership
+    oldest_due_time: datetime | None
+    observed_at: datetime

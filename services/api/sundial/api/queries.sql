@@ -1,0 +1,411 @@
+-- The API service's SQL. Only sundial.api.store runs it.
+--
+-- Every job and run query is scoped by tenant_id: another tenant's row is simply not
+-- found. "Now" is always a parameter (the API's clock), never now(), so the instants
+-- the API computes with and the ones it stores agree, and tests control time.
+--
+-- Lock order (migration 0001): jobs, then job_runs, then job_stats. The tenant row (the
+-- max_jobs counter) is locked first by creates, which lock no existing job row, and
+-- last by DeleteJob.
+
+-- name: find_token
+-- Authentication: the token with this sha256 ($1), and whether it is usable at $2.
+SELECT token_id, tenant_id, role, last_used_at,
+       (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2)) AS usable
+  FROM api_tokens
+ WHERE token_hash = $1;
+
+-- name: touch_token
+-- Records a use of token $1 at $2, at most once a minute.
+UPDATE api_tokens
+   SET last_used_at = $2
+ WHERE token_id = $1
+   AND (last_used_at IS NULL OR last_used_at < $2::timestamptz - interval '1 minute');
+
+-- name: get_job
+SELECT j.job_id, j.tenant_id, j.name, j.partition_id, j.next_run_at, j.paused, j.version,
+       j.fired_count, j.created_at, j.updated_at,
+       d.schedule, d.target, d.policies, d.payload, d.labels, d.description, d.pause_note,
+       s.last_fire_at, s.last_success_at, s.last_failure_at, s.last_lateness_ms,
+       s.succeeded_count, s.dead_count, s.skipped_count, s.missed_count, s.cancelled_count
+  FROM jobs j
+  JOIN job_definitions d ON d.job_id = j.job_id
+  LEFT JOIN job_stats s ON s.job_id = j.job_id
+ WHERE j.job_id = $1 AND j.tenant_id = $2;
+
+-- name: get_jobs
+-- The jobs $1 of tenant $2 (any order; the caller restores the order it needs).
+SELECT j.job_id, j.tenant_id, j.name, j.partition_id, j.next_run_at, j.paused, j.version,
+       j.fired_count, j.created_at, j.updated_at,
+       d.schedule, d.target, d.policies, d.payload, d.labels, d.description, d.pause_note,
+       s.last_fire_at, s.last_success_at, s.last_failure_at, s.last_lateness_ms,
+       s.succeeded_count, s.dead_count, s.skipped_count, s.missed_count, s.cancelled_count
+  FROM jobs j
+  JOIN job_definitions d ON d.job_id = j.job_id
+  LEFT JOIN job_stats s ON s.job_id = j.job_id
+ WHERE j.job_id = ANY($1::uuid[]) AND j.tenant_id = $2;
+
+-- name: list_jobs
+-- A page of tenant $1's jobs by name after $2, name in [$3, $4) when given, paused = $5
+-- when given, labels containing $6 when given. The (tenant_id, name) unique index (byte
+-- order, "C" collation) serves the order, the cursor and the prefix range.
+SELECT j.job_id, j.tenant_id, j.name, j.partition_id, j.next_run_at, j.paused, j.version,
+       j.fired_count, j.created_at, j.updated_at,
+       d.schedule, d.target, d.policies, d.payload, d.labels, d.description, d.pause_note,
+       s.last_fire_at, s.last_success_at, s.last_failure_at, s.last_lateness_ms,
+       s.succeeded_count, s.dead_count, s.skipped_count, s.missed_count, s.cancelled_count
+  FROM jobs j
+  JOIN job_definitions d ON d.job_id = j.job_id
+  LEFT JOIN job_stats s ON s.job_id = j.job_id
+ WHERE j.tenant_id = $1
+   AND j.name > $2
+   AND ($3::text IS NULL OR j.name >= $3)
+   AND ($4::text IS NULL OR j.name < $4)
+   AND ($5::boolean IS NULL OR j.paused = $5)
+   AND ($6::jsonb IS NULL OR d.labels @> $6::jsonb)
+ ORDER BY j.name
+ LIMIT $7;
+
+-- name: existing_names
+-- Which of the names $2 tenant $1 already uses (to name the clashing batch entry).
+SELECT name FROM jobs WHERE tenant_id = $1 AND name = ANY($2::text[]);
+
+-- name: insert_jobs
+-- Inserts jobs for tenant $1 at $14 with their definitions and empty stats, if the
+-- tenant's max_jobs allows $15 more: one set-based statement for one job or a thousand.
+-- Returns how many were inserted: 0 when the quota refused them (nothing written).
+-- The inserts read the quota update's result, so it runs first; the tenant row then
+-- stays locked only for this statement and the commit (CreateJob without request_id
+-- runs it alone in autocommit: no client round trip while the lock is held). The
+-- foreign keys of job_definitions and job_stats are checked at the end of the
+-- statement, after the jobs rows exist.
+WITH quota AS (
+    UPDATE tenants
+       SET job_count = job_count + $15
+     WHERE tenant_id = $1 AND job_count + $15 <= max_jobs
+    RETURNING tenant_id
+), input AS (
+    SELECT t.*
+      FROM unnest($2::uuid[], $3::text[], $4::smallint[], $5::timestamptz[], $6::boolean[],
+                  $7::jsonb[], $8::jsonb[], $9::jsonb[], $10::bytea[], $11::jsonb[],
+                  $12::text[], $13::text[])
+           AS t(job_id, name, partition_id, next_run_at, paused, schedule, target, policies,
+                payload, labels, description, pause_note)
+     WHERE EXISTS (SELECT 1 FROM quota)
+), new_jobs AS (
+    INSERT INTO jobs (job_id, tenant_id, name, partition_id, next_run_at, paused,
+                      created_at, updated_at)
+    SELECT job_id, $1, name, partition_id, next_run_at, paused, $14, $14 FROM input
+    RETURNING job_id
+), new_definitions AS (
+    INSERT INTO job_definitions (job_id, schedule, target, policies, payload, labels,
+                                 description, pause_note)
+    SELECT job_id, schedule, target, policies, payload, labels, description, pause_note
+      FROM input
+), new_stats AS (
+    INSERT INTO job_stats (job_id, updated_at) SELECT job_id, $14 FROM input
+)
+SELECT count(*) FROM new_jobs;
+
+-- name: quota_usage
+SELECT job_count, max_jobs FROM tenants WHERE tenant_id = $1;
+
+-- name: remove_job_from_quota
+UPDATE tenants SET job_count = greatest(job_count - 1, 0) WHERE tenant_id = $1;
+
+-- name: find_request
+-- An idempotency record of tenant $1, method $2, request_id $3 newer than $4.
+SELECT request_hash, job_id, job_ids, scheduled_at
+  FROM job_requests
+ WHERE tenant_id = $1 AND method = $2 AND request_id = $3 AND created_at >= $4;
+
+-- name: claim_request
+-- Records request_id $3 of method $2 for tenant $1 at $8, taking over a record older
+-- than $9 (expired). Returns no row when a live record exists; a concurrent claim of the
+-- same key waits here until the other transaction ends, which serialises duplicates.
+INSERT INTO job_requests AS r (tenant_id, method, request_id, request_hash, job_id, job_ids,
+                               scheduled_at, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT (tenant_id, method, request_id) DO UPDATE
+   SET request_hash = EXCLUDED.request_hash,
+       job_id = EXCLUDED.job_id,
+       job_ids = EXCLUDED.job_ids,
+       scheduled_at = EXCLUDED.scheduled_at,
+       created_at = EXCLUDED.created_at
+ WHERE r.created_at < $9
+RETURNING true;
+
+-- name: set_request_run
+UPDATE job_requests SET scheduled_at = $4
+ WHERE tenant_id = $1 AND method = $2 AND request_id = $3;
+
+-- name: purge_requests
+-- Deletes up to $2 idempotency records created before $1.
+DELETE FROM job_requests
+ WHERE ctid = ANY (ARRAY(SELECT ctid FROM job_requests WHERE created_at < $1 LIMIT $2));
+
+-- name: update_job
+-- Writes job $1 of tenant $2 if it is still at version $3: new name ($4), next_run_at
+-- ($6) only when $5, definition ($8-$13), version + 1, updated_at $7.
+WITH changed AS (
+    UPDATE jobs
+       SET name = $4,
+           next_run_at = CASE WHEN $5::boolean THEN $6::timestamptz ELSE next_run_at END,
+           version = version + 1,
+           updated_at = $7
+     WHERE job_id = $1 AND tenant_id = $2 AND version = $3
+    RETURNING job_id
+)
+UPDATE job_definitions d
+   SET schedule = $8, target = $9, policies = $10, payload = $11, labels = $12,
+       description = $13
+  FROM changed
+ WHERE d.job_id = changed.job_id
+RETURNING d.job_id;
+
+-- name: pause_job
+-- Pauses job $1 of tenant $2 (when $3 is 0 or its version) with note $4 at $5.
+WITH changed AS (
+    UPDATE jobs
+       SET paused = true, version = version + 1, updated_at = $5
+     WHERE job_id = $1 AND tenant_id = $2 AND ($3::bigint = 0 OR version = $3)
+    RETURNING job_id
+)
+UPDATE job_definitions d SET pause_note = $4
+  FROM changed
+ WHERE d.job_id = changed.job_id
+RETURNING d.job_id;
+
+-- name: resume_job
+-- Resumes job $1 of tenant $2 if still at version $3, note $4 at $5; a paused job gets
+-- next_run_at $6 (computed from the resume instant), an unpaused one keeps its own.
+WITH changed AS (
+    UPDATE jobs
+       SET paused = false,
+           next_run_at = CASE WHEN paused THEN $6::timestamptz ELSE next_run_at END,
+           version = version + 1,
+           updated_at = $5
+     WHERE job_id = $1 AND tenant_id = $2 AND version = $3
+    RETURNING job_id
+)
+UPDATE job_definitions d SET pause_note = $4
+  FROM changed
+ WHERE d.job_id = changed.job_id
+RETURNING d.job_id;
+
+-- name: job_version
+SELECT version FROM jobs WHERE job_id = $1 AND tenant_id = $2;
+
+-- name: lock_job_for_delete
+-- Locks job $1 of tenant $2 when $3 is 0 or its version; returns its version.
+SELECT version FROM jobs
+ WHERE job_id = $1 AND tenant_id = $2 AND ($3::bigint = 0 OR version = $3)
+   FOR UPDATE;
+
+-- name: cancel_runs_of_job
+-- DeleteJob: unfinished runs of job $1 end CANCELLED at $2 with reason $3; a RUNNING
+-- one is asked to stop (its executor learns it through its heartbeat).
+UPDATE job_runs
+   SET status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,
+       cancel_requested = cancel_requested OR status = 'running',
+       finished_at = CASE WHEN status = 'running' THEN finished_at ELSE $2 END,
+       check_at = CASE WHEN status = 'running' THEN check_at ELSE NULL END,
+       last_error = $3,
+       updated_at = $2
+ WHERE job_id = $1 AND status IN ('pending', 'queued', 'running', 'retrying');
+
+-- name: delete_job
+DELETE FROM jobs WHERE job_id = $1 AND tenant_id = $2;
+
+-- name: lock_job_for_runs
+-- Job $1 of tenant $2, share-locked so it cannot be deleted while runs are added or
+-- changed; with what run rows need (partition) and its schedule (backfill, due_at).
+SELECT j.partition_id, d.schedule
+  FROM jobs j
+  JOIN job_definitions d ON d.job_id = j.job_id
+ WHERE j.job_id = $1 AND j.tenant_id = $2
+   FOR KEY SHARE OF j;
+
+-- name: job_schedule
+SELECT d.schedule
+  FROM jobs j
+  JOIN job_definitions d ON d.job_id = j.job_id
+ WHERE j.job_id = $1 AND j.tenant_id = $2;
+
+-- name: insert_runs
+-- Inserts QUEUED runs of kind $5 for job $1 (tenant $2, partition $3) at the instants
+-- $4, created at $6. check_at = $6 hands them to the scheduler, which publishes them.
+-- Instants that already have a run are left alone (the run key is the primary key).
+INSERT INTO job_runs (job_id, scheduled_at, tenant_id, partition_id, kind, status,
+                      check_at, created_at, updated_at)
+SELECT $1, t, $2, $3, $5, 'queued', $6, $6, $6
+  FROM unnest($4::timestamptz[]) AS t
+ON CONFLICT (job_id, scheduled_at) DO NOTHING
+RETURNING job_id, scheduled_at, kind, status, attempt, lease_until, executor_id, started_at,
+          finished_at, next_attempt_at, lateness_ms, last_error, error_class, skip_reason,
+          cancel_requested, created_at, replay_count, last_http_status, last_grpc_code;
+
+-- name: get_run
+SELECT r.job_id, r.scheduled_at, r.kind, r.status, r.attempt, r.lease_until, r.executor_id,
+       r.started_at, r.finished_at, r.next_attempt_at, r.lateness_ms, r.last_error,
+       r.error_class, r.skip_reason, r.cancel_requested, r.created_at, r.replay_count,
+       r.last_http_status, r.last_grpc_code, d.schedule
+  FROM job_runs r
+  JOIN jobs j ON j.job_id = r.job_id
+  JOIN job_definitions d ON d.job_id = r.job_id
+ WHERE r.job_id = $1 AND r.scheduled_at = $2 AND j.tenant_id = $3 AND r.tenant_id = $3;
+
+-- name: list_runs
+-- A page of job $1's runs (tenant $2), newest first, before the cursor $3, in statuses
+-- $4, kinds $5, scheduled in [$6, $7) (each filter only when given).
+SELECT job_id, scheduled_at, kind, status, attempt, lease_until, executor_id, started_at,
+       finished_at, next_attempt_at, lateness_ms, last_error, error_class, skip_reason,
+       cancel_requested, created_at, replay_count, last_http_status, last_grpc_code
+  FROM job_runs
+ WHERE job_id = $1 AND tenant_id = $2
+   AND ($3::timestamptz IS NULL OR scheduled_at < $3)
+   AND ($4::text[] IS NULL OR status = ANY($4::text[]))
+   AND ($5::text[] IS NULL OR kind = ANY($5::text[]))
+   AND ($6::timestamptz IS NULL OR scheduled_at >= $6)
+   AND ($7::timestamptz IS NULL OR scheduled_at < $7)
+ ORDER BY scheduled_at DESC
+ LIMIT $8;
+
+-- name: count_active_runs
+SELECT count(*) FROM job_runs
+ WHERE job_id = $1 AND status IN ('pending', 'queued', 'running', 'retrying');
+
+-- name: replay_run
+-- ReplayRun: a DEAD or CANCELLED run back to QUEUED at $3 with a fresh retry budget
+-- (attempt_base = attempt; attempt itself keeps growing: it is the fencing token).
+UPDATE job_runs
+   SET status = 'queued',
+       replay_count = replay_count + 1,
+       attempt_base = attempt,
+       -- Due for a fresh publish (the scheduler assigns a new dispatch sequence), and no
+       -- late confirmation of an earlier publish can match it.
+       dispatch_seq = 0,
+       check_at = $3,
+       finished_at = NULL,
+       next_attempt_at = NULL,
+       lease_until = NULL,
+       cancel_requested = false,
+       skip_reason = NULL,
+       updated_at = $3
+ WHERE job_id = $1 AND scheduled_at = $2 AND status IN ('dead', 'cancelled')
+RETURNING job_id, scheduled_at, kind, status, attempt, lease_until, executor_id, started_at,
+          finished_at, next_attempt_at, lateness_ms, last_error, error_class, skip_reason,
+          cancel_requested, created_at, replay_count, last_http_status, last_grpc_code;
+
+-- name: cancel_run
+-- CancelRun at $3 with reason $4: PENDING, QUEUED and RETRYING runs end CANCELLED; a
+-- RUNNING one is asked to stop (cancel_requested) and keeps its lease check.
+UPDATE job_runs
+   SET status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,
+       cancel_requested = cancel_requested OR status = 'running',
+       finished_at = CASE WHEN status = 'running' THEN finished_at ELSE $3 END,
+       check_at = CASE WHEN status = 'running' THEN check_at ELSE NULL END,
+       next_attempt_at = CASE WHEN status = 'running' THEN next_attempt_at ELSE NULL END,
+       last_error = $4,
+       updated_at = $3
+ WHERE job_id = $1 AND scheduled_at = $2
+   AND status IN ('pending', 'queued', 'running', 'retrying')
+RETURNING job_id, scheduled_at, kind, status, attempt, lease_until, executor_id, started_at,
+          finished_at, next_attempt_at, lateness_ms, last_error, error_class, skip_reason,
+          cancel_requested, created_at, replay_count, last_http_status, last_grpc_code;
+
+-- name: count_cancelled
+UPDATE job_stats SET cancelled_count = cancelled_count + 1, updated_at = $2 WHERE job_id = $1;
+
+-- name: insert_tenant
+-- Creates tenant $1 with its first signing secret ($5, id $6) at $7.
+WITH tenant AS (
+    INSERT INTO tenants (tenant_id, name, max_jobs, max_concurrent_runs, signing_secret,
+                         created_at, updated_at)
+    VALUES ($1, $2, $3, $4, $5, $7, $7)
+    RETURNING tenant_id
+)
+INSERT INTO tenant_signing_secrets (secret_id, tenant_id, secret, created_at)
+SELECT $6, tenant_id, $5, $7 FROM tenant;
+
+-- name: get_tenant
+SELECT tenant_id, name, max_jobs, max_concurrent_runs, created_at, updated_at
+  FROM tenants
+ WHERE tenant_id = $1;
+
+-- name: list_tenants
+SELECT tenant_id, name, max_jobs, max_concurrent_runs, created_at, updated_at
+  FROM tenants
+ WHERE tenant_id > $1
+ ORDER BY tenant_id
+ LIMIT $2;
+
+-- name: tenant_secrets
+-- Signing secret metadata of tenants $1, newest first.
+SELECT tenant_id, secret_id, created_at, expires_at
+  FROM tenant_signing_secrets
+ WHERE tenant_id = ANY($1::text[])
+ ORDER BY tenant_id, created_at DESC, secret_id;
+
+-- name: update_tenant
+-- Changes the fields of tenant $1 that are not NULL ($2 name, $3 max_jobs,
+-- $4 max_concurrent_runs) at $5.
+UPDATE tenants
+   SET name = coalesce($2, name),
+       max_jobs = coalesce($3, max_jobs),
+       max_concurrent_runs = coalesce($4, max_concurrent_runs),
+       updated_at = $5
+ WHERE tenant_id = $1
+RETURNING tenant_id;
+
+-- name: expire_secrets
+-- Rotation: tenant $1's secrets still valid at $2 stop at $3 (or earlier if they already
+-- were going to).
+UPDATE tenant_signing_secrets
+   SET expires_at = CASE WHEN expires_at IS NULL OR expires_at > $3 THEN $3 ELSE expires_at END
+ WHERE tenant_id = $1 AND (expires_at IS NULL OR expires_at > $2);
+
+-- name: add_secret
+WITH secret AS (
+    INSERT INTO tenant_signing_secrets (secret_id, tenant_id, secret, created_at)
+    VALUES ($2, $1, $3, $4)
+)
+UPDATE tenants SET signing_secret = $3 WHERE tenant_id = $1 RETURNING tenant_id;
+
+-- name: insert_token
+INSERT INTO api_tokens (token_id, tenant_id, role, token_hash, prefix, description,
+                        created_at, expires_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+RETURNING token_id, tenant_id, role, prefix, description, created_at, expires_at,
+          last_used_at, revoked_at;
+
+-- name: list_tokens
+-- Tokens newest first after the cursor ($3, $4), of tenant $1 when given, only usable
+-- ones at $2 unless $5.
+SELECT token_id, tenant_id, role, prefix, description, created_at, expires_at,
+       last_used_at, revoked_at
+  FROM api_tokens
+ WHERE ($1::text IS NULL OR tenant_id = $1)
+   AND ($5::boolean OR (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2)))
+   AND ($3::timestamptz IS NULL OR (created_at, token_id) < ($3, $4::uuid))
+ ORDER BY created_at DESC, token_id DESC
+ LIMIT $6;
+
+-- name: revoke_token
+UPDATE api_tokens SET revoked_at = coalesce(revoked_at, $2)
+ WHERE token_id = $1
+RETURNING token_id, tenant_id, role, prefix, description, created_at, expires_at,
+          last_used_at, revoked_at;
+
+-- name: oldest_due
+-- The oldest next_run_at of an unpaused job due at $1: one probe of jobs_due_idx per
+-- partition instead of a scan of every due job.
+SELECT min(due.next_run_at)
+  FROM generate_series(0, 255) AS p(partition_id)
+ CROSS JOIN LATERAL (
+        SELECT next_run_at
+          FROM jobs
+         WHERE jobs.partition_id = p.partition_id AND NOT paused AND next_run_at <= $1
+         ORDER BY next_run_at
+         LIMIT 1
+       ) AS due;

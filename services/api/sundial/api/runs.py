@@ -1,0 +1,226 @@
+"""Run operations of JobService: trigger, backfill, list, get, replay, cancel.
+
+The API only creates and edits ``job_runs`` rows; the scheduler publishes the QUEUED
+ones it finds through ``check_at`` and the executors run them. Every run is looked up
+through its job and the caller's tenant, so a run of another tenant's (or a deleted)
+job is NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from datetime import datetime, timedelta
+
+from sundial.api import paging, validation
+from sundial.api.model import (
+    BackfillResult,
+    Page,
+    Run,
+    RunFilter,
+    RunKind,
+    RunStatus,
+)
+from sundial.api.store import RequestClaim, RequestRecord, RequestTaken, Store
+from sundial.core.clock import Clock
+from sundial.core.errors import FailedPrecondition, InvalidArgument, NotFound
+from sundial.core.runkey import run_key
+from sundial.schedule import CompiledSchedule, compile_schedule
+
+TRIGGER_JOB = "TriggerJob"
+MAX_BACKFILL = 1000
+
+_US = timedelta(microseconds=1)
+
+
+def with_due(run: Run, compiled: CompiledSchedule) -> Run:
+    """``run`` with due_at filled: scheduled_at plus the job's jitter (none for MANUAL)."""
+    if run.kind is RunKind.MANUAL:
+        return dataclasses.replace(run, due_at=run.scheduled_at)
+    return dataclasses.replace(run, due_at=compiled.dispatch_at(run.scheduled_at))
+
+
+class RunManager:
+    """Run RPCs for one tenant at a time.
+
+    Args:
+        store: Database access.
+        clock: The source of "now".
+        request_retention: How long TriggerJob request ids are remembered.
+    """
+
+    def __init__(
+        self, store: Store, clock: Clock, *, request_retention: timedelta = timedelta(hours=24)
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._retention = request_retention
+
+    async def _compiled(self, tenant_id: str, job_id: uuid.UUID) -> CompiledSchedule:
+        schedule = await self._store.job_schedule(tenant_id, job_id)
+        if schedule is None:
+            raise NotFound(f"job {job_id} not found")
+        return compile_schedule(schedule, job_id=str(job_id))
+
+    async def _earlier(
+        self, tenant_id: str, request_id: str, request_hash: bytes
+    ) -> RequestRecord | None:
+        record = await self._store.find_request(
+            tenant_id, TRIGGER_JOB, request_id, self._clock.now() - self._retention
+        )
+        if record is not None and record.request_hash != request_hash:
+            raise InvalidArgument(
+                "request_id", "was already used with a different request; use a new request_id"
+            )
+        return record
+
+    async def _run_of(self, tenant_id: str, record: RequestRecord) -> Run:
+        assert record.job_id is not None and record.scheduled_at is not None
+        return await self.get_run(tenant_id, record.job_id, record.scheduled_at)
+
+    async def trigger(
+        self,
+        tenant_id: str,
+        job_id: uuid.UUID,
+        *,
+        request_id: str = "",
+        request_hash: bytes = b"",
+    ) -> Run:
+        """A MANUAL run keyed by the trigger instant (moved by 1 µs on a collision)."""
+        validation.check_request_id(request_id)
+        if request_id:
+            record = await self._earlier(tenant_id, request_id, request_hash)
+            if record is not None:
+                return await self._run_of(tenant_id, record)
+        now = self._clock.now()
+        claim = (
+            RequestClaim(TRIGGER_JOB, request_id, request_hash, now - self._retention)
+            if request_id
+            else None
+        )
+        try:
+            run = await self._store.trigger(tenant_id, job_id, now, now, claim=claim)
+        except RequestTaken:
+            record = await self._earlier(tenant_id, request_id, request_hash)
+            assert record is not None
+            return await self._run_of(tenant_id, record)
+        if run is None:
+            raise NotFound(f"job {job_id} not found")
+        return dataclasses.replace(run, due_at=run.scheduled_at)
+
+    async def backfill(
+        self, tenant_id: str, job_id: uuid.UUID, start: datetime | None, end: datetime | None
+    ) -> BackfillResult:
+        """BACKFILL runs for the schedule's occurrences in [start, end), at most 1,000."""
+        if start is None:
+            raise InvalidArgument("start_time", "is required")
+        if end is None:
+            raise InvalidArgument("end_time", "is required")
+        if end <= start:
+            raise InvalidArgument("end_time", f"must be after start_time ({start.isoformat()})")
+        now = self._clock.now()
+        if end > now:
+            raise InvalidArgument(
+                "end_time", "must not be after now (future occurrences belong to the schedule)"
+            )
+        schedule = await self._store.job_schedule(tenant_id, job_id)
+        if schedule is None:
+            raise NotFound(f"job {job_id} not found")
+        # max_runs limits scheduled runs only; backfill ignores it.
+        compiled = compile_schedule(dataclasses.replace(schedule, max_runs=0), job_id=str(job_id))
+        instants: list[datetime] = []
+        cursor = start - _US
+        while len(instants) <= MAX_BACKFILL:
+            fire = compiled.next_fire(cursor)
+            if fire is None or fire.at >= end:
+                break
+            instants.append(fire.at)
+            cursor = fire.at
+        truncated = len(instants) > MAX_BACKFILL
+        next_start = instants[MAX_BACKFILL] if truncated else None
+        instants = instants[:MAX_BACKFILL]
+        created: list[Run] = []
+        if instants:
+            runs = await self._store.insert_runs(tenant_id, job_id, instants, RunKind.BACKFILL, now)
+            if runs is None:
+                raise NotFound(f"job {job_id} not found")
+            created = [with_due(run, compiled) for run in runs]
+        return BackfillResult(
+            runs=created,
+            existing_count=len(instants) - len(created),
+            truncated=truncated,
+            next_start_time=next_start,
+        )
+
+    async def list_runs(
+        self,
+        tenant_id: str,
+        job_id: uuid.UUID,
+        run_filter: RunFilter,
+        *,
+        page_size: int,
+        page_token: str,
+    ) -> Page[Run]:
+        """A page of the job's runs, newest scheduled_at first."""
+        size = validation.page_size(page_size)
+        fingerprint = paging.fingerprint(
+            "runs",
+            {
+                "job": str(job_id),
+                "statuses": sorted(s.value for s in run_filter.statuses),
+                "kinds": sorted(k.value for k in run_filter.kinds),
+                "after": run_filter.scheduled_after,
+                "before": run_filter.scheduled_before,
+            },
+        )
+        cursor = paging.decode(page_token, fingerprint)
+        before = None
+        if cursor is not None:
+            try:
+                before = datetime.fromisoformat(cursor[0])
+            except (IndexError, TypeError, ValueError):
+                raise InvalidArgument("page_token", "is not a valid page token") from None
+        compiled = await self._compiled(tenant_id, job_id)
+        runs = await self._store.list_runs(
+            tenant_id, job_id, run_filter, before=before, limit=size + 1
+        )
+        more = len(runs) > size
+        runs = [with_due(run, compiled) for run in runs[:size]]
+        token = paging.encode([runs[-1].scheduled_at.isoformat()], fingerprint) if more else ""
+        return Page(runs, token)
+
+    async def get_run(self, tenant_id: str, job_id: uuid.UUID, scheduled_at: datetime) -> Run:
+        """One run of the tenant's job."""
+        found = await self._store.get_run(tenant_id, job_id, scheduled_at)
+        if found is None:
+            raise NotFound(f"run {run_key(job_id, scheduled_at)} not found")
+        run, schedule = found
+        return with_due(run, compile_schedule(schedule, job_id=str(job_id)))
+
+    async def replay(self, tenant_id: str, job_id: uuid.UUID, scheduled_at: datetime) -> Run:
+        """A DEAD or CANCELLED run back to QUEUED under the same run key."""
+        run = await self._store.replay_run(tenant_id, job_id, scheduled_at, self._clock.now())
+        if run is None:
+            current = await self.get_run(tenant_id, job_id, scheduled_at)
+            raise FailedPrecondition(
+                f"run {current.run_key} is {current.status.name}; only DEAD or CANCELLED "
+                "runs can be replayed"
+            )
+        return with_due(run, await self._compiled(tenant_id, job_id))
+
+    async def cancel(
+        self, tenant_id: str, job_id: uuid.UUID, scheduled_at: datetime, reason: str
+    ) -> Run:
+        """Cancel an unfinished run; a RUNNING one is asked to stop."""
+        validation.check_note(reason, "reason")
+        run = await self._store.cancel_run(
+            tenant_id, job_id, scheduled_at, reason or "cancelled", self._clock.now()
+        )
+        if run is None:
+            current = await self.get_run(tenant_id, job_id, scheduled_at)
+            if current.status is RunStatus.CANCELLED:
+                return current
+            raise FailedPrecondition(
+                f"run {current.run_key} is {current.status.name} and cannot be cancelled"
+            )
+        return with_due(run, await self._compiled(tenant_id, job_id))

@@ -1,0 +1,320 @@
+"""``sundial.v1.JobService``: wire requests in, managers called, wire responses out.
+
+Handlers hold no business rules and no status mapping: they convert, call the job or
+run manager with the caller's tenant (from the bearer token), and convert back. Errors
+are raised as :class:`~sundial.core.errors.SundialError` and mapped by the interceptor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+import grpc
+from google.protobuf import field_mask_pb2
+from google.protobuf.message import Message
+
+from sundial.api import convert
+from sundial.api.auth import current_tenant
+from sundial.api.jobs import JobManager
+from sundial.api.model import Job, JobSpec
+from sundial.api.runs import RunManager
+from sundial.api.validation import field_prefix
+from sundial.core.errors import InvalidArgument
+from sundial.v1 import job_pb2, job_service_pb2_grpc
+from sundial.v1 import job_service_pb2 as pb
+
+# UpdateJob: what a mask may name; sub-paths are allowed below these three.
+_UPDATABLE = frozenset(
+    {"name", "description", "schedule", "target", "payload", "policies", "labels"}
+)
+_DESCEND = frozenset({"schedule", "target", "policies"})
+_SPEC_FIELDS = frozenset({"cron", "interval", "once"})
+
+
+def request_hash(method: str, messages: Iterable[Message]) -> bytes:
+    """Identity of a request for idempotency: sha256 over deterministic encodings.
+
+    Deterministic serialisation orders map entries, so equal requests hash equally.
+    """
+    digest = hashlib.sha256(method.encode() + b"\0")
+    for message in messages:
+        encoded = message.SerializeToString(deterministic=True)
+        digest.update(len(encoded).to_bytes(8, "big") + encoded)
+    return digest.digest()
+
+
+def check_update_mask(paths: Iterable[str]) -> list[str]:
+    """The mask's paths if every one names an updatable field of Job.
+
+    Raises:
+        InvalidArgument: Empty mask, unknown path, or an output-only/paused field.
+    """
+    paths = list(paths)
+    if not paths:
+        raise InvalidArgument("update_mask", "is required: name the fields to change")
+    for path in paths:
+        parts = path.split(".")
+        if parts[0] not in _UPDATABLE:
+            known = parts[0] in job_pb2.Job.DESCRIPTOR.fields_by_name
+            problem = (
+                f"{path!r} cannot be changed by UpdateJob"
+                + (" (use PauseJob/ResumeJob)" if parts[0] in ("paused", "pause_note") else "")
+                if known
+                else f"unknown field {path!r}"
+            )
+            raise InvalidArgument("update_mask", problem)
+        descriptor = job_pb2.Job.DESCRIPTOR
+        for depth, part in enumerate(parts):
+            field = descriptor.fields_by_name.get(part)
+            if field is None:
+                raise InvalidArgument("update_mask", f"unknown field {path!r}")
+            last = depth == len(parts) - 1
+            if last:
+                break
+            message_type = field.message_type
+            if (
+                (depth == 0 and part not in _DESCEND)
+                or message_type is None
+                or message_type.GetOptions().map_entry
+                or not message_type.full_name.startswith("sundial.v1.")
+            ):
+                raise InvalidArgument("update_mask", f"cannot update inside {path!r}")
+            descriptor = message_type
+    return paths
+
+
+def merge_update(current: Job, source: job_pb2.Job, paths: list[str]) -> JobSpec:
+    """The job after copying the mask's fields from ``source`` onto ``current``.
+
+    A named field unset in ``source`` is reset to its default; a map is replaced whole;
+    naming ``schedule.cron|interval|once`` selects that spec.
+    """
+    merged = convert.job_out(current)
+    field_mask_pb2.FieldMask(paths=paths).MergeMessage(
+        source, merged, replace_message_field=True, replace_repeated_field=True
+    )
+    for path in paths:
+        parts = path.split(".")
+        named_spec = len(parts) == 2 and parts[0] == "schedule" and parts[1] in _SPEC_FIELDS
+        current_spec = merged.schedule.WhichOneof("spec")
+        if named_spec and current_spec is not None and current_spec != parts[1]:
+            # The named spec was unset in the request: the job is left with none, and
+            # validation reports the missing spec.
+            merged.schedule.ClearField(current_spec)
+    return convert.job_spec_in(merged)
+
+
+class JobServicer(job_service_pb2_grpc.JobServiceServicer):
+    """JobService on top of :class:`JobManager` and :class:`RunManager`."""
+
+    def __init__(self, jobs: JobManager, runs: RunManager) -> None:
+        self._jobs = jobs
+        self._runs = runs
+
+    # --- jobs -----------------------------------------------------------------------------
+
+    async def CreateJob(
+        self, request: pb.CreateJobRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreateJobResponse:
+        tenant = current_tenant()
+        if not request.HasField("job"):
+            raise InvalidArgument("job", "is required")
+        spec = convert.job_spec_in(request.job)
+        job = await self._jobs.create_job(
+            tenant,
+            spec,
+            request_id=request.request_id,
+            request_hash=request_hash("CreateJob", [request.job]),
+        )
+        return pb.CreateJobResponse(job=convert.job_out(job))
+
+    async def BatchCreateJobs(
+        self, request: pb.BatchCreateJobsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.BatchCreateJobsResponse:
+        tenant = current_tenant()
+        specs = []
+        for i, message in enumerate(request.jobs):
+            with field_prefix(f"jobs[{i}]."):
+                specs.append(convert.job_spec_in(message))
+        jobs = await self._jobs.batch_create(
+            tenant,
+            specs,
+            request_id=request.request_id,
+            request_hash=request_hash("BatchCreateJobs", request.jobs),
+        )
+        return pb.BatchCreateJobsResponse(jobs=[convert.job_out(job) for job in jobs])
+
+    async def GetJob(
+        self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetJobResponse:
+        job = await self._jobs.get_job(current_tenant(), convert.job_id_in(request.job_id))
+        return pb.GetJobResponse(job=convert.job_out(job))
+
+    async def DescribeJob(
+        self, request: pb.DescribeJobRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DescribeJobResponse:
+        described = await self._jobs.describe_job(
+            current_tenant(), convert.job_id_in(request.job_id)
+        )
+        return pb.DescribeJobResponse(
+            job=convert.job_out(described.job),
+            recent_runs=[convert.run_out(run) for run in described.recent_runs],
+            upcoming=[convert.fire_time_out(entry) for entry in described.upcoming.entries],
+            active_runs=described.active_runs,
+        )
+
+    async def ListJobs(
+        self, request: pb.ListJobsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListJobsResponse:
+        page = await self._jobs.list_jobs(
+            current_tenant(),
+            convert.job_filter_in(request),
+            page_size=request.page_size,
+            page_token=request.page_token,
+        )
+        return pb.ListJobsResponse(
+            jobs=[convert.job_out(job) for job in page.items],
+            next_page_token=page.next_page_token,
+        )
+
+    async def UpdateJob(
+        self, request: pb.UpdateJobRequest, context: grpc.aio.ServicerContext
+    ) -> pb.UpdateJobResponse:
+        tenant = current_tenant()
+        job_id = convert.job_id_in(request.job.job_id, "job.job_id")
+        paths = check_update_mask(request.update_mask.paths)
+        if request.expected_version < 0:
+            raise InvalidArgument("expected_version", "must not be negative")
+        job = await self._jobs.update_job(
+            tenant,
+            job_id,
+            expected_version=request.expected_version,
+            apply=lambda current: merge_update(current, request.job, paths),
+        )
+        return pb.UpdateJobResponse(job=convert.job_out(job))
+
+    async def DeleteJob(
+        self, request: pb.DeleteJobRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteJobResponse:
+        await self._jobs.delete_job(
+            current_tenant(),
+            convert.job_id_in(request.job_id),
+            expected_version=request.expected_version,
+            allow_missing=request.allow_missing,
+        )
+        return pb.DeleteJobResponse()
+
+    async def PauseJob(
+        self, request: pb.PauseJobRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PauseJobResponse:
+        job = await self._jobs.pause_job(
+            current_tenant(),
+            convert.job_id_in(request.job_id),
+            note=request.note,
+            expected_version=request.expected_version,
+        )
+        return pb.PauseJobResponse(job=convert.job_out(job))
+
+    async def ResumeJob(
+        self, request: pb.ResumeJobRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ResumeJobResponse:
+        job = await self._jobs.resume_job(
+            current_tenant(),
+            convert.job_id_in(request.job_id),
+            note=request.note,
+            expected_version=request.expected_version,
+        )
+        return pb.ResumeJobResponse(job=convert.job_out(job))
+
+    async def PreviewSchedule(
+        self, request: pb.PreviewScheduleRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PreviewScheduleResponse:
+        tenant = current_tenant()
+        if not request.HasField("schedule"):
+            raise InvalidArgument("schedule", "is required")
+        preview = await self._jobs.preview(
+            tenant,
+            convert.schedule_in(request.schedule),
+            count=request.count,
+            after=convert.optional_timestamp(request, "after", "after"),
+            job_id=convert.job_id_in(request.job_id) if request.job_id else None,
+        )
+        return pb.PreviewScheduleResponse(
+            fire_times=[convert.fire_time_out(entry) for entry in preview.entries],
+            exhausted=preview.exhausted,
+        )
+
+    # --- runs -----------------------------------------------------------------------------
+
+    async def TriggerJob(
+        self, request: pb.TriggerJobRequest, context: grpc.aio.ServicerContext
+    ) -> pb.TriggerJobResponse:
+        tenant = current_tenant()
+        job_id = convert.job_id_in(request.job_id)
+        run = await self._runs.trigger(
+            tenant,
+            job_id,
+            request_id=request.request_id,
+            request_hash=request_hash("TriggerJob", [request]),
+        )
+        return pb.TriggerJobResponse(run=convert.run_out(run))
+
+    async def BackfillJob(
+        self, request: pb.BackfillJobRequest, context: grpc.aio.ServicerContext
+    ) -> pb.BackfillJobResponse:
+        tenant = current_tenant()
+        result = await self._runs.backfill(
+            tenant,
+            convert.job_id_in(request.job_id),
+            convert.optional_timestamp(request, "start_time", "start_time"),
+            convert.optional_timestamp(request, "end_time", "end_time"),
+        )
+        response = pb.BackfillJobResponse(
+            runs=[convert.run_out(run) for run in result.runs],
+            existing_count=result.existing_count,
+            truncated=result.truncated,
+        )
+        if result.next_start_time is not None:
+            response.next_start_time.CopyFrom(convert.timestamp_out(result.next_start_time))
+        return response
+
+    async def ListRuns(
+        self, request: pb.ListRunsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListRunsResponse:
+        tenant = current_tenant()
+        page = await self._runs.list_runs(
+            tenant,
+            convert.job_id_in(request.job_id),
+            convert.run_filter_in(request),
+            page_size=request.page_size,
+            page_token=request.page_token,
+        )
+        return pb.ListRunsResponse(
+            runs=[convert.run_out(run) for run in page.items],
+            next_page_token=page.next_page_token,
+        )
+
+    async def GetRun(
+        self, request: pb.GetRunRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetRunResponse:
+        tenant = current_tenant()
+        job_id, scheduled_at = convert.run_ref_in(request)
+        run = await self._runs.get_run(tenant, job_id, scheduled_at)
+        return pb.GetRunResponse(run=convert.run_out(run))
+
+    async def ReplayRun(
+        self, request: pb.ReplayRunRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ReplayRunResponse:
+        tenant = current_tenant()
+        job_id, scheduled_at = convert.run_ref_in(request)
+        run = await self._runs.replay(tenant, job_id, scheduled_at)
+        return pb.ReplayRunResponse(run=convert.run_out(run))
+
+    async def CancelRun(
+        self, request: pb.CancelRunRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CancelRunResponse:
+        tenant = current_tenant()
+        job_id, scheduled_at = convert.run_ref_in(request)
+        run = await self._runs.cancel(tenant, job_id, scheduled_at, request.reason)
+        return pb.CancelRunResponse(run=convert.run_out(run))

@@ -1,0 +1,41 @@
+"""The API service's only access to PostgreSQL: named queries in, domain values out.
+
+Every public method is one unit of work (one statement or one transaction) and
+translates database errors into :mod:`sundial.core.errors` at this boundary, so the
+managers above never see asyncpg. Tenancy is enforced here too: every job and run query
+takes the caller's tenant and matches it in SQL. The SQL is ``sundial/api/queries.sql``.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from sundial.api.store._base import (
+    RequestClaim,
+    RequestRecord,
+    RequestTaken,
+    TokenRecord,
+    queries,
+)
+from sundial.api.store._jobs import JobStore
+from sundial.api.store._tenants import TenantStore
+
+__all__ = [
+    "RequestClaim",
+    "RequestRecord",
+    "RequestTaken",
+    "Store",
+    "TokenRecord",
+    "queries",
+]
+
+
+class Store(JobStore, TenantStore):
+    """Named-query access for the API service.
+
+    Args:
+        pool: The service's connection pool.
+    """
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool

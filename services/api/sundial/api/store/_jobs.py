@@ -1,0 +1,458 @@
+"""Store methods for authentication, jobs and runs."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+import asyncpg
+
+from sundial.api.model import (
+    Job,
+    JobFilter,
+    JobSpec,
+    NewJob,
+    Role,
+    Run,
+    RunFilter,
+    RunKind,
+    RunStatus,
+    target_to_doc,
+)
+from sundial.api.store._base import (
+    RequestClaim,
+    RequestRecord,
+    RequestTaken,
+    TokenRecord,
+    job_from_row,
+    queries,
+    run_from_row,
+    translate,
+)
+from sundial.core.definition import policies_to_json, schedule_from_json, schedule_to_json
+from sundial.core.errors import AlreadyExists, ResourceExhausted
+from sundial.schedule import Schedule
+
+
+class JobStore:
+    """Tokens (authentication), jobs and runs."""
+
+    _pool: asyncpg.Pool
+
+    # --- tokens ---------------------------------------------------------------------------
+
+    @translate
+    async def find_token(self, token_hash: bytes, now: datetime) -> TokenRecord | None:
+        """The token with this hash, or None."""
+        row = await self._pool.fetchrow(queries.find_token, token_hash, now)
+        if row is None:
+            return None
+        return TokenRecord(
+            token_id=row["token_id"],
+            tenant_id=row["tenant_id"],
+            role=Role(row["role"]),
+            usable=row["usable"],
+            last_used_at=row["last_used_at"],
+        )
+
+    @translate
+    async def touch_token(self, token_id: uuid.UUID, now: datetime) -> None:
+        """Record that the token authenticated a call at ``now`` (at most once a minute)."""
+        await self._pool.execute(queries.touch_token, token_id, now)
+
+    # --- jobs -----------------------------------------------------------------------------
+
+    @translate
+    async def get_job(self, tenant_id: str, job_id: uuid.UUID) -> Job | None:
+        """Tenant ``tenant_id``'s job ``job_id``, or None (also for another tenant's)."""
+        row = await self._pool.fetchrow(queries.get_job, job_id, tenant_id)
+        return None if row is None else job_from_row(row)
+
+    @translate
+    async def get_jobs(self, tenant_id: str, job_ids: Sequence[uuid.UUID]) -> list[Job]:
+        """The tenant's jobs among ``job_ids``, in that order; missing ones are left out."""
+        rows = await self._pool.fetch(queries.get_jobs, list(job_ids), tenant_id)
+        by_id = {row["job_id"]: job_from_row(row) for row in rows}
+        return [by_id[job_id] for job_id in job_ids if job_id in by_id]
+
+    @translate
+    async def list_jobs(
+        self,
+        tenant_id: str,
+        job_filter: JobFilter,
+        *,
+        after: str,
+        name_upper_bound: str | None,
+        limit: int,
+    ) -> list[Job]:
+        """Up to ``limit`` jobs by name after ``after`` matching the filter."""
+        rows = await self._pool.fetch(
+            queries.list_jobs,
+            tenant_id,
+            after,
+            job_filter.name_prefix or None,
+            name_upper_bound,
+            job_filter.paused,
+            dict(job_filter.labels) if job_filter.labels else None,
+            limit,
+        )
+        return [job_from_row(row) for row in rows]
+
+    @translate
+    async def find_request(
+        self, tenant_id: str, method: str, request_id: str, since: datetime
+    ) -> RequestRecord | None:
+        """The live idempotency record of this key (created at or after ``since``)."""
+        row = await self._pool.fetchrow(queries.find_request, tenant_id, method, request_id, since)
+        if row is None:
+            return None
+        return RequestRecord(
+            request_hash=bytes(row["request_hash"]),
+            job_id=row["job_id"],
+            job_ids=tuple(row["job_ids"] or ()),
+            scheduled_at=row["scheduled_at"],
+        )
+
+    async def _claim(
+        self,
+        conn: asyncpg.Connection,
+        tenant_id: str,
+        claim: RequestClaim,
+        now: datetime,
+        *,
+        job_id: uuid.UUID | None = None,
+        job_ids: Sequence[uuid.UUID] | None = None,
+    ) -> None:
+        claimed = await conn.fetchval(
+            queries.claim_request,
+            tenant_id,
+            claim.method,
+            claim.request_id,
+            claim.request_hash,
+            job_id,
+            None if job_ids is None else list(job_ids),
+            None,
+            now,
+            claim.expired_before,
+        )
+        if not claimed:
+            raise RequestTaken
+
+    @translate
+    async def create_jobs(
+        self,
+        tenant_id: str,
+        jobs: Sequence[NewJob],
+        now: datetime,
+        *,
+        claim: RequestClaim | None = None,
+        single: bool = True,
+    ) -> None:
+        """Insert ``jobs`` atomically, within the tenant's max_jobs quota.
+
+        Raises:
+            RequestTaken: ``claim``'s key already has a live record (nothing written).
+            AlreadyExists: A name is taken; the field names the entry (``jobs[3].name``
+                in a batch, ``name`` otherwise).
+            ResourceExhausted: The quota would be exceeded.
+        """
+        names = [job.spec.name for job in jobs]
+        columns = [
+            [job.job_id for job in jobs],
+            names,
+            [job.partition_id for job in jobs],
+            [job.next_run_at for job in jobs],
+            [job.spec.paused for job in jobs],
+            [schedule_to_json(job.spec.schedule) for job in jobs],
+            [target_to_doc(job.spec.target) for job in jobs],  # type: ignore[arg-type]
+            [policies_to_json(job.spec.policies) for job in jobs],
+            [job.spec.payload for job in jobs],
+            [dict(job.spec.labels) for job in jobs],
+            [job.spec.description for job in jobs],
+            [job.spec.pause_note for job in jobs],
+        ]
+        async with self._pool.acquire() as conn:
+            if claim is None and single:
+                # One statement in autocommit: atomic, and the fewest round trips.
+                inserted = await conn.fetchval(
+                    queries.insert_jobs, tenant_id, *columns, now, len(jobs)
+                )
+                if inserted == 0:
+                    await self._quota_exceeded(conn, tenant_id, len(jobs))
+                return
+            async with conn.transaction():
+                if claim is not None:
+                    await self._claim(
+                        conn,
+                        tenant_id,
+                        claim,
+                        now,
+                        job_id=columns[0][0] if single else None,
+                        job_ids=None if single else columns[0],
+                    )
+                if not single:
+                    # Name the clashing entry; a single create relies on the unique
+                    # constraint instead (one round trip less).
+                    rows = await conn.fetch(queries.existing_names, tenant_id, names)
+                    taken = {row["name"] for row in rows}
+                    if taken:
+                        index = next(i for i, name in enumerate(names) if name in taken)
+                        raise AlreadyExists(
+                            f"jobs[{index}].name: a job named {names[index]!r} already exists"
+                        )
+                inserted = await conn.fetchval(
+                    queries.insert_jobs, tenant_id, *columns, now, len(jobs)
+                )
+                if inserted == 0:
+                    await self._quota_exceeded(conn, tenant_id, len(jobs))
+
+    @staticmethod
+    async def _quota_exceeded(conn: asyncpg.Connection, tenant_id: str, wanted: int) -> None:
+        usage = await conn.fetchrow(queries.quota_usage, tenant_id)
+        raise ResourceExhausted(
+            f"the tenant's max_jobs quota ({usage['max_jobs']}) would be exceeded: "
+            f"{usage['job_count']} jobs exist, {wanted} more requested"
+        )
+
+    @translate
+    async def update_job(
+        self,
+        tenant_id: str,
+        job_id: uuid.UUID,
+        *,
+        read_version: int,
+        spec: JobSpec,
+        reschedule: bool,
+        next_run_at: datetime | None,
+        now: datetime,
+    ) -> bool:
+        """Write the job's new definition if it is still at ``read_version``.
+
+        Returns:
+            False when the job changed (or vanished) since it was read.
+        """
+        assert spec.target is not None
+        changed = await self._pool.fetchval(
+            queries.update_job,
+            job_id,
+            tenant_id,
+            read_version,
+            spec.name,
+            reschedule,
+            next_run_at,
+            now,
+            schedule_to_json(spec.schedule),
+            target_to_doc(spec.target),
+            policies_to_json(spec.policies),
+            spec.payload,
+            dict(spec.labels),
+            spec.description,
+        )
+        return changed is not None
+
+    @translate
+    async def job_version(self, tenant_id: str, job_id: uuid.UUID) -> int | None:
+        """The job's version, or None when it does not exist (for this tenant)."""
+        return await self._pool.fetchval(queries.job_version, job_id, tenant_id)
+
+    @translate
+    async def pause_job(
+        self, tenant_id: str, job_id: uuid.UUID, expected_version: int, note: str, now: datetime
+    ) -> bool:
+        """Pause the job (at ``expected_version`` unless 0); False when not matched."""
+        changed = await self._pool.fetchval(
+            queries.pause_job, job_id, tenant_id, expected_version, note, now
+        )
+        return changed is not None
+
+    @translate
+    async def resume_job(
+        self,
+        tenant_id: str,
+        job_id: uuid.UUID,
+        *,
+        read_version: int,
+        note: str,
+        next_run_at: datetime | None,
+        now: datetime,
+    ) -> bool:
+        """Resume the job if still at ``read_version``; False when not matched."""
+        changed = await self._pool.fetchval(
+            queries.resume_job, job_id, tenant_id, read_version, note, now, next_run_at
+        )
+        return changed is not None
+
+    @translate
+    async def delete_job(
+        self, tenant_id: str, job_id: uuid.UUID, expected_version: int, now: datetime
+    ) -> bool:
+        """Delete the job, cancel its unfinished runs, release its quota slot.
+
+        Returns:
+            False when no job matched (unknown, or not at ``expected_version``).
+        """
+        async with self._pool.acquire() as conn, conn.transaction():
+            version = await conn.fetchval(
+                queries.lock_job_for_delete, job_id, tenant_id, expected_version
+            )
+            if version is None:
+                return False
+            await conn.execute(queries.cancel_runs_of_job, job_id, now, "job deleted")
+            await conn.execute(queries.delete_job, job_id, tenant_id)
+            await conn.execute(queries.remove_job_from_quota, tenant_id)
+            return True
+
+    # --- runs -----------------------------------------------------------------------------
+
+    @translate
+    async def job_schedule(self, tenant_id: str, job_id: uuid.UUID) -> Schedule | None:
+        """The job's schedule, or None when the job does not exist (for this tenant)."""
+        doc = await self._pool.fetchval(queries.job_schedule, job_id, tenant_id)
+        return None if doc is None else schedule_from_json(doc)
+
+    @translate
+    async def insert_runs(
+        self,
+        tenant_id: str,
+        job_id: uuid.UUID,
+        instants: Sequence[datetime],
+        kind: RunKind,
+        now: datetime,
+    ) -> list[Run] | None:
+        """Insert QUEUED runs at ``instants``; those that exist already are skipped.
+
+        Returns:
+            The runs created, oldest first; None when the job does not exist.
+        """
+        async with self._pool.acquire() as conn, conn.transaction():
+            job = await conn.fetchrow(queries.lock_job_for_runs, job_id, tenant_id)
+            if job is None:
+                return None
+            rows = await conn.fetch(
+                queries.insert_runs,
+                job_id,
+                tenant_id,
+                job["partition_id"],
+                list(instants),
+                kind.value,
+                now,
+            )
+        return sorted((run_from_row(row) for row in rows), key=lambda run: run.scheduled_at)
+
+    @translate
+    async def trigger(
+        self,
+        tenant_id: str,
+        job_id: uuid.UUID,
+        at: datetime,
+        now: datetime,
+        *,
+        claim: RequestClaim | None = None,
+        max_collisions: int = 1000,
+    ) -> Run | None:
+        """Insert a MANUAL run at ``at``, moved forward 1 µs per collision.
+
+        Returns:
+            The run; None when the job does not exist.
+
+        Raises:
+            RequestTaken: ``claim``'s key already has a live record (nothing written).
+        """
+        async with self._pool.acquire() as conn, conn.transaction():
+            job = await conn.fetchrow(queries.lock_job_for_runs, job_id, tenant_id)
+            if job is None:
+                return None
+            if claim is not None:
+                await self._claim(conn, tenant_id, claim, now, job_id=job_id)
+            for _ in range(max_collisions):
+                rows = await conn.fetch(
+                    queries.insert_runs,
+                    job_id,
+                    tenant_id,
+                    job["partition_id"],
+                    [at],
+                    RunKind.MANUAL.value,
+                    now,
+                )
+                if rows:
+                    break
+                at += timedelta(microseconds=1)
+            else:  # pragma: no cover - a thousand runs in one millisecond
+                raise AlreadyExists("a run already exists at every instant tried; retry")
+            if claim is not None:
+                await conn.execute(
+                    queries.set_request_run, tenant_id, claim.method, claim.request_id, at
+                )
+        return run_from_row(rows[0])
+
+    @translate
+    async def get_run(
+        self, tenant_id: str, job_id: uuid.UUID, scheduled_at: datetime
+    ) -> tuple[Run, Schedule] | None:
+        """The run and its job's schedule (for due_at), or None."""
+        row = await self._pool.fetchrow(queries.get_run, job_id, scheduled_at, tenant_id)
+        if row is None:
+            return None
+        return run_from_row(row), schedule_from_json(row["schedule"])
+
+    @translate
+    async def list_runs(
+        self,
+        tenant_id: str,
+        job_id: uuid.UUID,
+        run_filter: RunFilter,
+        *,
+        before: datetime | None,
+        limit: int,
+    ) -> list[Run]:
+        """Up to ``limit`` of the job's runs, newest first, scheduled before ``before``."""
+        rows = await self._pool.fetch(
+            queries.list_runs,
+            job_id,
+            tenant_id,
+            before,
+            sorted(s.value for s in run_filter.statuses) or None,
+            sorted(k.value for k in run_filter.kinds) or None,
+            run_filter.scheduled_after,
+            run_filter.scheduled_before,
+            limit,
+        )
+        return [run_from_row(row) for row in rows]
+
+    @translate
+    async def count_active_runs(self, job_id: uuid.UUID) -> int:
+        """The job's PENDING, QUEUED, RUNNING and RETRYING runs."""
+        return await self._pool.fetchval(queries.count_active_runs, job_id)
+
+    @translate
+    async def replay_run(
+        self, tenant_id: str, job_id: uuid.UUID, scheduled_at: datetime, now: datetime
+    ) -> Run | None:
+        """Queue a DEAD or CANCELLED run again; None when no such run matched."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            if await conn.fetchrow(queries.lock_job_for_runs, job_id, tenant_id) is None:
+                return None
+            row = await conn.fetchrow(queries.replay_run, job_id, scheduled_at, now)
+        return None if row is None else run_from_row(row)
+
+    @translate
+    async def cancel_run(
+        self,
+        tenant_id: str,
+        job_id: uuid.UUID,
+        scheduled_at: datetime,
+        reason: str,
+        now: datetime,
+    ) -> Run | None:
+        """Cancel an unfinished run (or ask a RUNNING one to stop); None when none matched."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            if await conn.fetchrow(queries.lock_job_for_runs, job_id, tenant_id) is None:
+                return None
+            row = await conn.fetchrow(queries.cancel_run, job_id, scheduled_at, now, reason)
+            if row is None:
+                return None
+            run = run_from_row(row)
+            if run.status is RunStatus.CANCELLED:
+                await conn.execute(queries.count_cancelled, job_id, now)
+        return run

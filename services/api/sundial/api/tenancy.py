@@ -1,0 +1,238 @@
+"""AdminService operations: tenants and quotas, API tokens, signing secrets, status.
+
+Secrets (API tokens, signing secrets) are generated here with :mod:`secrets` and
+returned exactly once; tokens are stored as their sha256 only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import uuid
+from datetime import datetime, timedelta
+
+from sundial.api import paging, validation
+from sundial.api.cluster import MembershipSource
+from sundial.api.model import (
+    ApiToken,
+    ClusterSnapshot,
+    Page,
+    Role,
+    Tenant,
+    TenantChanges,
+)
+from sundial.api.store import Store
+from sundial.core.clock import Clock
+from sundial.core.errors import InvalidArgument, NotFound
+
+TOKEN_PREFIX = "sndl_"
+"""Every issued token starts with this, so secret scanners can recognise one."""
+SECRET_PREFIX = "whsec_"
+"""Every signing secret starts with this."""
+TOKEN_PREFIX_CHARS = 12
+"""ApiToken.prefix: the token's first characters."""
+MAX_OVERLAP = timedelta(days=7)
+DEFAULT_OVERLAP = timedelta(hours=24)
+
+
+def token_hash(token: str) -> bytes:
+    """sha256 of the token's UTF-8 bytes: what ``api_tokens.token_hash`` stores."""
+    return hashlib.sha256(token.encode()).digest()
+
+
+def _new_signing_secret() -> str:
+    # 32 random bytes: 256 bits, printable ASCII (admin.proto).
+    return SECRET_PREFIX + secrets.token_urlsafe(32)
+
+
+class TenantManager:
+    """Tenants, tokens, secrets and cluster status.
+
+    Args:
+        store: Database access.
+        clock: The source of "now".
+        membership: Where scheduler membership comes from (see :mod:`sundial.api.cluster`).
+        cluster: The cluster's name.
+        default_max_jobs: max_jobs of a tenant created without one.
+        default_max_concurrent_runs: max_concurrent_runs of a tenant created without one.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        membership: MembershipSource,
+        *,
+        cluster: str,
+        default_max_jobs: int,
+        default_max_concurrent_runs: int,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._membership = membership
+        self._cluster = cluster
+        self._default_max_jobs = default_max_jobs
+        self._default_max_concurrent_runs = default_max_concurrent_runs
+
+    # --- tenants --------------------------------------------------------------------------
+
+    async def create_tenant(
+        self, tenant_id: str, display_name: str, max_jobs: int, max_concurrent_runs: int
+    ) -> tuple[Tenant, str]:
+        """Create a tenant; returns it and its first signing secret (plaintext, once).
+
+        A quota of 0 takes the cluster default at creation; the effective value is
+        stored, so later changes of the default do not move existing tenants.
+        """
+        validation.check_tenant_id(tenant_id)
+        validation.check_display_name(display_name, "tenant.display_name")
+        validation.check_quotas(max_jobs, max_concurrent_runs)
+        secret = _new_signing_secret()
+        tenant = await self._store.create_tenant(
+            tenant_id,
+            display_name,
+            max_jobs=max_jobs or self._default_max_jobs,
+            max_concurrent_runs=max_concurrent_runs or self._default_max_concurrent_runs,
+            secret=secret.encode(),
+            now=self._clock.now(),
+        )
+        return tenant, secret
+
+    async def get_tenant(self, tenant_id: str) -> Tenant:
+        """The tenant, NOT_FOUND if unknown."""
+        if not tenant_id:
+            raise InvalidArgument("tenant_id", "is required")
+        tenant = await self._store.get_tenant(tenant_id)
+        if tenant is None:
+            raise NotFound(f"tenant {tenant_id!r} not found")
+        return tenant
+
+    async def list_tenants(self, *, page_size: int, page_token: str) -> Page[Tenant]:
+        """A page of tenants ordered by tenant_id."""
+        size = validation.page_size(page_size)
+        fingerprint = paging.fingerprint("tenants", {})
+        cursor = paging.decode(page_token, fingerprint)
+        after = str(cursor[0]) if cursor else ""
+        tenants = await self._store.list_tenants(after, size + 1)
+        more = len(tenants) > size
+        tenants = tenants[:size]
+        token = paging.encode([tenants[-1].tenant_id], fingerprint) if more else ""
+        return Page(tenants, token)
+
+    async def update_tenant(self, tenant_id: str, changes: TenantChanges) -> Tenant:
+        """Change display name and/or quotas (0 = the cluster default)."""
+        if not tenant_id:
+            raise InvalidArgument("tenant.tenant_id", "is required")
+        if changes.display_name is not None:
+            validation.check_display_name(changes.display_name, "tenant.display_name")
+        validation.check_quotas(changes.max_jobs or 0, changes.max_concurrent_runs or 0)
+        resolved = TenantChanges(
+            display_name=changes.display_name,
+            max_jobs=None
+            if changes.max_jobs is None
+            else changes.max_jobs or self._default_max_jobs,
+            max_concurrent_runs=None
+            if changes.max_concurrent_runs is None
+            else changes.max_concurrent_runs or self._default_max_concurrent_runs,
+        )
+        tenant = await self._store.update_tenant(tenant_id, resolved, self._clock.now())
+        if tenant is None:
+            raise NotFound(f"tenant {tenant_id!r} not found")
+        return tenant
+
+    async def rotate_signing_secret(
+        self, tenant_id: str, overlap: timedelta | None
+    ) -> tuple[Tenant, str]:
+        """Issue a new signing secret; older ones keep signing for ``overlap``."""
+        if not tenant_id:
+            raise InvalidArgument("tenant_id", "is required")
+        overlap = DEFAULT_OVERLAP if overlap is None else overlap
+        if not timedelta(0) <= overlap <= MAX_OVERLAP:
+            raise InvalidArgument(
+                "overlap", f"must be 0s to 7 days, got {overlap.total_seconds():g}s"
+            )
+        secret = _new_signing_secret()
+        now = self._clock.now()
+        tenant = await self._store.rotate_secret(tenant_id, secret.encode(), now, now + overlap)
+        if tenant is None:
+            raise NotFound(f"tenant {tenant_id!r} not found")
+        return tenant, secret
+
+    # --- tokens ---------------------------------------------------------------------------
+
+    async def create_token(
+        self,
+        *,
+        tenant_id: str,
+        role: Role | None,
+        description: str,
+        expire_time: datetime | None,
+    ) -> tuple[ApiToken, str]:
+        """Issue a token; returns its metadata and the bearer secret (plaintext, once)."""
+        if role is None:
+            raise InvalidArgument("role", "is required (TOKEN_ROLE_TENANT or TOKEN_ROLE_ADMIN)")
+        if role is Role.TENANT and not tenant_id:
+            raise InvalidArgument("tenant_id", "is required for a TENANT token")
+        if role is Role.ADMIN and tenant_id:
+            raise InvalidArgument("tenant_id", "must be empty for an ADMIN token")
+        validation.check_display_name(description, "description")
+        now = self._clock.now()
+        if expire_time is not None and expire_time <= now:
+            raise InvalidArgument("expire_time", "must be in the future")
+        if role is Role.TENANT and await self._store.get_tenant(tenant_id) is None:
+            raise NotFound(f"tenant {tenant_id!r} not found")
+        secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        token = await self._store.create_token(
+            tenant_id=tenant_id or None,
+            role=role,
+            token_hash=token_hash(secret),
+            prefix=secret[:TOKEN_PREFIX_CHARS],
+            description=description,
+            expire_time=expire_time,
+            now=now,
+        )
+        return token, secret
+
+    async def list_tokens(
+        self, *, tenant_id: str, include_revoked: bool, page_size: int, page_token: str
+    ) -> Page[ApiToken]:
+        """A page of tokens, newest first."""
+        size = validation.page_size(page_size)
+        fingerprint = paging.fingerprint(
+            "tokens", {"tenant": tenant_id, "revoked": include_revoked}
+        )
+        cursor = paging.decode(page_token, fingerprint)
+        after = None
+        if cursor is not None:
+            try:
+                after = (datetime.fromisoformat(cursor[0]), uuid.UUID(cursor[1]))
+            except (IndexError, TypeError, ValueError):
+                raise InvalidArgument("page_token", "is not a valid page token") from None
+        tokens = await self._store.list_tokens(
+            tenant_id or None, include_revoked, self._clock.now(), after=after, limit=size + 1
+        )
+        more = len(tokens) > size
+        tokens = tokens[:size]
+        token = ""
+        if more:
+            last = tokens[-1]
+            token = paging.encode([last.create_time.isoformat(), str(last.token_id)], fingerprint)
+        return Page(tokens, token)
+
+    async def revoke_token(self, token_id: uuid.UUID) -> ApiToken:
+        """Revoke a token; it stops authenticating at once."""
+        token = await self._store.revoke_token(token_id, self._clock.now())
+        if token is None:
+            raise NotFound(f"token {token_id} not found")
+        return token
+
+    # --- cluster --------------------------------------------------------------------------
+
+    async def cluster_status(self) -> ClusterSnapshot:
+        """Members and partition owners (from the membership source) and dispatch lag."""
+        membership = await self._membership.membership()
+        now = self._clock.now()
+        oldest = await self._store.oldest_due(now)
+        return ClusterSnapshot(
+            cluster=self._cluster, membership=membership, oldest_due_time=oldest, observed_at=now
+        )

@@ -1,0 +1,610 @@
+"""Every limit of the public API, checked on domain values; refusals name the field.
+
+Each check raises :class:`~sundial.core.errors.InvalidArgument` whose ``field`` is the
+dotted path of the offending input (``jobs[3].target.http.url``), so the message starts
+with it (job.proto's convention). Nothing here touches the database: validation runs
+before any write, which is what makes a refused call change nothing.
+
+:class:`TargetGuard` adds the one check that needs I/O: a target host must not be or
+resolve to a loopback, private, link-local, cloud-metadata or otherwise non-public
+address (SSRF), unless the operator allowed it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import ipaddress
+import re
+import socket
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime, timedelta
+from urllib.parse import urlsplit
+
+from sundial.api.model import GrpcTarget, HttpTarget, JobSpec, Target
+from sundial.core.definition import JobPolicies
+from sundial.core.errors import InvalidArgument, Unavailable
+from sundial.schedule import (
+    CompiledSchedule,
+    CronSpec,
+    IntervalSpec,
+    OnceSpec,
+    Schedule,
+    compile_schedule,
+)
+
+# --- limits (job.proto, job_service.proto, admin.proto) -----------------------------------
+
+MAX_NAME_CHARS = 200
+MAX_DESCRIPTION_CHARS = 2000
+MAX_PAYLOAD_BYTES = 256 * 1024
+MAX_LABELS = 64
+MAX_LABEL_VALUE_CHARS = 256
+MAX_NOTE_CHARS = 1024
+MAX_CRON_CHARS = 256
+MAX_URL_CHARS = 2048
+MAX_ADDRESS_CHARS = 1024
+MAX_HEADERS = 32
+MAX_HEADER_BYTES = 8 * 1024
+MAX_JITTER = timedelta(hours=1)
+MAX_INTERVAL = timedelta(days=366)
+MAX_MAX_RUNS = 1_000_000_000
+MAX_BATCH = 1000
+MAX_PAGE_SIZE = 1000
+DEFAULT_PAGE_SIZE = 50
+MAX_PREVIEW_COUNT = 1000
+DEFAULT_PREVIEW_COUNT = 10
+MAX_LABEL_FILTERS = 64
+MAX_NAME_PREFIX_CHARS = 200
+MAX_REQUEST_ID_CHARS = 128
+HTTP_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
+
+_LABEL_KEY = re.compile(r"[a-z0-9_.\-/]{1,63}")
+# RFC 9110 token characters: what an HTTP field name may contain.
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_METADATA_KEY = re.compile(r"[a-z0-9\-_.]+")
+_REQUEST_ID = re.compile(r"[\x20-\x7e]+")  # printable ASCII, space included
+_TENANT_ID = re.compile(r"[a-z][a-z0-9-]{0,62}")
+_DNS_NAME = re.compile(
+    r"(?=.{1,253}\.?$)(?:[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9])?\.)*"
+    r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9])?\.?"
+)
+
+# Set by Sundial or owned by the transport (job.proto): a tenant may not override them.
+_RESERVED_HEADERS = frozenset(
+    {
+        "idempotency-key",
+        "traceparent",
+        "tracestate",
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+    }
+)
+_RESERVED_METADATA = frozenset({"idempotency-key", "traceparent", "tracestate"})
+
+_POLICY_RANGES: dict[str, tuple[timedelta, timedelta]] = {
+    "misfire_threshold": (timedelta(seconds=1), timedelta(hours=24)),
+    "catchup_window": (timedelta(seconds=1), timedelta(days=30)),
+    "run_timeout": (timedelta(seconds=1), timedelta(hours=24)),
+}
+
+
+def _fail(field: str, problem: str) -> InvalidArgument:
+    return InvalidArgument(field, problem)
+
+
+@contextlib.contextmanager
+def field_prefix(prefix: str) -> Iterator[None]:
+    """Prepend ``prefix`` (``jobs[3].``) to the field of an InvalidArgument raised inside.
+
+    Lets one job's checks serve CreateJob (``schedule.cron``) and BatchCreateJobs
+    (``jobs[3].schedule.cron``) alike.
+    """
+    if not prefix:
+        yield
+        return
+    try:
+        yield
+    except InvalidArgument as exc:
+        raise InvalidArgument(prefix + exc.field, exc.problem) from None
+
+
+def _duration(value: timedelta) -> str:
+    seconds = value.total_seconds()
+    return f"{seconds:g}s"
+
+
+# Unicode category Cc is exactly these two ranges; a regex scans far faster than a loop.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_SPACE_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f-\x9f]")
+
+
+def _has_control(text: str) -> bool:
+    return _CONTROL.search(text) is not None
+
+
+# --- jobs ---------------------------------------------------------------------------------
+
+
+def check_name(name: str, field: str = "name") -> None:
+    """1-200 chars, no control characters."""
+    if not name:
+        raise _fail(field, "is required")
+    if len(name) > MAX_NAME_CHARS:
+        raise _fail(field, f"longer than {MAX_NAME_CHARS} characters ({len(name)})")
+    if _has_control(name):
+        raise _fail(field, "must not contain control characters")
+
+
+def check_note(note: str, field: str) -> None:
+    """A pause or cancel note: up to 1,024 chars."""
+    if len(note) > MAX_NOTE_CHARS:
+        raise _fail(field, f"longer than {MAX_NOTE_CHARS} characters ({len(note)})")
+
+
+def check_labels(
+    labels: Mapping[str, str], field: str = "labels", *, limit: int = MAX_LABELS
+) -> None:
+    """Up to 64 entries; keys 1-63 chars of [a-z0-9_.-/]; values up to 256 chars."""
+    if len(labels) > limit:
+        raise _fail(field, f"at most {limit} entries, got {len(labels)}")
+    for key in sorted(labels):
+        if not _LABEL_KEY.fullmatch(key):
+            raise _fail(
+                f"{field}[{key!r}]", "keys are 1-63 characters of a-z, 0-9, '_', '.', '-', '/'"
+            )
+        value = labels[key]
+        if len(value) > MAX_LABEL_VALUE_CHARS:
+            raise _fail(
+                f"{field}[{key!r}]", f"value longer than {MAX_LABEL_VALUE_CHARS} characters"
+            )
+        if _has_control(value):
+            raise _fail(f"{field}[{key!r}]", "value must not contain control characters")
+
+
+def check_schedule(
+    schedule: Schedule,
+    job_id: str,
+    *,
+    now: datetime | None = None,
+    misfire_threshold: timedelta | None = None,
+) -> CompiledSchedule:
+    """Check the limits job.proto sets on a schedule, then compile it for ``job_id``.
+
+    Args:
+        schedule: The schedule.
+        job_id: The job it belongs to (Jenkins ``H`` and jitter are hashed from it).
+        now: With ``misfire_threshold``, a ``once`` earlier than ``now - threshold`` is
+            refused (CreateJob/UpdateJob); without (PreviewSchedule) it is not.
+        misfire_threshold: See ``now``.
+
+    Returns:
+        The compiled schedule.
+    """
+    spec = schedule.spec
+    if isinstance(spec, CronSpec):
+        if not spec.expression.strip():
+            raise _fail("schedule.cron", "is required")
+        if len(spec.expression) > MAX_CRON_CHARS:
+            raise _fail("schedule.cron", f"longer than {MAX_CRON_CHARS} characters")
+    elif isinstance(spec, IntervalSpec):
+        every, offset = spec.every, spec.offset
+        if every <= timedelta(0):
+            raise _fail("schedule.interval.every", "is required")
+        if every < timedelta(seconds=1) or every > MAX_INTERVAL:
+            raise _fail(
+                "schedule.interval.every", f"must be 1s to 366 days, got {_duration(every)}"
+            )
+        if every % timedelta(seconds=1):
+            raise _fail("schedule.interval.every", f"must be whole seconds, got {_duration(every)}")
+        if offset < timedelta(0) or offset >= every:
+            raise _fail(
+                "schedule.interval.offset",
+                f"must be at least 0 and shorter than every ({_duration(every)}), "
+                f"got {_duration(offset)}",
+            )
+        if offset % timedelta(seconds=1):
+            raise _fail(
+                "schedule.interval.offset", f"must be whole seconds, got {_duration(offset)}"
+            )
+        if schedule.jitter >= every:
+            raise _fail(
+                "schedule.jitter", f"must be shorter than interval.every ({_duration(every)})"
+            )
+    elif isinstance(spec, OnceSpec):
+        if now is not None and misfire_threshold is not None:
+            earliest = now - misfire_threshold
+            if spec.at < earliest:
+                raise _fail(
+                    "schedule.once",
+                    f"{spec.at.isoformat()} is in the past (earlier than now minus "
+                    f"policies.misfire_threshold, {_duration(misfire_threshold)})",
+                )
+    else:
+        raise _fail("schedule", "one of cron, interval or once is required")
+    if not timedelta(0) <= schedule.jitter <= MAX_JITTER:
+        raise _fail("schedule.jitter", f"must be 0 to 1h, got {_duration(schedule.jitter)}")
+    if not 0 <= schedule.max_runs <= MAX_MAX_RUNS:
+        raise _fail("schedule.max_runs", f"must be 0 to {MAX_MAX_RUNS:,}, got {schedule.max_runs}")
+    start, end = schedule.start_time, schedule.end_time
+    # Both bounds are inclusive (job.proto): equal bounds allow at most one fire time.
+    if start is not None and end is not None and end < start:
+        raise _fail("schedule.end_time", f"must not be before start_time ({start.isoformat()})")
+    return compile_schedule(schedule, job_id=job_id)
+
+
+def check_policies(policies: JobPolicies) -> None:
+    """Ranges of job.proto ``Policies`` (defaults are always in range)."""
+    for name, (low, high) in _POLICY_RANGES.items():
+        value: timedelta = getattr(policies, name)
+        if not low <= value <= high:
+            raise _fail(
+                f"policies.{name}",
+                f"must be {_duration(low)} to {_duration(high)}, got {_duration(value)}",
+            )
+    if not 1 <= policies.max_catchup <= 1000:
+        raise _fail("policies.max_catchup", f"must be 1 to 1000, got {policies.max_catchup}")
+    if not 1 <= policies.retry_max_attempts <= 100:
+        raise _fail(
+            "policies.retry.max_attempts", f"must be 1 to 100, got {policies.retry_max_attempts}"
+        )
+    base, cap = policies.retry_base_delay, policies.retry_max_delay
+    if not timedelta(seconds=1) <= base <= timedelta(hours=1):
+        raise _fail("policies.retry.base_delay", f"must be 1s to 1h, got {_duration(base)}")
+    if not base <= cap <= timedelta(hours=24):
+        raise _fail(
+            "policies.retry.max_delay",
+            f"must be base_delay ({_duration(base)}) to 24h, got {_duration(cap)}",
+        )
+
+
+def _check_kv_size(field: str, key: str, value: str) -> None:
+    size = len(key.encode()) + len(value.encode())
+    if size > MAX_HEADER_BYTES:
+        raise _fail(field, f"name plus value is {size} bytes, more than {MAX_HEADER_BYTES}")
+
+
+def check_http_target(target: HttpTarget, field: str = "target.http") -> HttpTarget:
+    """Check an HTTP target; returns it with the method upper-cased (POST when empty)."""
+    url = target.url
+    if not url:
+        raise _fail(f"{field}.url", "is required")
+    if len(url) > MAX_URL_CHARS:
+        raise _fail(f"{field}.url", f"longer than {MAX_URL_CHARS} characters")
+    if _SPACE_OR_CONTROL.search(url):
+        raise _fail(f"{field}.url", "must not contain whitespace or control characters")
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https"):
+        raise _fail(f"{field}.url", "must be an absolute http:// or https:// URL")
+    if not parts.netloc or not parts.hostname:
+        raise _fail(f"{field}.url", "has no host")
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise _fail(f"{field}.url", "must not contain user info (user:password@)")
+    try:
+        port = parts.port
+    except ValueError:
+        raise _fail(f"{field}.url", "has an invalid port") from None
+    if port == 0:
+        raise _fail(f"{field}.url", "has an invalid port")
+    check_host(parts.hostname, f"{field}.url")
+    method = (target.method or "POST").upper()
+    if method not in HTTP_METHODS:
+        raise _fail(f"{field}.method", f"must be one of {', '.join(sorted(HTTP_METHODS))}")
+    if len(target.headers) > MAX_HEADERS:
+        raise _fail(f"{field}.headers", f"at most {MAX_HEADERS} entries, got {len(target.headers)}")
+    seen: dict[str, str] = {}
+    for name in sorted(target.headers):
+        where = f"{field}.headers[{name!r}]"
+        value = target.headers[name]
+        if not _HEADER_NAME.fullmatch(name):
+            raise _fail(where, "is not a valid HTTP header name")
+        lowered = name.lower()
+        if lowered in seen:
+            raise _fail(where, f"same header as {seen[lowered]!r} (names are case-insensitive)")
+        seen[lowered] = name
+        if lowered in _RESERVED_HEADERS or lowered.startswith("sundial-"):
+            raise _fail(where, "is set by Sundial or the transport and cannot be overridden")
+        if any(ch in value for ch in "\r\n\0") or _has_control(value.replace("\t", "")):
+            raise _fail(where, "value must not contain control characters")
+        _check_kv_size(where, name, value)
+    return dataclasses.replace(target, method=method)
+
+
+def split_address(address: str, field: str) -> tuple[str, int]:
+    """Split ``host:port`` (IPv6 in brackets) and check both parts."""
+    if not address:
+        raise _fail(field, "is required")
+    if len(address) > MAX_ADDRESS_CHARS:
+        raise _fail(field, f"longer than {MAX_ADDRESS_CHARS} characters")
+    if address.startswith("["):
+        host, sep, rest = address[1:].partition("]")
+        if not sep or not rest.startswith(":"):
+            raise _fail(field, "must be host:port ([v6-address]:port for IPv6)")
+        port_text = rest[1:]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise _fail(field, f"{host!r} is not an IPv6 address") from None
+    else:
+        host, sep, port_text = address.rpartition(":")
+        if not sep or not host:
+            raise _fail(field, "must be host:port ([v6-address]:port for IPv6)")
+        if ":" in host:
+            raise _fail(field, "an IPv6 address must be in brackets: [v6-address]:port")
+        check_host(host, field)
+    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise _fail(field, f"port must be 1-65535, got {port_text!r}")
+    return host, int(port_text)
+
+
+def check_host(host: str, field: str) -> None:
+    """An IP literal or a syntactically valid DNS name."""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        return
+    except ValueError:
+        pass
+    if not host.isascii() or not _DNS_NAME.fullmatch(host):
+        raise _fail(field, f"{host!r} is not a valid host name")
+
+
+def check_grpc_target(target: GrpcTarget, field: str = "target.grpc") -> GrpcTarget:
+    """Check a gRPC target."""
+    split_address(target.address, f"{field}.address")
+    if len(target.metadata) > MAX_HEADERS:
+        raise _fail(
+            f"{field}.metadata", f"at most {MAX_HEADERS} entries, got {len(target.metadata)}"
+        )
+    for key in sorted(target.metadata):
+        where = f"{field}.metadata[{key!r}]"
+        value = target.metadata[key]
+        if not _METADATA_KEY.fullmatch(key):
+            raise _fail(where, "keys are lowercase a-z, 0-9, '-', '_', '.'")
+        if key.startswith("grpc-") or key.endswith("-bin"):
+            raise _fail(where, "keys must not start with 'grpc-' or end with '-bin'")
+        if key in _RESERVED_METADATA or key.startswith("sundial-"):
+            raise _fail(where, "is set by Sundial and cannot be overridden")
+        if not all(" " <= ch <= "~" for ch in value):
+            raise _fail(where, "value must be printable ASCII")
+        _check_kv_size(where, key, value)
+    return target
+
+
+def check_target(target: Target | None) -> Target:
+    """Exactly one target kind, valid; returns it normalised."""
+    if target is None:
+        raise _fail("target", "one of http or grpc is required")
+    if isinstance(target, HttpTarget):
+        return check_http_target(target)
+    return check_grpc_target(target)
+
+
+def check_job_spec(
+    spec: JobSpec, job_id: str, *, now: datetime | None
+) -> tuple[JobSpec, CompiledSchedule]:
+    """Check every input field of a job; returns the normalised spec and its schedule.
+
+    Args:
+        spec: The job as requested (defaults filled).
+        job_id: Its id (``H`` and jitter).
+        now: When the schedule is new or changed: a ``once`` must then not be earlier
+            than ``now - misfire_threshold``. None for an update that keeps the
+            schedule (a ``once`` that already fired must not block other edits).
+    """
+    check_name(spec.name)
+    if len(spec.description) > MAX_DESCRIPTION_CHARS:
+        raise _fail("description", f"longer than {MAX_DESCRIPTION_CHARS} characters")
+    check_policies(spec.policies)
+    compiled = check_schedule(
+        spec.schedule, job_id, now=now, misfire_threshold=spec.policies.misfire_threshold
+    )
+    target = check_target(spec.target)
+    if len(spec.payload) > MAX_PAYLOAD_BYTES:
+        raise _fail(
+            "payload", f"{len(spec.payload)} bytes, more than {MAX_PAYLOAD_BYTES} (256 KiB)"
+        )
+    check_labels(spec.labels)
+    check_note(spec.pause_note, "pause_note")
+    return dataclasses.replace(spec, target=target), compiled
+
+
+# --- requests -----------------------------------------------------------------------------
+
+
+def check_request_id(request_id: str, field: str = "request_id") -> None:
+    """Empty (no idempotency) or 1-128 printable ASCII characters."""
+    if not request_id:
+        return
+    if len(request_id) > MAX_REQUEST_ID_CHARS or not _REQUEST_ID.fullmatch(request_id):
+        raise _fail(field, f"must be 1-{MAX_REQUEST_ID_CHARS} printable ASCII characters")
+
+
+def page_size(requested: int, field: str = "page_size") -> int:
+    """The effective page size: 0 -> 50, above 1,000 -> 1,000, negative refused."""
+    if requested < 0:
+        raise _fail(field, f"must not be negative, got {requested}")
+    if requested == 0:
+        return DEFAULT_PAGE_SIZE
+    return min(requested, MAX_PAGE_SIZE)
+
+
+# --- tenants and tokens -------------------------------------------------------------------
+
+
+def check_tenant_id(tenant_id: str, field: str = "tenant.tenant_id") -> None:
+    """1-63 chars of [a-z0-9-], starting with a letter."""
+    if not tenant_id:
+        raise _fail(field, "is required")
+    if not _TENANT_ID.fullmatch(tenant_id):
+        raise _fail(field, "must be 1-63 characters of a-z, 0-9 and '-', starting with a letter")
+
+
+def check_display_name(name: str, field: str) -> None:
+    """1-200 chars, no control characters."""
+    check_name(name, field)
+
+
+def check_quotas(max_jobs: int, max_concurrent_runs: int, field: str = "tenant.quotas") -> None:
+    """0 (the cluster default) or within admin.proto's ranges."""
+    if not (max_jobs == 0 or 1 <= max_jobs <= 100_000_000):
+        raise _fail(f"{field}.max_jobs", f"must be 1 to 100,000,000 or 0, got {max_jobs}")
+    if not (max_concurrent_runs == 0 or 1 <= max_concurrent_runs <= 1_000_000):
+        raise _fail(
+            f"{field}.max_concurrent_runs",
+            f"must be 1 to 1,000,000 or 0, got {max_concurrent_runs}",
+        )
+
+
+# --- SSRF ---------------------------------------------------------------------------------
+
+# Instance-metadata services: refused whatever the operator allows, because they hand out
+# the cloud credentials of the machine Sundial runs on.
+_METADATA_ADDRESSES = frozenset(
+    ipaddress.ip_address(a)
+    for a in (
+        "169.254.169.254",  # AWS, GCP, Azure, OpenStack, DigitalOcean...
+        "169.254.170.2",  # AWS ECS task metadata
+        "169.254.169.253",  # AWS DNS / time
+        "168.63.129.16",  # Azure wire server (a public address)
+        "100.100.100.200",  # Alibaba Cloud
+        "192.0.0.192",  # Oracle Cloud
+        "fd00:ec2::254",  # AWS over IPv6
+    )
+)
+_SHARED = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetPolicy:
+    """Which non-public networks a target may reach (operator settings)."""
+
+    allow_loopback: bool = False
+    allow_private: bool = False
+
+    def refusal(self, address: IPAddress) -> str | None:
+        """Why ``address`` may not be called, or None when it may."""
+        if isinstance(address, ipaddress.IPv6Address):
+            if address.ipv4_mapped is not None:
+                address = address.ipv4_mapped
+            elif address in _NAT64:
+                address = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+        if address in _METADATA_ADDRESSES:
+            return "a cloud metadata address"
+        if address.is_unspecified:
+            return "an unspecified address"
+        if address.is_multicast:
+            return "a multicast address"
+        if address.is_loopback:
+            return None if self.allow_loopback else "a loopback address"
+        if address.is_link_local:
+            return None if self.allow_private else "a link-local address"
+        if address.is_reserved:
+            return "a reserved address"
+        if address.is_private or address in _SHARED or not address.is_global:
+            return None if self.allow_private else "a private or non-public address"
+        return None
+
+
+class TargetGuard:
+    """Refuses targets whose host is or resolves to a forbidden address.
+
+    Every address a name resolves to must be allowed: a name with one public and one
+    private address is refused, since the executor could connect to either.
+
+    Args:
+        policy: What the operator allows.
+        resolve_timeout_s: Bound on each name resolution.
+    """
+
+    def __init__(self, policy: TargetPolicy, *, resolve_timeout_s: float = 2.0) -> None:
+        self._policy = policy
+        self._timeout_s = resolve_timeout_s
+
+    async def check(self, target: Target, field: str = "target") -> None:
+        """Raise InvalidArgument naming ``field``'s url/address if the target is refused.
+
+        Args:
+            target: A target already checked by :func:`check_target`.
+            field: Path of the target (``jobs[3].target``).
+        """
+        await self.check_all([(target, field)])
+
+    async def check_all(self, items: Sequence[tuple[Target, str]]) -> None:
+        """:meth:`check` for many targets; each distinct host is resolved once.
+
+        The problem reported is the first one in ``items`` order, so a batch names the
+        lowest failing index.
+        """
+        endpoints: list[tuple[str, str, list[IPAddress] | None]] = []
+        lookups: dict[str, tuple[str, int, str]] = {}
+        for target, field in items:
+            if isinstance(target, HttpTarget):
+                where = f"{field}.http.url"
+                parts = urlsplit(target.url)
+                host = parts.hostname or ""
+                port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+            else:
+                where = f"{field}.grpc.address"
+                host, port = split_address(target.address, where)
+            try:
+                endpoints.append((where, host, [ipaddress.ip_address(host.strip("[]"))]))
+            except ValueError:
+                key = host.lower().rstrip(".")
+                lookups.setdefault(key, (key, port, where))
+                endpoints.append((where, key, None))
+        resolved: dict[str, tuple[IPAddress, ...] | BaseException] = {}
+        if lookups:
+            limit = asyncio.Semaphore(16)
+
+            async def lookup(host: str, port: int, where: str) -> tuple[IPAddress, ...]:
+                async with limit:
+                    return await self._lookup(host, port, where)
+
+            # return_exceptions: every failure is retrieved, then reported in item order.
+            results = await asyncio.gather(
+                *(lookup(*args) for args in lookups.values()), return_exceptions=True
+            )
+            resolved = dict(zip(lookups, results, strict=True))
+        for where, host, literal in endpoints:
+            if literal is not None:
+                addresses: tuple[IPAddress, ...] | BaseException = tuple(literal)
+            else:
+                addresses = resolved[host]
+            if isinstance(addresses, InvalidArgument):
+                raise InvalidArgument(where, addresses.problem)
+            if isinstance(addresses, BaseException):
+                raise addresses
+            for address in addresses:
+                reason = self._policy.refusal(address)
+                if reason is not None:
+                    shown = host if str(address) == host else f"{host} ({address})"
+                    raise _fail(where, f"host {shown} is {reason}; calls to it are not allowed")
+
+    async def _lookup(self, host: str, port: int, field: str) -> tuple[IPAddress, ...]:
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except TimeoutError:
+            raise Unavailable(
+                f"{field}: resolving {host} took more than {self._timeout_s:g} s; retry"
+            ) from None
+        except socket.gaierror as exc:
+            if exc.errno in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)):
+                raise _fail(field, f"host {host} does not resolve") from None
+            raise Unavailable(
+                f"{field}: cannot resolve {host} now ({exc.strerror}); retry"
+            ) from None
+        addresses = set()
+        for _family, _type, _proto, _canon, sockaddr in infos:
+            # Strip an IPv6 zone ("fe80::1%eth0") before parsing.
+            addresses.add(ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0]))
+        if not addresses:
+            raise _fail(field, f"host {host} does not resolve")
+        return tuple(sorted(addresses, key=lambda a: (a.version, int(a))))

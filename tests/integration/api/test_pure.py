@@ -1,0 +1,89 @@
+"""Pure pieces of the API service that need no server: page tokens, prefix bounds, the
+SSRF address policy, update masks."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+
+from sundial.api import paging
+from sundial.api.jobs import _prefix_upper_bound
+from sundial.api.servicer import check_update_mask
+from sundial.api.validation import TargetPolicy
+from sundial.core.errors import InvalidArgument
+
+
+@pytest.mark.parametrize(
+    ("prefix", "bound"),
+    [
+        ("a", "b"),
+        ("crm-", "crm."),
+        ("z\u00e9", "z\u00ea"),
+        ("a\U0010ffff", "b"),
+        ("\U0010ffff", None),
+        ("x\ud7ff", "x\ue000"),
+    ],
+)
+def test_prefix_upper_bound(prefix: str, bound: str | None) -> None:
+    assert _prefix_upper_bound(prefix) == bound
+    if bound is not None:
+        # Every string with the prefix sorts below the bound in UTF-8 byte order.
+        for suffix in ("", "\U0010ffff" * 3, "zzz"):
+            assert (prefix + suffix).encode() < bound.encode()
+
+
+def test_page_tokens_round_trip_and_are_bound_to_filters() -> None:
+    fingerprint = paging.fingerprint("jobs", {"prefix": "a"})
+    token = paging.encode(["name-9"], fingerprint)
+    assert paging.decode(token, fingerprint) == ["name-9"]
+    assert paging.decode("", fingerprint) is None
+    with pytest.raises(InvalidArgument, match="other filters"):
+        paging.decode(token, paging.fingerprint("jobs", {"prefix": "b"}))
+    for garbage in ("%%%", "bm90IGpzb24", paging.encode([], fingerprint)[:-3]):
+        with pytest.raises(InvalidArgument, match="page_token"):
+            paging.decode(garbage, fingerprint)
+
+
+@pytest.mark.parametrize(
+    ("address", "strict", "loopback", "private"),
+    [
+        ("93.184.216.34", None, None, None),
+        ("2606:4700::1111", None, None, None),
+        ("127.0.0.1", "loopback", None, "loopback"),
+        ("::1", "loopback", None, "loopback"),
+        ("::ffff:127.0.0.1", "loopback", None, "loopback"),
+        ("10.1.2.3", "private", "private", None),
+        ("100.64.1.1", "private", "private", None),
+        ("169.254.3.4", "link-local", "link-local", None),
+        ("fe80::1", "link-local", "link-local", None),
+        ("fc00::5", "private", "private", None),
+        ("64:ff9b::a01:203", "private", "private", None),  # NAT64 of 10.1.2.3
+        ("169.254.169.254", "metadata", "metadata", "metadata"),
+        ("fd00:ec2::254", "metadata", "metadata", "metadata"),
+        ("0.0.0.0", "unspecified", "unspecified", "unspecified"),
+        ("224.0.0.251", "multicast", "multicast", "multicast"),
+        ("240.0.0.1", "reserved", "reserved", "reserved"),
+    ],
+)
+def test_target_policy(
+    address: str, strict: str | None, loopback: str | None, private: str | None
+) -> None:
+    ip = ipaddress.ip_address(address)
+    for policy, expected in (
+        (TargetPolicy(), strict),
+        (TargetPolicy(allow_loopback=True), loopback),
+        (TargetPolicy(allow_private=True), private),
+    ):
+        reason = policy.refusal(ip)
+        if expected is None:
+            assert reason is None, (policy, reason)
+        else:
+            assert reason is not None and expected in reason, (policy, reason)
+
+
+def test_update_mask_paths() -> None:
+    ok = ["name", "schedule.dst.gap", "policies.retry.max_attempts", "target.http.headers"]
+    assert check_update_mask(ok) == ok
+    with pytest.raises(InvalidArgument, match="PauseJob"):
+        check_update_mask(["paused"])
