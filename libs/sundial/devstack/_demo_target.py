@@ -86,7 +86,9 @@ class HttpTargetServer:
 
     async def start(self) -> HttpTargetServer:
         """Listen; returns self."""
-        self._server = await asyncio.start_server(self._serve, self._host, self._port)
+        # A deep backlog: executors open many connections at once, and a dropped SYN
+        # costs a 1 s (then 3 s) retransmit that would look like Sundial being late.
+        self._server = await asyncio.start_server(self._serve, self._host, self._port, backlog=4096)
         return self
 
     async def stop(self) -> None:

@@ -17,10 +17,57 @@ class ExecutorConfig(NatsConfig, ServerConfig, LogConfig):
     """host:port of the scheduler service's RunLedger (a load-balanced address)."""
 
     node_id: str = ""
-    """This executor's id, reported with every lease; defaults to host name + pid."""
+    """This executor's name; defaults to host name + pid. A random suffix is added per
+    process start, so a restarted executor never passes for its predecessor."""
 
     max_in_flight: int = 64
     """Most runs this executor calls targets for at once."""
+
+    consumer_name: str = "sundial-executors"
+    """The durable JetStream pull consumer on SUNDIAL_RUNS shared by all executors."""
+
+    fetch_batch: int = 16
+    """Most RunDispatch messages pulled per fetch (each carries up to 500 runs)."""
+
+    lease_pipeline: int = 4
+    """Fetched batches being leased at once (each one LeaseRuns call at a time)."""
+
+    ack_wait_s: float = 30.0
+    """Seconds JetStream waits for an ack before redelivering a message to any executor."""
+
+    run_lease_s: float = 30.0
+    """Lease on a run asked for in LeaseRuns and on every heartbeat (10 s to 5 min); a
+    crashed executor's runs are retried after at most this long."""
+
+    heartbeat_interval_s: float = 10.0
+    """Seconds between heartbeats, until the ledger announces its own interval."""
+
+    complete_flush_ms: float = 5.0
+    """Milliseconds an outcome may wait for others to share its CompleteRuns call."""
+
+    complete_batch_size: int = 500
+    """Outcomes per CompleteRuns call (flushed at once when a batch fills)."""
+
+    ledger_timeout_s: float = 10.0
+    """Deadline of each LeaseRuns and CompleteRuns call."""
+
+    capacity_retry_s: float = 5.0
+    """Redelivery delay for a capacity-rejected message whose rejection has no retry_after."""
+
+    breaker_failures: int = 5
+    """Consecutive retryable failures of one target that open its circuit breaker."""
+
+    breaker_open_s: float = 30.0
+    """Seconds an open breaker holds calls back before letting one probe through."""
+
+    http_max_connections: int = 256
+    """Size of the pooled HTTP client's connection pool (all targets)."""
+
+    allow_loopback_targets: bool = False
+    """Allow targets resolving to loopback addresses (127.0.0.0/8, ::1); local stacks only."""
+
+    allow_private_targets: bool = False
+    """Allow targets resolving to private/link-local/shared addresses (never metadata)."""
 
     def __post_init__(self) -> None:
         NatsConfig.__post_init__(self)
@@ -29,7 +76,31 @@ class ExecutorConfig(NatsConfig, ServerConfig, LogConfig):
         host, sep, port = self.ledger_address.rpartition(":")
         if not (sep and host and port.isdigit()):
             raise ConfigError("ledger_address", f"expected host:port, got {self.ledger_address!r}")
-        if self.max_in_flight < 1:
-            raise ConfigError("max_in_flight", "must be >= 1")
+        for name in (
+            "max_in_flight",
+            "fetch_batch",
+            "lease_pipeline",
+            "breaker_failures",
+            "http_max_connections",
+        ):
+            if getattr(self, name) < 1:
+                raise ConfigError(name, "must be >= 1")
+        if not 1 <= self.complete_batch_size <= 500:
+            raise ConfigError("complete_batch_size", "must be between 1 and 500")
+        if not 10 <= self.run_lease_s <= 300:
+            raise ConfigError("run_lease_s", "must be between 10 and 300 seconds")
+        for name in (
+            "ack_wait_s",
+            "heartbeat_interval_s",
+            "ledger_timeout_s",
+            "capacity_retry_s",
+            "breaker_open_s",
+        ):
+            if getattr(self, name) <= 0:
+                raise ConfigError(name, "must be > 0")
+        if self.heartbeat_interval_s >= self.run_lease_s:
+            raise ConfigError("heartbeat_interval_s", "must be shorter than run_lease_s")
+        if self.complete_flush_ms < 0:
+            raise ConfigError("complete_flush_ms", "must be >= 0")
         if not self.node_id:
             object.__setattr__(self, "node_id", f"{socket.gethostname()}-{os.getpid()}")

@@ -1,0 +1,401 @@
+"""Pulls RunDispatch messages from JetStream and leases their runs (RunLedger.LeaseRuns).
+
+One durable pull consumer (``sundial-executors``) on SUNDIAL_RUNS is shared by every
+executor, so each message goes to one of them. The loop:
+
+1. wait for a free call slot, then fetch up to ``fetch_batch`` messages (never more
+   than free slots: every message holds at least one run);
+2. decode them; a malformed message is logged and terminated (never redelivered,
+   never raised into the loop);
+3. lease their runs in chunks of at most the free slots (and 500), one LeaseRuns per
+   chunk, so the runs of several small messages share a call while a 500-run message
+   is leased as slots free up (the message is kept alive with in-progress acks);
+4. once every run of a message is granted or rejected: ack it, unless a run was
+   rejected TENANT_AT_CAPACITY, then nak it with the rejection's retry_after so it comes
+   back later (never dropped). A redelivered message may name runs this executor (or
+   another) already leased or finished; the ledger answers those LEASED_ELSEWHERE or
+   FINISHED, both of which ack, so a partly leased message converges.
+
+Up to ``pipeline`` fetched batches go through steps 2-4 at once, so a LeaseRuns round
+trip does not stall fetching. Granted runs are handed to :class:`InFlight`, which calls
+their targets.
+
+Stop: fetching stops at once, messages not yet fully leased are nak'ed (no delay:
+another executor takes them), then the held runs get the rest of the grace period to
+finish; what is still running after it is abandoned without a report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import grpc
+from nats.aio.msg import Msg
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import BadRequestError
+
+from sundial.core.bus import RUNS_STREAM, RUNS_SUBJECT_PREFIX, ensure_streams
+from sundial.executor.convert import (
+    decode_dispatch,
+    lease_from_grant,
+    run_from_ref,
+    seconds,
+    to_duration,
+)
+from sundial.executor.inflight import InFlight
+from sundial.executor.model import ErrorClass, Outcome, OutcomeStatus, Report
+from sundial.v1 import ledger_pb2, ledger_pb2_grpc, run_pb2
+
+__all__ = ["Consumer", "MessageStats"]
+
+log = logging.getLogger(__name__)
+
+_MAX_LEASE_BATCH = 500  # LeaseRuns takes 1-500 runs
+_FETCH_WAIT_S = 1.0  # how long one fetch waits for messages (stop is noticed this fast)
+_LEDGER_RETRYABLE = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.ABORTED,
+    }
+)
+_ACK_REASONS = frozenset(
+    {
+        ledger_pb2.REJECT_REASON_FINISHED,
+        ledger_pb2.REJECT_REASON_LEASED_ELSEWHERE,
+        ledger_pb2.REJECT_REASON_NOT_FOUND,
+        ledger_pb2.REJECT_REASON_CANCELLED,
+        ledger_pb2.REJECT_REASON_NOT_DUE,
+    }
+)
+
+
+@dataclass
+class MessageStats:
+    """What happened to messages (for tests and metrics)."""
+
+    acked: int = 0
+    naked: int = 0
+    terminated: int = 0
+    granted: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class _Pending:
+    """A fetched message whose runs are not all resolved yet."""
+
+    msg: Msg
+    unresolved: int
+    nak_delay_s: float | None = None
+    done: bool = False
+
+
+class Consumer:
+    """Lifecycle component: JetStream -> LeaseRuns -> :class:`InFlight`."""
+
+    name = "consumer"
+
+    def __init__(
+        self,
+        jetstream: JetStreamContext,
+        stub: ledger_pb2_grpc.RunLedgerStub,
+        inflight: InFlight,
+        *,
+        executor_id: str,
+        durable: str = "sundial-executors",
+        fetch_batch: int = 16,
+        ack_wait_s: float = 30.0,
+        lease_ttl_s: float = 30.0,
+        ledger_timeout_s: float = 10.0,
+        capacity_retry_s: float = 5.0,
+        pipeline: int = 4,
+        submit: Callable[[Report], Awaitable[object]] | None = None,
+    ) -> None:
+        self._js = jetstream
+        self._stub = stub
+        self._inflight = inflight
+        self._executor_id = executor_id
+        self._durable = durable
+        self._fetch_batch = fetch_batch
+        self._ack_wait_s = ack_wait_s
+        self._lease_ttl_s = lease_ttl_s
+        self._ledger_timeout_s = ledger_timeout_s
+        self._capacity_retry_s = capacity_retry_s
+        self._submit = submit
+        self._pipeline = pipeline
+        self._stopping = asyncio.Event()
+        self._running = False
+        self._fetching_done = asyncio.Event()
+        self.stats = MessageStats()
+        self._background: set[asyncio.Task[object]] = set()
+
+    async def _subscribe(self) -> JetStreamContext.PullSubscription:
+        config = ConsumerConfig(
+            durable_name=self._durable,
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL,
+            ack_wait=self._ack_wait_s,
+            max_deliver=-1,  # a run waits (capacity) as often as needed; never dropped
+            max_ack_pending=-1,
+            filter_subject=f"{RUNS_SUBJECT_PREFIX}.>",
+        )
+        try:
+            return await self._js.pull_subscribe(
+                f"{RUNS_SUBJECT_PREFIX}.>", durable=self._durable, stream=RUNS_STREAM, config=config
+            )
+        except BadRequestError:
+            # Another executor created it at the same moment (or with other settings):
+            # it is shared, so bind to it as it is.
+            return await self._js.pull_subscribe_bind(durable=self._durable, stream=RUNS_STREAM)
+
+    async def run(self, started: Callable[[], None]) -> None:
+        """Fetch, lease and start runs until stopped."""
+        self._running = True
+        batches: set[asyncio.Task[None]] = set()
+        # Up to `pipeline` fetched batches are leased at once, so one LeaseRuns round
+        # trip does not hold up the next fetch (measured: a single executor reached
+        # ~700 runs/s with one batch at a time).
+        room = asyncio.Semaphore(self._pipeline)
+        try:
+            await ensure_streams(self._js)
+            subscription = await self._subscribe()
+            started()
+            while not self._stopping.is_set():
+                free = await self._inflight.reserve(self._fetch_batch, stop=self._stopping)
+                if free == 0:
+                    break
+                # The slots were only a gauge for how much to fetch: give them back, the
+                # lease step takes its own.
+                self._inflight.release(free)
+                await room.acquire()
+                try:
+                    messages = await subscription.fetch(batch=free, timeout=_FETCH_WAIT_S)
+                except (TimeoutError, NatsTimeoutError):
+                    room.release()
+                    continue
+                task = asyncio.create_task(self._process(messages))
+                batches.add(task)
+                task.add_done_callback(lambda done: self._batch_done(done, batches, room))
+            if batches:
+                await asyncio.wait(batches)
+            await subscription.unsubscribe()
+        finally:
+            for task in batches:
+                task.cancel()
+            self._inflight.draining = True
+            self._fetching_done.set()
+
+    @staticmethod
+    def _batch_done(
+        task: asyncio.Task[None], batches: set[asyncio.Task[None]], room: asyncio.Semaphore
+    ) -> None:
+        batches.discard(task)
+        room.release()
+        if not task.cancelled() and task.exception() is not None:
+            log.error(
+                "leasing a batch failed",
+                exc_info=task.exception(),
+                extra={"action": "consume.error"},
+            )
+
+    async def stop(self) -> None:
+        """Stop fetching, let held runs finish (the app bounds this by its grace period)."""
+        self._stopping.set()
+        self._inflight.draining = True
+        if self._running:  # safe before run(): nothing was fetched
+            await self._fetching_done.wait()
+        try:
+            await self._inflight.wait_idle()
+        except asyncio.CancelledError:
+            await self._inflight.abandon_all()
+            raise
+
+    # --- one fetched batch -------------------------------------------------------------
+
+    async def _process(self, messages: list[Msg]) -> None:
+        pendings: list[_Pending] = []
+        work: list[tuple[run_pb2.RunRef, list[_Pending]]] = []
+        index: dict[tuple[str, int, int], int] = {}
+        for msg in messages:
+            try:
+                refs = decode_dispatch(msg.data)
+            except ValueError as exc:
+                log.warning(
+                    "terminating malformed message: %s",
+                    exc,
+                    extra={"action": "consume.malformed", "subject": msg.subject},
+                )
+                await _quietly(msg.term())
+                self.stats.terminated += 1
+                continue
+            pending = _Pending(msg, unresolved=0)
+            pendings.append(pending)
+            for ref in refs:
+                key = (ref.job_id, ref.scheduled_at.seconds, ref.scheduled_at.nanos)
+                if key in index:  # the same run twice in a batch: lease it once
+                    work[index[key]][1].append(pending)
+                else:
+                    index[key] = len(work)
+                    work.append((ref, [pending]))
+                pending.unresolved += 1
+        if not work:
+            return
+        keepalive = asyncio.create_task(self._keep_alive(pendings))
+        try:
+            position = 0
+            while position < len(work):
+                most = min(len(work) - position, _MAX_LEASE_BATCH)
+                slots = await self._inflight.reserve(most, stop=self._stopping)
+                if slots == 0:
+                    break
+                chunk = work[position : position + slots]
+                results = await self._lease([ref for ref, _ in chunk])
+                if results is None:
+                    self._inflight.release(slots)
+                    break
+                position += slots
+                used, finished = self._apply(chunk, results)
+                self._inflight.release(slots - used)
+                for pending in finished:
+                    await self._finish(pending)
+        finally:
+            keepalive.cancel()
+            await asyncio.gather(keepalive, return_exceptions=True)
+            # Stopping: another executor may take them now. The ledger refusing: wait.
+            delay = None if self._stopping.is_set() else self._capacity_retry_s
+            for pending in pendings:
+                if not pending.done:
+                    pending.done = True
+                    await _quietly(pending.msg.nak(delay=delay))
+                    self.stats.naked += 1
+
+    def _apply(
+        self,
+        chunk: list[tuple[run_pb2.RunRef, list[_Pending]]],
+        results: list[ledger_pb2.LeaseResult],
+    ) -> tuple[int, list[_Pending]]:
+        """Start granted runs, record rejections; returns the slots used and the
+        messages whose runs are now all resolved."""
+        used = 0
+        finished: list[_Pending] = []
+        for (ref, owners), result in zip(chunk, results, strict=True):
+            kind = result.WhichOneof("result")
+            if kind == "grant":
+                used += 1
+                self.stats.granted += 1
+                try:
+                    lease = lease_from_grant(ref, result.grant)
+                except ValueError as exc:
+                    used -= 1
+                    self._refuse_grant(ref, result.grant, str(exc))
+                else:
+                    self._inflight.start(lease)
+            else:
+                rejection = result.rejection
+                reason = ledger_pb2.RejectReason.Name(rejection.reason)
+                self.stats.rejected[reason] = self.stats.rejected.get(reason, 0) + 1
+                if rejection.reason not in _ACK_REASONS:
+                    # TENANT_AT_CAPACITY (and anything unknown): the run must come back.
+                    delay = (
+                        seconds(rejection.retry_after)
+                        if rejection.HasField("retry_after")
+                        else self._capacity_retry_s
+                    )
+                    for owner in owners:
+                        owner.nak_delay_s = max(owner.nak_delay_s or 0.0, delay)
+            for owner in owners:
+                owner.unresolved -= 1
+                if owner.unresolved == 0 and not owner.done:
+                    owner.done = True
+                    finished.append(owner)
+        return used, finished
+
+    def _refuse_grant(self, ref: run_pb2.RunRef, grant: ledger_pb2.Grant, error: str) -> None:
+        """A grant we cannot act on (no target): report it as a final failure."""
+        log.error("unusable grant: %s", error, extra={"action": "lease.bad_grant"})
+        if self._submit is None:
+            return
+        now = datetime.now(UTC)
+        outcome = Outcome(
+            status=OutcomeStatus.FAILED_FINAL,
+            started_at=now,
+            finished_at=now,
+            error=f"unusable grant: {error}",
+            error_class=ErrorClass.REFUSED,
+        )
+        task = asyncio.create_task(self._submit(Report(run_from_ref(ref), grant.attempt, outcome)))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _finish(self, pending: _Pending) -> None:
+        if pending.nak_delay_s is not None:
+            await _quietly(pending.msg.nak(delay=pending.nak_delay_s))
+            self.stats.naked += 1
+        else:
+            await _quietly(pending.msg.ack())
+            self.stats.acked += 1
+
+    async def _keep_alive(self, pendings: list[_Pending]) -> None:
+        """Tell JetStream we still work on messages waiting for slots (no redelivery)."""
+        while True:
+            await asyncio.sleep(self._ack_wait_s / 3)
+            for pending in pendings:
+                if not pending.done:
+                    await _quietly(pending.msg.in_progress())
+
+    async def _lease(self, refs: list[run_pb2.RunRef]) -> list[ledger_pb2.LeaseResult] | None:
+        """One LeaseRuns call, retried while the ledger is unavailable; None if stopping."""
+        request = ledger_pb2.LeaseRunsRequest(
+            executor_id=self._executor_id,
+            runs=refs,
+            lease_ttl=to_duration(self._lease_ttl_s),
+        )
+        delay = 0.1
+        while True:
+            try:
+                response = await self._stub.LeaseRuns(request, timeout=self._ledger_timeout_s)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() not in _LEDGER_RETRYABLE:
+                    log.error(
+                        "LeaseRuns refused: %s",
+                        exc.details(),
+                        extra={"action": "lease", "grpc_code": exc.code().name},
+                    )
+                    return None
+                if self._stopping.is_set():
+                    return None
+                log.warning(
+                    "LeaseRuns failed (%s); retrying in %.1f s",
+                    exc.code().name,
+                    delay,
+                    extra={"action": "lease", "runs": len(refs)},
+                )
+                await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+                delay = min(delay * 2, 5.0)
+                continue
+            if len(response.results) != len(refs):
+                log.error(
+                    "LeaseRuns answered %d results for %d runs",
+                    len(response.results),
+                    len(refs),
+                    extra={"action": "lease"},
+                )
+                return None
+            return list(response.results)
+
+
+async def _quietly(ack: object) -> None:
+    """Ack/nak/term without raising: a lost ack only means a redelivery."""
+    try:
+        await ack  # type: ignore[misc]
+    except Exception as exc:
+        log.warning("message ack failed: %s", exc, extra={"action": "consume.ack"})

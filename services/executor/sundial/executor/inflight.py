@@ -1,0 +1,224 @@
+"""The runs an executor holds: call slots, run tasks, cancel orders and lost leases.
+
+A granted run is *held* from its grant until the ledger answered its outcome; the
+heartbeat extends the lease of every held run. Its *slot* (one of ``max_in_flight``) is
+taken before LeaseRuns and given back when the target call ends, so the number of
+concurrent target calls never exceeds ``max_in_flight``.
+
+How a held run ends:
+
+- the call returns: the outcome is reported (CompleteRuns) and the run is dropped once
+  the ledger answered;
+- a cancel order (heartbeat): the call is cancelled, OUTCOME_STATUS_CANCELLED reported;
+- a lost lease (heartbeat): the call is cancelled and nothing is reported (the report
+  would be fenced out: another attempt owns the run now);
+- shutdown past the grace period: the call is cancelled and nothing is reported. The
+  lease expires and the ledger retries the run (ERROR_CLASS_LEASE_EXPIRED): a stopping
+  executor never reports a run as failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sundial.core.logging import run_key_var
+from sundial.executor.model import ErrorClass, Lease, Outcome, OutcomeStatus, Report, RunId
+from sundial.executor.runner import Runner
+
+__all__ = ["Held", "InFlight"]
+
+log = logging.getLogger(__name__)
+
+Submit = Callable[[Report], Awaitable[object]]
+"""Hands a report to the completer and waits until the ledger answered it."""
+
+
+@dataclass(eq=False)
+class Held:
+    """One held run at one attempt."""
+
+    lease: Lease
+    task: asyncio.Task[None] | None = None
+    call: asyncio.Task[Outcome] | None = None
+    cancel_reason: str | None = None
+    lost: bool = False
+
+
+class InFlight:
+    """Held runs and the slots that bound concurrent target calls."""
+
+    def __init__(self, runner: Runner, submit: Submit, *, max_in_flight: int) -> None:
+        self._runner = runner
+        self._submit = submit
+        self.max_in_flight = max_in_flight
+        self._free = max_in_flight
+        self._freed = asyncio.Event()
+        self._held: dict[tuple[RunId, int], Held] = {}
+        self._closed = False
+        self.draining = False
+        """True once the executor stopped leasing (reported on heartbeats)."""
+
+    # --- slots -------------------------------------------------------------------------
+
+    @property
+    def free_slots(self) -> int:
+        """Slots not taken."""
+        return self._free
+
+    async def reserve(self, most: int, *, stop: asyncio.Event) -> int:
+        """Wait for at least one free slot, then take up to ``most``.
+
+        Returns:
+            The slots taken; 0 when ``stop`` was set first.
+        """
+        while self._free == 0 and not stop.is_set():
+            self._freed.clear()
+            freed = asyncio.ensure_future(self._freed.wait())
+            stopped = asyncio.ensure_future(stop.wait())
+            try:
+                await asyncio.wait([freed, stopped], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                freed.cancel()
+                stopped.cancel()
+        if stop.is_set():
+            return 0
+        taken = min(most, self._free)
+        self._free -= taken
+        return taken
+
+    def release(self, count: int = 1) -> None:
+        """Give back ``count`` slots (unused after LeaseRuns, or a finished call)."""
+        if count > 0:
+            self._free += count
+            self._freed.set()
+
+    # --- held runs ---------------------------------------------------------------------
+
+    def held(self) -> list[tuple[RunId, int]]:
+        """Every held run and its attempt (what the next heartbeat lists)."""
+        return list(self._held)
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def start(self, lease: Lease) -> None:
+        """Hold ``lease`` and call its target; its slot must already be reserved."""
+        held = Held(lease)
+        self._held[(lease.run, lease.attempt)] = held
+        held.task = asyncio.create_task(self._execute(held), name=f"run {lease.run_key}")
+
+    def cancel(self, run: RunId, attempt: int, reason: str) -> bool:
+        """A cancel order: stop the call and report CANCELLED. False if not held/in call."""
+        held = self._held.get((run, attempt))
+        if held is None or held.call is None or held.call.done():
+            return False
+        held.cancel_reason = reason
+        held.call.cancel()
+        log.info(
+            "cancelling run: %s",
+            reason,
+            extra={"action": "run.cancel", "run_key": held.lease.run_key, "attempt": attempt},
+        )
+        return True
+
+    def lose(self, run: RunId, attempt: int) -> bool:
+        """A lost lease: stop the call and report nothing. False if not held."""
+        held = self._held.get((run, attempt))
+        if held is None:
+            return False
+        held.lost = True
+        if held.call is not None and not held.call.done():
+            held.call.cancel()
+        log.warning(
+            "lease lost; abandoning run",
+            extra={"action": "run.lost", "run_key": held.lease.run_key, "attempt": attempt},
+        )
+        return True
+
+    async def wait_idle(self) -> None:
+        """Wait until no run is held (every outcome answered or abandoned)."""
+        while self._held:
+            tasks = [h.task for h in self._held.values() if h.task is not None]
+            if tasks:
+                await asyncio.wait(tasks)
+            else:
+                await asyncio.sleep(0.01)
+
+    async def abandon_all(self) -> None:
+        """Shutdown past the grace period: cancel every run task, report nothing."""
+        tasks = [h.task for h in self._held.values() if h.task is not None and not h.task.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+            log.warning(
+                "abandoned %d runs at shutdown; their leases will expire",
+                len(tasks),
+                extra={"action": "run.abandon", "runs": len(tasks)},
+            )
+
+    async def _execute(self, held: Held) -> None:
+        lease = held.lease
+        token = run_key_var.set(lease.run_key)
+        released = False
+        try:
+            held.call = asyncio.create_task(self._runner.run(lease))
+            try:
+                outcome = await held.call
+            except asyncio.CancelledError:
+                if _being_cancelled() or held.lost or held.cancel_reason is None:
+                    raise  # shutdown or a lost lease: nothing to report
+                now = datetime.now(UTC)
+                outcome = Outcome(
+                    status=OutcomeStatus.CANCELLED,
+                    started_at=now,
+                    finished_at=now,
+                    error=f"cancelled: {held.cancel_reason}",
+                    error_class=ErrorClass.CANCELLED,
+                )
+            self.release()
+            released = True
+            if held.lost:
+                return
+            _log_outcome(lease, outcome)
+            await self._submit(Report(lease.run, lease.attempt, outcome))
+        except asyncio.CancelledError:
+            if held.call is not None and not held.call.done():
+                held.call.cancel()
+            if _being_cancelled():
+                raise
+            # Otherwise the lease was lost: the run task ends quietly.
+        except Exception:
+            log.exception(
+                "run task failed", extra={"action": "run.error", "run_key": lease.run_key}
+            )
+        finally:
+            if not released:
+                self.release()
+            self._held.pop((lease.run, lease.attempt), None)
+            run_key_var.reset(token)
+
+
+def _being_cancelled() -> bool:
+    current = asyncio.current_task()
+    return current is not None and current.cancelling() > 0
+
+
+def _log_outcome(lease: Lease, outcome: Outcome) -> None:
+    extra = {
+        "action": "run.attempt",
+        "run_key": lease.run_key,
+        "attempt": lease.attempt,
+        "tenant_id": lease.tenant_id,
+        "status": outcome.status.name,
+        "duration_ms": round((outcome.finished_at - outcome.started_at).total_seconds() * 1000, 1),
+    }
+    if outcome.failed:
+        extra["error_class"] = outcome.error_class.name
+        log.info("attempt failed: %s", outcome.error, extra=extra)
+    else:
+        log.info("attempt %s", outcome.status.name.lower(), extra=extra)

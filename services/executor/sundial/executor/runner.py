@@ -1,0 +1,127 @@
+"""One attempt of one run: headers, circuit breaker, run timeout, the target call.
+
+:meth:`Runner.run` never raises for a failed call (the failure is the outcome); it lets
+cancellation through, which is how cancel orders, lost leases and shutdown stop a call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from datetime import UTC, datetime
+
+from opentelemetry import trace
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from sundial.core.runkey import format_timestamp
+from sundial.executor.model import (
+    ErrorClass,
+    GrpcTarget,
+    HttpTarget,
+    Lease,
+    Outcome,
+    OutcomeStatus,
+)
+from sundial.executor.targets.breaker import CircuitBreaker
+from sundial.executor.targets.grpc import GrpcCaller
+from sundial.executor.targets.http import HttpCaller, breaker_key
+
+__all__ = ["USER_AGENT", "Runner", "sundial_headers"]
+
+USER_AGENT = "sundial-executor/1"
+# gRPC calls carry the run timeout as their own deadline; the local timer gets a little
+# more so the target's DEADLINE_EXCEEDED (with its metadata) wins the race.
+_GRPC_SLACK_S = 1.0
+
+_tracer = trace.get_tracer("sundial.executor")
+_propagator = TraceContextTextMapPropagator()
+
+
+def _traceparent() -> dict[str, str]:
+    """W3C trace context of the current span, or a fresh one when tracing is off."""
+    carrier: dict[str, str] = {}
+    if trace.get_current_span().get_span_context().is_valid:
+        _propagator.inject(carrier)
+    if "traceparent" not in carrier:
+        # No tracer provider configured: still give the target a unique trace id, so
+        # its logs of this attempt can be correlated with ours.
+        carrier = {"traceparent": f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"}
+    return carrier
+
+
+def sundial_headers(lease: Lease) -> dict[str, str]:
+    """The headers (and, lower-cased, gRPC metadata) every attempt carries."""
+    headers = {
+        "Idempotency-Key": lease.run_key,
+        "Sundial-Scheduled-At": format_timestamp(lease.run.scheduled_at),
+        "Sundial-Attempt": str(lease.attempt),
+        **_traceparent(),
+    }
+    if lease.signature:
+        headers["Sundial-Signature"] = lease.signature
+    return headers
+
+
+class Runner:
+    """Calls targets for granted runs."""
+
+    def __init__(self, http: HttpCaller, grpc_caller: GrpcCaller, breaker: CircuitBreaker) -> None:
+        self._http = http
+        self._grpc = grpc_caller
+        self._breaker = breaker
+
+    async def run(self, lease: Lease) -> Outcome:
+        """Perform the attempt ``lease`` and return how it ended.
+
+        Raises:
+            asyncio.CancelledError: The call was cancelled (nothing is recorded).
+        """
+        target = lease.target
+        key = breaker_key(target) if isinstance(target, HttpTarget) else f"grpc://{target.address}"
+        held_back_s = self._breaker.acquire(key)
+        if held_back_s is not None:
+            now = datetime.now(UTC)
+            return Outcome(
+                status=OutcomeStatus.FAILED_RETRYABLE,
+                started_at=now,
+                finished_at=now,
+                error=f"circuit breaker open for {key}: not called",
+                error_class=ErrorClass.CONNECTION,
+                retry_after_s=held_back_s,
+            )
+        started = datetime.now(UTC)
+        with _tracer.start_as_current_span(
+            "sundial.run",
+            kind=trace.SpanKind.CLIENT,
+            attributes={
+                "sundial.run_key": lease.run_key,
+                "sundial.attempt": lease.attempt,
+                "sundial.tenant_id": lease.tenant_id,
+            },
+        ):
+            try:
+                outcome = await self._call(lease, target)
+            except TimeoutError:
+                outcome = Outcome(
+                    status=OutcomeStatus.TIMED_OUT,
+                    started_at=started,
+                    finished_at=datetime.now(UTC),
+                    error=f"run timeout of {lease.run_timeout_s:g} s exceeded",
+                    error_class=ErrorClass.TIMEOUT,
+                )
+            except BaseException:  # cancelled (or a bug): the target gave no answer
+                self._breaker.release(key)
+                raise
+        failed = outcome.status in (OutcomeStatus.FAILED_RETRYABLE, OutcomeStatus.TIMED_OUT)
+        self._breaker.record(key, failed=failed)
+        return outcome
+
+    async def _call(self, lease: Lease, target: HttpTarget | GrpcTarget) -> Outcome:
+        headers = sundial_headers(lease)
+        if isinstance(target, HttpTarget):
+            headers["User-Agent"] = USER_AGENT
+            async with asyncio.timeout(lease.run_timeout_s):
+                return await self._http.call(target, lease.payload, headers)
+        metadata = {name.lower(): value for name, value in headers.items()}
+        async with asyncio.timeout(lease.run_timeout_s + _GRPC_SLACK_S):
+            return await self._grpc.call(lease, target, metadata)

@@ -1,0 +1,85 @@
+"""Per-target circuit breaker: a target that keeps failing is not hammered.
+
+After ``failures`` consecutive retryable failures (connection errors, timeouts, 5xx,
+429...) the breaker of that target opens: for ``open_s`` seconds no call is made and
+each attempt is reported FAILED_RETRYABLE at once, with the remaining open time as
+retry_after. The ledger's retry policy still decides when (and whether) a run is tried
+again; the breaker only spares the target the calls. After the open period ONE call is
+let through (half-open): success closes the breaker, failure opens it again.
+
+A final failure (a 4xx) counts as an answer, not as trouble: the target is up.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["CircuitBreaker"]
+
+# While the half-open probe is in flight, other calls wait at least this long.
+_PROBE_WAIT_S = 1.0
+
+
+@dataclass
+class _State:
+    failures: int = 0
+    open_until: float = 0.0
+    probing: bool = False
+
+
+class CircuitBreaker:
+    """Consecutive-failure breakers keyed by target (``scheme://host:port``, gRPC address)."""
+
+    def __init__(
+        self,
+        *,
+        failures: int,
+        open_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._threshold = failures
+        self._open_s = open_s
+        self._clock = clock
+        self._states: dict[str, _State] = {}
+
+    def acquire(self, key: str) -> float | None:
+        """Ask to call target ``key``.
+
+        Returns:
+            None when the call may go ahead (the caller must then call :meth:`record` or
+            :meth:`release`), else the seconds the breaker stays open.
+        """
+        state = self._states.get(key)
+        if state is None or state.failures < self._threshold:
+            return None
+        now = self._clock()
+        if now < state.open_until:
+            return state.open_until - now
+        if state.probing:
+            return _PROBE_WAIT_S
+        state.probing = True  # half-open: this call is the probe
+        return None
+
+    def record(self, key: str, *, failed: bool) -> None:
+        """Record the result of a call allowed by :meth:`acquire`."""
+        if not failed:
+            self._states.pop(key, None)  # closed breakers hold no memory
+            return
+        state = self._states.setdefault(key, _State())
+        state.failures += 1
+        state.probing = False
+        if state.failures >= self._threshold:
+            state.open_until = self._clock() + self._open_s
+
+    def release(self, key: str) -> None:
+        """Forget a call allowed by :meth:`acquire` that ended without a result (cancelled)."""
+        state = self._states.get(key)
+        if state is not None:
+            state.probing = False
+
+    def is_open(self, key: str) -> bool:
+        """True while calls to ``key`` are held back."""
+        state = self._states.get(key)
+        return state is not None and state.failures >= self._threshold

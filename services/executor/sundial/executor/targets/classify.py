@@ -1,0 +1,81 @@
+"""How target answers become outcomes (DESIGN.md section 7, run.proto ErrorClass).
+
+HTTP: 2xx succeeded; 408, 425, 429 and 5xx retryable; any other status (3xx included:
+redirects are not followed) final. gRPC: OK succeeded; UNAVAILABLE, DEADLINE_EXCEEDED,
+RESOURCE_EXHAUSTED, ABORTED, INTERNAL, UNKNOWN retryable; any other code final. A
+``Retry-After`` (HTTP header: seconds or an HTTP-date; gRPC trailing metadata: seconds)
+is passed on to the ledger, which waits at least that long before the next attempt.
+"""
+
+from __future__ import annotations
+
+import email.utils
+from datetime import UTC, datetime
+
+import grpc
+
+from sundial.executor.model import ErrorClass, OutcomeStatus
+
+__all__ = [
+    "RETRYABLE_GRPC_CODES",
+    "RETRYABLE_HTTP_STATUSES",
+    "classify_grpc",
+    "classify_http",
+    "parse_retry_after",
+]
+
+RETRYABLE_HTTP_STATUSES = frozenset({408, 425, 429})
+RETRYABLE_GRPC_CODES = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.ABORTED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNKNOWN,
+    }
+)
+MAX_RETRY_AFTER_S = 86_400.0  # the ledger caps it at 24 h too
+
+
+def classify_http(status: int) -> tuple[OutcomeStatus, ErrorClass]:
+    """The outcome status and error class of an HTTP response status."""
+    if 200 <= status < 300:
+        return OutcomeStatus.SUCCEEDED, ErrorClass.UNSPECIFIED
+    if status in RETRYABLE_HTTP_STATUSES or 500 <= status < 600:
+        return OutcomeStatus.FAILED_RETRYABLE, ErrorClass.RETRYABLE
+    return OutcomeStatus.FAILED_FINAL, ErrorClass.FINAL
+
+
+def classify_grpc(code: grpc.StatusCode) -> tuple[OutcomeStatus, ErrorClass]:
+    """The outcome status and error class of a gRPC status code."""
+    if code == grpc.StatusCode.OK:
+        return OutcomeStatus.SUCCEEDED, ErrorClass.UNSPECIFIED
+    if code in RETRYABLE_GRPC_CODES:
+        return OutcomeStatus.FAILED_RETRYABLE, ErrorClass.RETRYABLE
+    return OutcomeStatus.FAILED_FINAL, ErrorClass.FINAL
+
+
+def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` value, or None when absent or malformed.
+
+    Accepts a non-negative integer number of seconds (RFC 9110) or an HTTP-date; a date
+    in the past means 0. The result is capped at 24 h.
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    if not value:
+        return None
+    if value.isdigit():
+        return min(float(value), MAX_RETRY_AFTER_S)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    if when.tzinfo is None:  # "-0000" dates parse naive; HTTP-dates are always GMT
+        when = when.replace(tzinfo=UTC)
+    now = now or datetime.now(UTC)
+    return min(max(0.0, (when - now).total_seconds()), MAX_RETRY_AFTER_S)

@@ -1,0 +1,159 @@
+"""Calling gRPC targets: ``sundial.v1.TargetService/Execute`` with a deadline.
+
+The address is resolved and checked (:class:`AddressPolicy`) at every call, and the
+channel dials the checked IP: plaintext channels keep the target's ``host:port`` as
+``:authority``; TLS channels verify the certificate against the target's host name
+(``grpc.ssl_target_name_override``). Channels are cached per (target, resolved IP) and
+reused by every call to it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from datetime import UTC, datetime
+
+import grpc
+
+from sundial.executor.convert import to_timestamp
+from sundial.executor.model import ErrorClass, GrpcTarget, Lease, Outcome, OutcomeStatus
+from sundial.executor.targets.address import AddressPolicy, TargetRefused, split_host_port
+from sundial.executor.targets.classify import classify_grpc, parse_retry_after
+from sundial.v1 import target_pb2, target_pb2_grpc
+
+__all__ = ["GrpcCaller"]
+
+_MAX_CHANNELS = 512  # least recently used channels beyond this are closed
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _trailing(error: grpc.aio.AioRpcError, key: str) -> str | None:
+    for name, value in error.trailing_metadata() or ():
+        if name.lower() == key and isinstance(value, str):
+            return value
+    return None
+
+
+class GrpcCaller:
+    """Makes one Execute call per attempt over cached channels."""
+
+    def __init__(self, policy: AddressPolicy) -> None:
+        self._policy = policy
+        self._channels: OrderedDict[tuple[str, bool, str], grpc.aio.Channel] = OrderedDict()
+
+    async def aclose(self) -> None:
+        """Close every cached channel."""
+        channels = list(self._channels.values())
+        self._channels.clear()
+        for channel in channels:
+            await channel.close()
+
+    async def _channel(self, target: GrpcTarget) -> grpc.aio.Channel:
+        host, port = split_host_port(target.address)
+        ip = (await self._policy.resolve(host, port))[0]
+        key = (target.address, target.plaintext, ip)
+        channel = self._channels.get(key)
+        if channel is not None:
+            self._channels.move_to_end(key)
+            return channel
+        dial = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+        options: list[tuple[str, str | int]] = [("grpc.default_authority", target.address)]
+        if target.plaintext:
+            channel = grpc.aio.insecure_channel(dial, options=options)
+        else:
+            options.append(("grpc.ssl_target_name_override", host))
+            channel = grpc.aio.secure_channel(dial, grpc.ssl_channel_credentials(), options)
+        self._channels[key] = channel
+        while len(self._channels) > _MAX_CHANNELS:
+            _, oldest = self._channels.popitem(last=False)
+            await oldest.close(grace=5.0)
+        return channel
+
+    async def call(
+        self,
+        lease: Lease,
+        target: GrpcTarget,
+        metadata: dict[str, str],
+    ) -> Outcome:
+        """Call Execute for ``lease`` with ``metadata`` and the run timeout as deadline.
+
+        Never raises for a failed call: the failure is the outcome. Cancellation
+        propagates (and cancels the RPC).
+        """
+        started = _now()
+        try:
+            channel = await self._channel(target)
+        except TargetRefused as exc:
+            return _outcome(started, OutcomeStatus.FAILED_FINAL, ErrorClass.REFUSED, str(exc))
+        except OSError as exc:
+            return _outcome(
+                started, OutcomeStatus.FAILED_RETRYABLE, ErrorClass.CONNECTION, str(exc)
+            )
+        request = target_pb2.ExecuteRequest(
+            run_key=lease.run_key,
+            idempotency_key=lease.run_key,
+            job_id=lease.run.job_id,
+            tenant_id=lease.tenant_id,
+            scheduled_at=to_timestamp(lease.run.scheduled_at),
+            attempt=lease.attempt,
+            payload=lease.payload,
+        )
+        stub = target_pb2_grpc.TargetServiceStub(channel)
+        # Sundial's keys win over the job's (the API refuses those names anyway).
+        pairs = [(k, v) for k, v in target.metadata if k.lower() not in metadata]
+        pairs.extend(metadata.items())
+        began = time.monotonic()
+        try:
+            await stub.Execute(request, timeout=lease.run_timeout_s, metadata=pairs)
+        except grpc.aio.AioRpcError as exc:
+            code = exc.code()
+            elapsed = time.monotonic() - began
+            message = f"gRPC {code.name}: {exc.details() or ''}".rstrip(": ")
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED and elapsed >= lease.run_timeout_s * 0.99:
+                # Our own deadline (the run timeout) ran out, not the target's.
+                return Outcome(
+                    status=OutcomeStatus.TIMED_OUT,
+                    started_at=started,
+                    finished_at=_now(),
+                    error=f"run timeout of {lease.run_timeout_s:g} s exceeded",
+                    error_class=ErrorClass.TIMEOUT,
+                    grpc_code=code.value[0],
+                )
+            status, error_class = classify_grpc(code)
+            if code == grpc.StatusCode.UNAVAILABLE and _no_answer(exc):
+                error_class = ErrorClass.CONNECTION
+            return Outcome(
+                status=status,
+                started_at=started,
+                finished_at=_now(),
+                error=message,
+                error_class=error_class,
+                retry_after_s=parse_retry_after(_trailing(exc, "retry-after")),
+                grpc_code=code.value[0],
+            )
+        return Outcome(
+            status=OutcomeStatus.SUCCEEDED,
+            started_at=started,
+            finished_at=_now(),
+            grpc_code=grpc.StatusCode.OK.value[0],
+        )
+
+
+def _no_answer(error: grpc.aio.AioRpcError) -> bool:
+    """True when UNAVAILABLE came from the transport (no connection), not from the target."""
+    details = (error.details() or "").lower()
+    return any(
+        marker in details
+        for marker in ("failed to connect", "connection refused", "connect failed", "dns")
+    )
+
+
+def _outcome(
+    started: datetime, status: OutcomeStatus, error_class: ErrorClass, error: str
+) -> Outcome:
+    return Outcome(
+        status=status, started_at=started, finished_at=_now(), error=error, error_class=error_class
+    )

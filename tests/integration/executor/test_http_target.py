@@ -1,0 +1,163 @@
+"""HTTP targets against a real local HTTP server: headers, outcomes, timeouts, SSRF."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import pytest
+
+from sundial.devstack import free_port
+from sundial.executor.model import ErrorClass, HttpTarget, OutcomeStatus
+from sundial.executor.runner import Runner
+from sundial.executor.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCaller
+from tests.helpers.eventually import assert_eventually
+from tests.helpers.target_server import RecordingTarget
+from tests.integration.executor.conftest import make_lease
+
+pytestmark = pytest.mark.timeout(30)
+
+
+async def test_success_sends_payload_and_sundial_headers(
+    runner: Runner, target: RecordingTarget
+) -> None:
+    lease = make_lease(HttpTarget(f"{target.url}/hook", "PUT", (("X-Custom", "yes"),)), attempt=3)
+    outcome = await runner.run(lease)
+    assert outcome.status is OutcomeStatus.SUCCEEDED
+    assert outcome.http_status == 200
+    assert outcome.started_at <= outcome.finished_at
+    [call] = target.calls
+    request = call.request
+    assert request.method == "PUT"
+    assert request.body == b'{"hello":"world"}'
+    headers = request.headers
+    assert headers["idempotency-key"] == lease.run_key
+    assert headers["sundial-scheduled-at"] == "2026-03-08T14:00:00Z"
+    assert headers["sundial-attempt"] == "3"
+    assert headers["sundial-signature"] == "t=1772978400,v1=abc123"
+    assert re.fullmatch(r"00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]", headers["traceparent"])
+    assert headers["content-type"] == "application/octet-stream"
+    assert headers["x-custom"] == "yes"
+    assert headers["user-agent"].startswith("sundial-executor/")
+
+
+async def test_job_headers_cannot_override_sundial_headers(
+    runner: Runner, target: RecordingTarget
+) -> None:
+    lease = make_lease(HttpTarget(f"{target.url}/h", "POST", (("Idempotency-Key", "forged"),)))
+    await runner.run(lease)
+    assert target.calls[0].key == lease.run_key
+
+
+async def test_retryable_status_with_retry_after_seconds(
+    runner: Runner, target: RecordingTarget
+) -> None:
+    target.script("/busy", status=503, headers={"Retry-After": "17"}, body=b"overloaded")
+    outcome = await runner.run(make_lease(HttpTarget(f"{target.url}/busy")))
+    assert outcome.status is OutcomeStatus.FAILED_RETRYABLE
+    assert outcome.error_class is ErrorClass.RETRYABLE
+    assert outcome.http_status == 503
+    assert outcome.retry_after_s == 17.0
+    assert "503" in outcome.error and "overloaded" in outcome.error
+
+
+async def test_429_with_http_date_retry_after(runner: Runner, target: RecordingTarget) -> None:
+    target.script(
+        "/slow-down", status=429, headers={"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}
+    )
+    outcome = await runner.run(make_lease(HttpTarget(f"{target.url}/slow-down")))
+    assert outcome.status is OutcomeStatus.FAILED_RETRYABLE
+    assert outcome.retry_after_s == 0.0  # a date in the past: no extra wait
+
+
+@pytest.mark.parametrize("status", [400, 404, 302])
+async def test_final_statuses(runner: Runner, target: RecordingTarget, status: int) -> None:
+    target.script("/x", status=status, headers={"Location": "http://169.254.169.254/"})
+    outcome = await runner.run(make_lease(HttpTarget(f"{target.url}/x")))
+    assert outcome.status is OutcomeStatus.FAILED_FINAL
+    assert outcome.error_class is ErrorClass.FINAL
+    assert outcome.http_status == status
+    assert len(target.calls) == 1  # a redirect is not followed
+
+
+async def test_run_timeout_aborts_the_call(runner: Runner, target: RecordingTarget) -> None:
+    target.hold("/forever")
+    outcome = await runner.run(make_lease(HttpTarget(f"{target.url}/forever"), run_timeout_s=0.3))
+    assert outcome.status is OutcomeStatus.TIMED_OUT
+    assert outcome.error_class is ErrorClass.TIMEOUT
+    assert (outcome.finished_at - outcome.started_at).total_seconds() >= 0.3
+
+
+async def test_connection_refused_is_retryable(runner: Runner) -> None:
+    port = free_port()
+    outcome = await runner.run(make_lease(HttpTarget(f"http://127.0.0.1:{port}/")))
+    assert outcome.status is OutcomeStatus.FAILED_RETRYABLE
+    assert outcome.error_class is ErrorClass.CONNECTION
+    assert outcome.http_status == 0
+
+
+async def test_unresolvable_host_is_a_connection_error(runner: Runner) -> None:
+    outcome = await runner.run(make_lease(HttpTarget("http://no-such-host.invalid/")))
+    assert outcome.status is OutcomeStatus.FAILED_RETRYABLE
+    assert outcome.error_class is ErrorClass.CONNECTION
+
+
+async def test_loopback_refused_at_call_time_unless_allowed(target: RecordingTarget) -> None:
+    strict = HttpCaller(AddressPolicy())
+    runner = Runner(strict, GrpcCaller(AddressPolicy()), CircuitBreaker(failures=3, open_s=1))
+    try:
+        for url in (f"{target.url}/a", f"http://localhost:{target.url.rsplit(':', 1)[1]}/a"):
+            outcome = await runner.run(make_lease(HttpTarget(url)))
+            assert outcome.status is OutcomeStatus.FAILED_FINAL, url
+            assert outcome.error_class is ErrorClass.REFUSED
+            assert "loopback" in outcome.error
+        outcome = await runner.run(make_lease(HttpTarget("http://169.254.169.254/latest/")))
+        assert outcome.error_class is ErrorClass.REFUSED
+        assert target.calls == []
+    finally:
+        await strict.aclose()
+
+
+async def test_connections_are_pooled(runner: Runner, target: RecordingTarget) -> None:
+    leases = [
+        make_lease(HttpTarget(f"{target.url}/p"), job_id=f"00000000-0000-0000-0000-{i:012d}")
+        for i in range(20)
+    ]
+    for lease in leases:
+        assert (await runner.run(lease)).status is OutcomeStatus.SUCCEEDED
+    outcomes = await asyncio.gather(*(runner.run(lease) for lease in leases))
+    assert all(o.status is OutcomeStatus.SUCCEEDED for o in outcomes)
+    assert len(target.calls) == 40
+
+
+async def test_breaker_holds_calls_back_after_repeated_failures(
+    runner: Runner, target: RecordingTarget
+) -> None:
+    target.script("/down", status=502)
+    lease = make_lease(HttpTarget(f"{target.url}/down"))
+    for _ in range(3):
+        assert (await runner.run(lease)).http_status == 502
+    held = await runner.run(lease)
+    assert held.status is OutcomeStatus.FAILED_RETRYABLE
+    assert "circuit breaker open" in held.error
+    assert held.retry_after_s is not None and 0 < held.retry_after_s <= 30
+    assert len(target.calls) == 3  # the fourth attempt never reached the target
+    # Another origin is not affected.
+    assert (
+        await runner.run(
+            make_lease(HttpTarget(f"{target.url.replace('127.0.0.1', 'localhost')}/ok"))
+        )
+    ).status is OutcomeStatus.SUCCEEDED
+
+
+async def test_cancelling_the_call_propagates(runner: Runner, target: RecordingTarget) -> None:
+    target.hold("/held")
+    task = asyncio.create_task(runner.run(make_lease(HttpTarget(f"{target.url}/held"))))
+    await assert_eventually(lambda: _called(target), timeout_s=5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+def _called(target: RecordingTarget) -> None:
+    assert target.calls, "no call yet"
