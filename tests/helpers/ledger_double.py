@@ -257,6 +257,7 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
                 await stream.outbox.put(response)
 
         pump = asyncio.create_task(pump_requests())
+        getter: asyncio.Future[ledger_pb2.HeartbeatResponse] | None = None
         try:
             while True:
                 getter = asyncio.ensure_future(stream.outbox.get())
@@ -264,10 +265,15 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
                 if getter.done():
                     yield getter.result()
                     continue
-                getter.cancel()
                 break
         finally:
-            pump.cancel()
+            # The server may cancel this handler (stop, client gone): leave no task behind.
+            for task in (getter, pump):
+                if task is not None and not task.done():
+                    task.cancel()
+            await asyncio.gather(
+                *(t for t in (getter, pump) if t is not None), return_exceptions=True
+            )
             if stream in self._streams:
                 self._streams.remove(stream)
 

@@ -11,7 +11,9 @@ How a held run ends:
   the ledger answered;
 - a cancel order (heartbeat): the call is cancelled, OUTCOME_STATUS_CANCELLED reported;
 - a lost lease (heartbeat): the call is cancelled and nothing is reported (the report
-  would be fenced out: another attempt owns the run now);
+  would be fenced out: another attempt owns the run now). If the call had already ended,
+  its report may be on its way; the ledger fences it out (STALE_ATTEMPT), which is
+  harmless;
 - shutdown past the grace period: the call is cancelled and nothing is reported. The
   lease expires and the ledger retries the run (ERROR_CLASS_LEASE_EXPIRED): a stopping
   executor never reports a run as failed.
