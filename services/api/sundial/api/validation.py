@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 from sundial.api.model import GrpcTarget, HttpTarget, JobSpec, Target
 from sundial.core.definition import JobPolicies
 from sundial.core.errors import InvalidArgument, Unavailable
+from sundial.core.netpolicy import AddressPolicy, IPAddress
 from sundial.schedule import (
     CompiledSchedule,
     CronSpec,
@@ -460,55 +461,8 @@ def check_quotas(max_jobs: int, max_concurrent_runs: int, field: str = "tenant.q
 
 # --- SSRF ---------------------------------------------------------------------------------
 
-# Instance-metadata services: refused whatever the operator allows, because they hand out
-# the cloud credentials of the machine Sundial runs on.
-_METADATA_ADDRESSES = frozenset(
-    ipaddress.ip_address(a)
-    for a in (
-        "169.254.169.254",  # AWS, GCP, Azure, OpenStack, DigitalOcean...
-        "169.254.170.2",  # AWS ECS task metadata
-        "169.254.169.253",  # AWS DNS / time
-        "168.63.129.16",  # Azure wire server (a public address)
-        "100.100.100.200",  # Alibaba Cloud
-        "192.0.0.192",  # Oracle Cloud
-        "fd00:ec2::254",  # AWS over IPv6
-    )
-)
-_SHARED = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
-
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-
-@dataclasses.dataclass(frozen=True)
-class TargetPolicy:
-    """Which non-public networks a target may reach (operator settings)."""
-
-    allow_loopback: bool = False
-    allow_private: bool = False
-
-    def refusal(self, address: IPAddress) -> str | None:
-        """Why ``address`` may not be called, or None when it may."""
-        if isinstance(address, ipaddress.IPv6Address):
-            if address.ipv4_mapped is not None:
-                address = address.ipv4_mapped
-            elif address in _NAT64:
-                address = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-        if address in _METADATA_ADDRESSES:
-            return "a cloud metadata address"
-        if address.is_unspecified:
-            return "an unspecified address"
-        if address.is_multicast:
-            return "a multicast address"
-        if address.is_loopback:
-            return None if self.allow_loopback else "a loopback address"
-        if address.is_link_local:
-            return None if self.allow_private else "a link-local address"
-        if address.is_reserved:
-            return "a reserved address"
-        if address.is_private or address in _SHARED or not address.is_global:
-            return None if self.allow_private else "a private or non-public address"
-        return None
+# The rules themselves are shared with the executor, which checks again at call time.
+TargetPolicy = AddressPolicy
 
 
 class TargetGuard:

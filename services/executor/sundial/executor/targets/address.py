@@ -6,10 +6,8 @@ connection and refuses it when ANY resolved address is forbidden. The HTTP clien
 connects to the address that was checked (see :mod:`sundial.executor.targets.http`), so
 there is no window between check and connect.
 
-Always refused: cloud metadata endpoints, unspecified, multicast and reserved
-addresses. Refused unless the operator allows them: loopback
-(``allow_loopback_targets``) and private, shared (CGNAT), link-local and unique-local
-addresses (``allow_private_targets``).
+The rules are :mod:`sundial.core.netpolicy`'s, the same the API applies when a job is
+written (``allow_loopback_targets``, ``allow_private_targets``).
 """
 
 from __future__ import annotations
@@ -17,24 +15,11 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from dataclasses import dataclass
+
+from sundial.core.netpolicy import AddressPolicy as NetPolicy
+from sundial.core.netpolicy import IPAddress
 
 __all__ = ["AddressPolicy", "TargetRefused", "split_host_port"]
-
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-# Metadata services answer on link-local or private addresses; a target must never reach
-# them, whatever the operator allows (they hand out cloud credentials).
-_METADATA = frozenset(
-    ipaddress.ip_address(a)
-    for a in (
-        "169.254.169.254",  # AWS, GCP, Azure, OpenStack, DigitalOcean
-        "169.254.170.2",  # AWS ECS task metadata
-        "100.100.100.200",  # Alibaba Cloud
-        "fd00:ec2::254",  # AWS IMDS over IPv6
-    )
-)
-_SHARED = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT; not is_private
 
 
 class TargetRefused(Exception):
@@ -55,39 +40,14 @@ def split_host_port(address: str) -> tuple[str, int]:
     return host, int(port)
 
 
-@dataclass(frozen=True)
-class AddressPolicy:
-    """The SSRF rules of one executor."""
-
-    allow_loopback: bool = False
-    allow_private: bool = False
+class AddressPolicy(NetPolicy):
+    """The SSRF rules of one executor, with the call-time resolution that applies them."""
 
     def check(self, address: IPAddress) -> None:
         """Raise :class:`TargetRefused` if ``address`` may not be called."""
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
-        if address in _METADATA:
-            raise TargetRefused(f"{address} is a cloud metadata address")
-        if address.is_unspecified or address.is_multicast:
-            raise TargetRefused(f"{address} is not a unicast address")
-        if address.is_loopback:
-            if self.allow_loopback:
-                return
-            raise TargetRefused(f"{address} is a loopback address")
-        if (
-            address.is_reserved
-        ):  # after loopback (::1 is in ::/8), before is_private: 240.0.0.0/4 counts as both
-            raise TargetRefused(f"{address} is a reserved address")
-        if (
-            address.is_private
-            or address.is_link_local
-            or (isinstance(address, ipaddress.IPv4Address) and address in _SHARED)
-        ):
-            if self.allow_private:
-                return
-            raise TargetRefused(f"{address} is a private or link-local address")
-        if not address.is_global:
-            raise TargetRefused(f"{address} is a reserved address")
+        reason = self.refusal(address)
+        if reason is not None:
+            raise TargetRefused(f"{address} is {reason}")
 
     async def resolve(self, host: str, port: int) -> list[str]:
         """Resolve ``host`` and check every address it resolves to.

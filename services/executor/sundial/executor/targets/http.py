@@ -13,9 +13,7 @@ off) for the same reason.
 
 from __future__ import annotations
 
-import importlib.util
 import ssl
-import sys
 import typing
 from datetime import UTC, datetime
 
@@ -27,13 +25,6 @@ from sundial.executor.targets.address import AddressPolicy, TargetRefused
 from sundial.executor.targets.classify import classify_http, parse_retry_after
 
 __all__ = ["HttpCaller", "breaker_key"]
-
-# httpcore runs `import sniffio` on every request to learn the async library and falls
-# back to asyncio when it is missing. A missing module is searched for on sys.path anew
-# each time: a quarter of the executor's CPU at a few hundred calls per second. Record
-# the absence once, so the import fails at once (only when sniffio is truly absent).
-if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
-    sys.modules["sniffio"] = None  # type: ignore[assignment]
 
 # How much of a response body is read into the run's last_error (the rest is dropped).
 _ERROR_BODY_BYTES = 1024
