@@ -87,6 +87,16 @@ async def test_cli_against_a_real_api(api_process: ServiceProcess) -> None:
         assert "cron 0 9 * * MON-FRI (Europe/Berlin)" in _run(env, "jobs", "get", job_id)
 
         assert "triggered run" in _run(env, "jobs", "trigger", job_id)
+        runs = _run(env, "runs", "list", job_id)
+        assert "manual" in runs and "queued" in runs and "lateness" in runs
+        [run_key] = [
+            r["run_key"] for r in json.loads(_run(env, "runs", "list", job_id, "--json"))["runs"]
+        ]
+        assert run_key.startswith(f"{job_id}@")
+        assert "cancelled" in _run(env, "runs", "cancel", run_key, "--reason", "test")
+        assert "queued" in _run(env, "runs", "replay", run_key)
+        unknown = CliRunner().invoke(app, ["runs", "list", job_id, "--status", "sleepy"], env=env)
+        assert unknown.exit_code == 1 and "--status" in unknown.output
         described = _run(env, "jobs", "describe", job_id)
         assert "recent runs" in described and "next fire times" in described
         assert "manual" in described and "queued" in described

@@ -109,7 +109,7 @@ def print_job(job: job_pb2.Job) -> None:
 def print_runs(runs: list[run_pb2.Run], title: str) -> None:
     """Runs as a table, newest first."""
     table = Table(title=title, title_justify="left")
-    for column in ("scheduled at", "kind", "status", "attempt", "last error"):
+    for column in ("scheduled at", "kind", "status", "attempt", "lateness", "last error"):
         table.add_column(column)
     for run in runs:
         table.add_row(
@@ -117,6 +117,9 @@ def print_runs(runs: list[run_pb2.Run], title: str) -> None:
             enum_name(run.kind, run_pb2.RunKind, "RUN_KIND_"),
             enum_name(run.status, run_pb2.RunStatus, "RUN_STATUS_"),
             str(run.attempt),
+            f"{run.lateness.ToTimedelta().total_seconds():.3f}s"
+            if run.HasField("lateness")
+            else "-",
             (run.last_error[:60] + "...") if len(run.last_error) > 60 else run.last_error or "-",
         )
     console.print(table)
