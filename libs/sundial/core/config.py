@@ -424,9 +424,18 @@ class ServerConfig(EnvConfig):
     grace_period_s: float = 10.0
     """Seconds in-flight RPCs (and each component) get to finish on shutdown."""
 
+    max_message_bytes: int = 16 * 1024 * 1024
+    """Largest request or response message, in bytes (gRPC's own default is 4 MiB; a
+    BatchCreateJobs of 1,000 jobs with payloads needs more)."""
+
     def __post_init__(self) -> None:
         _check_host_port(self.listen, "listen")
         _check(self.grace_period_s >= 0, "grace_period_s", "must be >= 0")
+        _check(
+            1024 <= self.max_message_bytes <= 1024**3,
+            "max_message_bytes",
+            "must be between 1 KiB and 1 GiB",
+        )
 
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

@@ -221,7 +221,11 @@ class Server:
             interceptors=[ErrorInterceptor(), *interceptors],
             # gRPC sets SO_REUSEPORT by default, which lets a second process bind the
             # same fixed port silently and steal half the traffic; fail loudly instead.
-            options=[("grpc.so_reuseport", 0)],
+            options=[
+                ("grpc.so_reuseport", 0),
+                ("grpc.max_receive_message_length", config.max_message_bytes),
+                ("grpc.max_send_message_length", config.max_message_bytes),
+            ],
         )
         for add, servicer in services:
             add(servicer, self._server)

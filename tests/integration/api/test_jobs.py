@@ -11,7 +11,7 @@ from google.protobuf import duration_pb2, field_mask_pb2, timestamp_pb2
 
 from sundial.core.clock import ManualClock
 from sundial.core.partition import partition_of
-from sundial.v1 import job_pb2
+from sundial.v1 import job_pb2, job_service_pb2_grpc
 from sundial.v1 import job_service_pb2 as pb
 from tests.integration.api.support import Api, StartApi, Tenant, expect_error, make_job, names
 
@@ -666,3 +666,17 @@ async def test_schedule_bounds_are_inclusive(api: Api, tenant: Tenant) -> None:
     single = job_pb2.Schedule(cron="0 * * * *", start_time=ts(start), end_time=ts(start))
     job = await create(api, tenant, make_job("single", schedule=single))
     assert job.next_run_at.ToDatetime(UTC) == start
+
+
+async def test_batch_create_larger_than_grpc_default_message_size(api: Api, tenant: Tenant) -> None:
+    # 24 jobs with 200 KiB payloads: about 4.8 MiB each way, over gRPC's 4 MiB default.
+    jobs = [make_job(f"big-{i:02d}", payload=bytes([i]) * 200 * 1024) for i in range(24)]
+    limit = 16 * 1024 * 1024
+    options = [("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)]
+    async with grpc.aio.insecure_channel(api.address, options=options) as channel:
+        stub = job_service_pb2_grpc.JobServiceStub(channel)
+        response = await stub.BatchCreateJobs(
+            pb.BatchCreateJobsRequest(jobs=jobs), metadata=tenant.md, timeout=30
+        )
+    assert [job.payload[:1] for job in response.jobs] == [bytes([i]) for i in range(24)]
+    assert (await api.counts())["jobs"] == 24
