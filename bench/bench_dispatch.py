@@ -6,7 +6,8 @@ Reported, all in the same run on the same PostgreSQL:
 
 * ``bare_sql_1`` / ``bare_sql_2``: the machine's limit. A plain asyncpg loop (one, then
   two concurrent connections) running the same claim-insert-advance transaction as the
-  dispatcher (claim 500 due jobs FOR UPDATE SKIP LOCKED over 256 partitions, insert the
+  dispatcher (claim 500 due jobs FOR UPDATE SKIP LOCKED over 256 partitions, one
+  per-partition index probe each as claim_due_jobs does, insert the
   runs with unnest ON CONFLICT DO NOTHING, advance next_run_at with unnest), without
   reading definitions, planning, publishing or confirming.
 * ``scheduler_1`` / ``scheduler_2``: real ``sundial-scheduler`` processes (one, then two,
@@ -51,10 +52,15 @@ SCHEDULE = schedule_to_json(Schedule(CronSpec("0 0 * * *")))
 POLICIES = policies_to_json(JobPolicies())
 TARGET = {"http": {"url": "https://example.com/hook"}}
 
+# The dispatcher's claim shape (claim_due_jobs): one index probe per partition, so a
+# batch reads the rows it locks instead of every due row.
 CLAIM = """
-SELECT job_id, tenant_id, partition_id, next_run_at FROM jobs
- WHERE partition_id = ANY($1::smallint[]) AND NOT paused AND next_run_at <= $2
- ORDER BY next_run_at LIMIT $3 FOR UPDATE SKIP LOCKED
+SELECT j.* FROM unnest($1::smallint[]) AS p(id)
+ CROSS JOIN LATERAL (
+       SELECT job_id, tenant_id, partition_id, next_run_at FROM jobs
+        WHERE partition_id = p.id AND NOT paused AND next_run_at <= $2
+        ORDER BY next_run_at LIMIT $3 FOR UPDATE SKIP LOCKED) AS j
+ LIMIT $3
 """
 INSERT = """
 INSERT INTO job_runs (job_id, scheduled_at, tenant_id, partition_id, status, dispatch_seq,

@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
+import json
+import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import asyncpg
 import pytest
 
 from sundial.core.bus import Bus
 from sundial.core.clock import ManualClock
-from sundial.core.definition import JobPolicies, OverlapPolicy
+from sundial.core.definition import (
+    JobPolicies,
+    OverlapPolicy,
+    policies_to_json,
+    schedule_to_json,
+)
 from sundial.devstack import Stack
 from sundial.schedule import CronSpec, IntervalSpec, MisfirePolicy, Schedule
+from sundial.scheduler import planning
 from sundial.scheduler.dispatcher import Dispatcher
+from sundial.scheduler.model import ClaimedJob
+from sundial.scheduler.planning import DefinitionCache
 from sundial.scheduler.publisher import RunPublisher
-from sundial.scheduler.store import SchedulerStore
+from sundial.scheduler.store import SchedulerStore, queries
+from sundial.scheduler.sweeper import Sweeper
 from tests.integration.scheduler.conftest import scheduler_config
 from tests.integration.scheduler.support import insert_jobs, runs_of
 
@@ -127,3 +139,167 @@ async def test_jittered_run_is_inserted_now_and_published_when_due(
     assert await pool.fetchval(
         "SELECT next_run_at FROM jobs WHERE job_id=$1", job
     ) == T0 + timedelta(hours=1)
+
+
+async def test_jittered_run_records_its_lateness_when_first_published(
+    *,
+    pool: asyncpg.Pool,
+    bus: Bus,
+    stack: Stack,
+    migrated_database_url: str,
+    dispatcher: Dispatcher,
+    clock: ManualClock,
+) -> None:
+    schedule = Schedule(CronSpec("0 * * * *"), jitter=timedelta(minutes=30))
+    jobs = await insert_jobs(pool, schedule, first_due=T0, count=5)
+    await dispatcher.dispatch_once()
+    deferred = await pool.fetchrow(
+        "SELECT job_id, check_at FROM job_runs WHERE check_at > $1 ORDER BY check_at LIMIT 1",
+        T0,
+    )
+    assert deferred is not None, "no job drew a jitter delay"  # 5 jobs: never all zero
+    config = scheduler_config(migrated_database_url, stack)
+    sweeper = Sweeper(
+        SchedulerStore(pool), RunPublisher(bus.jetstream, "test"), lambda: ALL, config, clock
+    )
+    clock.advance((deferred["check_at"] + timedelta(seconds=7) - clock.now()).total_seconds())
+    await sweeper.sweep_once()
+    [run] = await runs_of(pool, deferred["job_id"])
+    assert run["dispatch_seq"] > 0 and run["lateness_ms"] == 7000
+    assert deferred["job_id"] in jobs
+
+
+async def test_unplannable_job_is_quarantined_and_the_rest_dispatch(
+    pool: asyncpg.Pool,
+    dispatcher: Dispatcher,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    good = await insert_jobs(pool, HOURLY, first_due=T0, count=3)
+    [unreadable, failing] = await insert_jobs(pool, HOURLY, first_due=T0, count=2)
+    # One stored definition no longer decodes; the other makes planning itself fail.
+    await pool.execute(
+        "UPDATE job_definitions SET schedule = '{\"cron\": 42}' WHERE job_id = $1", unreadable
+    )
+    real_plan_job = planning._plan_job
+
+    def plan_job(job: ClaimedJob, now: object, cache: object) -> object:
+        if job.job_id == failing:
+            raise ZeroDivisionError("a bug this job's definition triggers")
+        return real_plan_job(job, now, cache)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(planning, "_plan_job", plan_job)
+    outcome = await dispatcher.dispatch_once()
+    assert outcome.claimed == 5
+    for job in good:
+        assert [r["scheduled_at"] for r in await runs_of(pool, job)] == [T0]
+    for job in (unreadable, failing):
+        assert await runs_of(pool, job) == []  # no run, and no off-schedule run key
+        row = await pool.fetchrow(
+            "SELECT next_run_at, dispatch_not_before FROM jobs WHERE job_id = $1", job
+        )
+        assert row["next_run_at"] == T0  # still the nominal occurrence
+        assert row["dispatch_not_before"] == T0 + planning.QUARANTINE
+        assert any(
+            r.message == "job cannot be planned; quarantined"
+            and getattr(r, "job_id", None) == str(job)
+            for r in caplog.records
+        )
+    # Quarantined: not claimed again until the quarantine ends.
+    clock.advance(60)
+    assert (await dispatcher.dispatch_once()).claimed == 0
+    # The bug is fixed; after the quarantine the missed occurrence runs (misfire RUN_ONCE).
+    monkeypatch.setattr(planning, "_plan_job", real_plan_job)
+    clock.advance((T0 + planning.QUARANTINE - clock.now()).total_seconds())
+    assert (await dispatcher.dispatch_once()).claimed == 2  # the unreadable one again
+    assert [r["scheduled_at"] for r in await runs_of(pool, failing)] == [T0]
+    assert await runs_of(pool, unreadable) == []
+    assert (
+        await pool.fetchval("SELECT dispatch_not_before FROM jobs WHERE job_id = $1", failing)
+        is None
+    )
+
+
+def test_definition_cache_never_pairs_a_job_with_a_schedule_it_no_longer_has() -> None:
+    # A claim that read the new jobs row (version 2) with the old definition, then the
+    # next claim with the new one: the second must not get the first's compiled schedule.
+    job = uuid.uuid4()
+    old = Schedule(CronSpec("0 * * * *"), jitter=timedelta(minutes=1))
+    new = Schedule(CronSpec("30 * * * *"), jitter=timedelta(minutes=1))
+    cache = DefinitionCache()
+
+    def claimed(schedule: Schedule) -> ClaimedJob:
+        return ClaimedJob(
+            job_id=job,
+            tenant_id="acme",
+            partition_id=0,
+            next_run_at=T0,
+            fired_count=0,
+            version=2,
+            schedule=json.dumps(schedule_to_json(schedule)),
+            policies=json.dumps(policies_to_json(JobPolicies())),
+            unfinished=0,
+            pending=0,
+        )
+
+    cache.get(claimed(old))
+    compiled, _ = cache.get(claimed(new))
+    fire = compiled.next_fire(T0)
+    assert fire is not None and fire.at == T0 + timedelta(minutes=30)
+
+
+async def test_update_of_the_schedule_takes_effect_at_the_next_dispatch(
+    pool: asyncpg.Pool, dispatcher: Dispatcher, clock: ManualClock
+) -> None:
+    schedule = Schedule(CronSpec("0 * * * *"), jitter=timedelta(seconds=1))
+    [job] = await insert_jobs(pool, schedule, first_due=T0)
+    await dispatcher.dispatch_once()
+    # UpdateJob: new definition, version + 1, next_run_at from the new schedule.
+    new = Schedule(CronSpec("30 * * * *"), jitter=timedelta(seconds=1))
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute(
+            "UPDATE jobs SET version = version + 1, next_run_at = $2 WHERE job_id = $1",
+            job,
+            T0 + timedelta(minutes=30),
+        )
+        await conn.execute(
+            "UPDATE job_definitions SET schedule = $2 WHERE job_id = $1",
+            job,
+            schedule_to_json(new),
+        )
+    clock.advance(31 * 60)
+    assert (await dispatcher.dispatch_once()).claimed == 1
+    assert [r["scheduled_at"] for r in await runs_of(pool, job)] == [
+        T0,
+        T0 + timedelta(minutes=30),
+    ]
+    next_run_at = await pool.fetchval("SELECT next_run_at FROM jobs WHERE job_id = $1", job)
+    assert next_run_at == T0 + timedelta(minutes=90)
+
+
+def rows_read_from(plan: dict[str, Any], relation: str) -> float:
+    """Rows the plan's nodes on ``relation`` returned, over all their loops."""
+    own = plan.get("Actual Rows", 0) * plan.get("Actual Loops", 1)
+    total = own if plan.get("Relation Name") == relation else 0
+    return total + sum(rows_read_from(child, relation) for child in plan.get("Plans", []))
+
+
+async def test_claim_reads_only_the_partitions_it_takes_from(pool: asyncpg.Pool) -> None:
+    # A herd of 20,000 due jobs over 256 partitions: one batch of 500 must not read (and
+    # sort) every due row, or dispatching a herd costs N^2 / 500 row reads.
+    await pool.execute(
+        "INSERT INTO jobs (job_id, tenant_id, name, partition_id, next_run_at)"
+        " SELECT gen_random_uuid(), 'acme', 'herd-' || i, i % 256, $1"
+        " FROM generate_series(1, 20000) AS i",
+        T0,
+    )
+    await pool.execute("ANALYZE jobs")
+    async with pool.acquire() as conn, conn.transaction():
+        plan = await conn.fetchval(
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + queries.claim_due_jobs, list(ALL), 500, T0, 500
+        )
+    # The pool decodes json values; a plain connection returns text.
+    [explained] = json.loads(plan) if isinstance(plan, str) else plan
+    read = rows_read_from(explained["Plan"], "jobs")
+    assert 500 <= read <= 2_000, f"the claim read {read} job rows for a batch of 500"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import random
@@ -22,8 +23,11 @@ from sundial.devstack import Stack
 from sundial.schedule import CronSpec, Schedule
 from sundial.scheduler.convert import timestamp
 from sundial.scheduler.ledger import RunLedgerServicer
+from sundial.scheduler.publisher import RunPublisher
 from sundial.scheduler.store import SchedulerStore
-from sundial.v1 import ledger_pb2, ledger_pb2_grpc, run_pb2
+from sundial.scheduler.sweeper import Sweeper
+from sundial.v1 import events_pb2, ledger_pb2, ledger_pb2_grpc, run_pb2
+from tests.helpers.eventually import assert_eventually
 from tests.integration.scheduler.conftest import scheduler_config
 from tests.integration.scheduler.support import (
     add_tenant,
@@ -42,6 +46,22 @@ def clock() -> ManualClock:
     return ManualClock(T0)
 
 
+@contextlib.asynccontextmanager
+async def serve(servicer: RunLedgerServicer) -> AsyncIterator[ledger_pb2_grpc.RunLedgerStub]:
+    """``servicer`` behind a real gRPC server on a free port, and a stub calling it."""
+    server = build_server(
+        ServerConfig(listen="127.0.0.1:0"),
+        services=[(ledger_pb2_grpc.add_RunLedgerServicer_to_server, servicer)],
+        service_names=["sundial.v1.RunLedger"],
+    )
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            yield ledger_pb2_grpc.RunLedgerStub(channel)
+    finally:
+        await server.stop(0)
+
+
 @pytest.fixture
 async def ledger(
     pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
@@ -50,15 +70,8 @@ async def ledger(
     servicer = RunLedgerServicer(
         SchedulerStore(pool), bus.jetstream, config, clock, random.Random(7)
     )
-    server = build_server(
-        ServerConfig(listen="127.0.0.1:0"),
-        services=[(ledger_pb2_grpc.add_RunLedgerServicer_to_server, servicer)],
-        service_names=["sundial.v1.RunLedger"],
-    )
-    await server.start()
-    async with grpc.aio.insecure_channel(server.address) as channel:
-        yield ledger_pb2_grpc.RunLedgerStub(channel)
-    await server.stop(0)
+    async with serve(servicer) as stub:
+        yield stub
 
 
 def ref(job_id: object, at: datetime) -> run_pb2.RunRef:
@@ -301,3 +314,117 @@ async def test_signature_has_one_v1_per_valid_secret(
         "v1=" + hmac.new(secret, message, hashlib.sha256).hexdigest()
         for secret in (b"n" * 32, b"o" * 32)
     ]
+
+
+async def test_dead_letter_the_ledger_could_not_publish_is_sent_by_the_sweeper(
+    pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
+) -> None:
+    config = scheduler_config(migrated_database_url, stack)
+    store = SchedulerStore(pool)
+    policies = JobPolicies(retry_max_attempts=1)
+    [job] = await insert_jobs(pool, DAILY, first_due=T0, policies=policies)
+    await insert_queued_runs(pool, job, [T0])
+    # A ledger without NATS: the run dies, its letter is not acknowledged.
+    async with serve(RunLedgerServicer(store, None, config, clock)) as cut_off:
+        [grant] = await lease(cut_off, [ref(job, T0)])
+        dead = await complete(
+            cut_off,
+            ref(job, T0),
+            grant.grant.attempt,
+            ledger_pb2.OUTCOME_STATUS_FAILED_FINAL,
+            error="404 from target",
+            error_class=run_pb2.ERROR_CLASS_FINAL,
+        )
+    assert dead.accepted and dead.next_status == run_pb2.RUN_STATUS_DEAD
+    assert await pool.fetchval("SELECT check_at FROM job_runs") is not None
+    # Once the outbox entry is due, the sweeper publishes the letter.
+    clock.advance(config.publish_confirm_s)
+    sweeper = Sweeper(store, RunPublisher(bus.jetstream, "test"), lambda: ALL, config, clock)
+    await sweeper.sweep_once()
+
+    async def one_letter() -> events_pb2.DeadLetter:
+        letters = [d for d in await dead_letters(bus.jetstream) if d.run.job_id == str(job)]
+        assert len(letters) == 1, letters
+        return letters[0]
+
+    letter = await assert_eventually(one_letter, what="dead letter")
+    assert letter.last_error == "404 from target" and letter.run.attempt == 1
+    assert letter.error_class == run_pb2.ERROR_CLASS_FINAL
+    assert await pool.fetchval("SELECT check_at FROM job_runs") is None
+
+
+async def test_ledger_clears_the_outbox_entry_once_its_letter_is_acknowledged(
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub, bus: Bus
+) -> None:
+    [job] = await insert_jobs(pool, DAILY, first_due=T0)
+    await insert_queued_runs(pool, job, [T0])
+    [grant] = await lease(ledger, [ref(job, T0)])
+    await complete(
+        ledger, ref(job, T0), grant.grant.attempt, ledger_pb2.OUTCOME_STATUS_FAILED_FINAL
+    )
+    row = await pool.fetchrow("SELECT status, check_at FROM job_runs")
+    assert (row["status"], row["check_at"]) == ("dead", None)
+    assert [d for d in await dead_letters(bus.jetstream) if d.run.job_id == str(job)]
+
+
+async def test_a_cancel_is_honoured_when_the_attempt_fails_retryably(
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub, clock: ManualClock
+) -> None:
+    [job] = await insert_jobs(pool, DAILY, first_due=T0)
+    await insert_queued_runs(pool, job, [T0])
+    [grant] = await lease(ledger, [ref(job, T0)])
+    # CancelRun while it runs; the target then fails with a retryable error.
+    await pool.execute("UPDATE job_runs SET cancel_requested = true")
+    result = await complete(
+        ledger,
+        ref(job, T0),
+        grant.grant.attempt,
+        ledger_pb2.OUTCOME_STATUS_FAILED_RETRYABLE,
+        error="503 from target",
+    )
+    assert result.accepted and result.next_status == run_pb2.RUN_STATUS_CANCELLED
+    row = await pool.fetchrow("SELECT status, check_at, next_attempt_at FROM job_runs")
+    assert dict(row) == {"status": "cancelled", "check_at": None, "next_attempt_at": None}
+    assert await pool.fetchval("SELECT cancelled_count FROM job_stats WHERE job_id=$1", job) == 1
+
+
+async def test_a_run_asked_to_stop_is_not_leased_again(
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub, clock: ManualClock
+) -> None:
+    [job] = await insert_jobs(pool, DAILY, first_due=T0)
+    await insert_queued_runs(pool, job, [T0])
+    [grant] = await lease(ledger, [ref(job, T0)])
+    assert grant.HasField("grant")
+    # Cancelled, then the executor vanished: its lease expires before any sweep.
+    await pool.execute("UPDATE job_runs SET cancel_requested = true")
+    clock.advance(31)
+    [again] = await lease(ledger, [ref(job, T0)], executor="ex-2")
+    assert again.rejection.reason == ledger_pb2.REJECT_REASON_CANCELLED
+    assert await pool.fetchval("SELECT attempt FROM job_runs") == 1
+
+
+async def test_expired_lease_on_the_last_attempt_is_not_granted_again(
+    *,
+    pool: asyncpg.Pool,
+    ledger: ledger_pb2_grpc.RunLedgerStub,
+    clock: ManualClock,
+    bus: Bus,
+    stack: Stack,
+    migrated_database_url: str,
+) -> None:
+    policies = JobPolicies(retry_max_attempts=1)
+    [job] = await insert_jobs(pool, DAILY, first_due=T0, policies=policies)
+    await insert_queued_runs(pool, job, [T0])
+    [grant] = await lease(ledger, [ref(job, T0)])
+    assert grant.grant.attempt == 1
+    # The executor vanished; its message is redelivered before any sweep ran.
+    clock.advance(31)
+    [again] = await lease(ledger, [ref(job, T0)], executor="ex-2")
+    assert again.rejection.reason == ledger_pb2.REJECT_REASON_FINISHED
+    assert await pool.fetchval("SELECT attempt FROM job_runs") == 1
+    # The sweeper applies the same rule: DEAD, with its dead letter.
+    config = scheduler_config(migrated_database_url, stack)
+    store = SchedulerStore(pool)
+    sweeper = Sweeper(store, RunPublisher(bus.jetstream, "test"), lambda: ALL, config, clock)
+    await sweeper.sweep_once()
+    assert await pool.fetchval("SELECT status FROM job_runs") == "dead"

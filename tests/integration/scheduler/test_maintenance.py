@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 
 import aetcd
 import asyncpg
@@ -19,6 +19,7 @@ from tests.integration.scheduler.conftest import scheduler_config
 from tests.integration.scheduler.support import insert_jobs
 
 TODAY = date(2030, 3, 10)
+T = datetime(2030, 3, 10, 8, 0, tzinfo=UTC)
 
 
 async def partitions(pool: asyncpg.Pool) -> set[str]:
@@ -68,3 +69,36 @@ async def test_cluster_status_reports_lag(pool: asyncpg.Pool, stack: Stack) -> N
     assert snapshot.owners[7] == "a" and snapshot.owners.count("") == 255
     assert snapshot.oldest_due == now - timedelta(seconds=42)
     assert timedelta(seconds=42) <= snapshot.dispatch_lag < timedelta(seconds=60)
+
+
+async def test_retention_keeps_a_day_that_still_holds_live_runs(
+    pool: asyncpg.Pool, stack: Stack, migrated_database_url: str
+) -> None:
+    days = [TODAY - timedelta(days=d) for d in (40, 39, 38, 37)]
+    for day in days:
+        await ensure_run_partitions(pool, day, day)
+    [job] = await insert_jobs(pool, Schedule(CronSpec("0 0 * * *")), first_due=None, after=T)
+    # One day holds a run still retrying (a long backoff), one a dead run whose dead
+    # letter is not acknowledged yet, one only finished runs, one nothing.
+    for day, status, check_at in [
+        (days[0], "retrying", T),
+        (days[1], "dead", T),
+        (days[2], "succeeded", None),
+    ]:
+        await pool.execute(
+            "INSERT INTO job_runs (job_id, scheduled_at, tenant_id, partition_id, status,"
+            " check_at) VALUES ($1, $2, 'acme', 0, $3, $4)",
+            job,
+            datetime.combine(day, time(9), UTC),
+            status,
+            check_at,
+        )
+    config = scheduler_config(migrated_database_url, stack)
+    maintenance = Maintenance(SchedulerStore(pool), lambda: {0}, config, ManualClock(T))
+    _, dropped = await maintenance.maintain_once()
+    assert set(dropped) == {run_partition_name(days[2]), run_partition_name(days[3])}
+    assert {run_partition_name(days[0]), run_partition_name(days[1])} <= await partitions(pool)
+    # The retry ends and the letter is acknowledged: the next pass drops both days.
+    await pool.execute("UPDATE job_runs SET status = 'succeeded', check_at = NULL")
+    _, dropped = await maintenance.maintain_once()
+    assert set(dropped) == {run_partition_name(days[0]), run_partition_name(days[1])}

@@ -107,3 +107,47 @@ async def test_ownership_ends_when_the_lease_may_have_expired(cluster: Running) 
     assert len(member.owned()) == PARTITION_COUNT
     skew[0] = 3.5  # past the 3 s TTL since the last keep-alive
     assert member.owned() == frozenset()
+
+
+async def test_a_stray_key_under_the_partitions_prefix_is_ignored(cluster: Running) -> None:
+    member = await cluster.add("node-0")
+    member_task = cluster.members["node-0"][1]
+    client = cluster.members["node-0"][2]
+    await client.put(f"/sundial/{cluster.cluster}/partitions/notes".encode(), b"operator")
+    await client.put(f"/sundial/{cluster.cluster}/partitions/999".encode(), b"old layout")
+    joined = await cluster.add("node-1")
+
+    # Reconciling across the stray keys still splits the partitions between both.
+    def split() -> None:
+        check_disjoint_cover([member, joined])
+        assert member.owned() and joined.owned(), "not rebalanced yet"
+
+    await assert_eventually(split, timeout_s=10, what="rebalance")
+    assert not member_task.done()
+
+
+async def test_a_background_task_that_dies_crashes_the_component(
+    cluster: Running, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    member = await cluster.add("node-0")
+    task = cluster.members["node-0"][1]
+
+    async def broken() -> None:
+        raise RuntimeError("injected reconcile bug")
+
+    # An error none of the loops expects: the reconcile loop ends with it.
+    monkeypatch.setattr(member, "reconcile", broken)
+    await cluster.add("node-1")  # wakes node-0's reconcile loop through the watch
+
+    def crashed() -> None:
+        assert task.done(), "membership still running with a dead reconcile loop"
+
+    await assert_eventually(crashed, timeout_s=10, what="crash")
+    with pytest.raises(RuntimeError, match="injected reconcile bug"):
+        task.result()
+    # It left the cluster on the way out (lease revoked): the other member takes all.
+    _, _, client = cluster.members.pop("node-0")
+    await client.close()
+    await assert_eventually(
+        lambda: check_disjoint_cover([cluster.members["node-1"][0]]), timeout_s=10
+    )

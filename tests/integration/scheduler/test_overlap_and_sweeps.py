@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
+import nats.errors
 import pytest
 
 from sundial.core.bus import Bus
@@ -16,7 +17,8 @@ from sundial.scheduler.dispatcher import Dispatcher
 from sundial.scheduler.publisher import RunPublisher
 from sundial.scheduler.store import SchedulerStore
 from sundial.scheduler.sweeper import Sweeper
-from sundial.v1 import run_pb2
+from sundial.v1 import events_pb2, run_pb2
+from tests.helpers.eventually import assert_eventually
 from tests.integration.scheduler.conftest import scheduler_config
 from tests.integration.scheduler.support import dead_letters, insert_jobs, runs_of
 
@@ -34,6 +36,17 @@ class Parts:
         self.clock.advance(seconds)
         await self.dispatcher.dispatch_once()
         await self.sweeper.sweep_once()
+
+
+class NatsDown:
+    """A JetStream context whose server is unreachable: every publish fails."""
+
+    def __init__(self) -> None:
+        self.attempts = 0
+
+    async def publish(self, *args: object, **kwargs: object) -> None:
+        self.attempts += 1
+        raise nats.errors.ConnectionClosedError
 
 
 @pytest.fixture
@@ -185,3 +198,63 @@ async def test_lease_expired_on_the_last_attempt_is_dead_with_a_dead_letter(
     letters = [d for d in await dead_letters(bus.jetstream) if d.run.job_id == str(job)]
     assert len(letters) == 1 and letters[0].error_class == run_pb2.ERROR_CLASS_LEASE_EXPIRED
     assert letters[0].target.http.url == "https://example.com/hook"
+
+
+async def one_letter(bus: Bus, job: object) -> events_pb2.DeadLetter:
+    """The job's only DeadLetter on SUNDIAL_DEAD (AssertionError while there is none)."""
+    letters = [d for d in await dead_letters(bus.jetstream) if d.run.job_id == str(job)]
+    assert len(letters) == 1, letters
+    return letters[0]
+
+
+async def test_dead_letter_lost_to_a_nats_outage_is_published_by_a_later_sweep(
+    pool: asyncpg.Pool, parts: Parts, bus: Bus, stack: Stack, migrated_database_url: str
+) -> None:
+    policies = JobPolicies(retry_max_attempts=1)
+    schedule = Schedule(IntervalSpec(timedelta(days=1)))
+    [job] = await insert_jobs(pool, schedule, first_due=T0, policies=policies)
+    await parts.tick(0)
+    await pool.execute(
+        "UPDATE job_runs SET status='running', attempt=1, lease_until=$2, check_at=$2,"
+        " executor_id='gone' WHERE job_id=$1",
+        job,
+        T0 + timedelta(seconds=30),
+    )
+    # The run dies in a sweep while NATS is down: the letter is not acknowledged.
+    down = NatsDown()
+    config = scheduler_config(migrated_database_url, stack)
+    store = SchedulerStore(pool)
+    publisher = RunPublisher(down, "test")  # type: ignore[arg-type]
+    cut_off = Sweeper(store, publisher, lambda: ALL, config, parts.clock)
+    parts.clock.advance(31)
+    await cut_off.sweep_once()
+    [run] = await runs_of(pool, job)
+    assert run["status"] == "dead" and down.attempts == 1
+    assert run["check_at"] is not None  # the outbox entry outlives the failed publish
+    assert [d for d in await dead_letters(bus.jetstream) if d.run.job_id == str(job)] == []
+    # NATS is back: once the entry is due again, a sweep publishes it and clears it.
+    parts.clock.advance(config.publish_confirm_s)
+    await parts.sweeper.sweep_once()
+    letter = await assert_eventually(lambda: one_letter(bus, job), what="dead letter")
+    assert letter.run.attempt == 1 and letter.error_class == run_pb2.ERROR_CLASS_LEASE_EXPIRED
+    assert letter.target.http.url == "https://example.com/hook"
+    [run] = await runs_of(pool, job)
+    assert run["check_at"] is None and run["status"] == "dead"
+
+
+async def test_dead_letter_of_a_scheduler_that_crashed_after_commit_is_published(
+    pool: asyncpg.Pool, parts: Parts, bus: Bus
+) -> None:
+    # The row state a crash between the commit of a death and its publish leaves behind.
+    [job] = await insert_jobs(pool, Schedule(IntervalSpec(timedelta(days=1))), first_due=T0)
+    await parts.tick(0)
+    await pool.execute(
+        "UPDATE job_runs SET status='dead', attempt=3, finished_at=$2, check_at=$2,"
+        " last_error='503 from target', error_class='retryable' WHERE job_id=$1",
+        job,
+        T0,
+    )
+    await parts.sweeper.sweep_once()
+    letter = await assert_eventually(lambda: one_letter(bus, job), what="dead letter")
+    assert (letter.run.attempt, letter.last_error) == (3, "503 from target")
+    assert (await runs_of(pool, job))[0]["check_at"] is None

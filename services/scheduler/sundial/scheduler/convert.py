@@ -114,8 +114,8 @@ ERROR_CLASS = {name: value for value, name in ERROR_CLASS_NAMES.items()}
 def encode_dead_letter(
     row: Any, *, attempt: int, last_error: str, error_class: str, now: datetime
 ) -> bytes:
-    """The DeadLetter body of a run that died; ``row`` is a locked run row with its
-    job's definition (``SchedulerStore`` ``lock_runs``)."""
+    """The DeadLetter body of a run that died; ``row`` is a dead run row with its
+    letter content (``claim_dead_letters`` or ``dead_letters_of``)."""
     key = run_key(row["job_id"], row["scheduled_at"])
     run = run_pb2.Run(
         job_id=str(row["job_id"]),

@@ -22,7 +22,7 @@ from datetime import timedelta
 from sundial.core.clock import Clock, SystemClock
 from sundial.scheduler.config import SchedulerConfig
 from sundial.scheduler.model import DispatchOutcome, PublishBatch
-from sundial.scheduler.planning import DefinitionCache, plan_batch
+from sundial.scheduler.planning import QUARANTINE, DefinitionCache, needs_live_counts, plan_batch
 from sundial.scheduler.publisher import RunPublisher
 from sundial.scheduler.store import TRANSIENT_ERRORS, SchedulerStore
 
@@ -59,6 +59,7 @@ class Dispatcher:
         self._config = config
         self._clock = clock or SystemClock()
         self._cache = DefinitionCache()
+        self._start = 0
         self._stopping = asyncio.Event()
         self._in_flight: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(MAX_PUBLISHES_IN_FLIGHT)
@@ -101,6 +102,11 @@ class Dispatcher:
         owned = sorted(self._owned())
         if not owned:
             return DispatchOutcome()
+        # The claim walks the partitions in the order given (one index probe each, see
+        # claim_due_jobs); starting each batch further along keeps a backlog in low
+        # partitions from always going first.
+        self._start = (self._start + 1) % len(owned)
+        owned = owned[self._start :] + owned[: self._start]
         now = self._clock.now()
         outcome = await self._store.dispatch(
             owned,
@@ -108,6 +114,8 @@ class Dispatcher:
             now,
             lambda claimed, at: plan_batch(claimed, at, self._cache),
             confirm_until=now + timedelta(seconds=self._config.publish_confirm_s),
+            needs_live_counts=needs_live_counts,
+            quarantine_until=now + QUARANTINE,
         )
         if outcome.batches:
             await self._slots.acquire()

@@ -11,7 +11,9 @@ per call, with the run rows locked:
 - CompleteRuns writes an outcome only where the run is RUNNING at the reported attempt.
   Retryable failures wait ``random(0, min(max_delay, base_delay * 2^n))`` (full jitter)
   or the target's Retry-After when longer; a final failure or the last attempt makes the
-  run DEAD and publishes a DeadLetter.
+  run DEAD and publishes a DeadLetter (the dead row keeps ``check_at`` until JetStream
+  acknowledged it: the sweeper publishes it otherwise). A run asked to stop ends
+  CANCELLED on any outcome but success, and is never leased again.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ import logging
 import random
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,8 +39,8 @@ from sundial.core.runkey import run_key
 from sundial.scheduler import convert
 from sundial.scheduler.config import SchedulerConfig
 from sundial.scheduler.model import RunRef
-from sundial.scheduler.publisher import publish_dead_letter
-from sundial.scheduler.store import Key, OutcomeWrite, Record, SchedulerStore
+from sundial.scheduler.publisher import publish_due_dead_letters
+from sundial.scheduler.store import TRANSIENT_ERRORS, Key, OutcomeWrite, Record, SchedulerStore
 from sundial.v1 import ledger_pb2, ledger_pb2_grpc, run_pb2
 
 log = logging.getLogger(__name__)
@@ -83,13 +84,6 @@ def _lease_ttl(request: Any, default_s: int) -> timedelta:
     if not MIN_LEASE <= ttl <= MAX_LEASE:
         raise InvalidArgument("lease_ttl", "must be between 10s and 5m")
     return ttl
-
-
-@dataclass
-class _Dead:
-    row: Record
-    write: OutcomeWrite
-    attempt: int
 
 
 class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
@@ -215,6 +209,9 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
             return ledger_pb2.REJECT_REASON_FINISHED, None, f"run is {status.upper()}"
         if status == "cancelled":
             return ledger_pb2.REJECT_REASON_CANCELLED, None, "run is CANCELLED"
+        if row["cancel_requested"]:
+            # Cancelled while its lease expired (or before a retry): never run it again.
+            return ledger_pb2.REJECT_REASON_CANCELLED, None, "run cancellation requested"
         if status == "pending":
             return ledger_pb2.REJECT_REASON_NOT_DUE, None, "run waits behind an earlier run"
         if status == "retrying" and row["next_attempt_at"] and row["next_attempt_at"] > now:
@@ -222,6 +219,17 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
             return ledger_pb2.REJECT_REASON_NOT_DUE, wait, "retry not due yet"
         if status == "running" and row["lease_until"] and row["lease_until"] > now:
             return ledger_pb2.REJECT_REASON_LEASED_ELSEWHERE, None, "run is leased"
+        if status == "running":
+            # The lease expired and the sweeper has not reclaimed it yet: the expired
+            # attempt counts as failed, as the sweeper counts it. On the last attempt the
+            # run is over (the sweeper records it DEAD and sends its dead letter).
+            policies = policies_from_json(row["policies"] or {})
+            if row["attempt"] - row["attempt_base"] >= policies.retry_max_attempts:
+                return (
+                    ledger_pb2.REJECT_REASON_FINISHED,
+                    None,
+                    "lease expired on the last attempt: the run is dead",
+                )
         return None, None, ""
 
     # --- Heartbeat ------------------------------------------------------------------
@@ -327,7 +335,7 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
                 raise InvalidArgument(f"outcomes[{i}].attempt", "must be >= 1")
         now = self._clock.now()
         results: list[ledger_pb2.CompletionResult | None] = [None] * len(refs)
-        dead: list[_Dead] = []
+        dead: list[RunRef] = []
 
         def decide(rows: dict[Key, Record]) -> list[OutcomeWrite]:
             writes: list[OutcomeWrite] = []
@@ -353,14 +361,30 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
                     if write.next_attempt_at is not None:
                         result.next_attempt_at.CopyFrom(convert.timestamp(write.next_attempt_at))
                     if write.status == "dead":
-                        dead.append(_Dead(row, write, outcome.attempt))
+                        dead.append(ref)
                 results[index] = result
             return writes
 
         await self._store.complete_runs(refs, now, decide)
-        for item in dead:
-            await self._publish_dead_letter(item, now)
+        if dead:
+            await self._send_dead_letters(dead, now)
         return ledger_pb2.CompleteRunsResponse(results=[r for r in results if r is not None])
+
+    async def _send_dead_letters(self, dead: list[RunRef], now: datetime) -> None:
+        """The fast path of the dead-letter outbox, after the outcomes committed.
+
+        Never fails the call: the outcomes are recorded, and the dead rows keep
+        ``check_at`` until their letters are acknowledged, so whatever this does not get
+        done (NATS or the database unavailable) the sweeper does a little later.
+        """
+        try:
+            rows = await self._store.dead_letters_of(dead)
+            acked = await publish_due_dead_letters(self._js, rows, now)
+            await self._store.clear_dead_letters(acked)
+        except TRANSIENT_ERRORS as exc:
+            log.warning(
+                "dead letters left to the sweeper: %s", exc, extra={"action": "dead_letter"}
+            )
 
     def _outcome_write(self, row: Record, outcome: Any, now: datetime) -> OutcomeWrite:
         error = outcome.error.encode()[:MAX_ERROR_BYTES].decode(errors="ignore") or None
@@ -371,11 +395,14 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
         grpc_code = outcome.grpc_code if outcome.HasField("grpc_code") else None
 
         def final(new_status: str, err_class: str | None = error_class) -> OutcomeWrite:
+            # A dead run's check_at is its dead-letter outbox entry: the sweeper publishes
+            # the letter if the fast path after the commit does not get it acknowledged.
+            outbox = now + timedelta(seconds=self._config.publish_confirm_s)
             return OutcomeWrite(
                 row["job_id"],
                 row["scheduled_at"],
                 new_status,
-                None,
+                outbox if new_status == "dead" else None,
                 None,
                 now,
                 error,
@@ -386,7 +413,9 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
 
         if status == ledger_pb2.OUTCOME_STATUS_SUCCEEDED:
             return final("succeeded", None)
-        if status == ledger_pb2.OUTCOME_STATUS_CANCELLED:
+        if status == ledger_pb2.OUTCOME_STATUS_CANCELLED or row["cancel_requested"]:
+            # Asked to stop (CancelRun, CANCEL_OTHER, DeleteJob): any outcome but success
+            # ends the run, a retryable failure included.
             return final("cancelled", "cancelled")
         if status == ledger_pb2.OUTCOME_STATUS_TIMED_OUT:
             error_class = "timeout"
@@ -411,14 +440,3 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
                     grpc_code,
                 )
         return final("dead", error_class or "final")
-
-    async def _publish_dead_letter(self, item: _Dead, now: datetime) -> None:
-        write = item.write
-        await publish_dead_letter(
-            self._js,
-            item.row,
-            attempt=item.attempt,
-            last_error=write.last_error or "",
-            error_class=write.error_class or "",
-            now=now,
-        )

@@ -111,9 +111,24 @@ class Membership:
             asyncio.create_task(self._watch(), name="membership-watch"),
             asyncio.create_task(self._reconcile_loop(), name="membership-reconcile"),
         ]
+        stopping = asyncio.create_task(self._stopping.wait(), name="membership-stop")
         try:
-            await self._stopping.wait()
+            # Supervised: a background task that ends on its own (a bug, an error none of
+            # them expects) crashes the component, so the lifecycle stops the app and it
+            # is restarted, instead of running on with ownership never kept current.
+            done, _ = await asyncio.wait([stopping, *tasks], return_when=asyncio.FIRST_COMPLETED)
+            for task in tasks:
+                if task in done:
+                    exc = task.exception()
+                    log.error(
+                        "membership task %s ended unexpectedly: %r",
+                        task.get_name(),
+                        exc,
+                        extra={"action": "membership.crashed", "node_id": self.node_id},
+                    )
+                    raise exc or RuntimeError(f"{task.get_name()} returned")
         finally:
+            stopping.cancel()
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -250,8 +265,16 @@ class Membership:
         before = self._owned
         holders: dict[int, tuple[str, int]] = {}
         for kv in await self._etcd.get_prefix(self._partitions_prefix.encode()):
-            partition = int(kv.key.decode().removeprefix(self._partitions_prefix))
-            holders[partition] = (kv.value.decode(), kv.lease)
+            name = kv.key.decode().removeprefix(self._partitions_prefix)
+            if not name.isdigit() or int(name) >= PARTITION_COUNT:
+                # Not ours to interpret (an operator's key, another version's layout).
+                log.warning(
+                    "ignoring unexpected key %s",
+                    kv.key.decode(),
+                    extra={"action": "membership.reconcile", "node_id": self.node_id},
+                )
+                continue
+            holders[int(name)] = (kv.value.decode(), kv.lease)
         mine = {
             p for p, (node, held) in holders.items() if node == self.node_id and held == lease.id
         }

@@ -72,6 +72,8 @@ class BatchPlan:
     advances: list[JobAdvance] = field(default_factory=list)
     cancel_other: list[uuid.UUID] = field(default_factory=list)
     """Jobs whose unfinished runs OVERLAP_POLICY_CANCEL_OTHER cancels."""
+    quarantined: list[uuid.UUID] = field(default_factory=list)
+    """Jobs that could not be planned: not claimed again for a while, not advanced."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,13 +10,18 @@ first occurrence's jittered due time arrives, so the claimed occurrence always g
 row now; a row whose due time is still ahead is inserted ``queued`` with ``check_at`` at
 its due time, and the sweeper publishes it then.
 
-Overlap is decided against the job's unfinished runs (counted in the claim) plus the runs
-planned before it in the same batch, so a CATCH_UP burst follows the overlap policy too.
+Overlap is decided against the job's unfinished runs (counted in the dispatch transaction,
+only for jobs whose policy looks at them) plus the runs planned before it in the same
+batch, so a CATCH_UP burst follows the overlap policy too.
+
+A job that cannot be planned is quarantined (``jobs.dispatch_not_before``) without
+touching its nominal ``next_run_at``; the rest of the batch goes on.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 import uuid
@@ -30,7 +35,6 @@ from sundial.core.definition import (
     policies_from_json,
     schedule_from_json,
 )
-from sundial.core.errors import SundialError
 from sundial.schedule import (
     CompiledSchedule,
     CronSpec,
@@ -44,21 +48,22 @@ from sundial.scheduler.model import BatchPlan, ClaimedJob, JobAdvance, PlannedRu
 
 log = logging.getLogger(__name__)
 
-BROKEN_DEFINITION_RETRY = timedelta(minutes=5)
-"""How long a job whose stored definition cannot be read waits before the next try."""
+QUARANTINE = timedelta(minutes=5)
+"""How long a job that cannot be planned waits before the next try (``dispatch_not_before``)."""
 
 
 class DefinitionCache:
-    """Compiled schedules and decoded policies by (job_id, version).
+    """Compiled schedules by (job_id, digest of the schedule document).
 
-    The version changes with every definition change, so an entry never goes stale; the
+    Keyed by the document, not the job's version: an entry can never pair a job
+    with a schedule it no longer has, whatever order a claim read the jobs row and the
+    definition in. Policies are decoded per distinct document (shared by a herd); the
     schedule library's own caches make a herd sharing one expression cost one
     computation of the next fire time.
     """
 
     def __init__(self, max_entries: int = 200_000) -> None:
-        self._entries: OrderedDict[tuple[uuid.UUID, int], tuple[CompiledSchedule, JobPolicies]]
-        self._entries = OrderedDict()
+        self._entries: OrderedDict[tuple[uuid.UUID, bytes], CompiledSchedule] = OrderedDict()
         self._max = max_entries
 
     def get(self, job: ClaimedJob) -> tuple[CompiledSchedule, JobPolicies]:
@@ -70,17 +75,19 @@ class DefinitionCache:
         shared = _shared_compiled(job.schedule)
         if shared is not None:
             return shared, _policies(job.policies)
-        key = (job.job_id, job.version)
+        # A digest, not the text: a copy of the document per cached job would weigh more
+        # than the compiled schedule.
+        key = (job.job_id, hashlib.blake2b(job.schedule.encode(), digest_size=16).digest())
         found = self._entries.get(key)
         if found is not None:
             self._entries.move_to_end(key)
-            return found
+            return found, _policies(job.policies)
         compiled = compile_schedule(_schedule(job.schedule), job_id=str(job.job_id))
-        entry = (compiled, _policies(job.policies))
-        self._entries[key] = entry
+        policies = _policies(job.policies)
+        self._entries[key] = compiled
         if len(self._entries) > self._max:
             self._entries.popitem(last=False)
-        return entry
+        return compiled, policies
 
 
 @functools.lru_cache(maxsize=4096)
@@ -144,73 +151,93 @@ def plan_occurrences(
     )
 
 
+def needs_live_counts(policies_text: str) -> bool:
+    """Whether a job with this policies document needs its unfinished runs counted:
+    every overlap policy but ALLOW_ALL looks at them."""
+    try:
+        return _policies(policies_text).overlap is not OverlapPolicy.ALLOW_ALL
+    except Exception:
+        return False  # planning quarantines the job; no count needed
+
+
 def plan_batch(claimed: list[ClaimedJob], now: datetime, cache: DefinitionCache) -> BatchPlan:
-    """Decide the runs and the next fire time of every claimed job (see module doc)."""
+    """Decide the runs and the next fire time of every claimed job (see module doc).
+
+    A job that cannot be planned (an unreadable definition, or any error while planning
+    it) is quarantined: it gets no runs, keeps its nominal ``next_run_at`` and is not
+    claimed again for a while, and the rest of the batch is dispatched as usual.
+    """
     batch = BatchPlan()
     for job in claimed:
         try:
-            compiled, policies = cache.get(job)
-        except (ValueError, KeyError, TypeError, SundialError):
+            runs, advance, cancel_other = _plan_job(job, now, cache)
+        except Exception:
+            # Broad on purpose: one job's bad data or a bug its definition triggers must
+            # not roll back the batch (and every batch after it) for all owned partitions.
             log.exception(
-                "job definition unreadable; retrying later",
+                "job cannot be planned; quarantined",
                 extra={"action": "dispatch", "job_id": str(job.job_id)},
             )
-            batch.advances.append(
-                JobAdvance(job.job_id, now + BROKEN_DEFINITION_RETRY, 0, None, None, 0, 0)
-            )
+            batch.quarantined.append(job.job_id)
             continue
-        due = job.next_run_at
-        plan = plan_occurrences(compiled, policies, due, now, job.fired_count)
-        unfinished, pending, overlap_skipped = job.unfinished, job.pending, 0
-        lateness: int | None = None
-        for at in plan.run_now:
-            due_at = compiled.dispatch_at(at)
-            status, reason = "queued", None
-            policy = policies.overlap
-            if unfinished and policy is OverlapPolicy.SKIP:
-                status, reason = "skipped", "overlap"
-            elif unfinished and policy in (OverlapPolicy.BUFFER_ONE, OverlapPolicy.BUFFER_ALL):
-                limit = 1 if policy is OverlapPolicy.BUFFER_ONE else BUFFER_ALL_LIMIT
-                status, reason = (
-                    ("pending", None) if pending < limit else ("skipped", "buffer_full")
-                )
-            elif (
-                policy is OverlapPolicy.CANCEL_OTHER
-                and job.unfinished
-                and job.job_id not in batch.cancel_other
-            ):
-                # Only runs that existed before this batch are cancelled; a catch-up
-                # burst of this batch runs whole.
-                batch.cancel_other.append(job.job_id)
-            if status == "skipped":
-                overlap_skipped += 1
-            else:
-                unfinished += 1
-                pending += status == "pending"
-            run_lateness = _ms(now - due_at) if due_at <= now else None
-            if status == "queued" and run_lateness is not None:
-                lateness = run_lateness
-            batch.runs.append(
-                PlannedRun(
-                    job_id=job.job_id,
-                    scheduled_at=at,
-                    tenant_id=job.tenant_id,
-                    partition_id=job.partition_id,
-                    status=status,
-                    due_at=due_at,
-                    lateness_ms=run_lateness,
-                    skip_reason=reason,
-                )
-            )
-        batch.advances.append(
-            JobAdvance(
+        batch.runs.extend(runs)
+        batch.advances.append(advance)
+        if cancel_other:
+            batch.cancel_other.append(job.job_id)
+    return batch
+
+
+def _plan_job(
+    job: ClaimedJob, now: datetime, cache: DefinitionCache
+) -> tuple[list[PlannedRun], JobAdvance, bool]:
+    """One job's runs, its advance, and whether CANCEL_OTHER cancels its older runs."""
+    compiled, policies = cache.get(job)
+    due = job.next_run_at
+    plan = plan_occurrences(compiled, policies, due, now, job.fired_count)
+    unfinished, pending, overlap_skipped = job.unfinished, job.pending, 0
+    lateness: int | None = None
+    runs: list[PlannedRun] = []
+    # Only runs that existed before this batch are cancelled; a catch-up burst of this
+    # batch runs whole.
+    cancel_other = (
+        policies.overlap is OverlapPolicy.CANCEL_OTHER and job.unfinished > 0 and bool(plan.run_now)
+    )
+    for at in plan.run_now:
+        due_at = compiled.dispatch_at(at)
+        status, reason = "queued", None
+        policy = policies.overlap
+        if unfinished and policy is OverlapPolicy.SKIP:
+            status, reason = "skipped", "overlap"
+        elif unfinished and policy in (OverlapPolicy.BUFFER_ONE, OverlapPolicy.BUFFER_ALL):
+            limit = 1 if policy is OverlapPolicy.BUFFER_ONE else BUFFER_ALL_LIMIT
+            status, reason = ("pending", None) if pending < limit else ("skipped", "buffer_full")
+        if status == "skipped":
+            overlap_skipped += 1
+        else:
+            unfinished += 1
+            pending += status == "pending"
+        run_lateness = _ms(now - due_at) if due_at <= now else None
+        if status == "queued" and run_lateness is not None:
+            lateness = run_lateness
+        runs.append(
+            PlannedRun(
                 job_id=job.job_id,
-                next_run_at=plan.next_due,
-                fired=len(plan.run_now),
-                last_fire_at=plan.run_now[-1] if plan.run_now else None,
-                lateness_ms=lateness,
-                missed=plan.skipped,
-                skipped=overlap_skipped,
+                scheduled_at=at,
+                tenant_id=job.tenant_id,
+                partition_id=job.partition_id,
+                status=status,
+                due_at=due_at,
+                lateness_ms=run_lateness,
+                skip_reason=reason,
             )
         )
-    return batch
+    advance = JobAdvance(
+        job_id=job.job_id,
+        next_run_at=plan.next_due,
+        fired=len(plan.run_now),
+        last_fire_at=plan.run_now[-1] if plan.run_now else None,
+        lateness_ms=lateness,
+        missed=plan.skipped,
+        skipped=overlap_skipped,
+    )
+    return runs, advance, cancel_other

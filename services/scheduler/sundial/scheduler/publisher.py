@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -34,6 +35,8 @@ class RunPublisher:
         """The JetStream context (dead letters are published through it too)."""
         self._node_id = node_id
         self._timeout_s = timeout_s
+        self.timeout_s = timeout_s
+        """How long one publish waits for its acknowledgement (dead letters too)."""
 
     async def publish(self, batch: PublishBatch, now: datetime) -> bool:
         """Publish one batch; True once JetStream stored it (or dropped it as a duplicate).
@@ -68,6 +71,11 @@ class RunPublisher:
         return [b for b, ok in zip(batches, results, strict=True) if ok]
 
 
+MAX_DEAD_LETTERS_IN_FLIGHT = 32
+"""Dead letters a sweep publishes at once: a NATS outage costs one timeout per pass, not
+one per letter."""
+
+
 async def publish_dead_letter(
     jetstream: JetStreamContext | None,
     row: Any,
@@ -76,18 +84,20 @@ async def publish_dead_letter(
     last_error: str,
     error_class: str,
     now: datetime,
-) -> None:
-    """Publish the DeadLetter of a run that just became DEAD (message id
-    ``<run key>#dead#<attempt>``). Never raises for NATS: the run is DEAD in the
-    database either way, the letter is a notification."""
+    timeout_s: float = 5.0,
+) -> bool:
+    """Publish the DeadLetter of a dead run (message id ``<run key>#dead#<attempt>``, so
+    JetStream drops a repeat within its duplicate window).
+
+    Never raises for NATS: the dead row keeps ``check_at`` (the outbox) until the letter
+    is acknowledged, and the sweeper publishes it again.
+
+    Returns:
+        True once JetStream stored the letter (or dropped it as a duplicate).
+    """
     key = run_key(row["job_id"], row["scheduled_at"])
-    log.warning(
-        "run is dead: %s",
-        last_error,
-        extra={"action": "dead_letter", "job_id": str(row["job_id"]), "run_key": key},
-    )
     if jetstream is None:
-        return
+        return False
     body = encode_dead_letter(
         row, attempt=attempt, last_error=last_error, error_class=error_class, now=now
     )
@@ -95,10 +105,54 @@ async def publish_dead_letter(
         await jetstream.publish(
             dead_subject(row["tenant_id"]),
             body,
+            timeout=timeout_s,
             stream=DEAD_STREAM,
             headers={"Nats-Msg-Id": f"{key}#dead#{attempt}"},
         )
     except (NatsError, TimeoutError, OSError) as exc:
-        log.error(
-            "dead letter not published: %s", exc, extra={"action": "dead_letter", "run_key": key}
+        log.warning(
+            "dead letter not published yet: %s; the sweeper will retry",
+            exc,
+            extra={"action": "dead_letter", "run_key": key},
         )
+        return False
+    log.warning(
+        "run is dead: %s",
+        last_error,
+        extra={"action": "dead_letter", "job_id": str(row["job_id"]), "run_key": key},
+    )
+    return True
+
+
+async def publish_due_dead_letters(
+    jetstream: JetStreamContext | None,
+    rows: Sequence[Any],
+    now: datetime,
+    *,
+    timeout_s: float = 5.0,
+) -> list[tuple[uuid.UUID, datetime, int]]:
+    """Publish the outbox rows ``claim_dead_letters`` returned, a bounded number at once.
+
+    Returns:
+        ``(job_id, scheduled_at, attempt)`` of each letter JetStream acknowledged.
+    """
+    slots = asyncio.Semaphore(MAX_DEAD_LETTERS_IN_FLIGHT)
+
+    async def one(row: Any) -> bool:
+        async with slots:
+            return await publish_dead_letter(
+                jetstream,
+                row,
+                attempt=row["attempt"],
+                last_error=row["last_error"] or "",
+                error_class=row["error_class"] or "",
+                now=row["finished_at"] or now,
+                timeout_s=timeout_s,
+            )
+
+    results = await asyncio.gather(*(one(row) for row in rows))
+    return [
+        (row["job_id"], row["scheduled_at"], row["attempt"])
+        for row, ok in zip(rows, results, strict=True)
+        if ok
+    ]

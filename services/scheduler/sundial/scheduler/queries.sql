@@ -5,30 +5,48 @@
 -- Lock order everywhere: jobs, then job_runs (sorted by primary key), then job_stats.
 
 -- name: claim_due_jobs
--- Locks up to $2 due jobs of the owned partitions $1 (due: nominal next_run_at <= $3),
--- with their definitions (as JSON text: a herd shares a few distinct documents, decoded
--- once each) and the counts the overlap policies need. Rows another scheduler holds are
--- skipped, not waited for.
-WITH claimed AS (
-    SELECT job_id, tenant_id, partition_id, next_run_at, fired_count, version
-      FROM jobs
-     WHERE partition_id = ANY($1::smallint[])
-       AND NOT paused
-       AND next_run_at <= coalesce($3::timestamptz, now())
-     ORDER BY next_run_at
-     LIMIT $2
-       FOR UPDATE SKIP LOCKED
-)
-SELECT c.job_id, c.tenant_id, c.partition_id, c.next_run_at, c.fired_count, c.version,
-       d.schedule::text AS schedule, d.policies::text AS policies,
-       live.unfinished, live.pending
-  FROM claimed c
-  JOIN job_definitions d USING (job_id)
-  CROSS JOIN LATERAL (
-        SELECT count(*) AS unfinished, count(*) FILTER (WHERE r.status = 'pending') AS pending
-          FROM job_runs r
-         WHERE r.job_id = c.job_id
-           AND r.status IN ('pending', 'queued', 'running', 'retrying')) AS live;
+-- Locks up to $2 due jobs of the owned partitions $1 (due: nominal next_run_at <= $3, and
+-- not quarantined), at most $4 per partition, partitions in the order given. One index
+-- probe per partition in jobs_due_idx order: a batch reads only the rows it locks (plus
+-- those others hold), never every due row of every partition (a global ORDER BY over
+-- partition_id = ANY(...) would read and sort all of them for each batch of a herd).
+-- Rows another scheduler holds are skipped, not waited for. Definitions are read after
+-- the lock, in another statement (job_definitions_of).
+SELECT j.job_id, j.tenant_id, j.partition_id, j.next_run_at, j.fired_count, j.version
+  FROM unnest($1::smallint[]) AS p(id)
+ CROSS JOIN LATERAL (
+        SELECT job_id, tenant_id, partition_id, next_run_at, fired_count, version
+          FROM jobs
+         WHERE partition_id = p.id
+           AND NOT paused
+           AND next_run_at <= $3::timestamptz
+           AND (dispatch_not_before IS NULL OR dispatch_not_before <= $3::timestamptz)
+         ORDER BY next_run_at
+         LIMIT $4
+           FOR UPDATE SKIP LOCKED) AS j
+ LIMIT $2;
+
+-- name: job_definitions_of
+-- The definitions of the jobs $1 this transaction has locked, as JSON text (a herd shares
+-- a few distinct documents, decoded once each). Read in a statement of its own after the
+-- lock: READ COMMITTED gives it a fresh snapshot, so a definition changed by an UpdateJob
+-- that committed while the claim waited is seen with the jobs row it belongs to.
+SELECT job_id, schedule::text AS schedule, policies::text AS policies
+  FROM job_definitions
+ WHERE job_id = ANY($1::uuid[]);
+
+-- name: live_run_counts
+-- Unfinished and buffered runs of the jobs $1 (their overlap policies need them): one
+-- statement per batch, one probe of job_runs_unfinished_idx per run partition.
+SELECT job_id, count(*) AS unfinished, count(*) FILTER (WHERE status = 'pending') AS pending
+  FROM job_runs
+ WHERE job_id = ANY($1::uuid[])
+   AND status IN ('pending', 'queued', 'running', 'retrying')
+ GROUP BY job_id;
+
+-- name: quarantine_jobs
+-- Jobs $1 whose definition could not be planned wait until $2; next_run_at is untouched.
+UPDATE jobs SET dispatch_not_before = $2 WHERE job_id = ANY($1::uuid[]);
 
 -- name: next_dispatch_seqs
 -- $1 fresh values of the dispatch sequence, one per publish decision.
@@ -87,7 +105,8 @@ WITH u AS (
            AS u(job_id, next_run_at, fired, last_fire_at, lateness_ms, missed, skipped)
 ), advanced AS (
     UPDATE jobs j
-       SET next_run_at = u.next_run_at, fired_count = j.fired_count + u.fired
+       SET next_run_at = u.next_run_at, fired_count = j.fired_count + u.fired,
+           dispatch_not_before = NULL
       FROM u
      WHERE j.job_id = u.job_id
 )
@@ -141,6 +160,14 @@ UPDATE job_runs r
        last_error = coalesce(u.last_error, r.last_error),
        error_class = coalesce(u.error_class, r.error_class),
        next_attempt_at = NULL,
+       -- A scheduled run's first publish (a jittered run's deferred one): its lateness
+       -- is measured now, against the due time check_at held until then.
+       lateness_ms = CASE
+           WHEN r.kind = 'scheduled' AND r.status = 'queued' AND r.dispatch_seq = 0
+                AND u.status = 'queued' AND r.check_at IS NOT NULL
+           THEN coalesce(r.lateness_ms,
+                         greatest(0, (extract(epoch FROM $9 - r.check_at) * 1000)::bigint))
+           ELSE r.lateness_ms END,
        updated_at = $9
   FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::bigint[], $5::timestamptz[],
               $6::timestamptz[], $7::text[], $8::text[])
@@ -185,6 +212,41 @@ UPDATE job_runs r
  WHERE r.job_id = c.job_id AND r.scheduled_at = c.scheduled_at AND r.status = 'pending'
 RETURNING r.job_id, r.scheduled_at;
 
+-- name: claim_dead_letters
+-- The outbox of dead letters: dead runs of partitions $1 whose DeadLetter JetStream has
+-- not acknowledged and is due ($3), at most $2, with what the letter carries. Their
+-- check_at moves to $4 so a concurrent sweep leaves them alone while this one publishes;
+-- if the publish fails they are due again then.
+WITH due AS (
+    SELECT job_id, scheduled_at
+      FROM job_runs
+     WHERE partition_id = ANY($1::smallint[])
+       AND status = 'dead' AND check_at IS NOT NULL AND check_at <= $3
+     ORDER BY check_at
+     LIMIT $2
+       FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE job_runs r
+       SET check_at = $4
+      FROM due
+     WHERE r.job_id = due.job_id AND r.scheduled_at = due.scheduled_at
+    RETURNING r.job_id, r.scheduled_at, r.tenant_id, r.kind, r.attempt, r.executor_id,
+              r.started_at, r.finished_at, r.last_error, r.error_class
+)
+SELECT c.*, j.name AS job_name, d.target, d.payload, d.labels
+  FROM claimed c
+  LEFT JOIN jobs j ON j.job_id = c.job_id
+  LEFT JOIN job_definitions d ON d.job_id = c.job_id;
+
+-- name: clear_dead_letters
+-- JetStream acknowledged the DeadLetter of these runs (at attempt $3): the outbox entry
+-- is done. A run replayed and dead again since (a newer attempt) keeps its own entry.
+UPDATE job_runs r
+   SET check_at = NULL
+  FROM unnest($1::uuid[], $2::timestamptz[], $3::int[]) AS a(job_id, scheduled_at, attempt)
+ WHERE r.job_id = a.job_id AND r.scheduled_at = a.scheduled_at
+   AND r.status = 'dead' AND r.attempt = a.attempt;
+
 -- name: lock_tenants
 -- Serialises LeaseRuns per tenant (sorted: no deadlock), so the concurrent-run cap holds
 -- even when several executors lease the same tenant's runs at once.
@@ -225,6 +287,33 @@ SELECT r.job_id, r.scheduled_at, r.tenant_id, r.partition_id, r.kind, r.status,
   LEFT JOIN tenants t ON t.tenant_id = r.tenant_id
  ORDER BY r.job_id, r.scheduled_at
    FOR UPDATE OF r;
+
+-- name: lock_runs_for_completion
+-- CompleteRuns' lock: the requested runs with what fencing and the retry decision need,
+-- locked in key order, and nothing else (no tenant, secrets, target or payload: the
+-- hottest ledger call stays one index probe per run plus its definition's policies).
+SELECT r.job_id, r.scheduled_at, r.status, r.attempt, r.attempt_base, r.cancel_requested,
+       d.policies
+  FROM job_runs r
+  JOIN (SELECT DISTINCT job_id, scheduled_at
+          FROM unnest($1::uuid[], $2::timestamptz[]) AS x(job_id, scheduled_at)) AS q
+    ON r.job_id = q.job_id AND r.scheduled_at = q.scheduled_at
+  LEFT JOIN job_definitions d ON d.job_id = r.job_id
+ ORDER BY r.job_id, r.scheduled_at
+   FOR UPDATE OF r;
+
+-- name: dead_letters_of
+-- The runs $1/$2 that are dead with their DeadLetter not yet acknowledged, with what the
+-- letter carries (as claim_dead_letters returns them). Read after CompleteRuns commits.
+SELECT r.job_id, r.scheduled_at, r.tenant_id, r.kind, r.attempt, r.executor_id,
+       r.started_at, r.finished_at, r.last_error, r.error_class,
+       j.name AS job_name, d.target, d.payload, d.labels
+  FROM job_runs r
+  JOIN unnest($1::uuid[], $2::timestamptz[]) AS q(job_id, scheduled_at)
+    ON r.job_id = q.job_id AND r.scheduled_at = q.scheduled_at
+  LEFT JOIN jobs j ON j.job_id = r.job_id
+  LEFT JOIN job_definitions d ON d.job_id = r.job_id
+ WHERE r.status = 'dead' AND r.check_at IS NOT NULL;
 
 -- name: grant_runs
 -- Leases the runs to executor $3 until $4: a new attempt (the fencing token).

@@ -71,9 +71,9 @@ class SweepOutcome:
     batches: list[PublishBatch]
     cancelled: int
     released: int
-    dead: list[Record] = field(default_factory=list)
-    """Runs whose lease expired on their last attempt, as :meth:`SchedulerStore.runs`
-    returns them (for the dead letters)."""
+    dead_letters: list[Record] = field(default_factory=list)
+    """Dead runs whose DeadLetter is due (the outbox, ``claim_dead_letters`` rows): the
+    caller publishes each, then :meth:`SchedulerStore.clear_dead_letters`."""
 
 
 def _chunks(refs: list[RunRef], size: int) -> list[list[RunRef]]:
@@ -105,6 +105,8 @@ class SchedulerStore:
         plan: Callable[[list[ClaimedJob], datetime], BatchPlan],
         *,
         confirm_until: datetime,
+        needs_live_counts: Callable[[str], bool] = lambda _policies: True,
+        quarantine_until: datetime | None = None,
     ) -> DispatchOutcome:
         """Claim up to ``limit`` due jobs of ``owned``, insert their runs, advance them.
 
@@ -112,31 +114,63 @@ class SchedulerStore:
         already due get a dispatch sequence per partition (and per 500 runs) and
         ``check_at = confirm_until``; the returned batches must be published after this
         returns, then confirmed with :meth:`confirm_published`.
+
+        Args:
+            needs_live_counts: Whether a job with this policies document (JSON text)
+                needs its unfinished runs counted (its overlap policy looks at them).
+            quarantine_until: When jobs ``plan`` could not plan may be claimed again
+                (default: ``now`` plus five minutes).
         """
         outcome = DispatchOutcome()
         if not owned:
             return outcome
         async with self._pool.acquire() as conn, conn.transaction():
-            rows = await conn.fetch(queries.claim_due_jobs, list(owned), limit, now)
+            rows = await conn.fetch(queries.claim_due_jobs, list(owned), limit, now, limit)
             if not rows:
                 return outcome
-            claimed = [
-                ClaimedJob(
-                    job_id=r["job_id"],
-                    tenant_id=r["tenant_id"],
-                    partition_id=r["partition_id"],
-                    next_run_at=r["next_run_at"],
-                    fired_count=r["fired_count"],
-                    version=r["version"],
-                    schedule=r["schedule"],
-                    policies=r["policies"],
-                    unfinished=r["unfinished"],
-                    pending=r["pending"],
-                )
-                for r in rows
+            ids = [r["job_id"] for r in rows]
+            # After the lock (see job_definitions_of): never an old definition with a
+            # new jobs row.
+            definitions = {
+                d["job_id"]: d for d in await conn.fetch(queries.job_definitions_of, ids)
+            }
+            counted = [
+                job_id
+                for job_id in ids
+                if job_id in definitions and needs_live_counts(definitions[job_id]["policies"])
             ]
+            live = (
+                {r["job_id"]: r for r in await conn.fetch(queries.live_run_counts, counted)}
+                if counted
+                else {}
+            )
+            claimed = []
+            for r in rows:
+                definition = definitions.get(r["job_id"])
+                counts = live.get(r["job_id"])
+                claimed.append(
+                    ClaimedJob(
+                        job_id=r["job_id"],
+                        tenant_id=r["tenant_id"],
+                        partition_id=r["partition_id"],
+                        next_run_at=r["next_run_at"],
+                        fired_count=r["fired_count"],
+                        version=r["version"],
+                        # A job without a definition row fails planning: quarantined.
+                        schedule=definition["schedule"] if definition else "null",
+                        policies=definition["policies"] if definition else "null",
+                        unfinished=counts["unfinished"] if counts else 0,
+                        pending=counts["pending"] if counts else 0,
+                    )
+                )
             outcome.claimed = len(claimed)
             batch = plan(claimed, now)
+            if batch.quarantined:
+                await conn.execute(
+                    queries.quarantine_jobs,
+                    sorted(batch.quarantined),
+                    quarantine_until or now + timedelta(minutes=5),
+                )
             if batch.cancel_other:
                 await conn.fetch(queries.cancel_other_runs, batch.cancel_other, now)
 
@@ -257,104 +291,136 @@ class SchedulerStore:
           lease counts as a failed attempt, ERROR_CLASS_LEASE_EXPIRED).
 
         Buffered (``pending``) runs whose blocker ended are released first, so they are
-        published by the next pass.
+        published by the next pass. Last, the due dead letters are claimed (the outbox: a
+        dead run keeps ``check_at`` until its DeadLetter is acknowledged), including the
+        runs that died in this pass.
         """
         if not owned:
             return SweepOutcome([], 0, 0)
         async with self._pool.acquire() as conn, conn.transaction():
             released = await conn.fetch(queries.release_pending, list(owned), limit, now)
             rows = await conn.fetch(queries.lock_due_checks, list(owned), limit, now)
-            if not rows:
-                return SweepOutcome([], 0, len(released))
-            to_publish: dict[int, list[RunRef]] = defaultdict(list)
-            cancelled: list[Record] = []
-            dead: list[Record] = []
-            for row in rows:
-                if row["status"] == "running" and row["cancel_requested"]:
-                    cancelled.append(row)
-                elif row["status"] == "running" and row["failures"] >= (
-                    row["max_attempts"] or default_max_attempts
-                ):
-                    dead.append(row)
-                else:
-                    to_publish[row["partition_id"]].append(
-                        RunRef(row["job_id"], row["scheduled_at"])
-                    )
-            chunks = [
-                (partition, chunk)
-                for partition, refs in sorted(to_publish.items())
-                for chunk in _chunks(refs, MAX_RUNS_PER_MESSAGE)
-            ]
-            seqs = (
-                [r["seq"] for r in await conn.fetch(queries.next_dispatch_seqs, len(chunks))]
-                if chunks
-                else []
+            outcome = await self._sweep_checks(conn, rows, now, confirm_until, default_max_attempts)
+            # Last, so runs that died in this pass are in it.
+            letters = await conn.fetch(
+                queries.claim_dead_letters, list(owned), limit, now, confirm_until
             )
-            status_of = {(r["job_id"], r["scheduled_at"]): r["status"] for r in rows}
-            cols: list[list[Any]] = [[] for _ in range(8)]
+            return SweepOutcome(outcome.batches, outcome.cancelled, len(released), list(letters))
 
-            def add(*values: Any) -> None:
-                for col, value in zip(cols, values, strict=True):
-                    col.append(value)
+    async def _sweep_checks(
+        self,
+        conn: asyncpg.Connection,
+        rows: list[Record],
+        now: datetime,
+        confirm_until: datetime,
+        default_max_attempts: int,
+    ) -> SweepOutcome:
+        """The transitions of :meth:`sweep` for the locked due rows."""
+        if not rows:
+            return SweepOutcome([], 0, 0)
+        to_publish: dict[int, list[RunRef]] = defaultdict(list)
+        cancelled: list[Record] = []
+        dead: list[Record] = []
+        for row in rows:
+            if row["status"] == "running" and row["cancel_requested"]:
+                cancelled.append(row)
+            elif row["status"] == "running" and row["failures"] >= (
+                row["max_attempts"] or default_max_attempts
+            ):
+                dead.append(row)
+            else:
+                to_publish[row["partition_id"]].append(RunRef(row["job_id"], row["scheduled_at"]))
+        chunks = [
+            (partition, chunk)
+            for partition, refs in sorted(to_publish.items())
+            for chunk in _chunks(refs, MAX_RUNS_PER_MESSAGE)
+        ]
+        seqs = (
+            [r["seq"] for r in await conn.fetch(queries.next_dispatch_seqs, len(chunks))]
+            if chunks
+            else []
+        )
+        status_of = {(r["job_id"], r["scheduled_at"]): r["status"] for r in rows}
+        cols: list[list[Any]] = [[] for _ in range(8)]
 
-            for (_, chunk), seq in zip(chunks, seqs, strict=True):
-                for ref in chunk:
-                    expired = status_of[(ref.job_id, ref.scheduled_at)] == "running"
-                    add(
-                        ref.job_id,
-                        ref.scheduled_at,
-                        "queued",
-                        seq,
-                        confirm_until,
-                        None,
-                        "lease_expired" if expired else None,
-                        "lease expired: the executor stopped heartbeating" if expired else None,
-                    )
-            for row in cancelled:
+        def add(*values: Any) -> None:
+            for col, value in zip(cols, values, strict=True):
+                col.append(value)
+
+        for (_, chunk), seq in zip(chunks, seqs, strict=True):
+            for ref in chunk:
+                expired = status_of[(ref.job_id, ref.scheduled_at)] == "running"
                 add(
-                    row["job_id"],
-                    row["scheduled_at"],
-                    "cancelled",
-                    0,
+                    ref.job_id,
+                    ref.scheduled_at,
+                    "queued",
+                    seq,
+                    confirm_until,
                     None,
-                    now,
-                    "cancelled",
-                    "cancelled; the lease expired before the executor confirmed",
+                    "lease_expired" if expired else None,
+                    "lease expired: the executor stopped heartbeating" if expired else None,
                 )
-            for row in dead:
-                add(
-                    row["job_id"],
-                    row["scheduled_at"],
-                    "dead",
-                    0,
-                    None,
-                    now,
-                    "lease_expired",
-                    "lease expired on the last attempt: the executor stopped heartbeating",
-                )
-            await conn.fetch(queries.apply_checks, *cols, now)
-            dead_rows: list[Record] = []
-            if dead:
-                job_ids, times = _unzip_refs([RunRef(r["job_id"], r["scheduled_at"]) for r in dead])
-                dead_rows = list(await conn.fetch(queries.lock_runs, job_ids, times))
-            ended = [(r, True) for r in dead] + [(r, False) for r in cancelled]
-            if ended:
-                ended.sort(key=lambda item: item[0]["job_id"])
-                await conn.execute(
-                    queries.record_completion_stats,
-                    [r["job_id"] for r, _ in ended],
-                    [0] * len(ended),
-                    [int(is_dead) for _, is_dead in ended],
-                    [int(not is_dead) for _, is_dead in ended],
-                    [None] * len(ended),
-                    [now if is_dead else None for _, is_dead in ended],
-                    now,
-                )
-            batches = [
-                PublishBatch(partition, seq, tuple(chunk))
-                for (partition, chunk), seq in zip(chunks, seqs, strict=True)
-            ]
-            return SweepOutcome(batches, len(cancelled), len(released), dead_rows)
+        for row in cancelled:
+            add(
+                row["job_id"],
+                row["scheduled_at"],
+                "cancelled",
+                0,
+                None,
+                now,
+                "cancelled",
+                "cancelled; the lease expired before the executor confirmed",
+            )
+        for row in dead:
+            add(
+                row["job_id"],
+                row["scheduled_at"],
+                "dead",
+                0,
+                now,  # the dead-letter outbox entry, claimed below in this pass
+                now,
+                "lease_expired",
+                "lease expired on the last attempt: the executor stopped heartbeating",
+            )
+        await conn.fetch(queries.apply_checks, *cols, now)
+        ended = [(r, True) for r in dead] + [(r, False) for r in cancelled]
+        if ended:
+            ended.sort(key=lambda item: item[0]["job_id"])
+            await conn.execute(
+                queries.record_completion_stats,
+                [r["job_id"] for r, _ in ended],
+                [0] * len(ended),
+                [int(is_dead) for _, is_dead in ended],
+                [int(not is_dead) for _, is_dead in ended],
+                [None] * len(ended),
+                [now if is_dead else None for _, is_dead in ended],
+                now,
+            )
+        batches = [
+            PublishBatch(partition, seq, tuple(chunk))
+            for (partition, chunk), seq in zip(chunks, seqs, strict=True)
+        ]
+        return SweepOutcome(batches, len(cancelled), 0)
+
+    @translate_db_errors()
+    async def dead_letters_of(self, refs: Sequence[RunRef]) -> list[Record]:
+        """Of ``refs``, the dead runs whose DeadLetter is unacknowledged, with its content
+        (the rows ``claim_dead_letters`` returns)."""
+        if not refs:
+            return []
+        job_ids, times = _unzip_refs(refs)
+        return list(await self._pool.fetch(queries.dead_letters_of, job_ids, times))
+
+    @translate_db_errors()
+    async def clear_dead_letters(self, acked: Sequence[tuple[uuid.UUID, datetime, int]]) -> None:
+        """JetStream acknowledged the DeadLetter of these (job_id, scheduled_at, attempt)."""
+        if acked:
+            await self._pool.execute(
+                queries.clear_dead_letters,
+                [a[0] for a in acked],
+                [a[1] for a in acked],
+                [a[2] for a in acked],
+            )
 
     # --- ledger ---------------------------------------------------------------------
 
@@ -458,7 +524,7 @@ class SchedulerStore:
         """
         job_ids, times = _unzip_refs(refs)
         async with self._pool.acquire() as conn, conn.transaction():
-            rows = await conn.fetch(queries.lock_runs, job_ids, times)
+            rows = await conn.fetch(queries.lock_runs_for_completion, job_ids, times)
             by_key = {(r["job_id"], r["scheduled_at"]): r for r in rows}
             writes = decide(by_key)
             if not writes:

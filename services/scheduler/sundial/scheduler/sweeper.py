@@ -4,6 +4,10 @@ One index, ``(partition_id, check_at) WHERE status IN (queued, running, retrying
 serves every sweep: unconfirmed or never-leased publishes are republished under a new
 dispatch sequence, expired leases make their run leasable again (and republish it),
 retries that are due are published, and buffered runs whose blocker ended are released.
+Dead runs are an outbox of their own (``(partition_id, check_at) WHERE status = 'dead'
+AND check_at IS NOT NULL``): each pass publishes the due DeadLetters and clears
+``check_at`` once JetStream acknowledged them, so a crash or a NATS outage after a run
+died delays its letter, never loses it.
 The transitions are in :meth:`SchedulerStore.sweep`.
 """
 
@@ -17,7 +21,7 @@ from datetime import timedelta
 
 from sundial.core.clock import Clock, SystemClock
 from sundial.scheduler.config import SchedulerConfig
-from sundial.scheduler.publisher import RunPublisher, publish_dead_letter
+from sundial.scheduler.publisher import RunPublisher, publish_due_dead_letters
 from sundial.scheduler.store import TRANSIENT_ERRORS, SchedulerStore, SweepOutcome
 
 log = logging.getLogger(__name__)
@@ -59,7 +63,9 @@ class Sweeper:
             busy = False
             try:
                 outcome = await self.sweep_once()
-                busy = sum(len(b.runs) for b in outcome.batches) >= self._config.batch_size
+                busy = self._config.batch_size <= max(
+                    sum(len(b.runs) for b in outcome.batches), len(outcome.dead_letters)
+                )
             except TRANSIENT_ERRORS as exc:
                 log.warning("sweep failed: %s", exc, extra={"action": "sweep"})
             if not busy:
@@ -83,24 +89,26 @@ class Sweeper:
             now,
             confirm_until=now + timedelta(seconds=self._config.publish_confirm_s),
         )
-        for row in outcome.dead:
-            await publish_dead_letter(
+        # The republished batches and the dead-letter outbox go out together, each
+        # publish bounded by a timeout, so a NATS outage stalls a pass by one timeout.
+        acked, letters = await asyncio.gather(
+            self._publisher.publish_all(outcome.batches, now),
+            publish_due_dead_letters(
                 self._publisher.jetstream,
-                row,
-                attempt=row["attempt"],
-                last_error=row["last_error"] or "",
-                error_class="lease_expired",
-                now=now,
+                outcome.dead_letters,
+                now,
+                timeout_s=self._publisher.timeout_s,
+            ),
+        )
+        if acked:
+            await self._store.confirm_published(
+                acked, now + timedelta(seconds=self._config.unleased_republish_s)
             )
-        if outcome.batches:
-            acked = await self._publisher.publish_all(outcome.batches, now)
-            if acked:
-                await self._store.confirm_published(
-                    acked, now + timedelta(seconds=self._config.unleased_republish_s)
-                )
             log.info(
                 "republished %d runs",
                 sum(len(b.runs) for b in acked),
                 extra={"action": "sweep", "runs": sum(len(b.runs) for b in acked)},
             )
+        if letters:
+            await self._store.clear_dead_letters(letters)
         return outcome
