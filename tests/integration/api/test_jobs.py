@@ -680,3 +680,36 @@ async def test_batch_create_larger_than_grpc_default_message_size(api: Api, tena
         )
     assert [job.payload[:1] for job in response.jobs] == [bytes([i]) for i in range(24)]
     assert (await api.counts())["jobs"] == 24
+
+
+async def test_update_and_resume_lift_a_dispatch_quarantine(api: Api, tenant: Tenant) -> None:
+    # The scheduler quarantines a job it cannot plan; a changed definition or a resume is
+    # the operator's fix, so both make the job eligible for dispatch again at once.
+    job = await create(api, tenant, make_job("quarantined"))
+    job_id = uuid.UUID(job.job_id)
+
+    async def quarantine() -> None:
+        await api.sql(
+            "UPDATE jobs SET dispatch_not_before = now() + interval '5 min' WHERE job_id = $1",
+            job_id,
+        )
+
+    async def quarantined() -> bool:
+        [row] = await api.sql("SELECT dispatch_not_before FROM jobs WHERE job_id = $1", job_id)
+        return row["dispatch_not_before"] is not None
+
+    await quarantine()
+    assert await quarantined()
+    await api.jobs.UpdateJob(
+        pb.UpdateJobRequest(
+            job=job_pb2.Job(job_id=job.job_id, description="fixed"),
+            update_mask=field_mask_pb2.FieldMask(paths=["description"]),
+        ),
+        metadata=tenant.md,
+    )
+    assert not await quarantined()
+
+    await api.jobs.PauseJob(pb.PauseJobRequest(job_id=job.job_id), metadata=tenant.md)
+    await quarantine()
+    await api.jobs.ResumeJob(pb.ResumeJobRequest(job_id=job.job_id), metadata=tenant.md)
+    assert not await quarantined()

@@ -151,6 +151,8 @@ WITH changed AS (
     UPDATE jobs
        SET name = $4,
            next_run_at = CASE WHEN $5::boolean THEN $6::timestamptz ELSE next_run_at END,
+           -- A changed definition may be the fix for a job the scheduler quarantined.
+           dispatch_not_before = NULL,
            version = version + 1,
            updated_at = $7
      WHERE job_id = $1 AND tenant_id = $2 AND version = $3
@@ -183,6 +185,7 @@ WITH changed AS (
     UPDATE jobs
        SET paused = false,
            next_run_at = CASE WHEN paused THEN $6::timestamptz ELSE next_run_at END,
+           dispatch_not_before = NULL,  -- resuming means: try now, quarantine or not
            version = version + 1,
            updated_at = $5
      WHERE job_id = $1 AND tenant_id = $2 AND version = $3
