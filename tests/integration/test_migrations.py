@@ -53,16 +53,19 @@ async def _tenant(conn: asyncpg.Connection, tenant_id: str = "acme") -> str:
     return tenant_id
 
 
-async def _insert_run(conn: asyncpg.Connection, scheduled_at: datetime) -> str:
-    """Insert a run; return the name of the partition it landed in."""
+async def _insert_run(
+    conn: asyncpg.Connection, scheduled_at: datetime, status: str = "succeeded"
+) -> str:
+    """Insert a run (finished by default); return the name of the partition it landed in."""
     return await conn.fetchval(
         """
         INSERT INTO job_runs (job_id, scheduled_at, tenant_id, partition_id, status)
-        VALUES ($1, $2, 'acme', 7, 'queued')
+        VALUES ($1, $2, 'acme', 7, $3)
         RETURNING tableoid::regclass::text
         """,
         uuid.uuid4(),
         scheduled_at,
+        status,
     )
 
 
