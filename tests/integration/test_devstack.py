@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import urllib.request
 
 import asyncpg
@@ -12,6 +13,7 @@ import nats
 import pytest
 
 from sundial.devstack import Stack
+from tests.helpers.eventually import assert_eventually
 
 
 async def _check_servers(stack: Stack) -> str:
@@ -43,8 +45,11 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     # A zombie still answers kill(0); it is gone as a server.
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().split(") ", 1)[1][0] != "Z"
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:  # reaped between the two checks
+        return False
 
 
 async def test_two_stacks_run_side_by_side_and_stop_cleanly(
@@ -88,3 +93,36 @@ async def test_environment_points_at_existing_servers(
         reused.stop()
     # The servers it reused are still there.
     await _check_servers(stack)
+
+
+_HOLDER = """
+import json, os, signal, sys
+from sundial.devstack import Stack
+stack = Stack().start()
+print(json.dumps([server._process.pid for server in stack._started]), flush=True)
+signal.pause()  # hold the stack until killed
+"""
+
+
+async def test_servers_die_with_a_killed_parent(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("SUNDIAL_DATABASE_URL", "SUNDIAL_NATS_URL", "SUNDIAL_ETCD_ENDPOINTS"):
+        monkeypatch.delenv(var, raising=False)
+    holder = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _HOLDER, stdout=asyncio.subprocess.PIPE
+    )
+    assert holder.stdout is not None
+    try:
+        async with asyncio.timeout(60):
+            pids = json.loads(await holder.stdout.readline())
+        assert len(pids) == 3 and all(_alive(pid) for pid in pids)
+    finally:
+        holder.kill()  # SIGKILL: no cleanup code of the parent runs
+        await holder.wait()
+    await assert_eventually(
+        lambda: _assert_all_gone(pids), timeout_s=15, what="servers of the killed parent"
+    )
+
+
+def _assert_all_gone(pids: list[int]) -> None:
+    left = [pid for pid in pids if _alive(pid)]
+    assert not left, f"still running: {left}"

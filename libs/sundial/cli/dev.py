@@ -167,6 +167,7 @@ def _print_demo(api_address: str, token: str, job: job_pb2.Job, demo_log: Path) 
     console.print(
         f"  export SUNDIAL_API={api_address} SUNDIAL_TOKEN={token}\n"
         "  sundial jobs list\n"
+        f"  sundial runs list {job.job_id}\n"
         f"  sundial jobs describe {job.job_id}\n"
         f"  sundial jobs trigger {job.job_id}\n"
         f"  sundial jobs pause {job.job_id} --note 'quiet please'\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import signal
@@ -13,6 +14,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 _log = logging.getLogger(__name__)
+
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: get SIGKILL when the process that started us dies.
+
+    Without it a test run killed by a timeout leaves its servers running. Runs after
+    the switch to the unprivileged user, which would otherwise clear the setting.
+    """
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 class StackError(RuntimeError):
@@ -60,7 +74,9 @@ class ManagedProcess:
 
     The child runs in its own session so that a Ctrl-C typed at the terminal reaches only
     the parent, which then stops its children in order (servers must outlive the
-    services that use them).
+    services that use them). It is killed if the parent dies without stopping it.
+    Linux ties that to the thread that started the child: start children from a
+    long-lived thread (the main thread, or a thread pool that outlives them).
     """
 
     def __init__(
@@ -107,6 +123,7 @@ class ManagedProcess:
                 env=self.env,
                 cwd=self.cwd,
                 start_new_session=True,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - async-signal-safe prctl only
                 **extra,  # type: ignore[arg-type]
             )
         _log.debug("started %s", self.name, extra={"action": "stack.start", "pid": self.proc.pid})
