@@ -347,3 +347,56 @@ async def test_cancel_run(api: Api, tenant: Tenant) -> None:
         INVALID,
         field="reason",
     )
+
+
+async def test_trigger_at_a_fire_time_never_takes_that_occurrences_run_key(
+    start_api: StartApi,
+) -> None:
+    # Triggered exactly at 13:00: the 13:00 occurrence keeps its own run key.
+    clock = ManualClock(datetime(2030, 5, 17, 13, 0, tzinfo=UTC))
+    api = await start_api(clock=clock)
+    tenant = await api.tenant("acme")
+    job = await new_job(api, tenant, cron="0 * * * *")
+    run = await trigger(api, tenant, job.job_id)
+    assert run.run_key == f"{job.job_id}@2030-05-17T13:00:00.000001Z"
+
+
+async def test_replay_waits_for_an_unpublished_dead_letter(api: Api, tenant: Tenant) -> None:
+    job = await new_job(api, tenant)
+    run = await trigger(api, tenant, job.job_id)
+    # Dead, with its DeadLetter still in the outbox (check_at set).
+    await api.sql("UPDATE job_runs SET status = 'dead', attempt = 5, check_at = now()")
+    await expect_error(
+        api.jobs.ReplayRun(pb.ReplayRunRequest(run_key=run.run_key), metadata=tenant.md),
+        grpc.StatusCode.UNAVAILABLE,
+        text="dead letter",
+    )
+    [row] = await api.sql("SELECT status, check_at FROM job_runs")
+    assert row["status"] == "dead" and row["check_at"] is not None  # untouched
+    await api.sql("UPDATE job_runs SET check_at = NULL")  # the sweeper published it
+    replayed = (
+        await api.jobs.ReplayRun(pb.ReplayRunRequest(run_key=run.run_key), metadata=tenant.md)
+    ).run
+    assert replayed.status == run_pb2.RUN_STATUS_QUEUED
+
+
+async def test_free_text_with_nul_is_refused_naming_the_field(api: Api, tenant: Tenant) -> None:
+    job = await new_job(api, tenant)
+    run = await trigger(api, tenant, job.job_id)
+    await expect_error(
+        api.jobs.CancelRun(
+            pb.CancelRunRequest(run_key=run.run_key, reason="\x00"), metadata=tenant.md
+        ),
+        INVALID,
+        field="reason",
+    )
+    await expect_error(
+        api.jobs.PauseJob(pb.PauseJobRequest(job_id=job.job_id, note="a\x00"), metadata=tenant.md),
+        INVALID,
+        field="note",
+    )
+    await expect_error(
+        api.jobs.ListJobs(pb.ListJobsRequest(name_prefix="\x00"), metadata=tenant.md),
+        INVALID,
+        field="name_prefix",
+    )

@@ -118,6 +118,8 @@ CASES: dict[str, tuple[Mutation, str]] = {
     "label key too long": (_update_map("labels", {"k" * 64: "x"}), f"labels['{'k' * 64}']"),
     "label value too long": (_update_map("labels", {"team": "v" * 257}), "labels['team']"),
     "pause note too long": (_set("pause_note", "x" * 1025), "pause_note"),
+    "description NUL": (_set("description", "a\x00b"), "description"),
+    "pause note NUL": (_set("pause_note", "\x00"), "pause_note"),
     # schedule
     "schedule missing": (_clear("schedule"), "schedule"),
     "schedule no spec": (_clear("schedule.cron"), "schedule"),
@@ -135,6 +137,22 @@ CASES: dict[str, tuple[Mutation, str]] = {
     "jitter not below every": (_interval(60, 0, 60), "schedule.jitter"),
     "jitter too long": (_set("schedule.jitter", _d(3601)), "schedule.jitter"),
     "jitter negative": (_set("schedule.jitter", _d(-1)), "schedule.jitter"),
+    # Due times of `* * * * *` with 30 min jitter would overtake one another.
+    "cron jitter not below spacing": (
+        lambda job: (
+            setattr(job.schedule, "cron", "* * * * *"),
+            job.schedule.jitter.CopyFrom(_d(60)),
+        ),
+        "schedule.jitter",
+    ),
+    "once at the end of time": (
+        _set("schedule.once", _ts(datetime(9999, 12, 31, 23, 59, tzinfo=UTC))),
+        "schedule.once",
+    ),
+    "end_time at the end of time": (
+        _set("schedule.end_time", _ts(datetime(9999, 6, 1, tzinfo=UTC))),
+        "schedule.end_time",
+    ),
     "once in the past": (
         _set("schedule.once", _ts(NOW - timedelta(minutes=5))),
         "schedule.once",

@@ -304,10 +304,9 @@ class JobManager:
         """A page of the tenant's jobs ordered by name."""
         size = validation.page_size(page_size)
         validation.check_labels(job_filter.labels, "labels", limit=validation.MAX_LABEL_FILTERS)
-        if len(job_filter.name_prefix) > validation.MAX_NAME_PREFIX_CHARS:
-            raise InvalidArgument(
-                "name_prefix", f"longer than {validation.MAX_NAME_PREFIX_CHARS} characters"
-            )
+        validation.check_text(
+            job_filter.name_prefix, "name_prefix", validation.MAX_NAME_PREFIX_CHARS
+        )
         fingerprint = paging.fingerprint(
             "jobs",
             {

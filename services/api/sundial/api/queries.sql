@@ -296,6 +296,8 @@ UPDATE job_runs
        skip_reason = NULL,
        updated_at = $3
  WHERE job_id = $1 AND scheduled_at = $2 AND status IN ('dead', 'cancelled')
+   -- A dead run whose DeadLetter is still in the outbox (check_at set) waits for it.
+   AND NOT (status = 'dead' AND check_at IS NOT NULL)
 RETURNING job_id, scheduled_at, kind, status, attempt, lease_until, executor_id, started_at,
           finished_at, next_attempt_at, lateness_ms, last_error, error_class, skip_reason,
           cancel_requested, created_at, replay_count, last_http_status, last_grpc_code;

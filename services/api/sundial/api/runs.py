@@ -23,7 +23,7 @@ from sundial.api.model import (
 )
 from sundial.api.store import RequestClaim, RequestRecord, RequestTaken, Store
 from sundial.core.clock import Clock
-from sundial.core.errors import FailedPrecondition, InvalidArgument, NotFound
+from sundial.core.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from sundial.core.runkey import run_key
 from sundial.schedule import CompiledSchedule, compile_schedule
 
@@ -93,13 +93,14 @@ class RunManager:
             if record is not None:
                 return await self._run_of(tenant_id, record)
         now = self._clock.now()
+        at = _off_schedule(await self._compiled(tenant_id, job_id), now)
         claim = (
             RequestClaim(TRIGGER_JOB, request_id, request_hash, now - self._retention)
             if request_id
             else None
         )
         try:
-            run = await self._store.trigger(tenant_id, job_id, now, now, claim=claim)
+            run = await self._store.trigger(tenant_id, job_id, at, now, claim=claim)
         except RequestTaken:
             record = await self._earlier(tenant_id, request_id, request_hash)
             assert record is not None
@@ -202,6 +203,12 @@ class RunManager:
         run = await self._store.replay_run(tenant_id, job_id, scheduled_at, self._clock.now())
         if run is None:
             current = await self.get_run(tenant_id, job_id, scheduled_at)
+            if current.status is RunStatus.DEAD:
+                # Its DeadLetter is still in the outbox: a replay now would orphan it.
+                raise Unavailable(
+                    f"run {current.run_key} is DEAD but its dead letter is not published "
+                    "yet; retry the replay shortly"
+                )
             raise FailedPrecondition(
                 f"run {current.run_key} is {current.status.name}; only DEAD or CANCELLED "
                 "runs can be replayed"
@@ -224,3 +231,15 @@ class RunManager:
                 f"run {current.run_key} is {current.status.name} and cannot be cancelled"
             )
         return with_due(run, await self._compiled(tenant_id, job_id))
+
+
+def _off_schedule(compiled: CompiledSchedule, at: datetime) -> datetime:
+    """``at``, moved by 1 µs steps until it is not one of the schedule's fire times.
+
+    A manual run keyed at a nominal fire time would take that occurrence's run key and
+    the scheduled run would never be created (dispatch inserts ON CONFLICT DO NOTHING).
+    """
+    step = timedelta(microseconds=1)
+    while (fire := compiled.next_fire(at - step)) is not None and fire.at == at:
+        at += step
+    return at

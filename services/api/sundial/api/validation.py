@@ -16,10 +16,11 @@ import asyncio
 import contextlib
 import dataclasses
 import ipaddress
+import itertools
 import re
 import socket
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
 from sundial.api.model import GrpcTarget, HttpTarget, JobSpec, Target
@@ -49,6 +50,8 @@ MAX_ADDRESS_CHARS = 1024
 MAX_HEADERS = 32
 MAX_HEADER_BYTES = 8 * 1024
 MAX_JITTER = timedelta(hours=1)
+JITTER_SAMPLE = 50  # fire times examined for the cron jitter bound
+LATEST_INSTANT = datetime(9999, 1, 1, tzinfo=UTC)
 MAX_INTERVAL = timedelta(days=366)
 MAX_MAX_RUNS = 1_000_000_000
 MAX_BATCH = 1000
@@ -127,6 +130,19 @@ def _has_control(text: str) -> bool:
     return _CONTROL.search(text) is not None
 
 
+# Free text (descriptions, notes) may span lines; other control characters, NUL above
+# all (PostgreSQL text cannot hold it), are refused.
+_TEXT_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def check_text(text: str, field: str, limit: int) -> None:
+    """Free text: at most ``limit`` characters, no control characters but tab and newlines."""
+    if len(text) > limit:
+        raise _fail(field, f"longer than {limit} characters ({len(text)})")
+    if _TEXT_CONTROL.search(text) is not None:
+        raise _fail(field, "must not contain control characters (tab and newlines are fine)")
+
+
 # --- jobs ---------------------------------------------------------------------------------
 
 
@@ -141,9 +157,8 @@ def check_name(name: str, field: str = "name") -> None:
 
 
 def check_note(note: str, field: str) -> None:
-    """A pause or cancel note: up to 1,024 chars."""
-    if len(note) > MAX_NOTE_CHARS:
-        raise _fail(field, f"longer than {MAX_NOTE_CHARS} characters ({len(note)})")
+    """A pause or cancel note: up to 1,024 chars of free text."""
+    check_text(note, field, MAX_NOTE_CHARS)
 
 
 def check_labels(
@@ -234,7 +249,32 @@ def check_schedule(
     # Both bounds are inclusive (job.proto): equal bounds allow at most one fire time.
     if start is not None and end is not None and end < start:
         raise _fail("schedule.end_time", f"must not be before start_time ({start.isoformat()})")
-    return compile_schedule(schedule, job_id=job_id)
+    instants = (
+        ("schedule.once", spec.at if isinstance(spec, OnceSpec) else None),
+        ("schedule.start_time", start),
+        ("schedule.end_time", end),
+    )
+    for field, instant in instants:
+        # Room for jitter and arithmetic on the time: datetime ends at year 9999.
+        if instant is not None and instant >= LATEST_INSTANT:
+            raise _fail(field, f"must be before {LATEST_INSTANT.isoformat()}")
+    compiled = compile_schedule(schedule, job_id=job_id)
+    if isinstance(spec, CronSpec) and schedule.jitter:
+        _check_cron_jitter(compiled, schedule.jitter, now or start or datetime.now(UTC))
+    return compiled
+
+
+def _check_cron_jitter(compiled: CompiledSchedule, jitter: timedelta, after: datetime) -> None:
+    """Jitter must be shorter than the gap between fire times, or due times could pass
+    one another (an occurrence due before the previous one) and overlap rules would
+    judge runs out of order. Checked over the next fire times, where the gaps show."""
+    fires = [f.at for f in compiled.preview(after, JITTER_SAMPLE) if not f.dropped]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(fires)]
+    if gaps and jitter >= min(gaps):
+        raise _fail(
+            "schedule.jitter",
+            f"must be shorter than the shortest gap between fire times ({_duration(min(gaps))})",
+        )
 
 
 def check_policies(policies: JobPolicies) -> None:
@@ -396,8 +436,7 @@ def check_job_spec(
             schedule (a ``once`` that already fired must not block other edits).
     """
     check_name(spec.name)
-    if len(spec.description) > MAX_DESCRIPTION_CHARS:
-        raise _fail("description", f"longer than {MAX_DESCRIPTION_CHARS} characters")
+    check_text(spec.description, "description", MAX_DESCRIPTION_CHARS)
     check_policies(spec.policies)
     compiled = check_schedule(
         spec.schedule, job_id, now=now, misfire_threshold=spec.policies.misfire_threshold
