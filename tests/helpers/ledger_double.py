@@ -1,9 +1,10 @@
 """A TEST DOUBLE of RunLedger, served over a real ``grpc.aio`` server on 127.0.0.1:0.
 
 It keeps run state in memory and follows the contract of proto/sundial/v1/ledger.proto
-closely enough for executor tests: grants with increasing attempts and leases, the
-rejection reasons (FINISHED, LEASED_ELSEWHERE, TENANT_AT_CAPACITY with retry_after,
-NOT_FOUND, CANCELLED), heartbeats that extend held leases and report lost ones,
+closely enough for executor tests: grants with increasing attempts and leases (the same
+attempt again for a run the calling executor already holds), the rejection reasons
+(FINISHED, LEASED_ELSEWHERE, TENANT_AT_CAPACITY with retry_after, NOT_FOUND,
+CANCELLED), heartbeats that extend held leases and report lost ones,
 unsolicited cancel orders, and CompleteRuns fenced by attempt. It does not retry,
 republish or write anything durable: the real ledger (services/scheduler) does.
 
@@ -93,6 +94,22 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
         self.heartbeats: list[ledger_pb2.HeartbeatRequest] = []
         self.fail_lease_calls = 0
         """The next N LeaseRuns calls fail with UNAVAILABLE."""
+        self.lose_lease_answers = 0
+        """The next N LeaseRuns calls commit their grants, then fail with UNAVAILABLE (the
+        answer lost after the ledger committed, as a deadline or a broken connection)."""
+        self.fail_complete_codes: list[grpc.StatusCode] = []
+        """The next CompleteRuns calls fail with these codes, one call each, in order."""
+        self.invalid_outcomes: set[str] = set()
+        """Run keys whose outcome makes a CompleteRuns call fail INVALID_ARGUMENT (as the
+        real ledger refuses a whole request for one malformed outcome)."""
+        self.internal_outcomes: set[str] = set()
+        """Run keys whose outcome makes every CompleteRuns call holding it fail INTERNAL
+        (an outcome the ledger chokes on, deterministically)."""
+        self.mute_heartbeats = False
+        """Read beats but answer none (a half-open connection: nothing fails, nothing
+        arrives)."""
+        self.heartbeat_streams = 0
+        """Heartbeat streams opened so far."""
         self._streams: list[_Stream] = []
         self._port = port
         self._server: grpc.aio.Server | None = None
@@ -175,6 +192,9 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
         now = time.time()
         for r in request.runs:
             results.append(self._lease_one(r, request.executor_id, ttl, now))
+        if self.lose_lease_answers > 0:
+            self.lose_lease_answers -= 1
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "double: answer lost")
         return ledger_pb2.LeaseRunsResponse(results=results)
 
     def _lease_one(
@@ -196,15 +216,19 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
             return reject(ledger_pb2.REJECT_REASON_CANCELLED, "run is CANCELLED")
         if state.status in TERMINAL:
             return reject(ledger_pb2.REJECT_REASON_FINISHED, f"run is {state.status}")
+        regrant = False
         if state.status == "RUNNING" and state.lease_until > now:
-            return reject(ledger_pb2.REJECT_REASON_LEASED_ELSEWHERE, state.executor_id)
+            if state.executor_id != executor_id:
+                return reject(ledger_pb2.REJECT_REASON_LEASED_ELSEWHERE, state.executor_id)
+            regrant = True  # the caller holds it: the same attempt again (idempotent)
         cap = self.tenant_cap.get(job.tenant)
-        if cap is not None and self.running(job.tenant) >= cap:
+        if not regrant and cap is not None and self.running(job.tenant) >= cap:
             return reject(
                 ledger_pb2.REJECT_REASON_TENANT_AT_CAPACITY, "at capacity", self.capacity_retry_s
             )
         state.status = "RUNNING"
-        state.attempt += 1
+        if not regrant:
+            state.attempt += 1
         state.executor_id = executor_id
         state.lease_until = now + ttl
         grant = ledger_pb2.Grant(
@@ -222,6 +246,7 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
         return ledger_pb2.LeaseResult(run=r, grant=grant)
 
     async def Heartbeat(self, request_iterator, context):
+        self.heartbeat_streams += 1
         stream = _Stream()
         self._streams.append(stream)
         interval = Duration()
@@ -230,6 +255,8 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
         async def pump_requests() -> None:
             async for beat in request_iterator:
                 self.heartbeats.append(beat)
+                if self.mute_heartbeats:
+                    continue
                 stream.executor_id = beat.executor_id
                 ttl = beat.lease_ttl.ToTimedelta().total_seconds() or 30.0
                 response = ledger_pb2.HeartbeatResponse(heartbeat_interval=interval)
@@ -281,6 +308,15 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
         self, request: ledger_pb2.CompleteRunsRequest, context: grpc.aio.ServicerContext
     ) -> ledger_pb2.CompleteRunsResponse:
         self.complete_requests.append(request)
+        if self.fail_complete_codes:
+            await context.abort(self.fail_complete_codes.pop(0), "double: complete failed")
+        if any(_key(o.run) in self.internal_outcomes for o in request.outcomes):
+            await context.abort(grpc.StatusCode.INTERNAL, "double: internal error")
+        bad = [o for o in request.outcomes if _key(o.run) in self.invalid_outcomes]
+        if bad:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"double: bad outcome {_key(bad[0].run)}"
+            )
         results = []
         for outcome in request.outcomes:
             state = self.runs.get(_key(outcome.run))

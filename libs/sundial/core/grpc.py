@@ -38,6 +38,16 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+# Clients (executors on the ledger) ping every 10 s to find dead connections, also with
+# no call open. The server's defaults allow one ping per 5 minutes without data and
+# answer more with GOAWAY too_many_pings, which would drop the ledger connection of
+# every executor every few minutes. Accept a ping every 5 s (half the clients' rate,
+# so timer jitter never counts as a strike), with or without open calls.
+KEEPALIVE_SERVER_OPTIONS: tuple[tuple[str, int], ...] = (
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", 5_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+)
+
 REQUEST_ID_METADATA_KEY = "x-request-id"
 """Metadata key a caller may set to choose the request id (echoed on errors)."""
 
@@ -225,6 +235,7 @@ class Server:
                 ("grpc.so_reuseport", 0),
                 ("grpc.max_receive_message_length", config.max_message_bytes),
                 ("grpc.max_send_message_length", config.max_message_bytes),
+                *KEEPALIVE_SERVER_OPTIONS,
             ],
         )
         for add, servicer in services:

@@ -58,7 +58,8 @@ class RunLedgerServicer:
 
     def LeaseRuns(self, request, context):
         """Claims runs for an executor: a grant (new attempt + lease + what to call) or a
-        rejection per run.
+        rejection per run. Idempotent per executor: a run the caller already holds under a
+        live lease is granted again at the same attempt (see REJECT_REASON_LEASED_ELSEWHERE).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

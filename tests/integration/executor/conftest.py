@@ -1,17 +1,31 @@
-"""Fixtures for executor tests: leases, callers and a runner against real servers."""
+"""Fixtures for executor tests: leases, callers and a runner against real servers, and
+the whole executor graph against real JetStream and a RunLedger double."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import nats
 import pytest
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
 
+from sundial.core.bus import RUNS_STREAM, ensure_streams
 from sundial.core.runkey import run_key
+from sundial.devstack import Stack
+from sundial.executor.app import build
+from sundial.executor.config import ExecutorConfig
 from sundial.executor.model import GrpcTarget, HttpTarget, Lease, RunId
 from sundial.executor.runner import Runner
 from sundial.executor.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCaller
+from tests.helpers.eventually import assert_eventually
+from tests.helpers.ledger_double import LedgerDouble
 from tests.helpers.target_server import RecordingTarget
+from tests.integration.executor.support import RunningExecutor, connected
 
 SCHEDULED_AT = datetime(2026, 3, 8, 14, 0, tzinfo=UTC)
 
@@ -58,3 +72,57 @@ async def runner(breaker: CircuitBreaker) -> AsyncIterator[Runner]:
     yield Runner(http, grpc_caller, breaker)
     await http.aclose()
     await grpc_caller.aclose()
+
+
+@pytest.fixture
+async def jetstream(stack: Stack) -> AsyncIterator[JetStreamContext]:
+    """JetStream with an empty SUNDIAL_RUNS (and no consumers left by other tests)."""
+    client = await nats.connect(stack.nats_url)
+    js = client.jetstream()
+    with contextlib.suppress(NotFoundError):
+        await js.delete_stream(RUNS_STREAM)
+    await ensure_streams(js)
+    yield js
+    with contextlib.suppress(NotFoundError):
+        await js.delete_stream(RUNS_STREAM)
+    await client.drain()
+
+
+@pytest.fixture
+async def ledger() -> AsyncIterator[LedgerDouble]:
+    async with LedgerDouble() as double:
+        yield double
+
+
+@pytest.fixture
+async def start_executor(
+    stack: Stack, ledger: LedgerDouble, jetstream: JetStreamContext
+) -> AsyncIterator[object]:
+    running: list[RunningExecutor] = []
+
+    async def start(**overrides: object) -> RunningExecutor:
+        config = ExecutorConfig(
+            nats_url=stack.nats_url,
+            ledger_address=ledger.address,
+            node_id="test-executor",
+            allow_loopback_targets=True,
+            heartbeat_interval_s=0.2,
+            grace_period_s=5.0,
+            capacity_retry_s=0.5,
+            log_format="text",
+        )
+        config = replace(config, **overrides)  # type: ignore[arg-type]
+        service = await build(config)
+        stop_event = asyncio.Event()
+        task = asyncio.create_task(
+            service.run(install_signal_handlers=False, stop_event=stop_event)
+        )
+        executor = RunningExecutor(service, task, stop_event)
+        running.append(executor)
+        await assert_eventually(lambda: connected(executor), timeout_s=10, what="heartbeat stream")
+        return executor
+
+    yield start
+    for executor in running:
+        if not executor.task.done():
+            await executor.stop()

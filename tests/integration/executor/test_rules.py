@@ -188,7 +188,12 @@ def test_breaker_opens_after_consecutive_failures_and_probes_after_open_period()
     assert breaker.acquire("other") is None  # per target
     clock.now += 20
     assert breaker.acquire("t") is None  # half-open: one probe
-    assert breaker.acquire("t") is not None  # others wait for the probe
+    # Others wait for the probe: as long as a failed probe would keep it open, not 1 s.
+    assert breaker.acquire("t") == pytest.approx(30.0)
+    clock.now += 25
+    assert breaker.acquire("t") == pytest.approx(5.0)
+    clock.now += 10
+    assert breaker.acquire("t") == pytest.approx(1.0)  # a probe slower than open_s
     breaker.record("t", failed=True)  # the probe failed: open again
     assert breaker.acquire("t") == pytest.approx(30.0)
     clock.now += 30

@@ -428,3 +428,43 @@ async def test_expired_lease_on_the_last_attempt_is_not_granted_again(
     sweeper = Sweeper(store, RunPublisher(bus.jetstream, "test"), lambda: ALL, config, clock)
     await sweeper.sweep_once()
     assert await pool.fetchval("SELECT status FROM job_runs") == "dead"
+
+
+async def test_a_retried_lease_call_of_the_same_executor_gets_the_same_grant_again(
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub, clock: ManualClock
+) -> None:
+    # The first LeaseRuns committed, but its answer never reached the executor (deadline,
+    # broken connection): the retry must hand the same grant back, or nobody runs it.
+    policies = JobPolicies(retry_max_attempts=1)
+    [job] = await insert_jobs(pool, DAILY, first_due=T0, policies=policies)
+    await insert_queued_runs(pool, job, [T0])
+    [first] = await lease(ledger, [ref(job, T0)], executor="ex-1")
+    assert first.grant.attempt == 1
+    clock.advance(5)
+    [retried] = await lease(ledger, [ref(job, T0)], executor="ex-1")
+    assert retried.WhichOneof("result") == "grant", retried
+    assert retried.grant.attempt == 1  # the same fencing token: not a new attempt
+    assert retried.grant.lease_until.ToDatetime(UTC) == T0 + timedelta(seconds=35)
+    assert retried.grant.target.http.url == "https://example.com/hook"
+    row = await pool.fetchrow("SELECT attempt, lease_until, executor_id FROM job_runs")
+    assert row["attempt"] == 1 and row["executor_id"] == "ex-1"
+    assert row["lease_until"] == T0 + timedelta(seconds=35)
+    # Another executor is still told the run is leased; the holder's outcome counts.
+    [other] = await lease(ledger, [ref(job, T0)], executor="ex-2")
+    assert other.rejection.reason == ledger_pb2.REJECT_REASON_LEASED_ELSEWHERE
+    done = await complete(ledger, ref(job, T0), 1)
+    assert done.accepted and done.next_status == run_pb2.RUN_STATUS_SUCCEEDED
+
+
+async def test_a_regrant_does_not_count_against_the_tenant_cap_twice(
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub
+) -> None:
+    await pool.execute("UPDATE tenants SET max_concurrent_runs = 1")
+    jobs = await insert_jobs(pool, DAILY, first_due=T0, count=2)
+    for job in jobs:
+        await insert_queued_runs(pool, job, [T0])
+    [first] = await lease(ledger, [ref(jobs[0], T0)])
+    assert first.grant.attempt == 1
+    again, capped = await lease(ledger, [ref(jobs[0], T0), ref(jobs[1], T0)])
+    assert again.grant.attempt == 1
+    assert capped.rejection.reason == ledger_pb2.REJECT_REASON_TENANT_AT_CAPACITY

@@ -27,6 +27,20 @@ from sundial.executor.runner import Runner
 from sundial.executor.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCaller
 from sundial.v1 import ledger_pb2_grpc
 
+# Keepalive on the ledger channel: a ping every 10 s, the connection declared dead when
+# one goes unanswered for 5 s, also while no call is open. Without it a ledger host that
+# vanished without closing TCP (power loss, a partition, a NAT dropping the flow) leaves
+# the channel "READY" for the kernel's TCP timeout (minutes): LeaseRuns and CompleteRuns
+# would only notice by their deadlines, and the Heartbeat stream never. The scheduler's
+# server accepts pings this often (sundial.core.grpc.build_server).
+LEDGER_CHANNEL_OPTIONS: tuple[tuple[str, int], ...] = (
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    # Keep pinging however long no data flows (the default stops after 2 pings).
+    ("grpc.http2.max_pings_without_data", 0),
+)
+
 
 def executor_id(config: ExecutorConfig) -> str:
     """This process's id at the ledger: node id plus a per-start random suffix."""
@@ -39,7 +53,9 @@ async def build(config: ExecutorConfig) -> Service:
         bus = await connect_bus(config, name=f"sundial-executor-{config.node_id}")
         resources.push_async_callback(bus.close)
         # The channel connects lazily and reconnects by itself; the ledger may start later.
-        ledger_channel = grpc.aio.insecure_channel(config.ledger_address)
+        ledger_channel = grpc.aio.insecure_channel(
+            config.ledger_address, options=list(LEDGER_CHANNEL_OPTIONS)
+        )
         resources.push_async_callback(ledger_channel.close)
         stub = ledger_pb2_grpc.RunLedgerStub(ledger_channel)
         policy = AddressPolicy(

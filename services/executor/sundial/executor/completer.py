@@ -2,9 +2,16 @@
 
 An outcome waits at most ``complete_flush_ms`` for others to share its call, and a full
 batch (``complete_batch_size``) is sent at once. A failed call is retried with backoff
-while the ledger is unavailable: CompleteRuns is idempotent per attempt (a repeated
-report is answered FENCE_REASON_NOT_RUNNING and changes nothing). Each submitter waits
-for its own answer, so its run stays held (and heartbeated) until the ledger has it.
+while the ledger is unavailable or answers INTERNAL/UNKNOWN (a database hiccup, a proxy
+reset): CompleteRuns is idempotent per attempt (a repeated report is answered
+FENCE_REASON_NOT_RUNNING and changes nothing), so a retry never records twice, and
+dropping an outcome costs a whole attempt (its lease expires as a failure). A batch
+refused INVALID_ARGUMENT (or failing INTERNAL/UNKNOWN past a few retries) is split in
+halves until the bad outcome is alone, so one poisonous report never drops or stalls
+the others. Each submitter waits for its own answer, so
+its run stays held (and heartbeated) until the ledger has it. An unexpected error (a bug)
+resolves the batch's submitters as not sent: the completer keeps running and the runs'
+leases expire, so the ledger retries them later.
 
 On stop, what is queued is still sent (within the app's grace period).
 """
@@ -34,8 +41,17 @@ _RETRYABLE_CODES = frozenset(
         grpc.StatusCode.RESOURCE_EXHAUSTED,
         grpc.StatusCode.ABORTED,
         grpc.StatusCode.CANCELLED,
+        # The ledger maps anything unexpected (a lost database connection mid-call) to
+        # INTERNAL; UNKNOWN is what a proxy or a crashing handler yields. Both are
+        # transient far more often than not, and a retry is harmless (idempotent).
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNKNOWN,
     }
 )
+_SERVER_ERROR_CODES = frozenset({grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN})
+# Retries of INTERNAL/UNKNOWN before the batch is split (a lone outcome: given up, its
+# lease expires and the ledger retries the run): about 1.5 s of backoff.
+_SERVER_ERROR_RETRIES = 4
 
 
 @dataclass(frozen=True)
@@ -98,7 +114,18 @@ class Completer:
                     await asyncio.sleep(self._flush_s)
                 batch = self._queue[: self._batch_size]
                 del self._queue[: self._batch_size]
-                await self._send(batch)
+                try:
+                    await self._send(batch)
+                except Exception:
+                    # A bug, not the ledger's answer: never let it stop reporting. The
+                    # submitters learn their outcome was not sent; the leases expire and
+                    # the ledger retries those runs.
+                    log.exception(
+                        "sending outcomes failed unexpectedly; %d not reported",
+                        len(batch),
+                        extra={"action": "complete.error", "outcomes": len(batch)},
+                    )
+                    _resolve(batch, _DROPPED)
         finally:
             for _, future in self._queue:
                 if not future.done():
@@ -115,20 +142,46 @@ class Completer:
             outcomes=[to_outcome(report) for report, _ in batch],
         )
         delay = 0.1
+        server_errors = 0
         while True:
             try:
                 response = await self._stub.CompleteRuns(request, timeout=self._timeout_s)
                 break
             except grpc.aio.AioRpcError as exc:
-                if exc.code() not in _RETRYABLE_CODES:
-                    log.error(
-                        "CompleteRuns refused the batch: %s",
+                code = exc.code()
+                if code in _SERVER_ERROR_CODES:
+                    server_errors += 1
+                # One bad outcome fails the whole call: isolate it by halves (log2(batch)
+                # extra calls), so the good ones are still recorded. An INTERNAL/UNKNOWN
+                # that outlasts a few retries may be one outcome the ledger chokes on:
+                # retried forever it would stall every report behind it, so it is
+                # isolated the same way (and a lone one given up below).
+                persistent = server_errors > _SERVER_ERROR_RETRIES
+                if (code == grpc.StatusCode.INVALID_ARGUMENT or persistent) and len(batch) > 1:
+                    log.warning(
+                        "CompleteRuns refused a batch of %d (%s); splitting it",
+                        len(batch),
                         exc.details(),
-                        extra={"action": "complete", "grpc_code": exc.code().name},
+                        extra={"action": "complete.split", "outcomes": len(batch)},
                     )
-                    for _, future in batch:
-                        if not future.done():
-                            future.set_result(_DROPPED)
+                    half = len(batch) // 2
+                    await self._send(batch[:half])
+                    await self._send(batch[half:])
+                    return
+                if code not in _RETRYABLE_CODES or persistent:
+                    report = batch[0][0] if len(batch) == 1 else None
+                    log.error(
+                        "CompleteRuns refused %d outcome(s): %s",
+                        len(batch),
+                        exc.details(),
+                        extra={
+                            "action": "complete.refused",
+                            "grpc_code": exc.code().name,
+                            "run_key": report.run.key if report else None,
+                            "attempt": report.attempt if report else None,
+                        },
+                    )
+                    _resolve(batch, _DROPPED)
                     return
                 log.warning(
                     "CompleteRuns failed (%s); retrying in %.1f s",
@@ -160,9 +213,14 @@ class Completer:
                 self.on_complete(report, completion)
             if not future.done():
                 future.set_result(completion)
-        for _, future in batch:  # a short answer: never leave a submitter waiting
-            if not future.done():
-                future.set_result(_DROPPED)
+        _resolve(batch, _DROPPED)  # a short answer: never leave a submitter waiting
+
+
+def _resolve(batch: list[tuple[Report, asyncio.Future[Completion]]], answer: Completion) -> None:
+    """Answer every submitter of ``batch`` not answered yet."""
+    for _, future in batch:
+        if not future.done():
+            future.set_result(answer)
 
 
 async def _first(*events: asyncio.Event) -> None:

@@ -8,17 +8,26 @@ executor, so each message goes to one of them. The loop:
 2. decode them; a malformed message is logged and terminated (never redelivered,
    never raised into the loop);
 3. lease their runs in chunks of at most the free slots (and 500), one LeaseRuns per
-   chunk, so the runs of several small messages share a call while a 500-run message
-   is leased as slots free up (the message is kept alive with in-progress acks);
+   chunk, so the runs of several small messages share a call. Only what fits in the
+   slots free NOW is leased: a message whose runs do not all fit is nak'ed without
+   delay once the rest is leased, so an executor with free slots takes it at once
+   instead of it waiting here for ours (hoarding). Its leased runs come back as
+   LEASED_ELSEWHERE (or re-granted, if it comes back here), so it converges;
 4. once every run of a message is granted or rejected: ack it, unless a run was
    rejected TENANT_AT_CAPACITY, then nak it with the rejection's retry_after so it comes
    back later (never dropped). A redelivered message may name runs this executor (or
-   another) already leased or finished; the ledger answers those LEASED_ELSEWHERE or
-   FINISHED, both of which ack, so a partly leased message converges.
+   another) already leased or finished; the ledger answers those LEASED_ELSEWHERE (held
+   by another executor) or FINISHED, both of which ack, so a partly leased message
+   converges. A run this executor already holds is granted again at the same attempt
+   (the ledger's idempotent re-grant, which also makes a LeaseRuns retried after a lost
+   answer safe): it is acked and not started twice.
 
 Up to ``pipeline`` fetched batches go through steps 2-4 at once, so a LeaseRuns round
 trip does not stall fetching. Granted runs are handed to :class:`InFlight`, which calls
 their targets.
+
+A failed fetch (JetStream or the connection unavailable) is logged and retried after
+a bounded, jittered backoff; it never stops the executor.
 
 Stop: fetching stops at once, messages not yet fully leased are nak'ed (no delay:
 another executor takes them), then the held runs get the rest of the grace period to
@@ -28,6 +37,7 @@ finish; what is still running after it is abandoned without a report.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable
@@ -36,6 +46,7 @@ from datetime import UTC, datetime
 
 import grpc
 from nats.aio.msg import Msg
+from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
@@ -59,6 +70,7 @@ log = logging.getLogger(__name__)
 
 _MAX_LEASE_BATCH = 500  # LeaseRuns takes 1-500 runs
 _FETCH_WAIT_S = 1.0  # how long one fetch waits for messages (stop is noticed this fast)
+_FETCH_BACKOFF_MAX_S = 5.0  # the longest wait between fetches that failed
 _LEDGER_RETRYABLE = frozenset(
     {
         grpc.StatusCode.UNAVAILABLE,
@@ -169,6 +181,7 @@ class Consumer:
             await ensure_streams(self._js)
             subscription = await self._subscribe()
             started()
+            fetch_failures = 0
             while not self._stopping.is_set():
                 free = await self._inflight.reserve(self._fetch_batch, stop=self._stopping)
                 if free == 0:
@@ -182,6 +195,26 @@ class Consumer:
                 except (TimeoutError, NatsTimeoutError):
                     room.release()
                     continue
+                except NatsError as exc:
+                    # JetStream unavailable (leader election, 503 no responders), the
+                    # connection closed or reconnecting: the messages wait in the stream,
+                    # so back off and fetch again instead of stopping the executor.
+                    room.release()
+                    fetch_failures += 1
+                    delay = min(_FETCH_BACKOFF_MAX_S, 0.1 * 2 ** min(fetch_failures, 10))
+                    log.warning(
+                        "fetch failed (%s: %s); retrying in about %.1f s",
+                        type(exc).__name__,
+                        exc,
+                        delay,
+                        extra={"action": "consume.fetch_error", "failures": fetch_failures},
+                    )
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(
+                            self._stopping.wait(), delay * random.uniform(0.5, 1.0)
+                        )
+                    continue
+                fetch_failures = 0
                 task = asyncio.create_task(self._process(messages))
                 batches.add(task)
                 task.add_done_callback(lambda done: self._batch_done(done, batches, room))
@@ -250,32 +283,41 @@ class Consumer:
         if not work:
             return
         keepalive = asyncio.create_task(self._keep_alive(pendings))
+        out_of_slots = False
         try:
             position = 0
-            while position < len(work):
+            while position < len(work) and not self._stopping.is_set():
                 most = min(len(work) - position, _MAX_LEASE_BATCH)
-                slots = await self._inflight.reserve(most, stop=self._stopping)
+                slots = self._inflight.take(most)
                 if slots == 0:
+                    out_of_slots = True
                     break
-                chunk = work[position : position + slots]
-                results = await self._lease([ref for ref, _ in chunk])
-                if results is None:
-                    self._inflight.release(slots)
-                    break
-                position += slots
-                used, finished = self._apply(chunk, results)
-                self._inflight.release(slots - used)
+                used = 0
+                try:
+                    chunk = work[position : position + slots]
+                    results = await self._lease([ref for ref, _ in chunk])
+                    if results is None:
+                        break
+                    position += slots
+                    used, finished = self._apply(chunk, results)
+                finally:
+                    # Whatever happened (cancelled, a bug), the slots no started run
+                    # took go back: a leaked slot would shrink max_in_flight for good.
+                    self._inflight.release(slots - used)
                 for pending in finished:
                     await self._finish(pending)
         finally:
             keepalive.cancel()
             await asyncio.gather(keepalive, return_exceptions=True)
-            # Stopping: another executor may take them now. The ledger refusing: wait.
-            delay = None if self._stopping.is_set() else self._capacity_retry_s
+            # Stopping or out of slots: another executor may take them now. The ledger
+            # refusing: wait. A run rejected at capacity keeps its retry_after.
+            at_once = self._stopping.is_set() or out_of_slots
+            delay = None if at_once else self._capacity_retry_s
             for pending in pendings:
                 if not pending.done:
                     pending.done = True
-                    await _quietly(pending.msg.nak(delay=delay))
+                    wait = pending.nak_delay_s if pending.nak_delay_s is not None else delay
+                    await _quietly(pending.msg.nak(delay=wait))
                     self.stats.naked += 1
 
     def _apply(
@@ -290,18 +332,18 @@ class Consumer:
         for (ref, owners), result in zip(chunk, results, strict=True):
             kind = result.WhichOneof("result")
             if kind == "grant":
-                used += 1
                 self.stats.granted += 1
                 try:
                     lease = lease_from_grant(ref, result.grant)
                 except ValueError as exc:
-                    used -= 1
                     self._refuse_grant(ref, result.grant, str(exc))
                 else:
-                    self._inflight.start(lease)
+                    # False: already held (an idempotent re-grant), no second call.
+                    if self._inflight.start(lease):
+                        used += 1
             else:
                 rejection = result.rejection
-                reason = ledger_pb2.RejectReason.Name(rejection.reason)
+                reason = _reason_name(rejection.reason)
                 self.stats.rejected[reason] = self.stats.rejected.get(reason, 0) + 1
                 if rejection.reason not in _ACK_REASONS:
                     # TENANT_AT_CAPACITY (and anything unknown): the run must come back.
@@ -391,6 +433,14 @@ class Consumer:
                 )
                 return None
             return list(response.results)
+
+
+def _reason_name(reason: int) -> str:
+    """The enum name, or the number for a reason newer than this executor."""
+    try:
+        return ledger_pb2.RejectReason.Name(reason)
+    except ValueError:
+        return f"REJECT_REASON_{reason}"
 
 
 async def _quietly(ack: object) -> None:

@@ -7,6 +7,12 @@ also sent right after the stream opens, so a reconnect (scheduler restart, anoth
 ledger replica) re-extends every held lease at once. A broken stream is reopened with
 jittered exponential backoff, forever: losing the ledger for longer than a lease means
 the leases expire and the runs are retried elsewhere, which is the design.
+
+The ledger answers every beat. A stream that stays silent for an interval plus a margin
+after a beat is treated as dead and reopened: a half-open TCP connection (a ledger host
+gone without a FIN, a NAT or proxy that forgot the flow) never raises on its own, and
+without this the beats would go nowhere while every held lease expired. The channel's
+keepalive pings (app.py) catch the same at the transport; this catches it per stream.
 """
 
 from __future__ import annotations
@@ -29,6 +35,13 @@ log = logging.getLogger(__name__)
 
 _MIN_INTERVAL_S = 0.05
 _MAX_BACKOFF_S = 5.0
+# How much longer than an interval a beat's answer may take before the stream counts as
+# dead: a ledger busy extending 10 000 leases answers in well under a second.
+_ANSWER_MARGIN_S = 2.0
+
+
+class _Silent(Exception):
+    """The ledger did not answer a beat in time."""
 
 
 class Heartbeat:
@@ -56,6 +69,7 @@ class Heartbeat:
         """Set while a stream is open (tests wait for it)."""
         self.beats = 0
         """Heartbeats sent since start (all streams)."""
+        self._unanswered_since: float | None = None  # loop time of the oldest unanswered beat
 
     def beat_soon(self) -> None:
         """Send the next heartbeat now instead of at the end of the interval."""
@@ -69,6 +83,13 @@ class Heartbeat:
             try:
                 await self._session()
                 backoff = 0.1
+            except _Silent as exc:
+                log.warning(
+                    "heartbeat stream silent (%s); reconnecting in about %.1f s",
+                    exc,
+                    backoff,
+                    extra={"action": "heartbeat.reconnect", "reason": "silent"},
+                )
             except grpc.aio.AioRpcError as exc:
                 log.warning(
                     "heartbeat stream broke (%s); reconnecting in about %.1f s",
@@ -104,19 +125,26 @@ class Heartbeat:
 
     async def _session(self) -> None:
         call = self._stub.Heartbeat()
+        loop = asyncio.get_running_loop()
+        self._unanswered_since = None
         reader = asyncio.create_task(self._read(call))
         try:
             while not self._stopping.is_set():
                 await call.write(self._request())
                 self.beats += 1
                 self._beat_now.clear()
+                if self._unanswered_since is None:
+                    self._unanswered_since = loop.time()
+                interval = max(self.interval_s, _MIN_INTERVAL_S)
+                answer_by = self._unanswered_since + interval + _ANSWER_MARGIN_S
+                wait = max(min(interval, answer_by - loop.time()), 0.0)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(
-                        _first(self._beat_now, reader), max(self.interval_s, _MIN_INTERVAL_S)
-                    )
+                    await asyncio.wait_for(_first(self._beat_now, reader), wait)
                 if reader.done():
                     reader.result()  # raises the stream's error
                     return  # the server ended the stream: reconnect
+                if self._unanswered_since is not None and loop.time() >= answer_by:
+                    raise _Silent(f"no answer within {answer_by - self._unanswered_since:.1f} s")
             await call.done_writing()
         finally:
             if not reader.done():
@@ -126,6 +154,7 @@ class Heartbeat:
 
     async def _read(self, call: grpc.aio.StreamStreamCall) -> None:
         async for response in call:
+            self._unanswered_since = None  # any answer shows the stream is alive
             self.connected.set()
             self._handle(response)
 

@@ -92,6 +92,12 @@ class InFlight:
         self._free -= taken
         return taken
 
+    def take(self, most: int) -> int:
+        """Take up to ``most`` free slots without waiting; returns how many (maybe 0)."""
+        taken = min(most, self._free)
+        self._free -= taken
+        return taken
+
     def release(self, count: int = 1) -> None:
         """Give back ``count`` slots (unused after LeaseRuns, or a finished call)."""
         if count > 0:
@@ -107,11 +113,29 @@ class InFlight:
     def __len__(self) -> int:
         return len(self._held)
 
-    def start(self, lease: Lease) -> None:
-        """Hold ``lease`` and call its target; its slot must already be reserved."""
+    def start(self, lease: Lease) -> bool:
+        """Hold ``lease`` and call its target; its slot must already be reserved.
+
+        Returns:
+            False (nothing started; the caller keeps the slot) when this attempt is
+            already held: the ledger grants a run its holder leases again at the same
+            attempt (a retried LeaseRuns, a redelivered message), and calling the target
+            twice for one attempt would be a duplicate.
+        """
+        if (lease.run, lease.attempt) in self._held:
+            log.info(
+                "granted again; already running",
+                extra={
+                    "action": "lease.regrant",
+                    "run_key": lease.run_key,
+                    "attempt": lease.attempt,
+                },
+            )
+            return False
         held = Held(lease)
         self._held[(lease.run, lease.attempt)] = held
         held.task = asyncio.create_task(self._execute(held), name=f"run {lease.run_key}")
+        return True
 
     def cancel(self, run: RunId, attempt: int, reason: str) -> bool:
         """A cancel order: stop the call and report CANCELLED. False if not held/in call."""
@@ -181,6 +205,22 @@ class InFlight:
                     finished_at=now,
                     error=f"cancelled: {held.cancel_reason}",
                     error_class=ErrorClass.CANCELLED,
+                )
+            except Exception as exc:
+                # A bug in a caller (the runner never raises for a failed call): report
+                # it as a retryable failure, with its text. Only logging it would let
+                # the lease expire as a failed attempt a lease later, with no trace of
+                # why in the run's history.
+                log.exception(
+                    "target call raised", extra={"action": "run.error", "run_key": lease.run_key}
+                )
+                now = datetime.now(UTC)
+                outcome = Outcome(
+                    status=OutcomeStatus.FAILED_RETRYABLE,
+                    started_at=now,
+                    finished_at=now,
+                    error=f"executor error: {type(exc).__name__}: {exc}",
+                    error_class=ErrorClass.RETRYABLE,
                 )
             self.release()
             released = True

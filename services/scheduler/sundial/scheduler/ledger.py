@@ -5,7 +5,9 @@ per call, with the run rows locked:
 
 - LeaseRuns grants a run that is QUEUED, RETRYING and due, or RUNNING with an expired
   lease the sweeper has not reclaimed yet; each grant increments ``attempt``, the fencing
-  token. The tenant's ``max_concurrent_runs`` is enforced under a per-tenant advisory
+  token. A run the calling executor already holds under a live lease is granted again
+  at the same attempt with its lease extended (idempotent re-grant: a retried call whose
+  answer was lost). The tenant's ``max_concurrent_runs`` is enforced under a per-tenant advisory
   lock, so concurrent calls (on any scheduler replica) cannot overshoot it.
 - Heartbeat extends leases only where the attempt still matches.
 - CompleteRuns writes an outcome only where the run is RUNNING at the reported attempt.
@@ -125,13 +127,31 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
         lease_until = now + ttl
         rejections: dict[int, ledger_pb2.Rejection] = {}
 
-        def decide(rows: dict[Key, Record], running: dict[str, int]) -> list[Key]:
+        def decide(rows: dict[Key, Record], running: dict[str, int]) -> tuple[list[Key], list[Key]]:
             grants: list[Key] = []
+            regrants: list[Key] = []
             granted: set[Key] = set()
             for index, ref in enumerate(refs):
                 key = (ref.job_id, ref.scheduled_at)
                 row = rows.get(key)
                 reason, retry_after, detail = self._lease_verdict(row, now)
+                if (
+                    reason == ledger_pb2.REJECT_REASON_LEASED_ELSEWHERE
+                    and row is not None
+                    and row["executor_id"] == executor_id
+                    and key not in granted
+                ):
+                    # Idempotent re-grant: this executor already holds the live lease,
+                    # so this is a retried LeaseRuns whose answer was lost (deadline,
+                    # broken connection) after the grant committed, or a redelivery of a
+                    # message it leased. Answering LEASED_ELSEWHERE would leave a granted
+                    # run nobody calls until its lease expires as a failed attempt (DEAD
+                    # on the last one, the target never called). The same attempt is
+                    # granted again with its lease extended; no new fencing token, no
+                    # capacity counted twice. The executor starts it unless it holds it.
+                    granted.add(key)
+                    regrants.append(key)
+                    continue
                 if reason is None and key in granted:
                     reason, detail = ledger_pb2.REJECT_REASON_LEASED_ELSEWHERE, "duplicate"
                 if reason is None and row is not None and row["status"] != "running":
@@ -150,7 +170,7 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
                     continue
                 granted.add(key)
                 grants.append(key)
-            return grants
+            return grants, regrants
 
         rows, attempts = await self._store.lease_runs(refs, executor_id, lease_until, now, decide)
         results = []

@@ -431,16 +431,18 @@ class SchedulerStore:
         executor_id: str,
         lease_until: datetime,
         now: datetime,
-        decide: Callable[[dict[Key, Record], dict[str, int]], list[Key]],
+        decide: Callable[[dict[Key, Record], dict[str, int]], tuple[list[Key], list[Key]]],
     ) -> tuple[dict[Key, Record], dict[Key, int]]:
         """Grant leases on ``refs`` to ``executor_id`` in one transaction.
 
         The tenants involved are locked first (an advisory lock each, in sorted order),
-        then the runs; ``decide(rows, running_per_tenant)`` returns the keys to grant.
+        then the runs; ``decide(rows, running_per_tenant)`` returns the keys to grant (a
+        new attempt each) and the keys to grant again (runs ``executor_id`` already
+        holds: the same attempt, the lease extended to ``lease_until``).
 
         Returns:
-            The locked rows by key (missing runs are absent) and the new attempt of
-            each granted run.
+            The locked rows by key (missing runs are absent) and the attempt of each
+            granted or re-granted run.
         """
         job_ids, times = _unzip_refs(refs)
         async with self._pool.acquire() as conn, conn.transaction():
@@ -452,8 +454,19 @@ class SchedulerStore:
                 r["tenant_id"]: r["running"]
                 for r in await conn.fetch(queries.count_running, tenants)
             }
-            grants = decide(by_key, running)
+            grants, regrants = decide(by_key, running)
             attempts: dict[Key, int] = {}
+            if regrants:
+                renewed = await conn.fetch(
+                    queries.extend_leases,
+                    [k[0] for k in regrants],
+                    [k[1] for k in regrants],
+                    [by_key[k]["attempt"] for k in regrants],
+                    executor_id,
+                    lease_until,
+                    now,
+                )
+                attempts = {(r["job_id"], r["scheduled_at"]): r["attempt"] for r in renewed}
             if grants:
                 granted = await conn.fetch(
                     queries.grant_runs,
@@ -463,7 +476,7 @@ class SchedulerStore:
                     lease_until,
                     now,
                 )
-                attempts = {(r["job_id"], r["scheduled_at"]): r["attempt"] for r in granted}
+                attempts.update({(r["job_id"], r["scheduled_at"]): r["attempt"] for r in granted})
             return by_key, attempts
 
     @translate_db_errors()

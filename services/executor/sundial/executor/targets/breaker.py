@@ -5,7 +5,11 @@ After ``failures`` consecutive retryable failures (connection errors, timeouts, 
 each attempt is reported FAILED_RETRYABLE at once, with the remaining open time as
 retry_after. The ledger's retry policy still decides when (and whether) a run is tried
 again; the breaker only spares the target the calls. After the open period ONE call is
-let through (half-open): success closes the breaker, failure opens it again.
+let through (half-open): success closes the breaker, failure opens it again. While that
+probe is in flight the breaker counts as open for another ``open_s`` from the probe's
+start, and held attempts report what is left of that as retry_after: a probe can take
+as long as the run timeout, and a short wait would only burn the runs' attempts
+(each held attempt is a failed one) before the probe has an answer.
 
 A final failure (a 4xx) counts as an answer, not as trouble: the target is up.
 """
@@ -27,6 +31,7 @@ class _State:
     failures: int = 0
     open_until: float = 0.0
     probing: bool = False
+    probe_open_until: float = 0.0  # held attempts wait until here while probing
 
 
 class CircuitBreaker:
@@ -58,8 +63,9 @@ class CircuitBreaker:
         if now < state.open_until:
             return state.open_until - now
         if state.probing:
-            return _PROBE_WAIT_S
+            return max(state.probe_open_until - now, _PROBE_WAIT_S)
         state.probing = True  # half-open: this call is the probe
+        state.probe_open_until = now + self._open_s
         return None
 
     def record(self, key: str, *, failed: bool) -> None:
