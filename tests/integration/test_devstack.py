@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import sys
 import urllib.request
 
@@ -99,7 +100,8 @@ _HOLDER = """
 import json, os, signal, sys
 from sundial.devstack import Stack
 stack = Stack().start()
-print(json.dumps([server._process.pid for server in stack._started]), flush=True)
+pids = [server._process.pid for server in stack._started]
+print(json.dumps({"pids": pids, "data_dir": str(stack.data_dir)}), flush=True)
 signal.pause()  # hold the stack until killed
 """
 
@@ -113,7 +115,8 @@ async def test_servers_die_with_a_killed_parent(monkeypatch: pytest.MonkeyPatch)
     assert holder.stdout is not None
     try:
         async with asyncio.timeout(60):
-            pids = json.loads(await holder.stdout.readline())
+            started = json.loads(await holder.stdout.readline())
+        pids = started["pids"]
         assert len(pids) == 3 and all(_alive(pid) for pid in pids)
     finally:
         holder.kill()  # SIGKILL: no cleanup code of the parent runs
@@ -121,6 +124,8 @@ async def test_servers_die_with_a_killed_parent(monkeypatch: pytest.MonkeyPatch)
     await assert_eventually(
         lambda: _assert_all_gone(pids), timeout_s=15, what="servers of the killed parent"
     )
+    # The killed parent could not remove its data folder; the test does.
+    shutil.rmtree(started["data_dir"])
 
 
 def _assert_all_gone(pids: list[int]) -> None:
