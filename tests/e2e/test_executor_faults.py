@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import grpc
 import pytest
 
-from sundial.devstack import ServiceProcess, Stack
+from sundial.devstack import ServiceProcess
 from sundial.v1 import job_pb2, run_pb2
 from tests.e2e.test_executor_runs import SUCCEEDED, every, http_job, once, runs_with
-from tests.helpers.cluster import Cluster, running_cluster
+from tests.helpers.cluster import Cluster
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.grpc_target import GrpcTargetServer
 from tests.helpers.target_server import RecordingTarget
@@ -25,20 +23,6 @@ pytestmark = [pytest.mark.timeout(150), pytest.mark.slow]
 
 DEAD = run_pb2.RUN_STATUS_DEAD
 CANCELLED = run_pb2.RUN_STATUS_CANCELLED
-
-
-@pytest.fixture
-async def cluster(
-    stack: Stack, migrated_database_url: str, tmp_path: Path
-) -> AsyncIterator[Cluster]:
-    async with running_cluster(stack, migrated_database_url, tmp_path) as running:
-        yield running
-
-
-@pytest.fixture
-async def target() -> AsyncIterator[RecordingTarget]:
-    async with RecordingTarget() as server:
-        yield server
 
 
 def _calls(target: RecordingTarget, path: str, n: int) -> None:

@@ -6,17 +6,14 @@ final failures, tenant capacity.
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import nats
 import pytest
 
 from sundial.core.bus import DEAD_STREAM, dead_subject
-from sundial.devstack import Stack
 from sundial.v1 import events_pb2, job_pb2, job_service_pb2, run_pb2
-from tests.helpers.cluster import Cluster, Tenant, running_cluster
+from tests.helpers.cluster import Cluster, Tenant
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.target_server import RecordingTarget
 
@@ -24,20 +21,6 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 SUCCEEDED = run_pb2.RUN_STATUS_SUCCEEDED
 DEAD = run_pb2.RUN_STATUS_DEAD
-
-
-@pytest.fixture
-async def cluster(
-    stack: Stack, migrated_database_url: str, tmp_path: Path
-) -> AsyncIterator[Cluster]:
-    async with running_cluster(stack, migrated_database_url, tmp_path) as running:
-        yield running
-
-
-@pytest.fixture
-async def target() -> AsyncIterator[RecordingTarget]:
-    async with RecordingTarget() as server:
-        yield server
 
 
 def every(seconds: int) -> job_pb2.Schedule:
