@@ -19,10 +19,13 @@ from sundial.core.config import ConfigError, LogConfig
 from sundial.core.grpc import Server
 from sundial.core.lifecycle import Component, run_app
 from sundial.core.logging import configure_logging
+from sundial.core.telemetry import TelemetryConfig, configure_telemetry
 
 log = logging.getLogger(__name__)
 
 ConfigT = TypeVar("ConfigT", bound=LogConfig)
+
+TELEMETRY_FLUSH_TIMEOUT_MS = 2000
 
 
 @dataclass
@@ -78,6 +81,7 @@ def main(
         print(f"sundial-{name}: configuration error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     configure_logging(config)
+    telemetry = configure_telemetry(config, name) if isinstance(config, TelemetryConfig) else None
 
     async def serve() -> int:
         service = await build(config)
@@ -88,4 +92,8 @@ def main(
     except Exception:
         log.exception("%s crashed while starting", name, extra={"action": "lifecycle"})
         code = 1
+    finally:
+        if telemetry is not None:
+            # Flush the last metrics, but never let an unreachable collector hold the exit.
+            telemetry.shutdown(timeout_millis=TELEMETRY_FLUSH_TIMEOUT_MS)
     raise SystemExit(code)

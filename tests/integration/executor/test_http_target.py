@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import re
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
 
+from sundial.core.telemetry import RUN_START_LATENESS
 from sundial.devstack import free_port
 from sundial.executor.model import ErrorClass, HttpTarget, OutcomeStatus
 from sundial.executor.runner import Runner
@@ -161,3 +165,34 @@ async def test_cancelling_the_call_propagates(runner: Runner, target: RecordingT
 
 def _called(target: RecordingTarget) -> None:
     assert target.calls, "no call yet"
+
+
+def _histogram_points(reader: InMemoryMetricReader, name: str) -> list[HistogramDataPoint]:
+    data = reader.get_metrics_data()
+    return [
+        point
+        for resource in (data.resource_metrics if data else [])
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == name
+        for point in metric.data.data_points  # type: ignore[union-attr]
+    ]
+
+
+async def test_first_attempts_record_their_start_lateness(target: RecordingTarget) -> None:
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    policy = AddressPolicy(allow_loopback=True)
+    http, grpc_caller = HttpCaller(policy), GrpcCaller(policy)
+    runner = Runner(http, grpc_caller, CircuitBreaker(failures=3, open_s=1), meter=meter)
+    try:
+        due = datetime.now(UTC) - timedelta(seconds=90)
+        await runner.run(make_lease(HttpTarget(f"{target.url}/a"), scheduled_at=due))
+        # A retry measures the backoff, not Sundial: not recorded.
+        await runner.run(make_lease(HttpTarget(f"{target.url}/b"), scheduled_at=due, attempt=2))
+    finally:
+        await http.aclose()
+        await grpc_caller.aclose()
+    [point] = _histogram_points(reader, RUN_START_LATENESS)
+    assert point.count == 1
+    assert 90 <= point.sum < 120

@@ -9,6 +9,8 @@ from typing import Any
 
 import asyncpg
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from sundial.core.bus import Bus
 from sundial.core.clock import ManualClock
@@ -18,6 +20,7 @@ from sundial.core.definition import (
     policies_to_json,
     schedule_to_json,
 )
+from sundial.core.telemetry import DISPATCH_LATENESS
 from sundial.devstack import Stack
 from sundial.schedule import CronSpec, IntervalSpec, MisfirePolicy, Schedule
 from sundial.scheduler import planning
@@ -303,3 +306,33 @@ async def test_claim_reads_only_the_partitions_it_takes_from(pool: asyncpg.Pool)
     [explained] = json.loads(plan) if isinstance(plan, str) else plan
     read = rows_read_from(explained["Plan"], "jobs")
     assert 500 <= read <= 2_000, f"the claim read {read} job rows for a batch of 500"
+
+
+async def test_dispatch_records_each_runs_lateness(
+    pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
+) -> None:
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    config = scheduler_config(migrated_database_url, stack)
+    dispatcher = Dispatcher(
+        SchedulerStore(pool),
+        RunPublisher(bus.jetstream, "test"),
+        lambda: ALL,
+        config,
+        clock,
+        meter=meter,
+    )
+    await insert_jobs(pool, HOURLY, first_due=T0, count=3)
+    clock.advance(30)  # found 30 s after the due time, within the misfire threshold
+    assert (await dispatcher.dispatch_once()).inserted == 3
+    data = reader.get_metrics_data()
+    [point] = [
+        p
+        for r in data.resource_metrics
+        for s in r.scope_metrics
+        for m in s.metrics
+        if m.name == DISPATCH_LATENESS
+        for p in m.data.data_points  # type: ignore[union-attr]
+    ]
+    assert point.count == 3
+    assert point.sum == pytest.approx(90.0)

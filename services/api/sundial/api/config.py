@@ -11,10 +11,11 @@ from sundial.core.config import (
     LogConfig,
     ServerConfig,
 )
+from sundial.core.telemetry import TelemetryConfig
 
 
 @dataclass(frozen=True, kw_only=True)
-class ApiConfig(DatabaseConfig, ServerConfig, LogConfig):
+class ApiConfig(DatabaseConfig, ServerConfig, LogConfig, TelemetryConfig):
     """Everything the API service reads at start."""
 
     admin_token: str = field(default="", repr=False)
@@ -60,6 +61,7 @@ class ApiConfig(DatabaseConfig, ServerConfig, LogConfig):
         DatabaseConfig.__post_init__(self)
         ServerConfig.__post_init__(self)
         LogConfig.__post_init__(self)
+        TelemetryConfig.__post_init__(self)
         if self.admin_token and len(self.admin_token) < 16:
             raise ConfigError("admin_token", "must be at least 16 characters")
         if not self.cluster.replace("-", "").replace("_", "").isalnum():

@@ -7,10 +7,11 @@ import socket
 from dataclasses import dataclass
 
 from sundial.core.config import ConfigError, LogConfig, NatsConfig, ServerConfig
+from sundial.core.telemetry import TelemetryConfig
 
 
 @dataclass(frozen=True, kw_only=True)
-class ExecutorConfig(NatsConfig, ServerConfig, LogConfig):
+class ExecutorConfig(NatsConfig, ServerConfig, LogConfig, TelemetryConfig):
     """Everything the executor service reads at start."""
 
     ledger_address: str
@@ -73,6 +74,7 @@ class ExecutorConfig(NatsConfig, ServerConfig, LogConfig):
         NatsConfig.__post_init__(self)
         ServerConfig.__post_init__(self)
         LogConfig.__post_init__(self)
+        TelemetryConfig.__post_init__(self)
         host, sep, port = self.ledger_address.rpartition(":")
         if not (sep and host and port.isdigit()):
             raise ConfigError("ledger_address", f"expected host:port, got {self.ledger_address!r}")

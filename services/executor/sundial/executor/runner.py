@@ -10,10 +10,11 @@ import asyncio
 import secrets
 from datetime import UTC, datetime
 
-from opentelemetry import trace
+from opentelemetry import metrics, trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from sundial.core.runkey import format_timestamp
+from sundial.core.telemetry import RUN_START_LATENESS, lateness_histogram
 from sundial.executor.model import (
     ErrorClass,
     GrpcTarget,
@@ -65,10 +66,21 @@ def sundial_headers(lease: Lease) -> dict[str, str]:
 class Runner:
     """Calls targets for granted runs."""
 
-    def __init__(self, http: HttpCaller, grpc_caller: GrpcCaller, breaker: CircuitBreaker) -> None:
+    def __init__(
+        self,
+        http: HttpCaller,
+        grpc_caller: GrpcCaller,
+        breaker: CircuitBreaker,
+        meter: metrics.Meter | None = None,
+    ) -> None:
         self._http = http
         self._grpc = grpc_caller
         self._breaker = breaker
+        self._start_lateness = lateness_histogram(
+            meter or metrics.get_meter("sundial.executor"),
+            RUN_START_LATENESS,
+            "Nominal time to the first attempt's target call",
+        )
 
     async def run(self, lease: Lease) -> Outcome:
         """Perform the attempt ``lease`` and return how it ended.
@@ -90,6 +102,11 @@ class Runner:
                 retry_after_s=held_back_s,
             )
         started = datetime.now(UTC)
+        if lease.attempt == 1 and lease.kind != "RUN_KIND_BACKFILL":
+            # Backfills are in the past by design; retries measure the backoff, not us.
+            self._start_lateness.record(
+                max(0.0, (started - lease.run.scheduled_at).total_seconds())
+            )
         with _tracer.start_as_current_span(
             "sundial.run",
             kind=trace.SpanKind.CLIENT,

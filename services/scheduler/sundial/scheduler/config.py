@@ -14,10 +14,13 @@ from sundial.core.config import (
     NatsConfig,
     ServerConfig,
 )
+from sundial.core.telemetry import TelemetryConfig
 
 
 @dataclass(frozen=True, kw_only=True)
-class SchedulerConfig(DatabaseConfig, NatsConfig, EtcdConfig, ServerConfig, LogConfig):
+class SchedulerConfig(
+    DatabaseConfig, NatsConfig, EtcdConfig, ServerConfig, LogConfig, TelemetryConfig
+):
     """Everything the scheduler service reads at start."""
 
     node_id: str = ""
@@ -82,6 +85,7 @@ class SchedulerConfig(DatabaseConfig, NatsConfig, EtcdConfig, ServerConfig, LogC
         EtcdConfig.__post_init__(self)
         ServerConfig.__post_init__(self)
         LogConfig.__post_init__(self)
+        TelemetryConfig.__post_init__(self)
         if self.lease_ttl_s < 2:
             raise ConfigError("lease_ttl_s", "must be at least 2 seconds")
         if not 1 <= self.dispatch_workers <= 16:

@@ -19,7 +19,10 @@ import logging
 from collections.abc import Callable, Collection
 from datetime import timedelta
 
+from opentelemetry import metrics
+
 from sundial.core.clock import Clock, SystemClock
+from sundial.core.telemetry import DISPATCH_LATENESS, lateness_histogram
 from sundial.scheduler.config import SchedulerConfig
 from sundial.scheduler.model import DispatchOutcome, PublishBatch
 from sundial.scheduler.planning import QUARANTINE, DefinitionCache, needs_live_counts, plan_batch
@@ -41,6 +44,7 @@ class Dispatcher:
         config: ``batch_size``, ``poll_interval_s``, ``publish_confirm_s``,
             ``unleased_republish_s``.
         clock: The source of "now".
+        meter: Where the ``sundial.dispatch.lateness`` histogram goes (default: global).
     """
 
     name = "dispatcher"
@@ -52,6 +56,8 @@ class Dispatcher:
         owned: Callable[[], Collection[int]],
         config: SchedulerConfig,
         clock: Clock | None = None,
+        *,
+        meter: metrics.Meter | None = None,
     ) -> None:
         self._store = store
         self._publisher = publisher
@@ -59,6 +65,11 @@ class Dispatcher:
         self._config = config
         self._clock = clock or SystemClock()
         self._cache = DefinitionCache()
+        self._lateness = lateness_histogram(
+            meter or metrics.get_meter("sundial.scheduler"),
+            DISPATCH_LATENESS,
+            "Due time to the dispatch that created the run, per run",
+        )
         self._start = 0
         self._stopping = asyncio.Event()
         self._in_flight: set[asyncio.Task[None]] = set()
@@ -117,6 +128,9 @@ class Dispatcher:
             needs_live_counts=needs_live_counts,
             quarantine_until=now + QUARANTINE,
         )
+        # Recorded after the commit: a rolled-back batch is retried and counted then.
+        for lateness_ms in outcome.lateness_ms:
+            self._lateness.record(lateness_ms / 1000)
         if outcome.batches:
             await self._slots.acquire()
             task = asyncio.create_task(self._publish(outcome.batches))

@@ -92,3 +92,5 @@ class DispatchOutcome:
     claimed: int = 0
     inserted: int = 0
     batches: list[PublishBatch] = field(default_factory=list)
+    lateness_ms: list[int] = field(default_factory=list)
+    """Lateness of each run published right away (for the lateness histogram)."""

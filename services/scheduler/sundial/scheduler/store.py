@@ -179,6 +179,8 @@ class SchedulerStore:
             for run in batch.runs:
                 if run.status == "queued" and run.due_at <= now:
                     publish_now[run.partition_id].append(RunRef(run.job_id, run.scheduled_at))
+                    if run.lateness_ms is not None:
+                        outcome.lateness_ms.append(run.lateness_ms)
             chunks = [
                 (partition, chunk)
                 for partition, refs in sorted(publish_now.items())
