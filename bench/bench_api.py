@@ -43,7 +43,7 @@ import grpc
 
 from sundial.api.store import queries
 from sundial.core.db import init_connection, migrate
-from sundial.core.definition import JobPolicies, policies_to_json, schedule_to_json
+from sundial.run import JobPolicies, policies_to_json, schedule_to_json
 from sundial.core.partition import partition_of
 from sundial.devstack import Stack
 from sundial.devstack._services import Services

@@ -39,7 +39,7 @@ from sundial.core.bus import RUNS_STREAM, connect_bus, ensure_streams
 from sundial.core.config import DatabaseConfig, EtcdConfig, NatsConfig
 from sundial.core.coord import connect_etcd
 from sundial.core.db import close_pool, create_pool, migrate
-from sundial.core.definition import JobPolicies, policies_to_json, schedule_to_json
+from sundial.run import JobPolicies, policies_to_json, schedule_to_json
 from sundial.core.partition import PARTITION_COUNT, partition_of
 from sundial.devstack import Stack
 from sundial.devstack._services import Services

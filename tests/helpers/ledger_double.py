@@ -28,7 +28,7 @@ import grpc
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from sundial.core.runkey import run_key
+from sundial.run import run_key
 from sundial.v1 import job_pb2, ledger_pb2, ledger_pb2_grpc, run_pb2
 
 TERMINAL = frozenset({"SUCCEEDED", "DEAD", "SKIPPED", "CANCELLED"})

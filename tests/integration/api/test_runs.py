@@ -10,7 +10,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from sundial.core.clock import ManualClock
 from sundial.core.partition import partition_of
-from sundial.core.runkey import run_key
+from sundial.run import run_key
 from sundial.v1 import job_pb2, run_pb2
 from sundial.v1 import job_service_pb2 as pb
 from tests.integration.api.support import Api, StartApi, Tenant, expect_error, make_job

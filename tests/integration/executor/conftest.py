@@ -15,7 +15,7 @@ from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from sundial.core.bus import RUNS_STREAM, ensure_streams
-from sundial.core.runkey import run_key
+from sundial.run import run_key
 from sundial.devstack import Stack
 from sundial.executor.app import build
 from sundial.executor.config import ExecutorConfig

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from nats.js import JetStreamContext
 
 from sundial.core.bus import RUNS_STREAM, runs_subject
-from sundial.core.runkey import run_key
+from sundial.run import run_key
 from sundial.core.service import Service
 from sundial.executor.completer import Completer
 from sundial.executor.consumer import Consumer

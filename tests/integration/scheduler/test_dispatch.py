@@ -14,7 +14,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from sundial.core.bus import Bus
 from sundial.core.clock import ManualClock
-from sundial.core.definition import (
+from sundial.run import (
     JobPolicies,
     OverlapPolicy,
     policies_to_json,

@@ -17,7 +17,7 @@ import pytest
 from sundial.core.bus import Bus
 from sundial.core.clock import ManualClock
 from sundial.core.config import ServerConfig
-from sundial.core.definition import JobPolicies
+from sundial.run import JobPolicies
 from sundial.core.grpc import build_server
 from sundial.devstack import Stack
 from sundial.schedule import CronSpec, Schedule

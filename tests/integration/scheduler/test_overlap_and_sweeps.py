@@ -10,7 +10,7 @@ import pytest
 
 from sundial.core.bus import Bus
 from sundial.core.clock import ManualClock
-from sundial.core.definition import JobPolicies, OverlapPolicy
+from sundial.run import JobPolicies, OverlapPolicy
 from sundial.devstack import Stack
 from sundial.schedule import IntervalSpec, Schedule
 from sundial.scheduler.dispatcher import Dispatcher

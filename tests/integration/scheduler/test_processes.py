@@ -16,7 +16,7 @@ from sundial.core.bus import RUNS_STREAM, Bus
 from sundial.core.config import EtcdConfig
 from sundial.core.coord import connect_etcd
 from sundial.core.partition import PARTITION_COUNT
-from sundial.core.runkey import run_key
+from sundial.run import run_key
 from sundial.devstack import Stack
 from sundial.devstack._services import Services
 from sundial.schedule import CronSpec, Schedule

@@ -31,9 +31,9 @@ from sundial.api.model import (
     RunStatus,
     Target,
 )
-from sundial.core.definition import JobPolicies, OverlapPolicy
+from sundial.run import JobPolicies, OverlapPolicy
 from sundial.core.errors import InvalidArgument
-from sundial.core.runkey import parse_run_key, run_key
+from sundial.run import parse_run_key, run_key
 from sundial.schedule import (
     CronSpec,
     DstAnnotation,

@@ -13,8 +13,8 @@ from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 from uuid import UUID
 
-from sundial.core.definition import JobPolicies
-from sundial.core.runkey import run_key
+from sundial.run import JobPolicies
+from sundial.run import run_key
 from sundial.schedule import FireTime, Schedule
 
 T = TypeVar("T")

@@ -24,7 +24,7 @@ from sundial.api.model import (
 from sundial.api.store import RequestClaim, RequestRecord, RequestTaken, Store
 from sundial.core.clock import Clock
 from sundial.core.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
-from sundial.core.runkey import run_key
+from sundial.run import run_key
 from sundial.schedule import CompiledSchedule, compile_schedule
 
 TRIGGER_JOB = "TriggerJob"

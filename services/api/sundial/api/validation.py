@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
 from sundial.api.model import GrpcTarget, HttpTarget, JobSpec, Target
-from sundial.core.definition import JobPolicies
+from sundial.run import JobPolicies
 from sundial.core.errors import InvalidArgument, Unavailable
 from sundial.core.netpolicy import AddressPolicy, IPAddress
 from sundial.schedule import (

@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass
 from datetime import datetime
 
-from sundial.core.runkey import run_key
+from sundial.run import run_key
 
 
 class OutcomeStatus(enum.IntEnum):

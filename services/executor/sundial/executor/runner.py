@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from opentelemetry import metrics, trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from sundial.core.runkey import format_timestamp
+from sundial.run import format_timestamp
 from sundial.core.telemetry import RUN_START_LATENESS, lateness_histogram
 from sundial.executor.model import (
     ErrorClass,

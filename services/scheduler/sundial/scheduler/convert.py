@@ -11,7 +11,7 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from sundial.core.errors import InvalidArgument
-from sundial.core.runkey import run_key
+from sundial.run import run_key
 from sundial.scheduler.model import PublishBatch, RunRef
 from sundial.v1 import events_pb2, job_pb2, run_pb2
 

@@ -35,9 +35,9 @@ import grpc
 from nats.js import JetStreamContext
 
 from sundial.core.clock import Clock, SystemClock
-from sundial.core.definition import JobPolicies, policies_from_json
+from sundial.run import JobPolicies, policies_from_json
 from sundial.core.errors import InvalidArgument
-from sundial.core.runkey import run_key
+from sundial.run import run_key
 from sundial.scheduler import convert
 from sundial.scheduler.config import SchedulerConfig
 from sundial.scheduler.model import RunRef

@@ -28,7 +28,7 @@ import uuid
 from collections import OrderedDict
 from datetime import datetime, timedelta
 
-from sundial.core.definition import (
+from sundial.run import (
     BUFFER_ALL_LIMIT,
     JobPolicies,
     OverlapPolicy,

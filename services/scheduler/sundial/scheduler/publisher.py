@@ -13,7 +13,7 @@ from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 
 from sundial.core.bus import DEAD_STREAM, RUNS_STREAM, dead_subject, runs_subject
-from sundial.core.runkey import run_key
+from sundial.run import run_key
 from sundial.scheduler.convert import encode_dead_letter, encode_run_dispatch, message_id
 from sundial.scheduler.model import PublishBatch
 

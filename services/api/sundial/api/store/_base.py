@@ -22,7 +22,7 @@ from sundial.api.model import (
     target_from_doc,
 )
 from sundial.core.db import Queries, translate_db_errors
-from sundial.core.definition import (
+from sundial.run import (
     policies_from_json,
     schedule_from_json,
 )

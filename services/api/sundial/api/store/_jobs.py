@@ -30,7 +30,7 @@ from sundial.api.store._base import (
     run_from_row,
     translate,
 )
-from sundial.core.definition import policies_to_json, schedule_from_json, schedule_to_json
+from sundial.run import policies_to_json, schedule_from_json, schedule_to_json
 from sundial.core.errors import AlreadyExists, ResourceExhausted
 from sundial.schedule import Schedule
 

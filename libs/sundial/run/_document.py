@@ -1,4 +1,5 @@
-"""The JSON documents of ``job_definitions`` (schedule, policies), shared by the services.
+"""The stored job document: the JSON columns of ``job_definitions`` (schedule, policies,
+target), shared by the services.
 
 The shape is the proto3 JSON mapping of ``sundial.v1.Schedule`` and ``sundial.v1.Policies``
 with the ``.proto`` field names, i.e. what
@@ -11,8 +12,9 @@ as ``"30s"``, timestamps as RFC 3339 strings, int64 as strings, enums by name. E
     policies = {"misfire": "MISFIRE_POLICY_CATCH_UP", "overlap": "OVERLAP_POLICY_BUFFER_ONE",
                 "retry": {"max_attempts": 5, "base_delay": "10s"}, "run_timeout": "1800s"}
 
-The target column is ``sundial.v1.Target`` in the same mapping and is read by the wire
-conversion code only. This module decodes without protobuf, so domain code (the
+The target column is ``sundial.v1.Target`` in the same mapping (``{"http": {"url": ...,
+"method": "POST", "headers": {...}}}`` or ``{"grpc": {"address": ..., "plaintext": false,
+"metadata": {...}}}``). This module decodes without protobuf, so domain code (the
 dispatcher, the ledger's retry rules) gets plain values; readers accept a missing field
 as its default, so the API may omit defaults.
 """
@@ -23,9 +25,12 @@ import enum
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from collections.abc import Mapping
 from typing import Any
 
-from sundial.core.runkey import format_timestamp
+from sundial.run._key import format_timestamp
+from sundial.run._machine import RetryPolicy
+from sundial.run._target import GrpcTarget, HttpTarget, Target
 from sundial.schedule import (
     DEFAULT_CATCHUP_WINDOW,
     DEFAULT_MAX_CATCHUP,
@@ -47,6 +52,8 @@ __all__ = [
     "policies_to_json",
     "schedule_from_json",
     "schedule_to_json",
+    "target_from_json",
+    "target_to_json",
 ]
 
 
@@ -77,6 +84,11 @@ class JobPolicies:
     retry_base_delay: timedelta = timedelta(seconds=10)
     retry_max_delay: timedelta = timedelta(hours=1)
     run_timeout: timedelta = timedelta(minutes=30)
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """The retry part, as the run state machine takes it."""
+        return RetryPolicy(self.retry_max_attempts, self.retry_base_delay, self.retry_max_delay)
 
 
 _DURATION = re.compile(r"^(-?\d+(?:\.\d{1,9})?)s$")
@@ -247,3 +259,39 @@ def policies_to_json(policies: JobPolicies) -> dict[str, Any]:
         },
         "run_timeout": duration_to_json(policies.run_timeout),
     }
+
+
+def target_to_json(target: Target) -> dict[str, Any]:
+    """Encode a target as ``job_definitions.target`` (every field written, so a reader
+    needs no defaults; ``json_format.ParseDict`` reads it into the wire message too)."""
+    if isinstance(target, HttpTarget):
+        return {
+            "http": {"url": target.url, "method": target.method, "headers": dict(target.headers)}
+        }
+    return {
+        "grpc": {
+            "address": target.address,
+            "plaintext": target.plaintext,
+            "metadata": dict(target.metadata),
+        }
+    }
+
+
+def target_from_json(doc: Mapping[str, Any] | None) -> Target | None:
+    """Decode ``job_definitions.target``; None when the document names no kind."""
+    doc = doc or {}
+    if "http" in doc:
+        http = doc["http"] or {}
+        return HttpTarget(
+            url=str(http.get("url", "")),
+            method=str(http.get("method") or "POST").upper(),
+            headers={str(k): str(v) for k, v in (http.get("headers") or {}).items()},
+        )
+    if "grpc" in doc:
+        grpc = doc["grpc"] or {}
+        return GrpcTarget(
+            address=str(grpc.get("address", "")),
+            plaintext=bool(grpc.get("plaintext", False)),
+            metadata={str(k): str(v) for k, v in (grpc.get("metadata") or {}).items()},
+        )
+    return None

@@ -1,11 +1,17 @@
-"""The run key string: ``<job_id>@<scheduled_at>`` (see proto/sundial/v1/run.proto)."""
+"""A run's identity: ``RunRef`` and the run key string ``<job_id>@<scheduled_at>``.
+
+The run key is the primary key of ``job_runs`` spelled as text (run.proto ``run_key``):
+the job id in lower case, ``@``, then ``scheduled_at`` as the protobuf JSON mapping writes
+a Timestamp (RFC 3339 in UTC with ``Z``, 0, 3 or 6 fraction digits).
+"""
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
-__all__ = ["format_timestamp", "parse_run_key", "run_key"]
+__all__ = ["RunRef", "format_timestamp", "parse_run_key", "run_key"]
 
 
 def format_timestamp(at: datetime) -> str:
@@ -41,3 +47,26 @@ def parse_run_key(key: str) -> tuple[uuid.UUID, datetime]:
     if not sep or not at.endswith("Z"):
         raise ValueError(f"not a run key: {key!r}")
     return uuid.UUID(job), datetime.fromisoformat(at[:-1] + "+00:00")
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class RunRef:
+    """A run's primary key: the job and the nominal occurrence (an aware UTC datetime)."""
+
+    job_id: uuid.UUID
+    scheduled_at: datetime
+
+    @property
+    def key(self) -> str:
+        """The run key string, ``<job_id>@<scheduled_at>``."""
+        return run_key(self.job_id, self.scheduled_at)
+
+    @classmethod
+    def parse(cls, key: str) -> RunRef:
+        """The reference named by a run key string.
+
+        Raises:
+            ValueError: ``key`` is not a run key.
+        """
+        job_id, at = parse_run_key(key)
+        return cls(job_id, at.astimezone(UTC))

@@ -1,0 +1,237 @@
+"""Between Python values and ``sundial.v1`` protobuf, once for every service.
+
+Timestamps, durations, run references, targets and the run vocabulary's enums
+(:mod:`sundial.run`) are converted here and nowhere else. Inbound conversions take the
+field path of the value and raise :class:`~sundial.core.errors.InvalidArgument` naming
+it; outbound ones cannot fail.
+
+Each run enum maps to the proto enum of the same name by member name
+(``RunStatus.DEAD`` <-> ``RUN_STATUS_DEAD``); ``tests/unit/run/test_vocabulary.py`` pins
+every member to its number, so a proto change that renames or renumbers one fails there.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from google.protobuf import duration_pb2, timestamp_pb2
+from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
+
+from sundial.core.errors import InvalidArgument
+from sundial.run import (
+    ErrorClass,
+    FenceReason,
+    GrpcTarget,
+    HttpTarget,
+    OutcomeStatus,
+    RejectReason,
+    RunKind,
+    RunRef,
+    RunStatus,
+    SkipReason,
+    Target,
+)
+from sundial.v1 import job_pb2, ledger_pb2, run_pb2
+
+__all__ = [
+    "MAX_TIME",
+    "MIN_TIME",
+    "duration",
+    "enum_in",
+    "enum_out",
+    "optional_timestamp",
+    "run_ref",
+    "run_ref_in",
+    "target",
+    "target_in",
+    "timedelta_in",
+    "timestamp",
+    "timestamp_in",
+]
+
+E = TypeVar("E", bound=enum.Enum)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MIN_SECONDS = -62_135_596_800  # 0001-01-01T00:00:00Z
+_MAX_SECONDS = 253_402_300_799  # 9999-12-31T23:59:59Z
+_MAX_DURATION_SECONDS = 315_576_000_000  # +-10,000 years, the Duration range
+
+MIN_TIME = datetime(1, 1, 1, tzinfo=UTC)
+"""The earliest instant a Timestamp (and a Python datetime) can hold."""
+MAX_TIME = datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC)
+"""The latest such instant."""
+
+
+# --- scalars --------------------------------------------------------------------------
+
+
+def timestamp(at: datetime) -> timestamp_pb2.Timestamp:
+    """An aware datetime as a Timestamp (microsecond precision)."""
+    micros = (at - _EPOCH) // timedelta(microseconds=1)
+    seconds, rest = divmod(micros, 1_000_000)
+    return timestamp_pb2.Timestamp(seconds=seconds, nanos=rest * 1000)
+
+
+def timestamp_in(ts: timestamp_pb2.Timestamp, field: str, *, exact: bool = False) -> datetime:
+    """A Timestamp as an aware UTC datetime.
+
+    Args:
+        ts: The message.
+        field: Its path, for errors.
+        exact: Refuse sub-microsecond nanos (run keys) instead of truncating them.
+
+    Raises:
+        InvalidArgument: Out of the Timestamp range, malformed, or (``exact``) finer
+            than a microsecond.
+    """
+    if not _MIN_SECONDS <= ts.seconds <= _MAX_SECONDS or not 0 <= ts.nanos < 1_000_000_000:
+        raise InvalidArgument(field, "timestamp out of range (0001-01-01 to 9999-12-31)")
+    if exact and ts.nanos % 1000:
+        raise InvalidArgument(field, "must have microsecond precision (nanos a multiple of 1000)")
+    return _EPOCH + timedelta(seconds=ts.seconds, microseconds=ts.nanos // 1000)
+
+
+def optional_timestamp(message: Any, name: str, field: str) -> datetime | None:
+    """The Timestamp field ``name`` of ``message`` if set (see :func:`timestamp_in`)."""
+    return timestamp_in(getattr(message, name), field) if message.HasField(name) else None
+
+
+def duration(delta: timedelta) -> duration_pb2.Duration:
+    """A timedelta as a Duration."""
+    micros = delta // timedelta(microseconds=1)
+    sign = -1 if micros < 0 else 1
+    seconds, rest = divmod(abs(micros), 1_000_000)
+    return duration_pb2.Duration(seconds=sign * seconds, nanos=sign * rest * 1000)
+
+
+def timedelta_in(d: duration_pb2.Duration, field: str) -> timedelta:
+    """A Duration as a timedelta (sub-microsecond nanos truncated).
+
+    Raises:
+        InvalidArgument: Malformed (mixed signs, nanos out of range) or out of range.
+    """
+    if abs(d.nanos) >= 1_000_000_000 or (d.seconds > 0 > d.nanos) or (d.seconds < 0 < d.nanos):
+        raise InvalidArgument(field, "malformed duration")
+    if abs(d.seconds) > _MAX_DURATION_SECONDS:
+        raise InvalidArgument(field, "duration out of range")
+    return timedelta(seconds=d.seconds, microseconds=int(d.nanos / 1000))
+
+
+# --- run references -------------------------------------------------------------------
+
+
+def run_ref(ref: RunRef) -> run_pb2.RunRef:
+    """The wire form of a run reference."""
+    return run_pb2.RunRef(job_id=str(ref.job_id), scheduled_at=timestamp(ref.scheduled_at))
+
+
+def job_id_in(text: str, field: str = "job_id") -> uuid.UUID:
+    """A job id string (required).
+
+    Raises:
+        InvalidArgument: Empty or not a UUID.
+    """
+    if not text:
+        raise InvalidArgument(field, "is required")
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise InvalidArgument(field, f"{text!r} is not a job id (a UUID)") from None
+
+
+def run_ref_in(ref: run_pb2.RunRef, field: str) -> RunRef:
+    """Parse a wire run reference.
+
+    Raises:
+        InvalidArgument: The job id is not a UUID, or scheduled_at is missing, out of
+            range or not a whole number of microseconds.
+    """
+    job_id = job_id_in(ref.job_id, f"{field}.job_id")
+    if not ref.HasField("scheduled_at"):
+        raise InvalidArgument(f"{field}.scheduled_at", "is required")
+    return RunRef(job_id, timestamp_in(ref.scheduled_at, f"{field}.scheduled_at", exact=True))
+
+
+# --- targets --------------------------------------------------------------------------
+
+
+def target(value: Target | None) -> job_pb2.Target:
+    """A target as its wire form (an empty Target for None)."""
+    if isinstance(value, HttpTarget):
+        return job_pb2.Target(
+            http=job_pb2.HttpTarget(url=value.url, method=value.method, headers=dict(value.headers))
+        )
+    if isinstance(value, GrpcTarget):
+        return job_pb2.Target(
+            grpc=job_pb2.GrpcTarget(
+                address=value.address, plaintext=value.plaintext, metadata=dict(value.metadata)
+            )
+        )
+    return job_pb2.Target()
+
+
+def target_in(message: job_pb2.Target) -> Target | None:
+    """A wire target, or None when no kind is set."""
+    which = message.WhichOneof("kind")
+    if which == "http":
+        http = message.http
+        return HttpTarget(url=http.url, method=http.method, headers=dict(http.headers))
+    if which == "grpc":
+        grpc_target = message.grpc
+        return GrpcTarget(
+            address=grpc_target.address,
+            plaintext=grpc_target.plaintext,
+            metadata=dict(grpc_target.metadata),
+        )
+    return None
+
+
+# --- the run vocabulary ---------------------------------------------------------------
+
+_ENUMS: Mapping[type[enum.Enum], tuple[EnumTypeWrapper, str]] = {
+    RunStatus: (run_pb2.RunStatus, "RUN_STATUS_"),
+    RunKind: (run_pb2.RunKind, "RUN_KIND_"),
+    ErrorClass: (run_pb2.ErrorClass, "ERROR_CLASS_"),
+    SkipReason: (run_pb2.SkipReason, "SKIP_REASON_"),
+    OutcomeStatus: (ledger_pb2.OutcomeStatus, "OUTCOME_STATUS_"),
+    RejectReason: (ledger_pb2.RejectReason, "REJECT_REASON_"),
+    FenceReason: (ledger_pb2.FenceReason, "FENCE_REASON_"),
+}
+
+
+def _tables() -> tuple[dict[enum.Enum, int], dict[type[enum.Enum], dict[int, enum.Enum]]]:
+    out: dict[enum.Enum, int] = {}
+    into: dict[type[enum.Enum], dict[int, enum.Enum]] = {}
+    for kind, (wrapper, prefix) in _ENUMS.items():
+        into[kind] = {}
+        for member in kind:
+            number = wrapper.Value(prefix + member.name)
+            out[member] = number
+            into[kind][number] = member
+    return out, into
+
+
+_OUT, _IN = _tables()
+
+
+def enum_out(member: enum.Enum | None) -> int:
+    """The proto number of a run enum member (0, UNSPECIFIED, for None)."""
+    return 0 if member is None else _OUT[member]
+
+
+def enum_in(kind: type[E], number: int, field: str) -> E | None:
+    """The member of ``kind`` for a proto number; None for 0 (UNSPECIFIED).
+
+    Raises:
+        InvalidArgument: ``number`` is no value of the enum.
+    """
+    if number == 0:
+        return None
+    try:
+        return _IN[kind][number]  # type: ignore[return-value]
+    except KeyError:
+        raise InvalidArgument(field, f"unknown value {number}") from None

@@ -1,0 +1,127 @@
+"""The run vocabulary: every status, kind, error class and outcome a run can have.
+
+Each enum's value is the text stored in ``job_runs`` (or, for the values never stored,
+the lower-case name); :mod:`sundial.core.wire` maps each member to the proto enum value
+of the same name (``RunStatus.DEAD`` <-> ``RUN_STATUS_DEAD``), and
+``tests/unit/run/test_vocabulary.py`` pins every member to its proto number.
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = [
+    "ACTIVE_STATUSES",
+    "ENDED_STATUSES",
+    "FINISHED_STATUSES",
+    "ErrorClass",
+    "FenceReason",
+    "OutcomeStatus",
+    "RejectReason",
+    "RunKind",
+    "RunStatus",
+    "SkipReason",
+]
+
+
+class RunStatus(enum.Enum):
+    """``job_runs.status`` (run.proto ``RunStatus``)."""
+
+    PENDING = "pending"
+    """Buffered behind an unfinished run of the same job (overlap BUFFER_ONE/ALL)."""
+    QUEUED = "queued"
+    """Waiting to be (re)published and leased."""
+    RUNNING = "running"
+    """Leased to an executor: ``attempt`` is the fencing token."""
+    RETRYING = "retrying"
+    """Failed retryably; leased again at ``next_attempt_at``."""
+    SUCCEEDED = "succeeded"
+    DEAD = "dead"
+    """Failed finally or on its last attempt; a DeadLetter was (or will be) published."""
+    SKIPPED = "skipped"
+    """Never ran: overlap or misfire policy (``skip_reason``)."""
+    CANCELLED = "cancelled"
+
+    @property
+    def active(self) -> bool:
+        """Unfinished: pending, queued, running or retrying."""
+        return self in ACTIVE_STATUSES
+
+    @property
+    def ended(self) -> bool:
+        """Will never change again on its own (only ReplayRun revives a dead run)."""
+        return self in ENDED_STATUSES
+
+
+ACTIVE_STATUSES = frozenset(
+    {RunStatus.PENDING, RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.RETRYING}
+)
+"""Unfinished runs: what overlap policies and DescribeJob's active_runs count."""
+
+FINISHED_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.DEAD, RunStatus.SKIPPED})
+"""Runs a lease is refused with REJECT_REASON_FINISHED."""
+
+ENDED_STATUSES = FINISHED_STATUSES | {RunStatus.CANCELLED}
+"""Every terminal status."""
+
+
+class RunKind(enum.Enum):
+    """``job_runs.kind`` (run.proto ``RunKind``)."""
+
+    SCHEDULED = "scheduled"
+    MANUAL = "manual"
+    BACKFILL = "backfill"
+
+
+class ErrorClass(enum.Enum):
+    """``job_runs.error_class`` (run.proto ``ErrorClass``); NULL when there is none."""
+
+    RETRYABLE = "retryable"
+    FINAL = "final"
+    TIMEOUT = "timeout"
+    CONNECTION = "connection"
+    REFUSED = "refused"
+    CANCELLED = "cancelled"
+    LEASE_EXPIRED = "lease_expired"
+
+
+class SkipReason(enum.Enum):
+    """``job_runs.skip_reason`` of a SKIPPED run (run.proto ``SkipReason``)."""
+
+    OVERLAP = "overlap"
+    BUFFER_FULL = "buffer_full"
+    MISFIRE = "misfire"
+
+
+class OutcomeStatus(enum.Enum):
+    """How an executor says one attempt ended (ledger.proto ``OutcomeStatus``)."""
+
+    SUCCEEDED = "succeeded"
+    FAILED_RETRYABLE = "failed_retryable"
+    FAILED_FINAL = "failed_final"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+
+    @property
+    def retryable(self) -> bool:
+        """A failure the retry policy may retry."""
+        return self in (OutcomeStatus.FAILED_RETRYABLE, OutcomeStatus.TIMED_OUT)
+
+
+class RejectReason(enum.Enum):
+    """Why LeaseRuns refused a run (ledger.proto ``RejectReason``)."""
+
+    FINISHED = "finished"
+    LEASED_ELSEWHERE = "leased_elsewhere"
+    TENANT_AT_CAPACITY = "tenant_at_capacity"
+    NOT_FOUND = "not_found"
+    CANCELLED = "cancelled"
+    NOT_DUE = "not_due"
+
+
+class FenceReason(enum.Enum):
+    """Why CompleteRuns refused an outcome (ledger.proto ``FenceReason``)."""
+
+    STALE_ATTEMPT = "stale_attempt"
+    NOT_RUNNING = "not_running"
+    NOT_FOUND = "not_found"
