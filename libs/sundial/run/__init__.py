@@ -96,4 +96,5 @@ __all__ = [
     "schedule_to_json",
     "target_from_json",
     "target_to_json",
+    "truncate_error",
 ]

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from collections.abc import Mapping
 from typing import Any
 
 from sundial.run._key import format_timestamp

@@ -168,6 +168,7 @@ def lease_verdict(state: RunState | None, now: datetime) -> Rejection | None:
 def decide_leases(
     refs: Sequence[RunRef],
     states: Mapping[RunRef, RunState],
+    *,
     executor_id: str,
     now: datetime,
     running: Mapping[str, int],
