@@ -39,12 +39,12 @@ from sundial.core.bus import RUNS_STREAM, connect_bus, ensure_streams
 from sundial.core.config import DatabaseConfig, EtcdConfig, NatsConfig
 from sundial.core.coord import connect_etcd
 from sundial.core.db import close_pool, create_pool, migrate
-from sundial.run import JobPolicies, policies_to_json, schedule_to_json
 from sundial.core.partition import PARTITION_COUNT, partition_of
+from sundial.core.wire import timestamp_in
 from sundial.devstack import Stack
 from sundial.devstack._services import Services
+from sundial.run import JobPolicies, policies_to_json, schedule_to_json
 from sundial.schedule import CronSpec, Schedule
-from sundial.scheduler.convert import to_datetime
 from sundial.v1 import events_pb2
 
 BATCH = 500
@@ -219,9 +219,8 @@ async def scheduler_run(stack: Stack, url: str, count: int, replicas: int) -> di
                 for message in messages:
                     dispatch = events_pb2.RunDispatch.FromString(message.data)
                     for ref in dispatch.runs:
-                        arrivals.setdefault(
-                            f"{ref.job_id}@{to_datetime(ref.scheduled_at).isoformat()}", now
-                        )
+                        at = timestamp_in(ref.scheduled_at, "scheduled_at")
+                        arrivals.setdefault(f"{ref.job_id}@{at.isoformat()}", now)
                     await message.ack()
             await sub.unsubscribe()
             await bus.jetstream.delete_consumer(RUNS_STREAM, consumer)

@@ -21,8 +21,8 @@ from sundial.core.bus import Bus, connect_bus, ensure_streams
 from sundial.core.clock import ManualClock
 from sundial.core.config import DatabaseConfig, NatsConfig
 from sundial.core.db import close_pool, create_pool
-from sundial.run import JobPolicies
 from sundial.devstack import Stack
+from sundial.run import JobPolicies
 from sundial.schedule import IntervalSpec, Schedule
 from sundial.scheduler.publisher import RunPublisher
 from sundial.scheduler.store import SchedulerStore

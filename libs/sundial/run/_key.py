@@ -23,7 +23,9 @@ def format_timestamp(at: datetime) -> str:
     if at.tzinfo is None:
         raise ValueError("scheduled_at must be timezone-aware")
     at = at.astimezone(UTC)
-    base = at.strftime("%Y-%m-%dT%H:%M:%S")
+    # Not strftime("%Y"): glibc writes year 999 as "999", which neither matches
+    # ToJsonString() ("0999") nor parses back with fromisoformat.
+    base = at.replace(microsecond=0, tzinfo=None).isoformat()
     micros = at.microsecond
     if micros == 0:
         return f"{base}Z"

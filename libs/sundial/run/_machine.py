@@ -46,6 +46,7 @@ __all__ = [
     "backoff",
     "complete",
     "decide_leases",
+    "due_check",
     "fence",
     "is_last_attempt",
     "lease_expiry",
@@ -105,8 +106,12 @@ def is_last_attempt(failures: int, retry: RetryPolicy) -> bool:
 def backoff(retry: RetryPolicy, failures: int, rng: random.Random) -> timedelta:
     """Full-jitter delay after the ``failures``-th failed attempt (1-based):
     ``random(0, min(max_delay, base_delay * 2^failures))``."""
-    cap = min(retry.max_delay, retry.base_delay * (2**failures))
-    return timedelta(seconds=rng.uniform(0, cap.total_seconds()))
+    # In integer microseconds: ``base_delay * 2**failures`` as a timedelta overflows
+    # (OverflowError) from 2^35 hours on, well inside max_attempts' 1-100, although the
+    # cap is max_delay long before that. Same float as ``cap.total_seconds()`` otherwise.
+    micros = timedelta(microseconds=1)
+    cap_us = min(retry.max_delay // micros, (retry.base_delay // micros) * 2**failures)
+    return timedelta(seconds=rng.uniform(0, cap_us / 1_000_000))
 
 
 def truncate_error(text: str) -> str:
@@ -391,3 +396,12 @@ def lease_expiry(state: RunState, now: datetime) -> Transition:
         last_error="lease expired: the executor stopped heartbeating",
         republish=True,
     )
+
+
+def due_check(state: RunState, now: datetime) -> Transition:
+    """What the sweeper does with a run whose ``check_at`` passed: a RUNNING run's lease
+    lapsed (:func:`lease_expiry`); a QUEUED or RETRYING one (publish unconfirmed, message
+    never leased, jitter or release due, retry due) is published again."""
+    if state.status is RunStatus.RUNNING:
+        return lease_expiry(state, now)
+    return Transition(ref=state.ref, status=RunStatus.QUEUED, check_at=None, republish=True)

@@ -10,8 +10,8 @@ import asyncpg
 from nats.js.errors import NotFoundError
 
 from sundial.core.bus import DEAD_STREAM, RUNS_STREAM, dead_subject
-from sundial.run import JobPolicies, policies_to_json, schedule_to_json
 from sundial.core.partition import partition_of
+from sundial.run import JobPolicies, policies_to_json, schedule_to_json
 from sundial.schedule import Schedule, compile_schedule
 from sundial.v1 import events_pb2
 

@@ -14,14 +14,14 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from sundial.core.bus import Bus
 from sundial.core.clock import ManualClock
+from sundial.core.telemetry import DISPATCH_LATENESS
+from sundial.devstack import Stack
 from sundial.run import (
     JobPolicies,
     OverlapPolicy,
     policies_to_json,
     schedule_to_json,
 )
-from sundial.core.telemetry import DISPATCH_LATENESS
-from sundial.devstack import Stack
 from sundial.schedule import CronSpec, IntervalSpec, MisfirePolicy, Schedule
 from sundial.scheduler import planning
 from sundial.scheduler.dispatcher import Dispatcher

@@ -17,11 +17,11 @@ import pytest
 from sundial.core.bus import Bus
 from sundial.core.clock import ManualClock
 from sundial.core.config import ServerConfig
-from sundial.run import JobPolicies
 from sundial.core.grpc import build_server
+from sundial.core.wire import timestamp
 from sundial.devstack import Stack
+from sundial.run import JobPolicies
 from sundial.schedule import CronSpec, Schedule
-from sundial.scheduler.convert import timestamp
 from sundial.scheduler.ledger import RunLedgerServicer
 from sundial.scheduler.publisher import RunPublisher
 from sundial.scheduler.store import SchedulerStore

@@ -10,8 +10,8 @@ import pytest
 
 from sundial.core.bus import Bus
 from sundial.core.clock import ManualClock
-from sundial.run import JobPolicies, OverlapPolicy
 from sundial.devstack import Stack
+from sundial.run import JobPolicies, OverlapPolicy
 from sundial.schedule import IntervalSpec, Schedule
 from sundial.scheduler.dispatcher import Dispatcher
 from sundial.scheduler.publisher import RunPublisher

@@ -16,11 +16,11 @@ from sundial.core.bus import RUNS_STREAM, Bus
 from sundial.core.config import EtcdConfig
 from sundial.core.coord import connect_etcd
 from sundial.core.partition import PARTITION_COUNT
-from sundial.run import run_key
+from sundial.core.wire import timestamp_in
 from sundial.devstack import Stack
 from sundial.devstack._services import Services
+from sundial.run import run_key
 from sundial.schedule import CronSpec, Schedule
-from sundial.scheduler.convert import to_datetime
 from tests.helpers.eventually import assert_eventually
 from tests.integration.scheduler.support import (
     insert_jobs,
@@ -85,7 +85,7 @@ async def test_two_schedulers_dispatch_a_herd_once(
         dispatches, cursor[0] = await read_dispatches(bus.jetstream, cursor[0])
         for dispatch in dispatches:
             for ref in dispatch.runs:
-                key = run_key(ref.job_id, to_datetime(ref.scheduled_at))
+                key = run_key(ref.job_id, timestamp_in(ref.scheduled_at, "scheduled_at"))
                 if key in wanted:
                     seen[key] += 1
                     publishers.add(dispatch.node_id)

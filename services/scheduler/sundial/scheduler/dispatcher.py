@@ -14,7 +14,6 @@ lock, the advanced ``next_run_at`` and the run key primary key stop it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Collection
 from datetime import timedelta
@@ -22,10 +21,18 @@ from datetime import timedelta
 from opentelemetry import metrics
 
 from sundial.core.clock import Clock, SystemClock
+from sundial.core.loop import repeat
 from sundial.core.telemetry import DISPATCH_LATENESS, lateness_histogram
 from sundial.scheduler.config import SchedulerConfig
 from sundial.scheduler.model import DispatchOutcome, PublishBatch
-from sundial.scheduler.planning import QUARANTINE, DefinitionCache, needs_live_counts, plan_batch
+from sundial.scheduler.planning import (
+    QUARANTINE,
+    DefinitionCache,
+    needs_live_counts,
+    plan_batch,
+    published_lateness,
+    with_live_counts,
+)
 from sundial.scheduler.publisher import RunPublisher
 from sundial.scheduler.store import TRANSIENT_ERRORS, SchedulerStore
 
@@ -88,16 +95,18 @@ class Dispatcher:
             await self._drain()
 
     async def _loop(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                outcome = await self.dispatch_once(wait_for_publish=False)
-            except TRANSIENT_ERRORS as exc:
-                log.warning("dispatch pass failed: %s", exc, extra={"action": "dispatch"})
-                outcome = DispatchOutcome()
-            if outcome.claimed < self._config.batch_size:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self._config.poll_interval_s):
-                        await self._stopping.wait()
+        await repeat(
+            self._pass,
+            stopping=self._stopping,
+            transient=TRANSIENT_ERRORS,
+            error_wait_s=self._config.poll_interval_s,
+            action="dispatch",
+        )
+
+    async def _pass(self) -> float:
+        outcome = await self.dispatch_once(wait_for_publish=False)
+        # A full batch: more is due right now.
+        return 0.0 if outcome.claimed >= self._config.batch_size else self._config.poll_interval_s
 
     async def stop(self) -> None:
         """Finish the current batch and its publishes, then return from ``run``."""
@@ -119,15 +128,25 @@ class Dispatcher:
         self._start = (self._start + 1) % len(owned)
         owned = owned[self._start :] + owned[: self._start]
         now = self._clock.now()
-        outcome = await self._store.dispatch(
-            owned,
-            self._config.batch_size,
-            now,
-            lambda claimed, at: plan_batch(claimed, at, self._cache),
-            confirm_until=now + timedelta(seconds=self._config.publish_confirm_s),
-            needs_live_counts=needs_live_counts,
-            quarantine_until=now + QUARANTINE,
-        )
+        outcome = DispatchOutcome()
+        async with self._store.transaction() as tx:
+            claimed = await tx.claim_due_jobs(owned, self._config.batch_size, now)
+            if not claimed:
+                return outcome
+            outcome.claimed = len(claimed)
+            live = await tx.count_live_runs([j.job_id for j in claimed if needs_live_counts(j)])
+            if live:
+                claimed = [with_live_counts(j, live.get(j.job_id)) for j in claimed]
+            plan = plan_batch(claimed, now, self._cache)
+            await tx.quarantine_jobs(plan.quarantined, now + QUARANTINE)
+            await tx.cancel_other_runs(plan.cancel_other, now)
+            outcome.inserted, outcome.batches = await tx.insert_runs(
+                plan.runs,
+                now,
+                confirm_until=now + timedelta(seconds=self._config.publish_confirm_s),
+            )
+            await tx.advance_jobs(plan.advances, now)
+        outcome.lateness_ms.extend(published_lateness(plan.runs, now))
         # Recorded after the commit: a rolled-back batch is retried and counted then.
         for lateness_ms in outcome.lateness_ms:
             self._lateness.record(lateness_ms / 1000)

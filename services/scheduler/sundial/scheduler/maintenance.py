@@ -7,11 +7,11 @@ serialise on an advisory lock anyway, so an overlap during a hand-over is harmle
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Collection
 
 from sundial.core.clock import Clock, SystemClock
+from sundial.core.loop import repeat
 from sundial.scheduler.config import SchedulerConfig
 from sundial.scheduler.store import TRANSIENT_ERRORS, SchedulerStore
 
@@ -48,18 +48,19 @@ class Maintenance:
     async def run(self, started: Callable[[], None]) -> None:
         """Maintain until stopped: at start, then every ``maintenance_interval_s``."""
         started()
-        while not self._stopping.is_set():
-            if MAINTAINER_PARTITION in self._owned():
-                try:
-                    await self.maintain_once()
-                except TRANSIENT_ERRORS as exc:
-                    log.warning("maintenance failed: %s", exc, extra={"action": "maintenance"})
-                wait = self._config.maintenance_interval_s
-            else:
-                wait = min(self._config.maintenance_interval_s, 5.0)  # maybe we own it soon
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(wait):
-                    await self._stopping.wait()
+        await repeat(
+            self._pass,
+            stopping=self._stopping,
+            transient=TRANSIENT_ERRORS,
+            error_wait_s=self._config.maintenance_interval_s,
+            action="maintenance",
+        )
+
+    async def _pass(self) -> float:
+        if MAINTAINER_PARTITION not in self._owned():
+            return min(self._config.maintenance_interval_s, 5.0)  # maybe we own it soon
+        await self.maintain_once()
+        return self._config.maintenance_interval_s
 
     async def stop(self) -> None:
         """Make ``run`` return."""

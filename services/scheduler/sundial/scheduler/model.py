@@ -1,18 +1,32 @@
-"""Plain values the scheduler's parts exchange (no protobuf, no SQL)."""
+"""Plain values the scheduler's parts exchange (no protobuf, no SQL).
+
+The run's own vocabulary and states are :mod:`sundial.run`'s; these are what only the
+scheduler needs: claimed jobs and their plans, publish batches, and the locked rows the
+ledger and the sweeper decide about.
+"""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from sundial.run import ErrorClass, RunKind, RunRef, RunState, RunStatus, SkipReason, Target
 
-@dataclass(frozen=True, slots=True)
-class RunRef:
-    """A run's primary key: the job and the nominal occurrence."""
-
-    job_id: uuid.UUID
-    scheduled_at: datetime
+__all__ = [
+    "BatchPlan",
+    "ClaimedJob",
+    "DeadLetterRun",
+    "DispatchOutcome",
+    "JobAdvance",
+    "LeaseCandidate",
+    "LeaseLock",
+    "PlannedRun",
+    "PublishBatch",
+    "RunRef",
+    "SweepOutcome",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,12 +57,12 @@ class PlannedRun:
     scheduled_at: datetime
     tenant_id: str
     partition_id: int
-    status: str
-    """``queued``, ``pending`` or ``skipped``."""
+    status: RunStatus
+    """QUEUED, PENDING or SKIPPED."""
     due_at: datetime
     """scheduled_at plus the job's deterministic jitter."""
     lateness_ms: int | None
-    skip_reason: str | None = None
+    skip_reason: SkipReason | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,3 +108,58 @@ class DispatchOutcome:
     batches: list[PublishBatch] = field(default_factory=list)
     lateness_ms: list[int] = field(default_factory=list)
     """Lateness of each run published right away (for the lateness histogram)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseCandidate:
+    """A run locked by LeaseRuns: its state and what a grant of it carries."""
+
+    state: RunState
+    kind: RunKind
+    job_name: str
+    target: Target | None
+    payload: bytes
+    run_timeout: timedelta
+    signing_secrets: tuple[bytes, ...]
+    """Every secret of the tenant still valid, newest first (two while a rotation
+    overlaps)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseLock:
+    """What LeaseRuns decides on: the locked runs that exist and the tenants' counts."""
+
+    candidates: Mapping[RunRef, LeaseCandidate]
+    running: Mapping[str, int]
+    """RUNNING runs per tenant of the requested runs, counted under the tenant locks."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterRun:
+    """A dead run whose DeadLetter is due, with what the letter carries."""
+
+    ref: RunRef
+    tenant_id: str
+    kind: RunKind
+    attempt: int
+    executor_id: str
+    started_at: datetime | None
+    finished_at: datetime | None
+    last_error: str
+    error_class: ErrorClass | None
+    job_name: str
+    target: Target | None
+    payload: bytes
+    labels: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class SweepOutcome:
+    """What one sweep pass did."""
+
+    batches: list[PublishBatch]
+    cancelled: int
+    released: int
+    dead_letters: list[DeadLetterRun] = field(default_factory=list)
+    """Dead runs whose DeadLetter is due (the outbox): the caller publishes each, then
+    clears it (:meth:`SchedulerStore.clear_dead_letters`)."""

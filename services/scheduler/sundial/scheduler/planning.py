@@ -20,6 +20,7 @@ touching its nominal ``next_run_at``; the rest of the batch goes on.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -32,6 +33,8 @@ from sundial.run import (
     BUFFER_ALL_LIMIT,
     JobPolicies,
     OverlapPolicy,
+    RunStatus,
+    SkipReason,
     policies_from_json,
     schedule_from_json,
 )
@@ -151,13 +154,29 @@ def plan_occurrences(
     )
 
 
-def needs_live_counts(policies_text: str) -> bool:
-    """Whether a job with this policies document needs its unfinished runs counted:
-    every overlap policy but ALLOW_ALL looks at them."""
+def needs_live_counts(job: ClaimedJob) -> bool:
+    """Whether ``job``'s unfinished runs must be counted before planning it: every
+    overlap policy but ALLOW_ALL looks at them."""
     try:
-        return _policies(policies_text).overlap is not OverlapPolicy.ALLOW_ALL
+        return _policies(job.policies).overlap is not OverlapPolicy.ALLOW_ALL
     except Exception:
         return False  # planning quarantines the job; no count needed
+
+
+def with_live_counts(job: ClaimedJob, counts: tuple[int, int] | None) -> ClaimedJob:
+    """``job`` with its (unfinished, pending) run counts (None: it has none)."""
+    unfinished, pending = counts or (0, 0)
+    return dataclasses.replace(job, unfinished=unfinished, pending=pending)
+
+
+def published_lateness(runs: list[PlannedRun], now: datetime) -> list[int]:
+    """Lateness (ms) of each planned run published at once (QUEUED and due), for the
+    dispatch-lateness histogram."""
+    return [
+        run.lateness_ms
+        for run in runs
+        if run.status is RunStatus.QUEUED and run.due_at <= now and run.lateness_ms is not None
+    ]
 
 
 def plan_batch(claimed: list[ClaimedJob], now: datetime, cache: DefinitionCache) -> BatchPlan:
@@ -204,20 +223,23 @@ def _plan_job(
     )
     for at in plan.run_now:
         due_at = compiled.dispatch_at(at)
-        status, reason = "queued", None
+        status, reason = RunStatus.QUEUED, None
         policy = policies.overlap
         if unfinished and policy is OverlapPolicy.SKIP:
-            status, reason = "skipped", "overlap"
+            status, reason = RunStatus.SKIPPED, SkipReason.OVERLAP
         elif unfinished and policy in (OverlapPolicy.BUFFER_ONE, OverlapPolicy.BUFFER_ALL):
             limit = 1 if policy is OverlapPolicy.BUFFER_ONE else BUFFER_ALL_LIMIT
-            status, reason = ("pending", None) if pending < limit else ("skipped", "buffer_full")
-        if status == "skipped":
+            if pending < limit:
+                status = RunStatus.PENDING
+            else:
+                status, reason = RunStatus.SKIPPED, SkipReason.BUFFER_FULL
+        if status is RunStatus.SKIPPED:
             overlap_skipped += 1
         else:
             unfinished += 1
-            pending += status == "pending"
+            pending += status is RunStatus.PENDING
         run_lateness = _ms(now - due_at) if due_at <= now else None
-        if status == "queued" and run_lateness is not None:
+        if status is RunStatus.QUEUED and run_lateness is not None:
             lateness = run_lateness
         runs.append(
             PlannedRun(

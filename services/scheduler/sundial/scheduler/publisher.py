@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 
 from sundial.core.bus import DEAD_STREAM, RUNS_STREAM, dead_subject, runs_subject
-from sundial.run import run_key
 from sundial.scheduler.convert import encode_dead_letter, encode_run_dispatch, message_id
-from sundial.scheduler.model import PublishBatch
+from sundial.scheduler.model import DeadLetterRun, PublishBatch
+from sundial.scheduler.store import HeldRun
 
 log = logging.getLogger(__name__)
 
@@ -78,12 +76,9 @@ one per letter."""
 
 async def publish_dead_letter(
     jetstream: JetStreamContext | None,
-    row: Any,
-    *,
-    attempt: int,
-    last_error: str,
-    error_class: str,
+    letter: DeadLetterRun,
     now: datetime,
+    *,
     timeout_s: float = 5.0,
 ) -> bool:
     """Publish the DeadLetter of a dead run (message id ``<run key>#dead#<attempt>``, so
@@ -95,19 +90,16 @@ async def publish_dead_letter(
     Returns:
         True once JetStream stored the letter (or dropped it as a duplicate).
     """
-    key = run_key(row["job_id"], row["scheduled_at"])
+    key = letter.ref.key
     if jetstream is None:
         return False
-    body = encode_dead_letter(
-        row, attempt=attempt, last_error=last_error, error_class=error_class, now=now
-    )
     try:
         await jetstream.publish(
-            dead_subject(row["tenant_id"]),
-            body,
+            dead_subject(letter.tenant_id),
+            encode_dead_letter(letter, now),
             timeout=timeout_s,
             stream=DEAD_STREAM,
-            headers={"Nats-Msg-Id": f"{key}#dead#{attempt}"},
+            headers={"Nats-Msg-Id": f"{key}#dead#{letter.attempt}"},
         )
     except (NatsError, TimeoutError, OSError) as exc:
         log.warning(
@@ -118,41 +110,31 @@ async def publish_dead_letter(
         return False
     log.warning(
         "run is dead: %s",
-        last_error,
-        extra={"action": "dead_letter", "job_id": str(row["job_id"]), "run_key": key},
+        letter.last_error,
+        extra={"action": "dead_letter", "job_id": str(letter.ref.job_id), "run_key": key},
     )
     return True
 
 
 async def publish_due_dead_letters(
     jetstream: JetStreamContext | None,
-    rows: Sequence[Any],
+    letters: Sequence[DeadLetterRun],
     now: datetime,
     *,
     timeout_s: float = 5.0,
-) -> list[tuple[uuid.UUID, datetime, int]]:
-    """Publish the outbox rows ``claim_dead_letters`` returned, a bounded number at once.
+) -> list[HeldRun]:
+    """Publish the due dead-letter outbox entries, a bounded number at once.
 
     Returns:
-        ``(job_id, scheduled_at, attempt)`` of each letter JetStream acknowledged.
+        ``(run, attempt)`` of each letter JetStream acknowledged.
     """
     slots = asyncio.Semaphore(MAX_DEAD_LETTERS_IN_FLIGHT)
 
-    async def one(row: Any) -> bool:
+    async def one(letter: DeadLetterRun) -> bool:
         async with slots:
             return await publish_dead_letter(
-                jetstream,
-                row,
-                attempt=row["attempt"],
-                last_error=row["last_error"] or "",
-                error_class=row["error_class"] or "",
-                now=row["finished_at"] or now,
-                timeout_s=timeout_s,
+                jetstream, letter, letter.finished_at or now, timeout_s=timeout_s
             )
 
-    results = await asyncio.gather(*(one(row) for row in rows))
-    return [
-        (row["job_id"], row["scheduled_at"], row["attempt"])
-        for row, ok in zip(rows, results, strict=True)
-        if ok
-    ]
+    results = await asyncio.gather(*(one(letter) for letter in letters))
+    return [(letter.ref, letter.attempt) for letter, ok in zip(letters, results, strict=True) if ok]

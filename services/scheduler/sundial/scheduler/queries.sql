@@ -136,10 +136,10 @@ UPDATE job_runs r
 -- name: lock_due_checks
 -- Runs of owned partitions $1 whose check_at passed ($3): unconfirmed or unleased
 -- publishes, deferred (jittered) or released runs, expired leases, due retries. With
--- each, the retry budget an expired lease is charged against.
+-- each, its job's policies as text: the retry budget an expired lease is charged against
+-- is decided in Python (sundial.run.lease_expiry), not read out of the JSON here.
 SELECT r.job_id, r.scheduled_at, r.partition_id, r.status, r.cancel_requested,
-       r.attempt - r.attempt_base AS failures,
-       coalesce((d.policies -> 'retry' ->> 'max_attempts')::int, 0) AS max_attempts
+       r.attempt, r.attempt_base, d.policies::text AS policies
   FROM job_runs r
   LEFT JOIN job_definitions d ON d.job_id = r.job_id
  WHERE r.partition_id = ANY($1::smallint[])
@@ -271,7 +271,7 @@ SELECT r.job_id, r.scheduled_at, r.tenant_id, r.partition_id, r.kind, r.status,
        r.attempt, r.attempt_base, r.lease_until, r.next_attempt_at, r.executor_id,
        r.cancel_requested, r.started_at, r.created_at, r.lateness_ms, r.last_error,
        j.job_id IS NOT NULL AS job_exists, j.name AS job_name,
-       d.target, d.payload, d.policies, d.labels,
+       d.target, d.payload, d.policies::text AS policies, d.labels,
        t.max_concurrent_runs, t.signing_secret,
        -- Every secret still valid (two while a rotation overlaps), newest first.
        (SELECT array_agg(k.secret ORDER BY k.created_at DESC)
@@ -293,7 +293,7 @@ SELECT r.job_id, r.scheduled_at, r.tenant_id, r.partition_id, r.kind, r.status,
 -- locked in key order, and nothing else (no tenant, secrets, target or payload: the
 -- hottest ledger call stays one index probe per run plus its definition's policies).
 SELECT r.job_id, r.scheduled_at, r.status, r.attempt, r.attempt_base, r.cancel_requested,
-       d.policies
+       d.policies::text AS policies
   FROM job_runs r
   JOIN (SELECT DISTINCT job_id, scheduled_at
           FROM unnest($1::uuid[], $2::timestamptz[]) AS x(job_id, scheduled_at)) AS q

@@ -8,21 +8,25 @@ Dead runs are an outbox of their own (``(partition_id, check_at) WHERE status = 
 AND check_at IS NOT NULL``): each pass publishes the due DeadLetters and clears
 ``check_at`` once JetStream acknowledged them, so a crash or a NATS outage after a run
 died delays its letter, never loses it.
-The transitions are in :meth:`SchedulerStore.sweep`.
+What each due run becomes is :func:`sundial.run.due_check` (an expired lease counts as a
+failed attempt: the run is queued again, dead on its last attempt, or cancelled when a
+cancel was requested); the store locks the rows and writes the result.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Collection
 from datetime import timedelta
 
 from sundial.core.clock import Clock, SystemClock
+from sundial.core.loop import repeat
+from sundial.run import RunStatus, due_check
 from sundial.scheduler.config import SchedulerConfig
+from sundial.scheduler.model import SweepOutcome
 from sundial.scheduler.publisher import RunPublisher, publish_due_dead_letters
-from sundial.scheduler.store import TRANSIENT_ERRORS, SchedulerStore, SweepOutcome
+from sundial.scheduler.store import TRANSIENT_ERRORS, SchedulerStore
 
 log = logging.getLogger(__name__)
 
@@ -59,19 +63,19 @@ class Sweeper:
     async def run(self, started: Callable[[], None]) -> None:
         """Sweep until stopped."""
         started()
-        while not self._stopping.is_set():
-            busy = False
-            try:
-                outcome = await self.sweep_once()
-                busy = self._config.batch_size <= max(
-                    sum(len(b.runs) for b in outcome.batches), len(outcome.dead_letters)
-                )
-            except TRANSIENT_ERRORS as exc:
-                log.warning("sweep failed: %s", exc, extra={"action": "sweep"})
-            if not busy:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self._config.sweep_interval_s):
-                        await self._stopping.wait()
+        await repeat(
+            self._pass,
+            stopping=self._stopping,
+            transient=TRANSIENT_ERRORS,
+            error_wait_s=self._config.sweep_interval_s,
+            action="sweep",
+        )
+
+    async def _pass(self) -> float:
+        outcome = await self.sweep_once()
+        done = max(sum(len(b.runs) for b in outcome.batches), len(outcome.dead_letters))
+        # A full pass: more is due right now.
+        return 0.0 if done >= self._config.batch_size else self._config.sweep_interval_s
 
     async def stop(self) -> None:
         """Make ``run`` return after the current pass."""
@@ -83,15 +87,21 @@ class Sweeper:
         if not owned:
             return SweepOutcome([], 0, 0)
         now = self._clock.now()
-        outcome = await self._store.sweep(
-            owned,
-            self._config.batch_size,
-            now,
-            confirm_until=now + timedelta(seconds=self._config.publish_confirm_s),
-        )
+        limit = self._config.batch_size
+        confirm_until = now + timedelta(seconds=self._config.publish_confirm_s)
+        async with self._store.transaction() as tx:
+            # Released first, so they are published by the next pass.
+            released = await tx.release_pending(owned, limit, now)
+            due = await tx.lock_due_checks(owned, limit, now)
+            transitions = [(due_check(state, now), partition) for state, partition in due]
+            batches = await tx.apply_checks(transitions, now, confirm_until=confirm_until)
+            # Last, so runs that died in this pass are in it.
+            letters = await tx.claim_dead_letters(owned, limit, now, retry_at=confirm_until)
+        cancelled = sum(t.status is RunStatus.CANCELLED for t, _ in transitions)
+        outcome = SweepOutcome(batches, cancelled, released, letters)
         # The republished batches and the dead-letter outbox go out together, each
         # publish bounded by a timeout, so a NATS outage stalls a pass by one timeout.
-        acked, letters = await asyncio.gather(
+        acked, sent = await asyncio.gather(
             self._publisher.publish_all(outcome.batches, now),
             publish_due_dead_letters(
                 self._publisher.jetstream,
@@ -109,6 +119,6 @@ class Sweeper:
                 sum(len(b.runs) for b in acked),
                 extra={"action": "sweep", "runs": sum(len(b.runs) for b in acked)},
             )
-        if letters:
-            await self._store.clear_dead_letters(letters)
+        if sent:
+            await self._store.clear_dead_letters(sent)
         return outcome

@@ -1,0 +1,334 @@
+"""The RunLedger servicer (see the package doc and docs/design.md section 7).
+
+Every state change of a run an executor causes goes through here, in one transaction
+per call, with the run rows locked:
+
+- LeaseRuns grants what :func:`sundial.run.decide_leases` grants: QUEUED, RETRYING and
+  due, or RUNNING with an expired lease the sweeper has not reclaimed yet; each grant
+  increments ``attempt``, the fencing token. A run the calling executor already holds
+  under a live lease is granted again at the same attempt with its lease extended
+  (idempotent re-grant). The tenant's ``max_concurrent_runs`` is enforced under a
+  per-tenant advisory lock, so concurrent calls (on any replica) cannot overshoot it.
+- Heartbeat extends leases only where the attempt and the holder still match.
+- CompleteRuns writes :func:`sundial.run.complete` where :func:`sundial.run.fence`
+  lets the outcome through; a run that died gets its DeadLetter published after the
+  commit (the dead row keeps ``check_at`` until JetStream acknowledged it: the sweeper
+  publishes it otherwise).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
+
+import grpc
+from nats.js import JetStreamContext
+
+from sundial.core import wire
+from sundial.core.clock import Clock, SystemClock
+from sundial.core.errors import InvalidArgument
+from sundial.run import (
+    Completion,
+    ErrorClass,
+    FenceReason,
+    Grant,
+    Outcome,
+    OutcomeStatus,
+    RunRef,
+    RunStatus,
+    complete,
+    decide_leases,
+    fence,
+)
+from sundial.scheduler.config import SchedulerConfig
+from sundial.scheduler.ledger._dead_letters import send_dead_letters
+from sundial.scheduler.ledger._signing import signature
+from sundial.scheduler.model import LeaseCandidate
+from sundial.scheduler.store import HeldRun, SchedulerStore
+from sundial.v1 import ledger_pb2, ledger_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+MAX_BATCH = 500
+MAX_HELD = 10_000
+MIN_LEASE = timedelta(seconds=10)
+MAX_LEASE = timedelta(minutes=5)
+
+
+def _executor(executor_id: str) -> str:
+    if not 1 <= len(executor_id) <= 128:
+        raise InvalidArgument("executor_id", "must be 1-128 characters")
+    return executor_id
+
+
+def _lease_ttl(
+    request: ledger_pb2.LeaseRunsRequest | ledger_pb2.HeartbeatRequest, default_s: int
+) -> timedelta:
+    if not request.HasField("lease_ttl"):
+        return timedelta(seconds=default_s)
+    ttl = wire.timedelta_in(request.lease_ttl, "lease_ttl")
+    if not MIN_LEASE <= ttl <= MAX_LEASE:
+        raise InvalidArgument("lease_ttl", "must be between 10s and 5m")
+    return ttl
+
+
+def _completion_in(message: ledger_pb2.Outcome, field: str) -> Completion:
+    """A wire outcome as the state machine takes it."""
+    ref = wire.run_ref_in(message.run, f"{field}.run")
+    status = wire.enum_in(OutcomeStatus, message.status, f"{field}.status")
+    if status is None:
+        raise InvalidArgument(f"{field}.status", "is required")
+    if message.attempt < 1:
+        raise InvalidArgument(f"{field}.attempt", "must be >= 1")
+    try:
+        error_class = wire.enum_in(ErrorClass, message.error_class, f"{field}.error_class")
+    except InvalidArgument:
+        error_class = None  # a class this ledger does not know: classified by the status
+    outcome = Outcome(
+        status=status,
+        error=message.error,
+        error_class=error_class,
+        retry_after=(
+            wire.timedelta_in(message.retry_after, f"{field}.retry_after")
+            if message.HasField("retry_after")
+            else None
+        ),
+        http_status=message.http_status or None,
+        grpc_code=message.grpc_code if message.HasField("grpc_code") else None,
+    )
+    return Completion(ref, message.attempt, outcome)
+
+
+class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
+    """The RunLedger gRPC service.
+
+    Args:
+        store: The scheduler store.
+        jetstream: Where dead letters go.
+        config: ``run_lease_s``, ``heartbeat_interval_s``, ``capacity_retry_s``,
+            ``cancel_poll_s``, ``publish_confirm_s``.
+        clock: The source of "now".
+        rng: Randomness of the backoff (tests pass a seeded one).
+    """
+
+    def __init__(
+        self,
+        store: SchedulerStore,
+        jetstream: JetStreamContext | None,
+        config: SchedulerConfig,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._store = store
+        self._js = jetstream
+        self._config = config
+        self._clock = clock or SystemClock()
+        self._rng = rng or random.Random()
+
+    # --- LeaseRuns ------------------------------------------------------------------
+
+    async def LeaseRuns(
+        self, request: ledger_pb2.LeaseRunsRequest, context: grpc.aio.ServicerContext
+    ) -> ledger_pb2.LeaseRunsResponse:
+        executor_id = _executor(request.executor_id)
+        if not 1 <= len(request.runs) <= MAX_BATCH:
+            raise InvalidArgument("runs", f"must hold 1-{MAX_BATCH} runs")
+        refs = [wire.run_ref_in(r, f"runs[{i}]") for i, r in enumerate(request.runs)]
+        ttl = _lease_ttl(request, self._config.run_lease_s)
+        now = self._clock.now()
+        lease_until = now + ttl
+        async with self._store.transaction() as tx:
+            lock = await tx.lock_for_lease(refs)
+            answers = decide_leases(
+                refs,
+                {ref: c.state for ref, c in lock.candidates.items()},
+                executor_id=executor_id,
+                now=now,
+                running=lock.running,
+                capacity_retry=timedelta(seconds=self._config.capacity_retry_s),
+            )
+            grants = [a for a in answers if isinstance(a, Grant)]
+            attempts = await tx.write_grants(
+                grants, lock, executor_id=executor_id, lease_until=lease_until, now=now
+            )
+        results = []
+        for ref, wire_ref, answer in zip(refs, request.runs, answers, strict=True):
+            if isinstance(answer, Grant) and ref in attempts:
+                grant = self._grant(lock.candidates[ref], attempts[ref], lease_until, now)
+                results.append(ledger_pb2.LeaseResult(run=wire_ref, grant=grant))
+                log.info(
+                    "run leased",
+                    extra={
+                        "action": "lease",
+                        "job_id": str(ref.job_id),
+                        "run_key": ref.key,
+                        "attempt": attempts[ref],
+                        "executor_id": executor_id,
+                    },
+                )
+                continue
+            rejection = ledger_pb2.Rejection(
+                reason=ledger_pb2.REJECT_REASON_LEASED_ELSEWHERE, detail="duplicate"
+            )
+            if not isinstance(answer, Grant):
+                rejection = ledger_pb2.Rejection(
+                    reason=wire.enum_out(answer.reason), detail=answer.detail
+                )
+                if answer.retry_after is not None:
+                    rejection.retry_after.CopyFrom(wire.duration(answer.retry_after))
+            results.append(ledger_pb2.LeaseResult(run=wire_ref, rejection=rejection))
+        return ledger_pb2.LeaseRunsResponse(results=results)
+
+    @staticmethod
+    def _grant(
+        candidate: LeaseCandidate, attempt: int, lease_until: datetime, now: datetime
+    ) -> ledger_pb2.Grant:
+        """What an executor needs to call the target of one granted attempt."""
+        key = candidate.state.ref.key
+        return ledger_pb2.Grant(
+            attempt=attempt,
+            lease_until=wire.timestamp(lease_until),
+            target=wire.target(candidate.target),
+            payload=candidate.payload,
+            run_timeout=wire.duration(candidate.run_timeout),
+            tenant_id=candidate.state.tenant_id,
+            run_key=key,
+            signature=signature(candidate.signing_secrets, now, key, attempt, candidate.payload),
+            kind=wire.enum_out(candidate.kind),
+            job_name=candidate.job_name,
+        )
+
+    # --- Heartbeat ------------------------------------------------------------------
+
+    async def Heartbeat(
+        self,
+        request_iterator: AsyncIterator[ledger_pb2.HeartbeatRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[ledger_pb2.HeartbeatResponse]:
+        interval = wire.duration(timedelta(seconds=self._config.heartbeat_interval_s))
+        requests: asyncio.Queue[ledger_pb2.HeartbeatRequest | None] = asyncio.Queue()
+
+        async def read() -> None:
+            try:
+                async for request in request_iterator:
+                    await requests.put(request)
+            finally:
+                await requests.put(None)
+
+        reader = asyncio.create_task(read())
+        held: list[HeldRun] = []
+        wire_of: dict[HeldRun, ledger_pb2.HeldRun] = {}
+        told: set[HeldRun] = set()
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(self._config.cancel_poll_s):
+                        request = await requests.get()
+                except TimeoutError:
+                    # Between beats: runs asked to stop are told at once, not at the next
+                    # beat up to 10 s later.
+                    flagged = await self._store.cancel_requested(held) - told
+                    if flagged:
+                        told |= flagged
+                        yield ledger_pb2.HeartbeatResponse(
+                            cancel=[
+                                ledger_pb2.CancelOrder(
+                                    run=wire_of[key].run,
+                                    attempt=key[1],
+                                    reason="cancellation requested",
+                                )
+                                for key in sorted(flagged, key=str)
+                            ]
+                        )
+                    continue
+                if request is None:
+                    return
+                executor_id = _executor(request.executor_id)
+                if len(request.runs) > MAX_HELD:
+                    raise InvalidArgument("runs", f"at most {MAX_HELD} held runs")
+                held = [
+                    (wire.run_ref_in(h.run, f"runs[{i}].run"), h.attempt)
+                    for i, h in enumerate(request.runs)
+                ]
+                wire_of = dict(zip(held, request.runs, strict=True))
+                now = self._clock.now()
+                lease_until = now + _lease_ttl(request, self._config.run_lease_s)
+                extended = await self._store.extend_leases(held, executor_id, lease_until, now)
+                response = ledger_pb2.HeartbeatResponse(heartbeat_interval=interval)
+                for key, message in zip(held, request.runs, strict=True):
+                    cancel = extended.get(key)
+                    if cancel is None:
+                        response.lost.append(message)
+                        continue
+                    response.extended.append(
+                        ledger_pb2.LeaseExtension(
+                            run=message.run,
+                            attempt=key[1],
+                            lease_until=wire.timestamp(lease_until),
+                        )
+                    )
+                    if cancel:
+                        told.add(key)
+                        response.cancel.append(
+                            ledger_pb2.CancelOrder(
+                                run=message.run, attempt=key[1], reason="cancellation requested"
+                            )
+                        )
+                yield response
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+
+    # --- CompleteRuns ---------------------------------------------------------------
+
+    async def CompleteRuns(
+        self, request: ledger_pb2.CompleteRunsRequest, context: grpc.aio.ServicerContext
+    ) -> ledger_pb2.CompleteRunsResponse:
+        _executor(request.executor_id)
+        if not 1 <= len(request.outcomes) <= MAX_BATCH:
+            raise InvalidArgument("outcomes", f"must hold 1-{MAX_BATCH} outcomes")
+        completions = [_completion_in(o, f"outcomes[{i}]") for i, o in enumerate(request.outcomes)]
+        now = self._clock.now()
+        dead_letter_at = now + timedelta(seconds=self._config.publish_confirm_s)
+        results: list[ledger_pb2.CompletionResult] = []
+        dead: list[RunRef] = []
+        async with self._store.transaction() as tx:
+            states = await tx.lock_for_completion([c.ref for c in completions])
+            written: set[RunRef] = set()
+            transitions = []
+            for completion, message in zip(completions, request.outcomes, strict=True):
+                state = states.get(completion.ref)
+                result = ledger_pb2.CompletionResult(run=message.run)
+                reason = fence(state, completion.attempt)
+                if reason is None and completion.ref in written:
+                    reason = FenceReason.NOT_RUNNING  # twice in one call: the first counts
+                if state is None or reason is not None:
+                    result.fence_reason = wire.enum_out(reason)
+                    if state is not None:
+                        result.next_status = wire.enum_out(state.status)
+                else:
+                    transition = complete(
+                        state,
+                        completion.attempt,
+                        completion.outcome,
+                        now,
+                        rng=self._rng,
+                        dead_letter_at=dead_letter_at,
+                    )
+                    transitions.append(transition)
+                    written.add(completion.ref)
+                    result.accepted = True
+                    result.next_status = wire.enum_out(transition.status)
+                    if transition.next_attempt_at is not None:
+                        result.next_attempt_at.CopyFrom(wire.timestamp(transition.next_attempt_at))
+                    if transition.status is RunStatus.DEAD:
+                        dead.append(completion.ref)
+                results.append(result)
+            await tx.write_outcomes(transitions, now)
+        await send_dead_letters(self._store, self._js, dead, now)
+        return ledger_pb2.CompleteRunsResponse(results=results)

@@ -1,0 +1,96 @@
+"""asyncpg rows into the scheduler's typed values: rows never leave the store."""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+import asyncpg
+
+from sundial.run import (
+    ErrorClass,
+    JobPolicies,
+    RunKind,
+    RunRef,
+    RunState,
+    RunStatus,
+    policies_from_json,
+    target_from_json,
+)
+from sundial.scheduler.model import DeadLetterRun, LeaseCandidate
+
+Record = asyncpg.Record
+
+
+@functools.lru_cache(maxsize=4096)
+def policies_of(text: str | None) -> JobPolicies:
+    """Decode ``job_definitions.policies`` read as text (a herd shares a few documents:
+    each is decoded once). A missing definition has the default policies."""
+    return policies_from_json(json.loads(text)) if text else JobPolicies()
+
+
+def ref_of(row: Record) -> RunRef:
+    """The run a row with ``job_id`` and ``scheduled_at`` is about."""
+    return RunRef(row["job_id"], row["scheduled_at"])
+
+
+def run_state(row: Record, *, tenant_cap: bool = False) -> RunState:
+    """The state of a locked ``job_runs`` row (``lock_runs``, ``lock_runs_for_completion``,
+    ``lock_due_checks``).
+
+    Args:
+        row: Holds at least job_id, scheduled_at, status, attempt, attempt_base,
+            cancel_requested and policies (text); lease columns where selected.
+        tenant_cap: The row holds tenant_id and max_concurrent_runs (LeaseRuns).
+    """
+    get = row.get
+    return RunState(
+        ref=ref_of(row),
+        status=RunStatus(row["status"]),
+        attempt=row["attempt"],
+        attempt_base=row["attempt_base"],
+        executor_id=get("executor_id"),
+        lease_until=get("lease_until"),
+        next_attempt_at=get("next_attempt_at"),
+        cancel_requested=row["cancel_requested"],
+        job_exists=get("job_exists", True),
+        retry=policies_of(row["policies"]).retry,
+        tenant_id=get("tenant_id") or "",
+        max_concurrent_runs=row["max_concurrent_runs"] if tenant_cap else None,
+    )
+
+
+def lease_candidate(row: Record) -> LeaseCandidate:
+    """A ``lock_runs`` row as what LeaseRuns decides on and grants."""
+    policies = policies_of(row["policies"])
+    secrets = row["signing_secrets"] or [row["signing_secret"]]
+    return LeaseCandidate(
+        state=run_state(row, tenant_cap=True),
+        kind=RunKind(row["kind"]),
+        job_name=row["job_name"] or "",
+        target=target_from_json(row["target"]),
+        payload=bytes(row["payload"] or b""),
+        run_timeout=policies.run_timeout,
+        signing_secrets=tuple(bytes(s) for s in secrets if s is not None),
+    )
+
+
+def dead_letter_run(row: Record) -> DeadLetterRun:
+    """A ``claim_dead_letters``/``dead_letters_of`` row."""
+    labels: dict[str, Any] = row["labels"] or {}
+    return DeadLetterRun(
+        ref=ref_of(row),
+        tenant_id=row["tenant_id"],
+        kind=RunKind(row["kind"]),
+        attempt=row["attempt"],
+        executor_id=row["executor_id"] or "",
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        last_error=row["last_error"] or "",
+        error_class=ErrorClass(row["error_class"]) if row["error_class"] else None,
+        job_name=row["job_name"] or "",
+        target=target_from_json(row["target"]),
+        payload=bytes(row["payload"] or b""),
+        labels={str(k): str(v) for k, v in labels.items()},
+    )

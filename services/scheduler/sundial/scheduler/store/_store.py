@@ -1,0 +1,130 @@
+"""The scheduler's only door to PostgreSQL.
+
+:meth:`SchedulerStore.transaction` opens a :class:`~sundial.scheduler.store._tx.Transaction`
+whose steps lock rows and return typed states, and write what the caller decided;
+the one-statement operations outside a caller's transaction are methods here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from datetime import date, datetime, timedelta
+
+import asyncpg
+
+from sundial.core.db import drop_run_partitions_before, ensure_run_partitions, translate_db_errors
+from sundial.core.errors import SundialError
+from sundial.run import RunRef
+from sundial.scheduler.model import DeadLetterRun, PublishBatch
+from sundial.scheduler.store._queries import queries
+from sundial.scheduler.store._rows import dead_letter_run, ref_of
+from sundial.scheduler.store._tx import Transaction, _unzip
+
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    SundialError,
+    OSError,
+    asyncpg.InterfaceError,  # e.g. the connection was closed under us (server restart)
+    asyncpg.PostgresError,  # untranslated server errors: logged, the next pass retries
+)
+"""What a background loop logs and retries on its next pass instead of crashing."""
+
+HeldRun = tuple[RunRef, int]
+"""A run an executor holds, with the attempt it holds it at."""
+
+
+class SchedulerStore:
+    """Transactions of the dispatcher, the sweeper, the ledger and maintenance.
+
+    Args:
+        pool: The service's connection pool.
+    """
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Transaction]:
+        """One connection in one transaction: committed when the block ends, rolled
+        back when it raises."""
+        async with translate_db_errors(), self._pool.acquire() as conn, conn.transaction():
+            yield Transaction(conn)
+
+    @translate_db_errors()
+    async def confirm_published(
+        self, batches: Sequence[PublishBatch], recheck_at: datetime
+    ) -> None:
+        """Record that JetStream acknowledged ``batches``: look again at ``recheck_at``."""
+        refs = [ref for batch in batches for ref in batch.runs]
+        if not refs:
+            return
+        job_ids, times = _unzip(refs)
+        seqs = [batch.dispatch_seq for batch in batches for _ in batch.runs]
+        await self._pool.execute(queries.confirm_published, job_ids, times, seqs, recheck_at)
+
+    @translate_db_errors()
+    async def extend_leases(
+        self, held: Sequence[HeldRun], executor_id: str, lease_until: datetime, now: datetime
+    ) -> dict[HeldRun, bool]:
+        """Extend the leases of ``held`` still RUNNING at that attempt by ``executor_id``.
+
+        Returns:
+            ``cancel_requested`` of each extended run, by (run, attempt).
+        """
+        if not held:
+            return {}
+        job_ids, times = _unzip(ref for ref, _ in held)
+        rows = await self._pool.fetch(
+            queries.extend_leases,
+            job_ids,
+            times,
+            [attempt for _, attempt in held],
+            executor_id,
+            lease_until,
+            now,
+        )
+        return {(ref_of(r), r["attempt"]): r["cancel_requested"] for r in rows}
+
+    @translate_db_errors()
+    async def cancel_requested(self, held: Sequence[HeldRun]) -> set[HeldRun]:
+        """The held (run, attempt) pairs still RUNNING whose cancellation was requested."""
+        if not held:
+            return set()
+        job_ids, times = _unzip(ref for ref, _ in held)
+        rows = await self._pool.fetch(
+            queries.cancel_requested, job_ids, times, [attempt for _, attempt in held]
+        )
+        return {(ref_of(r), r["attempt"]) for r in rows}
+
+    @translate_db_errors()
+    async def dead_letters_of(self, refs: Sequence[RunRef]) -> list[DeadLetterRun]:
+        """Of ``refs``, the dead runs whose DeadLetter is unacknowledged, with its content."""
+        if not refs:
+            return []
+        job_ids, times = _unzip(refs)
+        rows = await self._pool.fetch(queries.dead_letters_of, job_ids, times)
+        return [dead_letter_run(r) for r in rows]
+
+    @translate_db_errors()
+    async def clear_dead_letters(self, acked: Sequence[HeldRun]) -> None:
+        """JetStream acknowledged the DeadLetter of these runs at these attempts."""
+        if acked:
+            job_ids, times = _unzip(ref for ref, _ in acked)
+            await self._pool.execute(
+                queries.clear_dead_letters, job_ids, times, [attempt for _, attempt in acked]
+            )
+
+    @translate_db_errors()
+    async def maintain_partitions(
+        self, today: date, ahead_days: int, retention_days: int
+    ) -> tuple[list[str], list[str]]:
+        """Create daily partitions through ``today + ahead_days``; drop those older
+        than ``retention_days``. Returns (created, dropped) names."""
+        created = await ensure_run_partitions(self._pool, today, today + timedelta(days=ahead_days))
+        dropped = await drop_run_partitions_before(
+            self._pool, today - timedelta(days=retention_days)
+        )
+        return created, dropped
+
+
+__all__ = ["TRANSIENT_ERRORS", "HeldRun", "SchedulerStore"]

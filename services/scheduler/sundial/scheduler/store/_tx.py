@@ -1,0 +1,392 @@
+"""The steps of the scheduler's transactions: each method is one or two statements.
+
+A :class:`Transaction` wraps one connection inside one database transaction
+(:meth:`SchedulerStore.transaction`). Callers lock, decide with the pure rules
+(:mod:`sundial.scheduler.planning`, :mod:`sundial.run`) and write the result through the
+same transaction; nothing here decides what a run becomes.
+
+Lock order everywhere: jobs, then job_runs (in primary-key order), then job_stats
+(queries.sql).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from sundial.core.db import translate_db_errors
+from sundial.run import Grant, RunRef, RunState, RunStatus, Transition
+from sundial.scheduler.model import (
+    ClaimedJob,
+    DeadLetterRun,
+    JobAdvance,
+    LeaseLock,
+    PlannedRun,
+    PublishBatch,
+)
+from sundial.scheduler.store._queries import queries
+from sundial.scheduler.store._rows import dead_letter_run, lease_candidate, ref_of, run_state
+
+MAX_RUNS_PER_MESSAGE = 500
+"""RunDispatch carries 1-500 runs (events.proto)."""
+
+_ENDED = (RunStatus.SUCCEEDED, RunStatus.DEAD, RunStatus.CANCELLED)
+
+
+def _text(value: Any) -> str | None:
+    """An enum's stored text (None stays NULL)."""
+    return None if value is None else value.value
+
+
+def _unzip(refs: Iterable[RunRef]) -> tuple[list[uuid.UUID], list[datetime]]:
+    pairs = [(r.job_id, r.scheduled_at) for r in refs]
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def _chunks(
+    by_partition: dict[int, list[RunRef]],
+) -> list[tuple[int, list[RunRef]]]:
+    """One publish per (partition, 500 runs), partitions in order."""
+    return [
+        (partition, refs[i : i + MAX_RUNS_PER_MESSAGE])
+        for partition, refs in sorted(by_partition.items())
+        for i in range(0, len(refs), MAX_RUNS_PER_MESSAGE)
+    ]
+
+
+class Transaction:
+    """One open transaction of the scheduler (see the module doc)."""
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self._conn = conn
+
+    async def _seqs(self, count: int) -> list[int]:
+        if not count:
+            return []
+        return [r["seq"] for r in await self._conn.fetch(queries.next_dispatch_seqs, count)]
+
+    # --- dispatch -----------------------------------------------------------------
+
+    @translate_db_errors()
+    async def claim_due_jobs(
+        self, owned: Sequence[int], limit: int, now: datetime
+    ) -> list[ClaimedJob]:
+        """Lock up to ``limit`` due jobs of ``owned`` (SKIP LOCKED), with their
+        definitions read after the lock (never an old definition with a new jobs row).
+        Their live-run counts are zero until :meth:`count_live_runs` fills them."""
+        rows = await self._conn.fetch(queries.claim_due_jobs, list(owned), limit, now, limit)
+        if not rows:
+            return []
+        ids = [r["job_id"] for r in rows]
+        definitions = {
+            d["job_id"]: d for d in await self._conn.fetch(queries.job_definitions_of, ids)
+        }
+        claimed = []
+        for r in rows:
+            definition = definitions.get(r["job_id"])
+            claimed.append(
+                ClaimedJob(
+                    job_id=r["job_id"],
+                    tenant_id=r["tenant_id"],
+                    partition_id=r["partition_id"],
+                    next_run_at=r["next_run_at"],
+                    fired_count=r["fired_count"],
+                    version=r["version"],
+                    # A job without a definition row fails planning: quarantined.
+                    schedule=definition["schedule"] if definition else "null",
+                    policies=definition["policies"] if definition else "null",
+                    unfinished=0,
+                    pending=0,
+                )
+            )
+        return claimed
+
+    @translate_db_errors()
+    async def count_live_runs(
+        self, job_ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, tuple[int, int]]:
+        """``job_id -> (unfinished, pending)`` runs of ``job_ids`` (absent: none)."""
+        if not job_ids:
+            return {}
+        rows = await self._conn.fetch(queries.live_run_counts, list(job_ids))
+        return {r["job_id"]: (r["unfinished"], r["pending"]) for r in rows}
+
+    @translate_db_errors()
+    async def quarantine_jobs(self, job_ids: Sequence[uuid.UUID], until: datetime) -> None:
+        """Jobs that could not be planned are not claimed again before ``until``."""
+        if job_ids:
+            await self._conn.execute(queries.quarantine_jobs, sorted(job_ids), until)
+
+    @translate_db_errors()
+    async def cancel_other_runs(self, job_ids: Sequence[uuid.UUID], now: datetime) -> None:
+        """OVERLAP_POLICY_CANCEL_OTHER: stop the unfinished runs of ``job_ids``."""
+        if job_ids:
+            await self._conn.fetch(queries.cancel_other_runs, list(job_ids), now)
+
+    @translate_db_errors()
+    async def insert_runs(
+        self, runs: Sequence[PlannedRun], now: datetime, *, confirm_until: datetime
+    ) -> tuple[int, list[PublishBatch]]:
+        """Insert the planned run rows (a run key that exists is left alone).
+
+        QUEUED runs already due get a dispatch sequence per partition (and per 500 runs)
+        and ``check_at = confirm_until``: the returned batches must be published after
+        the commit, then confirmed. A jittered run whose due time is ahead gets
+        ``check_at`` at it (the sweeper publishes it then).
+
+        Returns:
+            The number of rows inserted and the batches to publish.
+        """
+        if not runs:
+            return 0, []
+        publish_now: dict[int, list[RunRef]] = defaultdict(list)
+        for run in runs:
+            if run.status is RunStatus.QUEUED and run.due_at <= now:
+                publish_now[run.partition_id].append(RunRef(run.job_id, run.scheduled_at))
+        chunks = _chunks(publish_now)
+        seqs = await self._seqs(len(chunks))
+        seq_of = {ref: seq for (_, chunk), seq in zip(chunks, seqs, strict=True) for ref in chunk}
+        cols: list[list[Any]] = [[] for _ in range(9)]
+        for run in runs:
+            seq = seq_of.get(RunRef(run.job_id, run.scheduled_at), 0)
+            if seq:
+                check_at: datetime | None = confirm_until
+            elif run.status is RunStatus.QUEUED:
+                check_at = run.due_at  # jittered: the sweeper publishes it when due
+            else:
+                check_at = None
+            values = (
+                run.job_id,
+                run.scheduled_at,
+                run.tenant_id,
+                run.partition_id,
+                run.status.value,
+                seq,
+                check_at,
+                run.lateness_ms,
+                _text(run.skip_reason),
+            )
+            for col, value in zip(cols, values, strict=True):
+                col.append(value)
+        inserted = await self._conn.fetch(queries.insert_runs, *cols, now)
+        published: dict[int, set[RunRef]] = defaultdict(set)
+        for row in inserted:
+            if row["dispatch_seq"]:
+                published[row["dispatch_seq"]].add(ref_of(row))
+        batches = []
+        for (partition, chunk), seq in zip(chunks, seqs, strict=True):
+            # Only the runs this transaction inserted: an existing run key is not ours.
+            mine = tuple(ref for ref in chunk if ref in published.get(seq, ()))
+            if mine:
+                batches.append(PublishBatch(partition, seq, mine))
+        return len(inserted), batches
+
+    @translate_db_errors()
+    async def advance_jobs(self, advances: Sequence[JobAdvance], now: datetime) -> None:
+        """Move each claimed job to its next fire time and record its counters."""
+        if not advances:
+            return
+        # Key order, as the ledger's stats upsert: concurrent upserts never deadlock.
+        ordered = sorted(advances, key=lambda a: a.job_id)
+        await self._conn.execute(
+            queries.advance_jobs,
+            [a.job_id for a in ordered],
+            [a.next_run_at for a in ordered],
+            [a.fired for a in ordered],
+            [a.last_fire_at for a in ordered],
+            [a.lateness_ms for a in ordered],
+            [a.missed for a in ordered],
+            [a.skipped for a in ordered],
+            now,
+        )
+
+    # --- sweeps -------------------------------------------------------------------
+
+    @translate_db_errors()
+    async def release_pending(self, owned: Sequence[int], limit: int, now: datetime) -> int:
+        """Buffered runs whose blocker ended become QUEUED, due for publish now."""
+        return len(await self._conn.fetch(queries.release_pending, list(owned), limit, now))
+
+    @translate_db_errors()
+    async def lock_due_checks(
+        self, owned: Sequence[int], limit: int, now: datetime
+    ) -> list[tuple[RunState, int]]:
+        """Lock the runs of ``owned`` whose ``check_at`` passed (SKIP LOCKED): unconfirmed
+        or unleased publishes, deferred or released runs, expired leases, due retries.
+
+        Returns:
+            Each run's state and partition.
+        """
+        rows = await self._conn.fetch(queries.lock_due_checks, list(owned), limit, now)
+        return [(run_state(r), r["partition_id"]) for r in rows]
+
+    @translate_db_errors()
+    async def apply_checks(
+        self,
+        transitions: Sequence[tuple[Transition, int]],
+        now: datetime,
+        *,
+        confirm_until: datetime,
+    ) -> list[PublishBatch]:
+        """Write the sweep's transitions (each with its run's partition).
+
+        Runs to republish get a new dispatch sequence per partition (and per 500 runs)
+        and ``check_at = confirm_until``; runs that ended are counted in their jobs'
+        stats.
+
+        Returns:
+            The batches to publish after the commit.
+        """
+        if not transitions:
+            return []
+        to_publish: dict[int, list[RunRef]] = defaultdict(list)
+        for transition, partition in transitions:
+            if transition.republish:
+                to_publish[partition].append(transition.ref)
+        chunks = _chunks(to_publish)
+        seqs = await self._seqs(len(chunks))
+        seq_of = {ref: seq for (_, chunk), seq in zip(chunks, seqs, strict=True) for ref in chunk}
+        cols: list[list[Any]] = [[] for _ in range(8)]
+        for transition, _ in transitions:
+            seq = seq_of.get(transition.ref, 0)
+            values = (
+                transition.ref.job_id,
+                transition.ref.scheduled_at,
+                transition.status.value,
+                seq,
+                confirm_until if seq else transition.check_at,
+                transition.finished_at,
+                _text(transition.error_class),
+                transition.last_error,
+            )
+            for col, value in zip(cols, values, strict=True):
+                col.append(value)
+        await self._conn.fetch(queries.apply_checks, *cols, now)
+        await self._count_ended([t for t, _ in transitions], now)
+        return [
+            PublishBatch(partition, seq, tuple(chunk))
+            for (partition, chunk), seq in zip(chunks, seqs, strict=True)
+        ]
+
+    @translate_db_errors()
+    async def claim_dead_letters(
+        self, owned: Sequence[int], limit: int, now: datetime, *, retry_at: datetime
+    ) -> list[DeadLetterRun]:
+        """The due dead-letter outbox entries of ``owned``; each is due again at
+        ``retry_at`` unless cleared first."""
+        rows = await self._conn.fetch(queries.claim_dead_letters, list(owned), limit, now, retry_at)
+        return [dead_letter_run(r) for r in rows]
+
+    # --- the ledger ---------------------------------------------------------------
+
+    @translate_db_errors()
+    async def lock_for_lease(self, refs: Sequence[RunRef]) -> LeaseLock:
+        """Lock the tenants of ``refs`` (an advisory lock each, sorted: the concurrent-run
+        cap holds across concurrent calls on any replica), then the runs in key order,
+        and count the tenants' RUNNING runs. Runs that do not exist are absent."""
+        job_ids, times = _unzip(refs)
+        await self._conn.fetch(queries.lock_tenants, job_ids, times)
+        rows = await self._conn.fetch(queries.lock_runs, job_ids, times)
+        candidates = {ref_of(r): lease_candidate(r) for r in rows}
+        tenants = sorted({c.state.tenant_id for c in candidates.values()})
+        running = {
+            r["tenant_id"]: r["running"]
+            for r in await self._conn.fetch(queries.count_running, tenants)
+        }
+        return LeaseLock(candidates, running)
+
+    @translate_db_errors()
+    async def write_grants(
+        self,
+        grants: Sequence[Grant],
+        lock: LeaseLock,
+        *,
+        executor_id: str,
+        lease_until: datetime,
+        now: datetime,
+    ) -> dict[RunRef, int]:
+        """Write leases to ``executor_id`` until ``lease_until``: a new attempt for each
+        grant, the same attempt with the lease extended for each re-grant.
+
+        Returns:
+            The attempt of every run written.
+        """
+        regrants = [g.ref for g in grants if g.regrant]
+        fresh = [g.ref for g in grants if not g.regrant]
+        attempts: dict[RunRef, int] = {}
+        if regrants:
+            job_ids, times = _unzip(regrants)
+            rows = await self._conn.fetch(
+                queries.extend_leases,
+                job_ids,
+                times,
+                [lock.candidates[ref].state.attempt for ref in regrants],
+                executor_id,
+                lease_until,
+                now,
+            )
+            attempts.update({ref_of(r): r["attempt"] for r in rows})
+        if fresh:
+            job_ids, times = _unzip(fresh)
+            rows = await self._conn.fetch(
+                queries.grant_runs, job_ids, times, executor_id, lease_until, now
+            )
+            attempts.update({ref_of(r): r["attempt"] for r in rows})
+        return attempts
+
+    @translate_db_errors()
+    async def lock_for_completion(self, refs: Sequence[RunRef]) -> dict[RunRef, RunState]:
+        """Lock the runs ``refs`` in key order with what fencing and the retry decision
+        need (and nothing else: the hottest ledger call stays one probe per run)."""
+        job_ids, times = _unzip(refs)
+        rows = await self._conn.fetch(queries.lock_runs_for_completion, job_ids, times)
+        return {ref_of(r): run_state(r) for r in rows}
+
+    @translate_db_errors()
+    async def write_outcomes(self, transitions: Sequence[Transition], now: datetime) -> None:
+        """Write accepted outcomes; for runs that ended, release the next buffered run
+        of their jobs and count them in the jobs' stats."""
+        if not transitions:
+            return
+        ts = transitions
+        await self._conn.execute(
+            queries.record_outcomes,
+            [t.ref.job_id for t in ts],
+            [t.ref.scheduled_at for t in ts],
+            [t.status.value for t in ts],
+            [t.check_at for t in ts],
+            [t.next_attempt_at for t in ts],
+            [t.finished_at for t in ts],
+            [t.last_error for t in ts],
+            [_text(t.error_class) for t in ts],
+            [t.http_status for t in ts],
+            [t.grpc_code for t in ts],
+            now,
+        )
+        ended = sorted({t.ref.job_id for t in ts if t.status in _ENDED})
+        if ended:
+            await self._conn.execute(queries.release_pending_of_jobs, ended, now)
+        await self._count_ended(ts, now)
+
+    async def _count_ended(self, transitions: Sequence[Transition], now: datetime) -> None:
+        """Per-job completion counters of the transitions that ended a run."""
+        ended = sorted((t for t in transitions if t.status in _ENDED), key=lambda t: t.ref.job_id)
+        if not ended:
+            return
+        succeeded = [t.status is RunStatus.SUCCEEDED for t in ended]
+        dead = [t.status is RunStatus.DEAD for t in ended]
+        await self._conn.execute(
+            queries.record_completion_stats,
+            [t.ref.job_id for t in ended],
+            [int(s) for s in succeeded],
+            [int(d) for d in dead],
+            [int(t.status is RunStatus.CANCELLED) for t in ended],
+            [t.finished_at if s else None for t, s in zip(ended, succeeded, strict=True)],
+            [t.finished_at if d else None for t, d in zip(ended, dead, strict=True)],
+            now,
+        )
