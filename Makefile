@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test generate verify lint bench clean
+.PHONY: help setup run test generate verify lint typecheck bench clean
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -31,12 +31,15 @@ verify: setup ## Fail when generated code (protos, README config tables) is stal
 	$(BIN)/python scripts/gen_protos.py --check
 	$(BIN)/python scripts/config_docs.py --check
 
-lint: setup ## Ruff lint and format check
+lint: setup typecheck ## Ruff lint and format check, and the type check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+typecheck: setup ## Type-check with mypy (what it checks is [tool.mypy] in pyproject.toml)
+	$(BIN)/mypy
 
 bench: setup ## Run the benchmarks under bench/ (results printed and written to bench/results)
 	$(BIN)/python bench/run.py
 
 clean: ## Remove the virtual environment and caches
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis

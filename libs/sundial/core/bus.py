@@ -41,17 +41,17 @@ def dead_subject(tenant_id: str) -> str:
     return f"{DEAD_SUBJECT_PREFIX}.{tenant_id}"
 
 
-def stream_configs() -> list[StreamConfig]:
-    """The desired configuration of both streams."""
-    return [
-        StreamConfig(
+def stream_configs() -> dict[str, StreamConfig]:
+    """The desired configuration of both streams, by stream name."""
+    return {
+        RUNS_STREAM: StreamConfig(
             name=RUNS_STREAM,
             subjects=[f"{RUNS_SUBJECT_PREFIX}.>"],
             retention=RetentionPolicy.WORK_QUEUE,
             storage=StorageType.FILE,
             duplicate_window=DUPLICATE_WINDOW_S,
         ),
-        StreamConfig(
+        DEAD_STREAM: StreamConfig(
             name=DEAD_STREAM,
             subjects=[f"{DEAD_SUBJECT_PREFIX}.>"],
             retention=RetentionPolicy.LIMITS,
@@ -59,7 +59,7 @@ def stream_configs() -> list[StreamConfig]:
             duplicate_window=DUPLICATE_WINDOW_S,
             max_age=DEAD_LETTER_MAX_AGE_S,
         ),
-    ]
+    }
 
 
 @dataclass
@@ -87,11 +87,11 @@ async def connect_bus(config: NatsConfig, *, name: str) -> Bus:
 
 async def ensure_streams(jetstream: JetStreamContext) -> None:
     """Create the streams, or bring an existing one to the desired configuration."""
-    for config in stream_configs():
+    for name, config in stream_configs().items():
         try:
-            await jetstream.stream_info(config.name)
+            await jetstream.stream_info(name)
         except NotFoundError:
             await jetstream.add_stream(config)
-            log.info("created stream %s", config.name, extra={"action": "bus.stream"})
+            log.info("created stream %s", name, extra={"action": "bus.stream"})
         else:
             await jetstream.update_stream(config)

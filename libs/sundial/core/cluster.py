@@ -64,6 +64,7 @@ async def cluster_status(etcd: aetcd.Client, pool: asyncpg.Pool, cluster: str) -
         if suffix.isdigit() and int(suffix) < PARTITION_COUNT:
             owners[int(suffix)] = kv.value.decode()
     row = await pool.fetchrow(_OLDEST_DUE, PARTITION_COUNT)
+    assert row is not None, "an aggregate without GROUP BY returns exactly one row"
     observed_at: datetime = row["observed_at"]
     oldest: datetime | None = row["oldest"]
     lag = max(observed_at - oldest, timedelta(0)) if oldest else timedelta(0)

@@ -40,7 +40,10 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, Self, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = [
     "REQUIRED",
@@ -57,7 +60,7 @@ __all__ = [
     "markdown_table",
 ]
 
-T = TypeVar("T")
+T = TypeVar("T", bound="DataclassInstance")
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -116,6 +119,10 @@ class Setting(NamedTuple):
 class EnvConfig:
     """Mixin giving a config dataclass its ``from_env`` constructor."""
 
+    if TYPE_CHECKING:
+        # Every subclass is a dataclass; this tells the type checker so, for `load`.
+        __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
     @classmethod
     def from_env(cls, prefix: str = "SUNDIAL_", environ: Mapping[str, str] | None = None) -> Self:
         """Build the config from the environment (or ``environ``); see :func:`load`."""
@@ -140,11 +147,11 @@ def load(cls: type[T], environ: Mapping[str, str] = os.environ, prefix: str = "S
     """
     kwargs: dict[str, Any] = {}
     hints = _hints(cls)
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+    for f in dataclasses.fields(cls):
         if not f.init:
             continue
         hint = hints[f.name]
-        if dataclasses.is_dataclass(hint):
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
             kwargs[f.name] = load(hint, environ, prefix)
             continue
         var = prefix + f.name.upper()
@@ -179,7 +186,7 @@ def describe(cls: type, prefix: str = "SUNDIAL_") -> list[Setting]:
         if not f.init:
             continue
         hint = hints[f.name]
-        if dataclasses.is_dataclass(hint):
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
             settings.extend(describe(hint, prefix))
             continue
         default: Any = REQUIRED

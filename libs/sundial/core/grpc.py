@@ -79,10 +79,11 @@ class _Mapper:
         self.method = method
         self.request_id = request_id
 
-    async def abort(self, context: grpc.aio.ServicerContext, exc: Exception) -> None:
+    async def abort(self, context: grpc.aio.ServicerContext[Any, Any], exc: Exception) -> None:
         """Log ``exc`` and abort the RPC with its status (always raises ``AbortError``)."""
         extra = {"action": "rpc", "rpc_method": self.method, "request_id": self.request_id}
         trailing = ((REQUEST_ID_METADATA_KEY, self.request_id),)
+        code: grpc.StatusCode
         if isinstance(exc, SundialError) and exc.code is not grpc.StatusCode.INTERNAL:
             extra["grpc_code"] = exc.code.name
             level = logging.WARNING if exc.code in _SERVER_SIDE_CODES else logging.INFO
@@ -101,7 +102,7 @@ class _Mapper:
 def _wrap_unary_response(behavior: Callable[..., Any], mapper: _Mapper) -> Callable[..., Any]:
     # Serves unary-unary, stream-unary, and streaming responses written with
     # `await context.write()` (a coroutine that returns None).
-    async def wrapper(request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def wrapper(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         token = request_id_var.set(mapper.request_id)
         try:
             return await behavior(request, context)
@@ -116,7 +117,9 @@ def _wrap_unary_response(behavior: Callable[..., Any], mapper: _Mapper) -> Calla
 
 
 def _wrap_stream_response(behavior: Callable[..., Any], mapper: _Mapper) -> Callable[..., Any]:
-    async def wrapper(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+    async def wrapper(
+        request: Any, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[Any]:
         token = request_id_var.set(mapper.request_id)
         try:
             async for response in behavior(request, context):
@@ -131,9 +134,7 @@ def _wrap_stream_response(behavior: Callable[..., Any], mapper: _Mapper) -> Call
     return wrapper
 
 
-def _wrap(behavior: Callable[..., Any] | None, mapper: _Mapper) -> Callable[..., Any] | None:
-    if behavior is None:
-        return None
+def _wrap(behavior: Callable[..., Any], mapper: _Mapper) -> Callable[..., Any]:
     # grpc.aio picks how to drive a handler by inspecting it, so the wrapper must be the
     # same kind of callable as what it wraps: an async generator function stays one.
     if inspect.isasyncgenfunction(behavior):
@@ -145,18 +146,24 @@ def _wrap(behavior: Callable[..., Any] | None, mapper: _Mapper) -> Callable[...,
     return behavior
 
 
-def _rebuild(handler: grpc.RpcMethodHandler, mapper: _Mapper) -> grpc.RpcMethodHandler:
-    serde = {
-        "request_deserializer": handler.request_deserializer,
-        "response_serializer": handler.response_serializer,
-    }
+def _rebuild(
+    handler: grpc.RpcMethodHandler[Any, Any], mapper: _Mapper
+) -> grpc.RpcMethodHandler[Any, Any]:
     if handler.request_streaming and handler.response_streaming:
-        return grpc.stream_stream_rpc_method_handler(_wrap(handler.stream_stream, mapper), **serde)
-    if handler.request_streaming:
-        return grpc.stream_unary_rpc_method_handler(_wrap(handler.stream_unary, mapper), **serde)
-    if handler.response_streaming:
-        return grpc.unary_stream_rpc_method_handler(_wrap(handler.unary_stream, mapper), **serde)
-    return grpc.unary_unary_rpc_method_handler(_wrap(handler.unary_unary, mapper), **serde)
+        make, behavior = grpc.stream_stream_rpc_method_handler, handler.stream_stream
+    elif handler.request_streaming:
+        make, behavior = grpc.stream_unary_rpc_method_handler, handler.stream_unary
+    elif handler.response_streaming:
+        make, behavior = grpc.unary_stream_rpc_method_handler, handler.unary_stream
+    else:
+        make, behavior = grpc.unary_unary_rpc_method_handler, handler.unary_unary
+    if behavior is None:  # no behaviour of the shape its flags name: nothing to wrap
+        return handler
+    return make(
+        _wrap(behavior, mapper),
+        request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer,
+    )
 
 
 class ErrorInterceptor(grpc.aio.ServerInterceptor):
@@ -179,9 +186,11 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
+        ],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
         request_id = _request_id(handler_call_details.invocation_metadata)
         # The interceptor chain and the handler share one context per RPC, so later
         # interceptors already see the id; the wrappers set it again for robustness.
@@ -196,10 +205,10 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
         return _rebuild(handler, mapper)
 
 
-def _aborting_handler(mapper: _Mapper, exc: Exception) -> grpc.RpcMethodHandler:
+def _aborting_handler(mapper: _Mapper, exc: Exception) -> grpc.RpcMethodHandler[Any, Any]:
     # The method's real shape is unknown here. A stream-stream handler that aborts
     # without reading or writing is valid on the wire for a call of any shape.
-    async def abort(_requests: Any, context: grpc.aio.ServicerContext) -> None:
+    async def abort(_requests: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         await mapper.abort(context, exc)
 
     return grpc.stream_stream_rpc_method_handler(abort)
@@ -268,7 +277,8 @@ class Server:
         """Names whose health this server reports: ``""`` (the whole server) and each service."""
         return ("", *self._service_names)
 
-    async def _set_all(self, status: health_pb2.HealthCheckResponse.ServingStatus) -> None:
+    async def _set_all(self, status: int) -> None:
+        # `status` is a HealthCheckResponse.ServingStatus value (an int on the wire).
         for name in self.health_names:
             await self.health.set(name, status)
 

@@ -111,10 +111,8 @@ class ManagedProcess:
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
-            extra: dict[str, object] = {}
-            if self.user is not None:
-                # Drop root's supplementary groups too, not only the uid/gid.
-                extra = {"user": self.user, "group": self.group, "extra_groups": []}
+            # `group` counts only with a `user`; then drop root's supplementary groups too.
+            run_as = self.user is not None
             self.proc = subprocess.Popen(
                 self.argv,
                 stdin=subprocess.DEVNULL,
@@ -124,7 +122,9 @@ class ManagedProcess:
                 cwd=self.cwd,
                 start_new_session=True,
                 preexec_fn=_die_with_parent,  # noqa: PLW1509 - async-signal-safe prctl only
-                **extra,  # type: ignore[arg-type]
+                user=self.user,
+                group=self.group if run_as else None,
+                extra_groups=[] if run_as else None,
             )
         _log.debug("started %s", self.name, extra={"action": "stack.start", "pid": self.proc.pid})
 

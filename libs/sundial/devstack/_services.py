@@ -21,7 +21,9 @@ def health_status(address: str, service: str = "", timeout_s: float = 1.0) -> st
     """The gRPC health status name of ``address`` (``SERVING``...), or ``UNREACHABLE``."""
     with grpc.insecure_channel(address) as channel:
         try:
-            answer = health_pb2_grpc.HealthStub(channel).Check(
+            # The stub package declares HealthStub without the method attributes that its
+            # __init__ sets, so Check is unknown to the type checker.
+            answer = health_pb2_grpc.HealthStub(channel).Check(  # type: ignore[attr-defined]
                 health_pb2.HealthCheckRequest(service=service), timeout=timeout_s
             )
         except grpc.RpcError:

@@ -56,8 +56,8 @@ class CompiledSchedule:
     """
 
     __slots__ = (
-        "_cached",
         "_clock",
+        "_cron",
         "end_time",
         "expanded_cron",
         "fixed_time",
@@ -85,7 +85,8 @@ class CompiledSchedule:
         self.schedule = schedule
         self.job_id = job_id
         self._clock = clock
-        self._cached = isinstance(clock, CronClock)
+        # Only cron fire times go through the shared next-fire cache (None otherwise).
+        self._cron = clock if isinstance(clock, CronClock) else None
         self.zone = clock.zone
         self.start_time = start_time
         self.end_time = end_time
@@ -118,8 +119,8 @@ class CompiledSchedule:
         if self.max_runs and fired_count >= self.max_runs:
             return None
         after = self._lower_bound(_as_utc(after, "after"))
-        if self._cached:
-            fire = _cache.next_fire(self._clock, after)  # type: ignore[arg-type]
+        if self._cron is not None:
+            fire = _cache.next_fire(self._cron, after)
         else:
             fire = self._clock.next_fire(after)
         if fire is None or (self.end_time is not None and fire.at > self.end_time):
@@ -223,7 +224,6 @@ def compile_schedule(schedule: Schedule, *, job_id: str) -> CompiledSchedule:
         raise InvalidArgument("schedule.dst.fold", f"unknown fold policy {schedule.dst_fold!r}")
 
     spec = schedule.spec
-    bounds = {"start_time": start, "end_time": end}
     if isinstance(spec, CronSpec):
         if not isinstance(spec.expression, str):
             raise InvalidArgument("schedule.cron", "must be a string")
@@ -237,7 +237,13 @@ def compile_schedule(schedule: Schedule, *, job_id: str) -> CompiledSchedule:
             fold = FoldPolicy.ONCE if parsed.fixed_time else FoldPolicy.TWICE
         clock = _cache.cron_clock(expanded, zone.key, gap, fold)
         return CompiledSchedule(
-            schedule, job_id, clock, fixed_time=parsed.fixed_time, expanded_cron=expanded, **bounds
+            schedule,
+            job_id,
+            clock,
+            start_time=start,
+            end_time=end,
+            fixed_time=parsed.fixed_time,
+            expanded_cron=expanded,
         )
     if isinstance(spec, IntervalSpec):
         _check_duration(spec.every, "schedule.interval.every")
@@ -253,13 +259,19 @@ def compile_schedule(schedule: Schedule, *, job_id: str) -> CompiledSchedule:
                 f"got {_seconds(spec.offset)}",
             )
         return CompiledSchedule(
-            schedule, job_id, IntervalClock(spec.every, spec.offset, zone), **bounds
+            schedule,
+            job_id,
+            IntervalClock(spec.every, spec.offset, zone),
+            start_time=start,
+            end_time=end,
         )
     if isinstance(spec, OnceSpec):
         at = _optional_instant(spec.at, "schedule.once")
         if at is None:
             raise InvalidArgument("schedule.once", "is required")
-        return CompiledSchedule(schedule, job_id, OnceClock(at, zone), **bounds)
+        return CompiledSchedule(
+            schedule, job_id, OnceClock(at, zone), start_time=start, end_time=end
+        )
     raise InvalidArgument("schedule", "one of cron, interval or once is required")
 
 

@@ -11,7 +11,7 @@ import functools
 import inspect
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import asyncpg
 
@@ -64,7 +64,7 @@ def map_db_error(
             return None
         cls, message = found
         constraint = getattr(exc, "constraint_name", None)
-        if constraint_messages and constraint in constraint_messages:
+        if constraint_messages and constraint is not None and constraint in constraint_messages:
             message = constraint_messages[constraint]
         return cls(message)
     if isinstance(exc, OSError):
@@ -101,7 +101,7 @@ class translate_db_errors:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool:
+    ) -> Literal[False]:
         if exc is None:
             return False
         mapped = map_db_error(exc, self._messages)
@@ -117,7 +117,7 @@ class translate_db_errors:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool:
+    ) -> Literal[False]:
         return self.__exit__(exc_type, exc, tb)
 
     def __call__(self, fn: F) -> F:
