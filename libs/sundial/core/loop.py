@@ -13,8 +13,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from typing import ClassVar
 
-__all__ = ["repeat", "wait_or_stop"]
+__all__ = ["PassLoop", "repeat", "wait_or_stop"]
 
 log = logging.getLogger(__name__)
 
@@ -53,3 +54,46 @@ async def repeat(
             log.warning("%s pass failed: %s", action, exc, extra={"action": action})
             wait = error_wait_s
         await wait_or_stop(stopping, wait)
+
+
+class PassLoop:
+    """Base of a lifecycle component that repeats one pass (``async run``/``stop``).
+
+    Subclasses set :attr:`name`, :attr:`transient` and :attr:`error_wait_s`, and define
+    :meth:`pass_once`; ``run`` repeats it until ``stop``.
+    """
+
+    name: ClassVar[str] = "loop"
+    transient: ClassVar[tuple[type[BaseException], ...]] = ()
+    """Errors of a pass that are logged and retried."""
+
+    def __init__(self) -> None:
+        self._stopping = asyncio.Event()
+
+    @property
+    def error_wait_s(self) -> float:
+        """Seconds to wait after a failed pass."""
+        return 1.0
+
+    async def pass_once(self) -> float:
+        """One pass; returns the seconds to wait before the next (0: at once)."""
+        raise NotImplementedError
+
+    async def run(self, started: Callable[[], None]) -> None:
+        """Repeat :meth:`pass_once` until :meth:`stop`."""
+        started()
+        await self.repeat()
+
+    async def repeat(self) -> None:
+        """The loop itself (a component with several workers runs it once each)."""
+        await repeat(
+            self.pass_once,
+            stopping=self._stopping,
+            transient=self.transient,
+            error_wait_s=self.error_wait_s,
+            action=self.name,
+        )
+
+    async def stop(self) -> None:
+        """Make ``run`` return after the current pass (idempotent, safe before start)."""
+        self._stopping.set()

@@ -21,7 +21,7 @@ from datetime import timedelta
 from opentelemetry import metrics
 
 from sundial.core.clock import Clock, SystemClock
-from sundial.core.loop import repeat
+from sundial.core.loop import PassLoop
 from sundial.core.telemetry import DISPATCH_LATENESS, lateness_histogram
 from sundial.scheduler.config import SchedulerConfig
 from sundial.scheduler.model import DispatchOutcome, PublishBatch
@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 MAX_PUBLISHES_IN_FLIGHT = 4
 
 
-class Dispatcher:
+class Dispatcher(PassLoop):
     """Lifecycle component running the dispatch loop.
 
     Args:
@@ -55,6 +55,7 @@ class Dispatcher:
     """
 
     name = "dispatcher"
+    transient = TRANSIENT_ERRORS
 
     def __init__(
         self,
@@ -66,6 +67,7 @@ class Dispatcher:
         *,
         meter: metrics.Meter | None = None,
     ) -> None:
+        super().__init__()
         self._store = store
         self._publisher = publisher
         self._owned = owned
@@ -78,7 +80,6 @@ class Dispatcher:
             "Due time to the dispatch that created the run, per run",
         )
         self._start = 0
-        self._stopping = asyncio.Event()
         self._in_flight: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(MAX_PUBLISHES_IN_FLIGHT)
         self.dispatched = 0
@@ -90,27 +91,20 @@ class Dispatcher:
         try:
             async with asyncio.TaskGroup() as group:
                 for index in range(self._config.dispatch_workers):
-                    group.create_task(self._loop(), name=f"dispatch-{index}")
+                    group.create_task(self.repeat(), name=f"dispatch-{index}")
         finally:
             await self._drain()
 
-    async def _loop(self) -> None:
-        await repeat(
-            self._pass,
-            stopping=self._stopping,
-            transient=TRANSIENT_ERRORS,
-            error_wait_s=self._config.poll_interval_s,
-            action="dispatch",
-        )
+    @property
+    def error_wait_s(self) -> float:
+        """A failed pass is retried after the usual wait."""
+        return self._config.poll_interval_s
 
-    async def _pass(self) -> float:
+    async def pass_once(self) -> float:
+        """One pass; the wait before the next (0 when the pass was full)."""
         outcome = await self.dispatch_once(wait_for_publish=False)
         # A full batch: more is due right now.
         return 0.0 if outcome.claimed >= self._config.batch_size else self._config.poll_interval_s
-
-    async def stop(self) -> None:
-        """Finish the current batch and its publishes, then return from ``run``."""
-        self._stopping.set()
 
     async def dispatch_once(self, *, wait_for_publish: bool = True) -> DispatchOutcome:
         """Run one dispatch transaction and publish its batches.

@@ -6,12 +6,11 @@ serialise on an advisory lock anyway, so an overlap during a hand-over is harmle
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Collection
 
 from sundial.core.clock import Clock, SystemClock
-from sundial.core.loop import repeat
+from sundial.core.loop import PassLoop
 from sundial.scheduler.config import SchedulerConfig
 from sundial.scheduler.store import TRANSIENT_ERRORS, SchedulerStore
 
@@ -20,7 +19,7 @@ log = logging.getLogger(__name__)
 MAINTAINER_PARTITION = 0
 
 
-class Maintenance:
+class Maintenance(PassLoop):
     """Lifecycle component creating and dropping daily run partitions.
 
     Args:
@@ -31,6 +30,7 @@ class Maintenance:
     """
 
     name = "maintenance"
+    transient = TRANSIENT_ERRORS
 
     def __init__(
         self,
@@ -39,32 +39,23 @@ class Maintenance:
         config: SchedulerConfig,
         clock: Clock | None = None,
     ) -> None:
+        super().__init__()
         self._store = store
         self._owned = owned
         self._config = config
         self._clock = clock or SystemClock()
-        self._stopping = asyncio.Event()
 
-    async def run(self, started: Callable[[], None]) -> None:
-        """Maintain until stopped: at start, then every ``maintenance_interval_s``."""
-        started()
-        await repeat(
-            self._pass,
-            stopping=self._stopping,
-            transient=TRANSIENT_ERRORS,
-            error_wait_s=self._config.maintenance_interval_s,
-            action="maintenance",
-        )
+    @property
+    def error_wait_s(self) -> float:
+        """A failed pass is retried after the usual wait."""
+        return self._config.maintenance_interval_s
 
-    async def _pass(self) -> float:
+    async def pass_once(self) -> float:
+        """One pass; the wait before the next (0 when the pass was full)."""
         if MAINTAINER_PARTITION not in self._owned():
             return min(self._config.maintenance_interval_s, 5.0)  # maybe we own it soon
         await self.maintain_once()
         return self._config.maintenance_interval_s
-
-    async def stop(self) -> None:
-        """Make ``run`` return."""
-        self._stopping.set()
 
     async def maintain_once(self) -> tuple[list[str], list[str]]:
         """Create the partitions ahead and drop those past retention; returns the names."""

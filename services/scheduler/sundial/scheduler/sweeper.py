@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection
 from datetime import timedelta
 
 from sundial.core.clock import Clock, SystemClock
-from sundial.core.loop import repeat
+from sundial.core.loop import PassLoop
 from sundial.run import RunStatus, due_check
 from sundial.scheduler.config import SchedulerConfig
 from sundial.scheduler.model import SweepOutcome
@@ -31,7 +31,7 @@ from sundial.scheduler.store import TRANSIENT_ERRORS, SchedulerStore
 log = logging.getLogger(__name__)
 
 
-class Sweeper:
+class Sweeper(PassLoop):
     """Lifecycle component running the sweep loop.
 
     Args:
@@ -44,6 +44,7 @@ class Sweeper:
     """
 
     name = "sweeper"
+    transient = TRANSIENT_ERRORS
 
     def __init__(
         self,
@@ -53,33 +54,24 @@ class Sweeper:
         config: SchedulerConfig,
         clock: Clock | None = None,
     ) -> None:
+        super().__init__()
         self._store = store
         self._publisher = publisher
         self._owned = owned
         self._config = config
         self._clock = clock or SystemClock()
-        self._stopping = asyncio.Event()
 
-    async def run(self, started: Callable[[], None]) -> None:
-        """Sweep until stopped."""
-        started()
-        await repeat(
-            self._pass,
-            stopping=self._stopping,
-            transient=TRANSIENT_ERRORS,
-            error_wait_s=self._config.sweep_interval_s,
-            action="sweep",
-        )
+    @property
+    def error_wait_s(self) -> float:
+        """A failed pass is retried after the usual wait."""
+        return self._config.sweep_interval_s
 
-    async def _pass(self) -> float:
+    async def pass_once(self) -> float:
+        """One pass; the wait before the next (0 when the pass was full)."""
         outcome = await self.sweep_once()
         done = max(sum(len(b.runs) for b in outcome.batches), len(outcome.dead_letters))
         # A full pass: more is due right now.
         return 0.0 if done >= self._config.batch_size else self._config.sweep_interval_s
-
-    async def stop(self) -> None:
-        """Make ``run`` return after the current pass."""
-        self._stopping.set()
 
     async def sweep_once(self) -> SweepOutcome:
         """One pass: release buffered runs, act on due checks, publish, confirm."""
