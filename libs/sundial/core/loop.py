@@ -63,7 +63,7 @@ class PassLoop:
     :meth:`pass_once`; ``run`` repeats it until ``stop``.
     """
 
-    name: ClassVar[str] = "loop"
+    name: str = "loop"
     transient: ClassVar[tuple[type[BaseException], ...]] = ()
     """Errors of a pass that are logged and retried."""
 

@@ -218,8 +218,12 @@ def _tables() -> tuple[dict[enum.Enum, int], dict[type[enum.Enum], dict[int, enu
 _OUT, _IN = _tables()
 
 
-def enum_out(member: enum.Enum | None) -> int:
-    """The proto number of a run enum member (0, UNSPECIFIED, for None)."""
+def enum_out(member: enum.Enum | None) -> Any:
+    """The proto number of a run enum member (0, UNSPECIFIED, for None).
+
+    Typed ``Any``: at run time an ``int``, which protobuf accepts for every enum field,
+    while the generated stubs type each field with its own enum's ``ValueType``.
+    """
     return 0 if member is None else _OUT[member]
 
 

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
 from sundial.core.db import translate_db_errors
 from sundial.run import Grant, RunRef, RunState, RunStatus, Transition
@@ -62,7 +63,7 @@ def _chunks(
 class Transaction:
     """One open transaction of the scheduler (see the module doc)."""
 
-    def __init__(self, conn: asyncpg.Connection) -> None:
+    def __init__(self, conn: asyncpg.Connection | PoolConnectionProxy) -> None:
         self._conn = conn
 
     async def _seqs(self, count: int) -> list[int]:
