@@ -107,8 +107,11 @@ def duration_from_json(value: Any, field: str) -> timedelta:
 def duration_to_json(value: timedelta) -> str:
     """Write a duration as the proto JSON mapping does (``"30s"``, ``"0.250s"``)."""
     micros = value // timedelta(microseconds=1)
-    seconds, frac = divmod(micros, 1_000_000)
-    return f"{seconds}s" if frac == 0 else f"{seconds}.{frac:06d}s"
+    # The sign applies to the whole value: divmod of a negative would write -1.5 s as
+    # "-2.500000s".
+    sign = "-" if micros < 0 else ""
+    seconds, frac = divmod(abs(micros), 1_000_000)
+    return f"{sign}{seconds}s" if frac == 0 else f"{sign}{seconds}.{frac:06d}s"
 
 
 def _timestamp_from_json(value: Any, field: str) -> datetime:
