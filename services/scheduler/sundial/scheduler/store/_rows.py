@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 from typing import Any
 
 import asyncpg
@@ -22,12 +23,26 @@ from sundial.scheduler.model import DeadLetterRun, LeaseCandidate
 
 Record = asyncpg.Record
 
+log = logging.getLogger(__name__)
+
 
 @functools.lru_cache(maxsize=4096)
 def policies_of(text: str | None) -> JobPolicies:
     """Decode ``job_definitions.policies`` read as text (a herd shares a few documents:
-    each is decoded once). A missing definition has the default policies."""
-    return policies_from_json(json.loads(text)) if text else JobPolicies()
+    each is decoded once). A missing definition has the default policies, and so has an
+    undecodable one: one bad document must not fail a whole sweep or CompleteRuns batch
+    (the dispatcher quarantines such a job; its runs still end by the default rules)."""
+    if not text:
+        return JobPolicies()
+    try:
+        return policies_from_json(json.loads(text))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        log.warning(
+            "undecodable policies document; default policies apply: %s",
+            exc,
+            extra={"action": "decode_policies"},
+        )
+        return JobPolicies()
 
 
 def ref_of(row: Record) -> RunRef:
