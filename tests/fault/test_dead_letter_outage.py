@@ -1,5 +1,5 @@
 """A NATS outage while runs die: dead letters are delayed, never lost, and the sweep
-is not stalled by them (DESIGN.md section 7: a dead run's DeadLetter is published).
+is not stalled by them (docs/design.md section 7: a dead run's DeadLetter is published).
 
 NATS is cut for real: the sweeper's connection goes through a TCP proxy that the test
 closes and reopens.

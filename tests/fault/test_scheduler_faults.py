@@ -1,4 +1,4 @@
-"""Scheduler processes crashing (kill -9) and freezing (SIGSTOP) keep DESIGN.md section 1.
+"""Scheduler processes crashing (kill -9) and freezing (SIGSTOP) keep docs/design.md section 1.
 
 Each test runs real ``sundial-scheduler`` processes against the session's PostgreSQL,
 NATS and etcd, with a 3 s etcd lease, and jobs firing every second so that occurrences

@@ -1,6 +1,6 @@
 """NATS JetStream: connection and the streams Sundial relies on.
 
-Two streams (DESIGN.md section 6):
+Two streams (docs/design.md section 6):
 
 - ``SUNDIAL_RUNS`` on ``sundial.runs.<partition>``: work-queue retention, file storage,
   a two-minute duplicate window so a retried publish of the same dispatch

@@ -1,7 +1,7 @@
 """A snapshot of the scheduler cluster for AdminService.ClusterStatus.
 
 Membership and partition owners are read from etcd (the keys the schedulers' membership
-component writes, DESIGN.md section 6); the dispatch lag from PostgreSQL.
+component writes, docs/design.md section 6); the dispatch lag from PostgreSQL.
 """
 
 from __future__ import annotations

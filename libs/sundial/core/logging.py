@@ -47,7 +47,7 @@ request_id_var: ContextVar[str | None] = ContextVar("sundial_request_id", defaul
 run_key_var: ContextVar[str | None] = ContextVar("sundial_run_key", default=None)
 """The run key (``<job_id>@<scheduled_at>``) of the run being worked on, if any.
 
-Named after the run key because a run has no other id: DESIGN.md section 1.
+Named after the run key because a run has no other id: docs/design.md section 1.
 """
 
 _CONTEXT_VARS: tuple[tuple[str, ContextVar[str | None]], ...] = (

@@ -1,4 +1,4 @@
-"""Logical partitions: the unit of scheduler ownership (DESIGN.md sections 5 and 6)."""
+"""Logical partitions: the unit of scheduler ownership (docs/design.md sections 5 and 6)."""
 
 from __future__ import annotations
 

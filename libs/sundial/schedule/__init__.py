@@ -1,6 +1,6 @@
 """Sundial's time semantics: pure (no I/O, no protobuf), exact, explained, fast.
 
-Every occurrence Sundial starts is decided here (DESIGN.md section 4):
+Every occurrence Sundial starts is decided here (docs/design.md section 4):
 
 * specs: cron (5 fields, or 6 with seconds first; macros; ``L``, ``W``, ``#``; Jenkins
   ``H`` hashed stably from the job id), interval (every D with an offset) and once;

@@ -1,4 +1,4 @@
-"""DST rules: exact UTC instants for the cases DESIGN.md section 4 names.
+"""DST rules: exact UTC instants for the cases docs/design.md section 4 names.
 
 Expected instants are written out by hand from the zones' published rules, not computed
 by the code under test:

@@ -1,7 +1,7 @@
 """Where ClusterStatus learns about scheduler members: a seam for the etcd reader.
 
 The schedulers own the etcd layout (``/sundial/<cluster>/members/<node>`` and
-``/sundial/<cluster>/partitions/<p>``, DESIGN.md section 6) and its reader,
+``/sundial/<cluster>/partitions/<p>``, docs/design.md section 6) and its reader,
 :mod:`sundial.core.cluster`. The API depends only on :class:`MembershipSource`:
 :class:`EtcdMembership` when ``SUNDIAL_ETCD_ENDPOINTS`` is set, else
 :class:`UnconfiguredMembership`, which answers FAILED_PRECONDITION rather than reporting

@@ -1,6 +1,6 @@
 """The dispatcher: claims due jobs of owned partitions and publishes their runs.
 
-Each pass is one transaction per batch (DESIGN.md section 6): claim up to ``batch_size``
+Each pass is one transaction per batch (docs/design.md section 6): claim up to ``batch_size``
 due jobs with ``FOR UPDATE SKIP LOCKED``, insert their run rows (``ON CONFLICT DO
 NOTHING``), advance ``next_run_at``; commit. Then one RunDispatch per partition batch is
 published and the acknowledged runs' ``check_at`` moves forward. Publishing overlaps the

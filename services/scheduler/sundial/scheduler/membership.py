@@ -1,4 +1,4 @@
-"""Cluster membership and partition ownership through etcd (DESIGN.md section 6).
+"""Cluster membership and partition ownership through etcd (docs/design.md section 6).
 
 Each scheduler holds one etcd lease (TTL ``lease_ttl_s``, kept alive every third of it)
 and registers ``/sundial/<cluster>/members/<node>`` under it. Partition ``p`` belongs to

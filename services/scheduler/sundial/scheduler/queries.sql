@@ -1,4 +1,4 @@
--- Named queries of the scheduler service (DESIGN.md sections 5-7). Only store.py runs them.
+-- Named queries of the scheduler service (docs/design.md sections 5-7). Only the store package runs them.
 --
 -- Conventions: "now" is always a parameter (the caller's clock) so tests control time;
 -- batches travel as parallel arrays through unnest(), never one statement per row.

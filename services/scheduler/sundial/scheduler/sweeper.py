@@ -1,4 +1,4 @@
-"""The sweeper: acts on owned runs whose ``check_at`` passed (DESIGN.md sections 5-6).
+"""The sweeper: acts on owned runs whose ``check_at`` passed (docs/design.md sections 5-6).
 
 One index, ``(partition_id, check_at) WHERE status IN (queued, running, retrying)``,
 serves every sweep: unconfirmed or never-leased publishes are republished under a new
