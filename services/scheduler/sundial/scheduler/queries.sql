@@ -38,7 +38,8 @@ SELECT job_id, schedule::text AS schedule, policies::text AS policies
 -- name: live_run_counts
 -- Unfinished and buffered runs of the jobs $1 (their overlap policies need them): one
 -- statement per batch, one probe of job_runs_unfinished_idx per run partition.
-SELECT job_id, count(*) AS unfinished, count(*) FILTER (WHERE status = 'pending') AS pending
+SELECT job_id, count(*) AS unfinished,
+       count(*) FILTER (WHERE status = 'pending') AS buffered
   FROM job_runs
  WHERE job_id = ANY($1::uuid[])
    AND status IN ('pending', 'queued', 'running', 'retrying')
@@ -259,7 +260,7 @@ SELECT pg_advisory_xact_lock(hashtextextended('sundial.tenant:' || t.tenant_id, 
 
 -- name: count_running
 -- Runs currently RUNNING per tenant (the cap counts them).
-SELECT tenant_id, count(*) AS running
+SELECT tenant_id, count(*) AS running_runs
   FROM job_runs
  WHERE tenant_id = ANY($1::text[]) AND status = 'running'
  GROUP BY tenant_id;

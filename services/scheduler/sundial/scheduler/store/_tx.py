@@ -115,7 +115,7 @@ class Transaction:
         if not job_ids:
             return {}
         rows = await self._conn.fetch(queries.live_run_counts, list(job_ids))
-        return {r["job_id"]: (r["unfinished"], r["pending"]) for r in rows}
+        return {r["job_id"]: (r["unfinished"], r["buffered"]) for r in rows}
 
     @translate_db_errors()
     async def quarantine_jobs(self, job_ids: Sequence[uuid.UUID], until: datetime) -> None:
@@ -296,7 +296,7 @@ class Transaction:
         candidates = {ref_of(r): lease_candidate(r) for r in rows}
         tenants = sorted({c.state.tenant_id for c in candidates.values()})
         running = {
-            r["tenant_id"]: r["running"]
+            r["tenant_id"]: r["running_runs"]
             for r in await self._conn.fetch(queries.count_running, tenants)
         }
         return LeaseLock(candidates, running)
