@@ -66,8 +66,8 @@ def jobs_client(api: str, token: str) -> Iterator[tuple[job_service_pb2_grpc.Job
         try:
             yield job_service_pb2_grpc.JobServiceStub(channel), metadata
         except grpc.RpcError as exc:
-            code = exc.code()  # type: ignore[attr-defined]
-            details = exc.details()  # type: ignore[attr-defined]
+            code = exc.code()
+            details = exc.details()
             if code == grpc.StatusCode.UNAVAILABLE:
                 fail(f"cannot reach the API at {api}: {details}")
             fail(f"{code.name}: {details}")

@@ -41,7 +41,7 @@ def create_dev_tenant(channel: grpc.Channel, admin_token: str) -> str:
             timeout=10,
         )
     except grpc.RpcError as exc:
-        if exc.code() != grpc.StatusCode.ALREADY_EXISTS:  # type: ignore[attr-defined]
+        if exc.code() != grpc.StatusCode.ALREADY_EXISTS:
             raise
     issued = admin.CreateApiToken(
         admin_pb2.CreateApiTokenRequest(
@@ -82,7 +82,7 @@ def create_demo(channel: grpc.Channel, token: str, target_url: str) -> job_pb2.J
         )
         return created.job
     except grpc.RpcError as exc:
-        if exc.code() != grpc.StatusCode.ALREADY_EXISTS:  # type: ignore[attr-defined]
+        if exc.code() != grpc.StatusCode.ALREADY_EXISTS:
             raise
     # A reused data folder already has it: return the existing one.
     listed = jobs.ListJobs(

@@ -8,8 +8,9 @@ import typer
 
 from sundial.cli._client import ApiOption, TokenOption, console, fail, jobs_client, print_json
 from sundial.cli.jobs import print_runs
+from sundial.core import wire
+from sundial.run import RunStatus
 from sundial.v1 import job_service_pb2 as pb
-from sundial.v1 import run_pb2
 
 app = typer.Typer(name="runs", help="List, inspect, replay and cancel runs.", no_args_is_help=True)
 
@@ -18,7 +19,8 @@ RunKey = Annotated[
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print the raw response as JSON.")]
 
-_STATUSES = {n.removeprefix("RUN_STATUS_").lower(): v for n, v in run_pb2.RunStatus.items() if v}
+# --status takes the stored spelling of a status ("dead"), the same word the tables show.
+_STATUSES = {status.value: wire.enum_out(status) for status in RunStatus}
 
 
 @app.command("list")

@@ -1,22 +1,44 @@
-"""Which network addresses a tenant's target may reach (the SSRF rules).
+"""Which network addresses a tenant's target may reach (the SSRF rules), and how a
+target's host is read and resolved before they are applied.
 
-One rule set, used twice: the API refuses a target whose host is or resolves to a
+One policy, used twice: the API refuses a target whose host is or resolves to a
 forbidden address when the job is written, and the executor checks again at every
-connection (DNS can change in between, or be made to: DNS rebinding).
+connection (DNS can change in between, or be made to: DNS rebinding). Both read
+``host:port`` with :func:`parse_address` and resolve with :func:`resolve`, so a target
+the API accepted is read the same way when it is called.
 
 Always refused: cloud metadata endpoints, unspecified, multicast and reserved addresses.
 Refused unless the operator allows them: loopback (``allow_loopback``) and private,
 shared (CGNAT), link-local, unique-local and other non-public addresses
 (``allow_private``). IPv4-mapped and NAT64 IPv6 addresses are judged as the IPv4
-address they carry.
+address they carry. A name is refused when ANY address it resolves to is: the caller
+could connect to either.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
+import re
+import socket
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["METADATA_ADDRESSES", "AddressPolicy", "IPAddress"]
+__all__ = [
+    "METADATA_ADDRESSES",
+    "AddressError",
+    "AddressPolicy",
+    "Endpoint",
+    "HostNotFound",
+    "IPAddress",
+    "Refusal",
+    "ResolveError",
+    "ResolveTimeout",
+    "check_host",
+    "ip_literal",
+    "parse_address",
+    "resolve",
+]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -36,6 +58,17 @@ METADATA_ADDRESSES = frozenset(
 )
 _SHARED = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT; not is_private
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+# --- the rules ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """One forbidden address and why (``"a loopback address"``)."""
+
+    address: IPAddress
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -68,3 +101,163 @@ class AddressPolicy:
         if address.is_private or address in _SHARED or not address.is_global:
             return None if self.allow_private else "a private or non-public address"
         return None
+
+    def first_refusal(self, addresses: Iterable[IPAddress]) -> Refusal | None:
+        """The first of ``addresses`` that may not be called, or None when all may."""
+        for address in addresses:
+            reason = self.refusal(address)
+            if reason is not None:
+                return Refusal(address, reason)
+        return None
+
+
+# --- reading host:port --------------------------------------------------------------------
+
+
+class AddressError(ValueError):
+    """A host or ``host:port`` that is malformed (no resolution can make it work).
+
+    Attributes:
+        problem: What is wrong, phrased to follow a field path
+            (``"port must be 1-65535, got '0'"``).
+    """
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A target's host (an IP literal without brackets, or a DNS name) and port."""
+
+    host: str
+    port: int
+
+
+_DNS_NAME = re.compile(
+    r"(?=.{1,253}\.?$)(?:[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9])?\.)*"
+    r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9])?\.?"
+)
+_HOST_PORT = "must be host:port ([v6-address]:port for IPv6)"
+
+
+def ip_literal(host: str) -> IPAddress | None:
+    """``host`` as an IP address (brackets and an IPv6 zone allowed), or None for a name."""
+    try:
+        return ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None
+
+
+def check_host(host: str) -> None:
+    """An IP literal or a syntactically valid (ASCII) DNS name.
+
+    Raises:
+        AddressError: Neither.
+    """
+    if ip_literal(host) is not None:
+        return
+    if not host.isascii() or not _DNS_NAME.fullmatch(host):
+        raise AddressError(f"{host!r} is not a valid host name")
+
+
+def parse_address(address: str) -> Endpoint:
+    """Read ``host:port``; an IPv6 host must be in brackets (``[::1]:50051``).
+
+    Unbracketed IPv6 is refused rather than guessed at: ``::1:50051`` is both "::1 port
+    50051" and the address ``::1:50051`` without a port.
+
+    Raises:
+        AddressError: Not host:port, a malformed host, or a port outside 1-65535.
+    """
+    if address.startswith("["):
+        host, sep, rest = address[1:].partition("]")
+        if not sep or not rest.startswith(":"):
+            raise AddressError(_HOST_PORT)
+        port_text = rest[1:]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise AddressError(f"{host!r} is not an IPv6 address") from None
+    else:
+        host, sep, port_text = address.rpartition(":")
+        if not sep or not host:
+            raise AddressError(_HOST_PORT)
+        if ":" in host:
+            raise AddressError("an IPv6 address must be in brackets: [v6-address]:port")
+        check_host(host)
+    # ASCII digits only: str.isdigit() also accepts "²", which int() refuses, and other
+    # scripts' digits. The length bound keeps int() away from huge digit strings.
+    digits = port_text.lstrip("0")
+    if (
+        not port_text.isascii()
+        or not port_text.isdigit()
+        or len(digits) > 5
+        or not 1 <= int(digits or "0") <= 65535
+    ):
+        raise AddressError(f"port must be 1-65535, got {port_text!r}")
+    return Endpoint(host, int(digits))
+
+
+# --- resolution ---------------------------------------------------------------------------
+
+
+class ResolveError(OSError):
+    """A host name could not be resolved now (may work later: retryable at call time).
+
+    An :class:`OSError`, as a failed connection is, so callers that treat connection
+    errors as retryable need no extra case.
+    """
+
+
+class HostNotFound(ResolveError):
+    """The name does not exist or has no address (NXDOMAIN, NODATA)."""
+
+
+class ResolveTimeout(ResolveError, TimeoutError):
+    """The resolver did not answer within the bound."""
+
+
+# getaddrinfo's answers meaning "no such name" (EAI_NODATA is missing on some systems).
+_NOT_FOUND = frozenset({socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)})
+
+
+async def resolve(host: str, port: int, *, timeout_s: float | None) -> tuple[IPAddress, ...]:
+    """Every TCP address of ``host``, in the resolver's order, without duplicates.
+
+    An IP literal is returned as it is (no lookup). The order is getaddrinfo's (RFC 6724
+    preference), the order a caller should connect in.
+
+    Args:
+        host: An IP literal or a DNS name, as :func:`parse_address` returns it.
+        port: The port (passed to the resolver; it does not change the addresses).
+        timeout_s: Bound on the lookup; None for the resolver's own.
+
+    Raises:
+        HostNotFound: The name does not exist or has no address.
+        ResolveTimeout: The lookup took longer than ``timeout_s``.
+        ResolveError: Any other resolver failure (SERVFAIL, no network...).
+    """
+    literal = ip_literal(host)
+    if literal is not None:
+        return (literal,)
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout(timeout_s):
+            infos = await loop.getaddrinfo(
+                host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
+            )
+    except TimeoutError:
+        raise ResolveTimeout(f"resolving {host} took more than {timeout_s:g} s") from None
+    except socket.gaierror as exc:
+        if exc.errno in _NOT_FOUND:
+            raise HostNotFound(f"host {host} does not resolve") from None
+        raise ResolveError(f"cannot resolve {host} now ({exc.strerror})") from None
+    addresses: dict[IPAddress, None] = {}  # a dict keeps the resolver's order
+    for _family, _type, _proto, _canon, sockaddr in infos:
+        # Strip an IPv6 zone ("fe80::1%eth0") before parsing.
+        addresses.setdefault(ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0]))
+    if not addresses:
+        raise HostNotFound(f"host {host} does not resolve")
+    return tuple(addresses)

@@ -1,17 +1,21 @@
 """Pure pieces of the API service that need no server: page tokens, prefix bounds, the
-SSRF address policy, update masks."""
+SSRF address policy and target guard (with a fake resolver), update masks."""
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
+import socket
+from typing import Any
 
 import pytest
 
 from sundial.api import paging
 from sundial.api.jobs import _prefix_upper_bound
 from sundial.api.servicer import check_update_mask
-from sundial.api.validation import TargetPolicy
-from sundial.core.errors import InvalidArgument
+from sundial.api.validation import TargetGuard, TargetPolicy
+from sundial.core.errors import InvalidArgument, Unavailable
+from sundial.run import GrpcTarget, HttpTarget
 
 
 @pytest.mark.parametrize(
@@ -87,3 +91,71 @@ def test_update_mask_paths() -> None:
     assert check_update_mask(ok) == ok
     with pytest.raises(InvalidArgument, match="PauseJob"):
         check_update_mask(["paused"])
+
+
+def _resolver(monkeypatch: pytest.MonkeyPatch, answers: dict[str, Any]) -> list[tuple[str, int]]:
+    """A fake getaddrinfo answering ``answers[host]`` (addresses, or an exception)."""
+    asked: list[tuple[str, int]] = []
+
+    async def getaddrinfo(host: str, port: int, **kwargs: Any) -> list[tuple[Any, ...]]:
+        asked.append((host, port))
+        answer = answers[host]
+        if isinstance(answer, BaseException):
+            raise answer
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port)) for a in answer]
+
+    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", getaddrinfo)
+    return asked
+
+
+async def test_target_guard_resolves_each_name_once_as_the_executor_dials_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked = _resolver(
+        monkeypatch, {"example.com.": ["93.184.216.34"], "example.com": ["93.184.216.34"]}
+    )
+    await TargetGuard(TargetPolicy()).check_all(
+        [
+            (HttpTarget("https://Example.COM./x"), "jobs[0].target"),
+            (GrpcTarget("EXAMPLE.com.:50051"), "jobs[1].target"),
+            (HttpTarget("http://example.com/"), "jobs[2].target"),
+            (HttpTarget("http://93.184.216.34/"), "jobs[3].target"),
+        ]
+    )
+    # Names are case-insensitive (one lookup), but "example.com." is the absolute name
+    # the executor resolves, not "example.com" (which search domains may extend).
+    assert asked == [("example.com.", 443), ("example.com", 80)]
+
+
+async def test_target_guard_reports_the_first_problem_in_item_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _resolver(
+        monkeypatch,
+        {
+            "mixed.example": ["93.184.216.34", "10.0.0.7", "127.0.0.1"],
+            "gone.example": socket.gaierror(socket.EAI_NONAME, "Name or service not known"),
+            "flaky.example": socket.gaierror(socket.EAI_AGAIN, "Temporary failure"),
+        },
+    )
+    guard = TargetGuard(TargetPolicy())
+    with pytest.raises(InvalidArgument) as refused:
+        await guard.check_all(
+            [
+                (HttpTarget("http://93.184.216.34/"), "jobs[0].target"),
+                (GrpcTarget("mixed.example:443"), "jobs[1].target"),
+                (HttpTarget("http://gone.example/"), "jobs[2].target"),
+            ]
+        )
+    assert str(refused.value) == (
+        "jobs[1].target.grpc.address: host mixed.example (10.0.0.7) is a private or "
+        "non-public address; calls to it are not allowed"
+    )
+    with pytest.raises(InvalidArgument) as missing:
+        await guard.check(HttpTarget("http://gone.example/"))
+    assert str(missing.value) == "target.http.url: host gone.example does not resolve"
+    with pytest.raises(Unavailable) as flaky:
+        await guard.check(GrpcTarget("flaky.example:443"))
+    assert str(flaky.value) == (
+        "target.grpc.address: cannot resolve flaky.example now (Temporary failure); retry"
+    )

@@ -222,6 +222,10 @@ CASES: dict[str, tuple[Mutation, str]] = {
     "grpc address bad port": (_grpc("127.0.0.1:0"), "target.grpc.address"),
     "grpc address bare v6": (_grpc("::1:50051"), "target.grpc.address"),
     "grpc address bad v6": (_grpc("[::zz]:50051"), "target.grpc.address"),
+    "grpc address bracketed name": (_grpc("[example.com]:443"), "target.grpc.address"),
+    "grpc address bad host": (_grpc("bad_host!:443"), "target.grpc.address"),
+    # str.isdigit() is true for "\u00b2", which int() refuses: INVALID_ARGUMENT, not INTERNAL.
+    "grpc address unicode port": (_grpc("127.0.0.1:\u00b2"), "target.grpc.address"),
     "grpc metadata case": (
         _grpc("127.0.0.1:1", **{"X-Team": "a"}),
         "target.grpc.metadata['X-Team']",

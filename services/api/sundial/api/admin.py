@@ -11,9 +11,9 @@ from datetime import timedelta
 
 import grpc
 
-from sundial.api.convert import duration_in, duration_out, optional_timestamp, timestamp_out
 from sundial.api.model import ApiToken, ClusterSnapshot, Role, Tenant, TenantChanges
 from sundial.api.tenancy import TenantManager
+from sundial.core import wire
 from sundial.core.errors import InvalidArgument
 from sundial.core.partition import PARTITION_COUNT
 from sundial.v1 import admin_pb2 as pb
@@ -32,15 +32,15 @@ def tenant_out(tenant: Tenant) -> pb.Tenant:
         tenant_id=tenant.tenant_id,
         display_name=tenant.display_name,
         quotas=pb.Quotas(max_jobs=tenant.max_jobs, max_concurrent_runs=tenant.max_concurrent_runs),
-        create_time=timestamp_out(tenant.create_time),
-        update_time=timestamp_out(tenant.update_time),
+        create_time=wire.timestamp(tenant.create_time),
+        update_time=wire.timestamp(tenant.update_time),
     )
     for secret in tenant.signing_secrets:
         entry = message.signing_secrets.add(
-            secret_id=str(secret.secret_id), create_time=timestamp_out(secret.create_time)
+            secret_id=str(secret.secret_id), create_time=wire.timestamp(secret.create_time)
         )
         if secret.expire_time is not None:
-            entry.expire_time.CopyFrom(timestamp_out(secret.expire_time))
+            entry.expire_time.CopyFrom(wire.timestamp(secret.expire_time))
     return message
 
 
@@ -52,7 +52,7 @@ def token_out(token: ApiToken) -> pb.ApiToken:
         role=_ROLE_OUT[token.role],
         description=token.description,
         prefix=token.prefix,
-        create_time=timestamp_out(token.create_time),
+        create_time=wire.timestamp(token.create_time),
     )
     for name, value in (
         ("expire_time", token.expire_time),
@@ -60,7 +60,7 @@ def token_out(token: ApiToken) -> pb.ApiToken:
         ("revoke_time", token.revoke_time),
     ):
         if value is not None:
-            getattr(message, name).CopyFrom(timestamp_out(value))
+            getattr(message, name).CopyFrom(wire.timestamp(value))
     return message
 
 
@@ -70,7 +70,7 @@ def cluster_out(snapshot: ClusterSnapshot) -> pb.ClusterStatusResponse:
     response = pb.ClusterStatusResponse(
         cluster=snapshot.cluster,
         partition_count=PARTITION_COUNT,
-        observed_at=timestamp_out(snapshot.observed_at),
+        observed_at=wire.timestamp(snapshot.observed_at),
     )
     for member in sorted(membership.members, key=lambda m: m.node_id):
         entry = response.members.add(
@@ -81,14 +81,14 @@ def cluster_out(snapshot: ClusterSnapshot) -> pb.ClusterStatusResponse:
             version=member.version,
         )
         if member.since is not None:
-            entry.since.CopyFrom(timestamp_out(member.since))
+            entry.since.CopyFrom(wire.timestamp(member.since))
     for partition in range(PARTITION_COUNT):
         response.partitions.add(partition=partition, node_id=membership.owners.get(partition, ""))
     lag = timedelta(0)
     if snapshot.oldest_due_time is not None:
-        response.oldest_due_time.CopyFrom(timestamp_out(snapshot.oldest_due_time))
+        response.oldest_due_time.CopyFrom(wire.timestamp(snapshot.oldest_due_time))
         lag = max(snapshot.observed_at - snapshot.oldest_due_time, timedelta(0))
-    response.dispatch_lag.CopyFrom(duration_out(lag))
+    response.dispatch_lag.CopyFrom(wire.duration(lag))
     return response
 
 
@@ -160,7 +160,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             tenant_id=request.tenant_id,
             role=_ROLE_IN.get(request.role),
             description=request.description,
-            expire_time=optional_timestamp(request, "expire_time", "expire_time"),
+            expire_time=wire.optional_timestamp(request, "expire_time", "expire_time"),
         )
         return pb.CreateApiTokenResponse(token=token_out(token), secret=secret)
 
@@ -193,7 +193,9 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     async def RotateSigningSecret(
         self, request: pb.RotateSigningSecretRequest, context: grpc.aio.ServicerContext
     ) -> pb.RotateSigningSecretResponse:
-        overlap = duration_in(request.overlap, "overlap") if request.HasField("overlap") else None
+        overlap = (
+            wire.timedelta_in(request.overlap, "overlap") if request.HasField("overlap") else None
+        )
         tenant, secret = await self._tenants.rotate_signing_secret(request.tenant_id, overlap)
         return pb.RotateSigningSecretResponse(tenant=tenant_out(tenant), signing_secret=secret)
 

@@ -101,10 +101,10 @@ class Authenticator:
         return Principal(role=record.role, tenant_id=record.tenant_id, token_id=record.token_id)
 
 
-def _with_principal(
-    behavior: Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]], principal: Principal
-) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
-    async def handler(request: Any, context: grpc.aio.ServicerContext) -> Any:
+def _with_principal(behavior: Callable[..., Any], principal: Principal) -> Callable[..., Any]:
+    # Callable[..., Any]: grpc's stubs type a handler's behaviour as synchronous, while
+    # every Sundial servicer method is a coroutine function (awaited here).
+    async def handler(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         token = _principal.set(principal)
         try:
             return await behavior(request, context)
@@ -122,9 +122,11 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
+        ],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
         method = handler_call_details.method
         required = next(
             (role for prefix, role in _ROLE_BY_SERVICE.items() if method.startswith(prefix)),

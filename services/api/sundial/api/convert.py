@@ -5,35 +5,27 @@ an unset Duration) and values a domain type cannot hold (an unknown enum number,
 timestamp out of range) are refused here, naming the field; every other limit is checked
 by :mod:`sundial.api.validation` on the domain value. Outbound, every default is filled
 in, so a read shows what Sundial actually does.
+
+Only what is JobService's own is here: schedules, policies, jobs, runs as JobService
+shows them, filters and previews. Timestamps, durations, ids, run references, targets
+and the run vocabulary's enums are converted by :mod:`sundial.core.wire`, as in every
+service.
 """
 
 from __future__ import annotations
 
+import enum
 import functools
-import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import timedelta
+from typing import Any, TypeVar
 
-from google.protobuf import duration_pb2, timestamp_pb2
+from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
-from sundial.api.model import (
-    GrpcTarget,
-    HttpTarget,
-    Job,
-    JobFilter,
-    JobSpec,
-    JobStats,
-    PreviewEntry,
-    Run,
-    RunFilter,
-    RunKind,
-    RunStatus,
-    Target,
-)
-from sundial.run import JobPolicies, OverlapPolicy
+from sundial.api.model import Job, JobFilter, JobSpec, JobStats, PreviewEntry, Run, RunFilter
+from sundial.core import wire
 from sundial.core.errors import InvalidArgument
-from sundial.run import parse_run_key, run_key
+from sundial.run import JobPolicies, OverlapPolicy, RunKind, RunRef, RunStatus, truncate_error
 from sundial.schedule import (
     CronSpec,
     DstAnnotation,
@@ -47,49 +39,20 @@ from sundial.schedule import (
 )
 from sundial.v1 import job_pb2, job_service_pb2, run_pb2
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MIN_SECONDS = -62_135_596_800  # 0001-01-01T00:00:00Z
-_MAX_SECONDS = 253_402_300_799  # 9999-12-31T23:59:59Z
-_MAX_ERROR_BYTES = 4096
+E = TypeVar("E", bound=enum.Enum)
 
-_GAP = {1: GapPolicy.AUTO, 2: GapPolicy.SHIFT, 3: GapPolicy.SKIP}
-_FOLD = {1: FoldPolicy.AUTO, 2: FoldPolicy.ONCE, 3: FoldPolicy.TWICE}
-_MISFIRE = {1: MisfirePolicy.RUN_ONCE, 2: MisfirePolicy.SKIP, 3: MisfirePolicy.CATCH_UP}
-_OVERLAP = {
-    1: OverlapPolicy.SKIP,
-    2: OverlapPolicy.BUFFER_ONE,
-    3: OverlapPolicy.BUFFER_ALL,
-    4: OverlapPolicy.ALLOW_ALL,
-    5: OverlapPolicy.CANCEL_OTHER,
-}
-_STATUS = {
-    RunStatus.PENDING: run_pb2.RUN_STATUS_PENDING,
-    RunStatus.QUEUED: run_pb2.RUN_STATUS_QUEUED,
-    RunStatus.RUNNING: run_pb2.RUN_STATUS_RUNNING,
-    RunStatus.RETRYING: run_pb2.RUN_STATUS_RETRYING,
-    RunStatus.SUCCEEDED: run_pb2.RUN_STATUS_SUCCEEDED,
-    RunStatus.DEAD: run_pb2.RUN_STATUS_DEAD,
-    RunStatus.SKIPPED: run_pb2.RUN_STATUS_SKIPPED,
-    RunStatus.CANCELLED: run_pb2.RUN_STATUS_CANCELLED,
-}
-_STATUS_IN = {number: status for status, number in _STATUS.items()}
-_KIND = {
-    RunKind.SCHEDULED: run_pb2.RUN_KIND_SCHEDULED,
-    RunKind.MANUAL: run_pb2.RUN_KIND_MANUAL,
-    RunKind.BACKFILL: run_pb2.RUN_KIND_BACKFILL,
-}
-_KIND_IN = {number: kind for kind, number in _KIND.items()}
-# job_runs.error_class / skip_reason hold the enum names without prefix, lower case.
-_ERROR_CLASS = {
-    name.removeprefix("ERROR_CLASS_").lower(): number
-    for name, number in run_pb2.ErrorClass.items()
-    if number
-}
-_SKIP_REASON = {
-    name.removeprefix("SKIP_REASON_").lower(): number
-    for name, number in run_pb2.SkipReason.items()
-    if number
-}
+
+def _by_name(kind: type[E], wrapper: EnumTypeWrapper, prefix: str) -> dict[int, E]:
+    """Proto number -> member, matched by name (``GapPolicy.SKIP`` <-> ``GAP_POLICY_SKIP``)."""
+    return {wrapper.Value(prefix + member.name): member for member in kind}
+
+
+# The schedule and policy enums are the API's alone (the stored document spells them by
+# name, sundial.run); the run vocabulary's are sundial.core.wire's.
+_GAP = _by_name(GapPolicy, job_pb2.GapPolicy, "GAP_POLICY_")
+_FOLD = _by_name(FoldPolicy, job_pb2.FoldPolicy, "FOLD_POLICY_")
+_MISFIRE = _by_name(MisfirePolicy, job_pb2.MisfirePolicy, "MISFIRE_POLICY_")
+_OVERLAP = _by_name(OverlapPolicy, job_pb2.OverlapPolicy, "OVERLAP_POLICY_")
 _ANNOTATION = {
     None: job_service_pb2.DST_ANNOTATION_NONE,
     DstAnnotation.SHIFTED_GAP: job_service_pb2.DST_ANNOTATION_GAP_SHIFTED,
@@ -112,85 +75,31 @@ def _enum(value: int, table: Mapping[int, Any], default: Any, field: str) -> Any
         raise InvalidArgument(field, f"unknown value {value}") from None
 
 
-def _number(value: Any, table: Mapping[int, Any]) -> int:
+def _number(value: Any, table: Mapping[int, Any]) -> Any:
+    # Any, as wire.enum_out: an int at run time, which protobuf takes for any enum field,
+    # while the generated stubs type each field with its own enum's ValueType.
     return next(number for number, member in table.items() if member is value)
 
 
-# --- scalars ------------------------------------------------------------------------------
+# --- requests naming a run ---------------------------------------------------------------
 
 
-def timestamp_in(ts: timestamp_pb2.Timestamp, field: str, *, exact: bool = False) -> datetime:
-    """A Timestamp as an aware UTC datetime (microseconds).
-
-    Args:
-        ts: The message.
-        field: Its path, for errors.
-        exact: Refuse sub-microsecond nanos (run keys) instead of truncating them.
-    """
-    if not _MIN_SECONDS <= ts.seconds <= _MAX_SECONDS or not 0 <= ts.nanos < 1_000_000_000:
-        raise InvalidArgument(field, "timestamp out of range (0001-01-01 to 9999-12-31)")
-    if exact and ts.nanos % 1000:
-        raise InvalidArgument(field, "must have microsecond precision (nanos a multiple of 1000)")
-    return _EPOCH + timedelta(seconds=ts.seconds, microseconds=ts.nanos // 1000)
-
-
-def optional_timestamp(message: Any, name: str, field: str) -> datetime | None:
-    """The Timestamp field ``name`` of ``message`` if set."""
-    return timestamp_in(getattr(message, name), field) if message.HasField(name) else None
-
-
-def timestamp_out(value: datetime) -> timestamp_pb2.Timestamp:
-    """An aware datetime as a Timestamp."""
-    delta = value - _EPOCH
-    seconds, micros = divmod(delta // timedelta(microseconds=1), 1_000_000)
-    return timestamp_pb2.Timestamp(seconds=seconds, nanos=micros * 1000)
-
-
-def duration_in(d: duration_pb2.Duration, field: str) -> timedelta:
-    """A Duration as a timedelta (sub-microsecond nanos truncated)."""
-    if abs(d.nanos) >= 1_000_000_000 or (d.seconds > 0 > d.nanos) or (d.seconds < 0 < d.nanos):
-        raise InvalidArgument(field, "malformed duration")
-    if abs(d.seconds) > 315_576_000_000:
-        raise InvalidArgument(field, "duration out of range")
-    return timedelta(seconds=d.seconds, microseconds=int(d.nanos / 1000))
-
-
-def duration_out(value: timedelta) -> duration_pb2.Duration:
-    """A timedelta as a Duration."""
-    micros = value // timedelta(microseconds=1)
-    sign = -1 if micros < 0 else 1
-    seconds, rest = divmod(abs(micros), 1_000_000)
-    return duration_pb2.Duration(seconds=sign * seconds, nanos=sign * rest * 1000)
-
-
-def job_id_in(text: str, field: str = "job_id") -> uuid.UUID:
-    """A job id string (required)."""
-    if not text:
-        raise InvalidArgument(field, "is required")
-    try:
-        return uuid.UUID(text)
-    except ValueError:
-        raise InvalidArgument(field, f"{text!r} is not a job id (a UUID)") from None
-
-
-def run_ref_in(request: Any) -> tuple[uuid.UUID, datetime]:
+def run_ref_in(request: Any) -> RunRef:
     """The run named by a request's ``oneof run {RunRef ref; string run_key}``."""
     which = request.WhichOneof("run")
     if which == "ref":
-        ref = request.ref
-        if not ref.HasField("scheduled_at"):
+        # Checked before the job id, which wire.run_ref_in reads first: a request with
+        # neither is told about scheduled_at, as it always was.
+        if not request.ref.HasField("scheduled_at"):
             raise InvalidArgument("ref.scheduled_at", "is required")
-        return job_id_in(ref.job_id, "ref.job_id"), timestamp_in(
-            ref.scheduled_at, "ref.scheduled_at", exact=True
-        )
+        return wire.run_ref_in(request.ref, "ref")
     if which == "run_key":
         try:
-            job_id, at = parse_run_key(request.run_key)
+            return RunRef.parse(request.run_key)
         except ValueError:
             raise InvalidArgument(
                 "run_key", "must be '<job_id>@<RFC 3339 UTC time ending in Z>'"
             ) from None
-        return job_id, at.astimezone(UTC)
     raise InvalidArgument("run", "one of ref or run_key is required")
 
 
@@ -205,19 +114,19 @@ def schedule_in(message: job_pb2.Schedule, field: str = "schedule") -> Schedule:
         spec = CronSpec(message.cron)
     elif which == "interval":
         spec = IntervalSpec(
-            every=duration_in(message.interval.every, f"{field}.interval.every"),
-            offset=duration_in(message.interval.offset, f"{field}.interval.offset"),
+            every=wire.timedelta_in(message.interval.every, f"{field}.interval.every"),
+            offset=wire.timedelta_in(message.interval.offset, f"{field}.interval.offset"),
         )
     elif which == "once":
-        spec = OnceSpec(timestamp_in(message.once, f"{field}.once"))
+        spec = OnceSpec(wire.timestamp_in(message.once, f"{field}.once"))
     else:
         raise InvalidArgument(field, "one of cron, interval or once is required")
     return Schedule(
         spec=spec,
         time_zone=message.time_zone or "UTC",
-        start_time=optional_timestamp(message, "start_time", f"{field}.start_time"),
-        end_time=optional_timestamp(message, "end_time", f"{field}.end_time"),
-        jitter=duration_in(message.jitter, f"{field}.jitter"),
+        start_time=wire.optional_timestamp(message, "start_time", f"{field}.start_time"),
+        end_time=wire.optional_timestamp(message, "end_time", f"{field}.end_time"),
+        jitter=wire.timedelta_in(message.jitter, f"{field}.jitter"),
         dst_gap=_enum(message.dst.gap, _GAP, GapPolicy.AUTO, f"{field}.dst.gap"),
         dst_fold=_enum(message.dst.fold, _FOLD, FoldPolicy.AUTO, f"{field}.dst.fold"),
         max_runs=message.max_runs,
@@ -241,20 +150,20 @@ def schedule_out(schedule: Schedule) -> job_pb2.Schedule:
     if isinstance(spec, CronSpec):
         message.cron = spec.expression
     elif isinstance(spec, IntervalSpec):
-        message.interval.every.CopyFrom(duration_out(spec.every))
-        message.interval.offset.CopyFrom(duration_out(spec.offset))
+        message.interval.every.CopyFrom(wire.duration(spec.every))
+        message.interval.offset.CopyFrom(wire.duration(spec.offset))
     else:
-        message.once.CopyFrom(timestamp_out(spec.at))
+        message.once.CopyFrom(wire.timestamp(spec.at))
     if schedule.start_time is not None:
-        message.start_time.CopyFrom(timestamp_out(schedule.start_time))
+        message.start_time.CopyFrom(wire.timestamp(schedule.start_time))
     if schedule.end_time is not None:
-        message.end_time.CopyFrom(timestamp_out(schedule.end_time))
-    message.jitter.CopyFrom(duration_out(schedule.jitter))
+        message.end_time.CopyFrom(wire.timestamp(schedule.end_time))
+    message.jitter.CopyFrom(wire.duration(schedule.jitter))
     return message
 
 
 def _duration_or(message: Any, name: str, default: timedelta, field: str) -> timedelta:
-    return duration_in(getattr(message, name), field) if message.HasField(name) else default
+    return wire.timedelta_in(getattr(message, name), field) if message.HasField(name) else default
 
 
 def policies_in(message: job_pb2.Policies) -> JobPolicies:
@@ -291,52 +200,17 @@ def policies_out(policies: JobPolicies) -> job_pb2.Policies:
     """
     return job_pb2.Policies(
         misfire=_number(policies.misfire, _MISFIRE),
-        misfire_threshold=duration_out(policies.misfire_threshold),
-        catchup_window=duration_out(policies.catchup_window),
+        misfire_threshold=wire.duration(policies.misfire_threshold),
+        catchup_window=wire.duration(policies.catchup_window),
         max_catchup=policies.max_catchup,
         overlap=_number(policies.overlap, _OVERLAP),
         retry=job_pb2.RetryPolicy(
             max_attempts=policies.retry_max_attempts,
-            base_delay=duration_out(policies.retry_base_delay),
-            max_delay=duration_out(policies.retry_max_delay),
+            base_delay=wire.duration(policies.retry_base_delay),
+            max_delay=wire.duration(policies.retry_max_delay),
         ),
-        run_timeout=duration_out(policies.run_timeout),
+        run_timeout=wire.duration(policies.run_timeout),
     )
-
-
-def target_in(message: job_pb2.Target) -> Target | None:
-    """A wire target, or None when no kind is set."""
-    which = message.WhichOneof("kind")
-    if which == "http":
-        http = message.http
-        return HttpTarget(url=http.url, method=http.method, headers=dict(http.headers))
-    if which == "grpc":
-        grpc_target = message.grpc
-        return GrpcTarget(
-            address=grpc_target.address,
-            plaintext=grpc_target.plaintext,
-            metadata=dict(grpc_target.metadata),
-        )
-    return None
-
-
-def target_out(target: Target | None) -> job_pb2.Target:
-    """A domain target as its wire form."""
-    if isinstance(target, HttpTarget):
-        return job_pb2.Target(
-            http=job_pb2.HttpTarget(
-                url=target.url, method=target.method, headers=dict(target.headers)
-            )
-        )
-    if isinstance(target, GrpcTarget):
-        return job_pb2.Target(
-            grpc=job_pb2.GrpcTarget(
-                address=target.address,
-                plaintext=target.plaintext,
-                metadata=dict(target.metadata),
-            )
-        )
-    return job_pb2.Target()
 
 
 # --- jobs ---------------------------------------------------------------------------------
@@ -349,7 +223,7 @@ def job_spec_in(message: job_pb2.Job) -> JobSpec:
     return JobSpec(
         name=message.name,
         schedule=schedule_in(message.schedule),
-        target=target_in(message.target),
+        target=wire.target_in(message.target),
         description=message.description,
         payload=message.payload,
         policies=policies_in(message.policies),
@@ -372,9 +246,9 @@ def _stats_out(stats: JobStats) -> job_pb2.JobStats:
     for name in ("last_fire_time", "last_success_time", "last_failure_time"):
         value = getattr(stats, name)
         if value is not None:
-            getattr(message, name).CopyFrom(timestamp_out(value))
+            getattr(message, name).CopyFrom(wire.timestamp(value))
     if stats.last_lateness is not None:
-        message.last_lateness.CopyFrom(duration_out(stats.last_lateness))
+        message.last_lateness.CopyFrom(wire.duration(stats.last_lateness))
     return message
 
 
@@ -387,19 +261,19 @@ def job_out(job: Job) -> job_pb2.Job:
         name=spec.name,
         description=spec.description,
         schedule=schedule_out(spec.schedule),
-        target=target_out(spec.target),
+        target=wire.target(spec.target),
         payload=spec.payload,
         policies=policies_out(spec.policies),
         labels=dict(spec.labels),
         paused=spec.paused,
         pause_note=spec.pause_note,
         version=job.version,
-        create_time=timestamp_out(job.create_time),
-        update_time=timestamp_out(job.update_time),
+        create_time=wire.timestamp(job.create_time),
+        update_time=wire.timestamp(job.update_time),
         stats=_stats_out(job.stats),
     )
     if job.next_run_at is not None:
-        message.next_run_at.CopyFrom(timestamp_out(job.next_run_at))
+        message.next_run_at.CopyFrom(wire.timestamp(job.next_run_at))
     return message
 
 
@@ -417,20 +291,17 @@ def job_filter_in(request: job_service_pb2.ListJobsRequest) -> JobFilter:
 
 def run_out(run: Run) -> run_pb2.Run:
     """A run as its wire form."""
-    error = run.last_error
-    if len(error.encode()) > _MAX_ERROR_BYTES:
-        error = error.encode()[:_MAX_ERROR_BYTES].decode(errors="ignore")
     message = run_pb2.Run(
         job_id=str(run.job_id),
-        scheduled_at=timestamp_out(run.scheduled_at),
-        run_key=run_key(run.job_id, run.scheduled_at),
-        kind=_KIND[run.kind],
-        status=_STATUS[run.status],
+        scheduled_at=wire.timestamp(run.scheduled_at),
+        run_key=run.run_key,
+        kind=wire.enum_out(run.kind),
+        status=wire.enum_out(run.status),
         attempt=run.attempt,
         executor_id=run.executor_id,
-        last_error=error,
-        error_class=_ERROR_CLASS.get(run.error_class, 0),
-        skip_reason=_SKIP_REASON.get(run.skip_reason, 0),
+        last_error=truncate_error(run.last_error),
+        error_class=wire.enum_out(run.error_class),
+        skip_reason=wire.enum_out(run.skip_reason),
         cancel_requested=run.cancel_requested,
         replay_count=run.replay_count,
         last_http_status=run.last_http_status,
@@ -444,11 +315,11 @@ def run_out(run: Run) -> run_pb2.Run:
     ):
         value = getattr(run, name)
         if value is not None:
-            getattr(message, name).CopyFrom(timestamp_out(value))
+            getattr(message, name).CopyFrom(wire.timestamp(value))
     if run.create_time is not None:
-        message.create_time.CopyFrom(timestamp_out(run.create_time))
+        message.create_time.CopyFrom(wire.timestamp(run.create_time))
     if run.lateness is not None and run.kind is not RunKind.MANUAL:
-        message.lateness.CopyFrom(duration_out(run.lateness))
+        message.lateness.CopyFrom(wire.duration(run.lateness))
     if run.last_grpc_code is not None:
         message.last_grpc_code = run.last_grpc_code
     return message
@@ -456,21 +327,19 @@ def run_out(run: Run) -> run_pb2.Run:
 
 def run_filter_in(request: job_service_pb2.ListRunsRequest) -> RunFilter:
     """ListRuns' filters."""
-    statuses = frozenset(
-        _enum(value, _STATUS_IN, None, f"statuses[{i}]") for i, value in enumerate(request.statuses)
-    )
-    kinds = frozenset(
-        _enum(value, _KIND_IN, None, f"kinds[{i}]") for i, value in enumerate(request.kinds)
-    )
+    statuses = [
+        wire.enum_in(RunStatus, value, f"statuses[{i}]") for i, value in enumerate(request.statuses)
+    ]
+    kinds = [wire.enum_in(RunKind, value, f"kinds[{i}]") for i, value in enumerate(request.kinds)]
     if None in statuses:
         raise InvalidArgument("statuses", "RUN_STATUS_UNSPECIFIED is not a status")
     if None in kinds:
         raise InvalidArgument("kinds", "RUN_KIND_UNSPECIFIED is not a kind")
     return RunFilter(
-        statuses=statuses,
-        kinds=kinds,
-        scheduled_after=optional_timestamp(request, "scheduled_after", "scheduled_after"),
-        scheduled_before=optional_timestamp(request, "scheduled_before", "scheduled_before"),
+        statuses=frozenset(status for status in statuses if status is not None),
+        kinds=frozenset(kind for kind in kinds if kind is not None),
+        scheduled_after=wire.optional_timestamp(request, "scheduled_after", "scheduled_after"),
+        scheduled_before=wire.optional_timestamp(request, "scheduled_before", "scheduled_before"),
     )
 
 
@@ -488,7 +357,7 @@ def fire_time_out(entry: PreviewEntry) -> job_service_pb2.FireTime:
         message.local_time = fire.wall.replace(tzinfo=None).isoformat()
         return message
     message.local_time = fire.local.isoformat()
-    message.at.CopyFrom(timestamp_out(fire.at))
+    message.at.CopyFrom(wire.timestamp(fire.at))
     if entry.due_at is not None:
-        message.due_at.CopyFrom(timestamp_out(entry.due_at))
+        message.due_at.CopyFrom(wire.timestamp(entry.due_at))
     return message

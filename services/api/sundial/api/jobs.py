@@ -15,8 +15,6 @@ from datetime import datetime, timedelta
 
 from sundial.api import paging, validation
 from sundial.api.model import (
-    GrpcTarget,
-    HttpTarget,
     Job,
     JobDescription,
     JobFilter,
@@ -34,6 +32,7 @@ from sundial.api.validation import TargetGuard, field_prefix
 from sundial.core.clock import Clock
 from sundial.core.errors import Aborted, InvalidArgument, NotFound
 from sundial.core.partition import partition_of
+from sundial.run import GrpcTarget, HttpTarget
 from sundial.schedule import CompiledSchedule, OnceSpec, Schedule, compile_schedule
 
 CREATE_JOB = "CreateJob"

@@ -1,7 +1,9 @@
 """The API service's domain values: jobs, runs, tenants, tokens. No protobuf here.
 
 ``convert`` turns wire messages into these and back; ``store`` turns rows into these;
-the managers (``jobs``, ``runs``, ``tenancy``) work only with these.
+the managers (``jobs``, ``runs``, ``tenancy``) work only with these. The run's words
+(status, kind, error class, skip reason), its key and a job's target are
+:mod:`sundial.run`'s, shared with the other services; what is here is the API's own.
 """
 
 from __future__ import annotations
@@ -10,74 +12,13 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 from uuid import UUID
 
-from sundial.run import JobPolicies
-from sundial.run import run_key
+from sundial.run import ErrorClass, JobPolicies, RunKind, RunRef, RunStatus, SkipReason, Target
 from sundial.schedule import FireTime, Schedule
 
 T = TypeVar("T")
-
-
-# --- targets ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class HttpTarget:
-    """An HTTP(S) call (job.proto ``HttpTarget``)."""
-
-    url: str
-    method: str = "POST"
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class GrpcTarget:
-    """A call to ``sundial.v1.TargetService/Execute`` (job.proto ``GrpcTarget``)."""
-
-    address: str
-    plaintext: bool = False
-    metadata: Mapping[str, str] = field(default_factory=dict)
-
-
-Target = HttpTarget | GrpcTarget
-
-
-def target_to_doc(target: Target) -> dict[str, Any]:
-    """``job_definitions.target``: the proto3 JSON mapping of ``sundial.v1.Target``.
-
-    Written with every field so a reader needs no defaults; ``json_format.ParseDict``
-    reads it back into the wire message (the ledger does so for its grants).
-    """
-    if isinstance(target, HttpTarget):
-        return {
-            "http": {"url": target.url, "method": target.method, "headers": dict(target.headers)}
-        }
-    return {
-        "grpc": {
-            "address": target.address,
-            "plaintext": target.plaintext,
-            "metadata": dict(target.metadata),
-        }
-    }
-
-
-def target_from_doc(doc: Mapping[str, Any]) -> Target:
-    """Decode ``job_definitions.target`` (see :func:`target_to_doc`)."""
-    if "http" in doc:
-        http = doc["http"]
-        return HttpTarget(
-            url=http.get("url", ""),
-            method=http.get("method") or "POST",
-            headers=dict(http.get("headers") or {}),
-        )
-    grpc_doc = doc.get("grpc") or {}
-    return GrpcTarget(
-        address=grpc_doc.get("address", ""),
-        plaintext=bool(grpc_doc.get("plaintext", False)),
-        metadata=dict(grpc_doc.get("metadata") or {}),
-    )
 
 
 # --- jobs ---------------------------------------------------------------------------------
@@ -165,33 +106,6 @@ class JobFilter:
 # --- runs ---------------------------------------------------------------------------------
 
 
-class RunStatus(enum.Enum):
-    """``job_runs.status``; the value is the stored text."""
-
-    PENDING = "pending"
-    QUEUED = "queued"
-    RUNNING = "running"
-    RETRYING = "retrying"
-    SUCCEEDED = "succeeded"
-    DEAD = "dead"
-    SKIPPED = "skipped"
-    CANCELLED = "cancelled"
-
-
-ACTIVE_STATUSES = frozenset(
-    {RunStatus.PENDING, RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.RETRYING}
-)
-"""Unfinished runs (DescribeJob's active_runs)."""
-
-
-class RunKind(enum.Enum):
-    """``job_runs.kind``; the value is the stored text."""
-
-    SCHEDULED = "scheduled"
-    MANUAL = "manual"
-    BACKFILL = "backfill"
-
-
 @dataclass(frozen=True, slots=True)
 class Run:
     """One run (one run key) as stored in ``job_runs``."""
@@ -208,8 +122,8 @@ class Run:
     finished_at: datetime | None = None
     lateness: timedelta | None = None
     last_error: str = ""
-    error_class: str = ""
-    skip_reason: str = ""
+    error_class: ErrorClass | None = None
+    skip_reason: SkipReason | None = None
     next_attempt_at: datetime | None = None
     create_time: datetime | None = None
     cancel_requested: bool = False
@@ -218,9 +132,14 @@ class Run:
     last_grpc_code: int | None = None
 
     @property
+    def ref(self) -> RunRef:
+        """The run's primary key."""
+        return RunRef(self.job_id, self.scheduled_at)
+
+    @property
     def run_key(self) -> str:
         """``<job_id>@<scheduled_at>`` (run.proto)."""
-        return run_key(self.job_id, self.scheduled_at)
+        return self.ref.key
 
 
 @dataclass(frozen=True, slots=True)

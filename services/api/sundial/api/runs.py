@@ -13,24 +13,19 @@ import uuid
 from datetime import datetime, timedelta
 
 from sundial.api import paging, validation
-from sundial.api.model import (
-    BackfillResult,
-    Page,
-    Run,
-    RunFilter,
-    RunKind,
-    RunStatus,
-)
+from sundial.api.model import BackfillResult, Page, Run, RunFilter
 from sundial.api.store import RequestClaim, RequestRecord, RequestTaken, Store
 from sundial.core.clock import Clock
 from sundial.core.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
-from sundial.run import run_key
+from sundial.run import RunKind, RunRef, RunStatus
 from sundial.schedule import CompiledSchedule, compile_schedule
 
 TRIGGER_JOB = "TriggerJob"
 MAX_BACKFILL = 1000
 
 _US = timedelta(microseconds=1)
+# last_error of a run cancelled without a reason: the word its status is stored as.
+_NO_REASON = RunStatus.CANCELLED.value
 
 
 def with_due(run: Run, compiled: CompiledSchedule) -> Run:
@@ -76,7 +71,7 @@ class RunManager:
 
     async def _run_of(self, tenant_id: str, record: RequestRecord) -> Run:
         assert record.job_id is not None and record.scheduled_at is not None
-        return await self.get_run(tenant_id, record.job_id, record.scheduled_at)
+        return await self.get_run(tenant_id, RunRef(record.job_id, record.scheduled_at))
 
     async def trigger(
         self,
@@ -190,19 +185,21 @@ class RunManager:
         token = paging.encode([runs[-1].scheduled_at.isoformat()], fingerprint) if more else ""
         return Page(runs, token)
 
-    async def get_run(self, tenant_id: str, job_id: uuid.UUID, scheduled_at: datetime) -> Run:
+    async def get_run(self, tenant_id: str, ref: RunRef) -> Run:
         """One run of the tenant's job."""
-        found = await self._store.get_run(tenant_id, job_id, scheduled_at)
+        found = await self._store.get_run(tenant_id, ref.job_id, ref.scheduled_at)
         if found is None:
-            raise NotFound(f"run {run_key(job_id, scheduled_at)} not found")
+            raise NotFound(f"run {ref.key} not found")
         run, schedule = found
-        return with_due(run, compile_schedule(schedule, job_id=str(job_id)))
+        return with_due(run, compile_schedule(schedule, job_id=str(ref.job_id)))
 
-    async def replay(self, tenant_id: str, job_id: uuid.UUID, scheduled_at: datetime) -> Run:
+    async def replay(self, tenant_id: str, ref: RunRef) -> Run:
         """A DEAD or CANCELLED run back to QUEUED under the same run key."""
-        run = await self._store.replay_run(tenant_id, job_id, scheduled_at, self._clock.now())
+        run = await self._store.replay_run(
+            tenant_id, ref.job_id, ref.scheduled_at, self._clock.now()
+        )
         if run is None:
-            current = await self.get_run(tenant_id, job_id, scheduled_at)
+            current = await self.get_run(tenant_id, ref)
             if current.status is RunStatus.DEAD:
                 # Its DeadLetter is still in the outbox: a replay now would orphan it.
                 raise Unavailable(
@@ -213,24 +210,22 @@ class RunManager:
                 f"run {current.run_key} is {current.status.name}; only DEAD or CANCELLED "
                 "runs can be replayed"
             )
-        return with_due(run, await self._compiled(tenant_id, job_id))
+        return with_due(run, await self._compiled(tenant_id, ref.job_id))
 
-    async def cancel(
-        self, tenant_id: str, job_id: uuid.UUID, scheduled_at: datetime, reason: str
-    ) -> Run:
+    async def cancel(self, tenant_id: str, ref: RunRef, reason: str) -> Run:
         """Cancel an unfinished run; a RUNNING one is asked to stop."""
         validation.check_note(reason, "reason")
         run = await self._store.cancel_run(
-            tenant_id, job_id, scheduled_at, reason or "cancelled", self._clock.now()
+            tenant_id, ref.job_id, ref.scheduled_at, reason or _NO_REASON, self._clock.now()
         )
         if run is None:
-            current = await self.get_run(tenant_id, job_id, scheduled_at)
+            current = await self.get_run(tenant_id, ref)
             if current.status is RunStatus.CANCELLED:
                 return current
             raise FailedPrecondition(
                 f"run {current.run_key} is {current.status.name} and cannot be cancelled"
             )
-        return with_due(run, await self._compiled(tenant_id, job_id))
+        return with_due(run, await self._compiled(tenant_id, ref.job_id))
 
 
 def _off_schedule(compiled: CompiledSchedule, at: datetime) -> datetime:

@@ -20,6 +20,7 @@ from sundial.api.jobs import JobManager
 from sundial.api.model import Job, JobSpec
 from sundial.api.runs import RunManager
 from sundial.api.validation import field_prefix
+from sundial.core import wire
 from sundial.core.errors import InvalidArgument
 from sundial.v1 import job_pb2, job_service_pb2_grpc
 from sundial.v1 import job_service_pb2 as pb
@@ -148,15 +149,13 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     async def GetJob(
         self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetJobResponse:
-        job = await self._jobs.get_job(current_tenant(), convert.job_id_in(request.job_id))
+        job = await self._jobs.get_job(current_tenant(), wire.job_id_in(request.job_id))
         return pb.GetJobResponse(job=convert.job_out(job))
 
     async def DescribeJob(
         self, request: pb.DescribeJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.DescribeJobResponse:
-        described = await self._jobs.describe_job(
-            current_tenant(), convert.job_id_in(request.job_id)
-        )
+        described = await self._jobs.describe_job(current_tenant(), wire.job_id_in(request.job_id))
         return pb.DescribeJobResponse(
             job=convert.job_out(described.job),
             recent_runs=[convert.run_out(run) for run in described.recent_runs],
@@ -182,7 +181,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         self, request: pb.UpdateJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.UpdateJobResponse:
         tenant = current_tenant()
-        job_id = convert.job_id_in(request.job.job_id, "job.job_id")
+        job_id = wire.job_id_in(request.job.job_id, "job.job_id")
         paths = check_update_mask(request.update_mask.paths)
         if request.expected_version < 0:
             raise InvalidArgument("expected_version", "must not be negative")
@@ -199,7 +198,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     ) -> pb.DeleteJobResponse:
         await self._jobs.delete_job(
             current_tenant(),
-            convert.job_id_in(request.job_id),
+            wire.job_id_in(request.job_id),
             expected_version=request.expected_version,
             allow_missing=request.allow_missing,
         )
@@ -210,7 +209,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     ) -> pb.PauseJobResponse:
         job = await self._jobs.pause_job(
             current_tenant(),
-            convert.job_id_in(request.job_id),
+            wire.job_id_in(request.job_id),
             note=request.note,
             expected_version=request.expected_version,
         )
@@ -221,7 +220,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     ) -> pb.ResumeJobResponse:
         job = await self._jobs.resume_job(
             current_tenant(),
-            convert.job_id_in(request.job_id),
+            wire.job_id_in(request.job_id),
             note=request.note,
             expected_version=request.expected_version,
         )
@@ -237,8 +236,8 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
             tenant,
             convert.schedule_in(request.schedule),
             count=request.count,
-            after=convert.optional_timestamp(request, "after", "after"),
-            job_id=convert.job_id_in(request.job_id) if request.job_id else None,
+            after=wire.optional_timestamp(request, "after", "after"),
+            job_id=wire.job_id_in(request.job_id) if request.job_id else None,
         )
         return pb.PreviewScheduleResponse(
             fire_times=[convert.fire_time_out(entry) for entry in preview.entries],
@@ -251,7 +250,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         self, request: pb.TriggerJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.TriggerJobResponse:
         tenant = current_tenant()
-        job_id = convert.job_id_in(request.job_id)
+        job_id = wire.job_id_in(request.job_id)
         run = await self._runs.trigger(
             tenant,
             job_id,
@@ -266,9 +265,9 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         tenant = current_tenant()
         result = await self._runs.backfill(
             tenant,
-            convert.job_id_in(request.job_id),
-            convert.optional_timestamp(request, "start_time", "start_time"),
-            convert.optional_timestamp(request, "end_time", "end_time"),
+            wire.job_id_in(request.job_id),
+            wire.optional_timestamp(request, "start_time", "start_time"),
+            wire.optional_timestamp(request, "end_time", "end_time"),
         )
         response = pb.BackfillJobResponse(
             runs=[convert.run_out(run) for run in result.runs],
@@ -276,7 +275,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
             truncated=result.truncated,
         )
         if result.next_start_time is not None:
-            response.next_start_time.CopyFrom(convert.timestamp_out(result.next_start_time))
+            response.next_start_time.CopyFrom(wire.timestamp(result.next_start_time))
         return response
 
     async def ListRuns(
@@ -285,7 +284,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         tenant = current_tenant()
         page = await self._runs.list_runs(
             tenant,
-            convert.job_id_in(request.job_id),
+            wire.job_id_in(request.job_id),
             convert.run_filter_in(request),
             page_size=request.page_size,
             page_token=request.page_token,
@@ -299,22 +298,19 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         self, request: pb.GetRunRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetRunResponse:
         tenant = current_tenant()
-        job_id, scheduled_at = convert.run_ref_in(request)
-        run = await self._runs.get_run(tenant, job_id, scheduled_at)
+        run = await self._runs.get_run(tenant, convert.run_ref_in(request))
         return pb.GetRunResponse(run=convert.run_out(run))
 
     async def ReplayRun(
         self, request: pb.ReplayRunRequest, context: grpc.aio.ServicerContext
     ) -> pb.ReplayRunResponse:
         tenant = current_tenant()
-        job_id, scheduled_at = convert.run_ref_in(request)
-        run = await self._runs.replay(tenant, job_id, scheduled_at)
+        run = await self._runs.replay(tenant, convert.run_ref_in(request))
         return pb.ReplayRunResponse(run=convert.run_out(run))
 
     async def CancelRun(
         self, request: pb.CancelRunRequest, context: grpc.aio.ServicerContext
     ) -> pb.CancelRunResponse:
         tenant = current_tenant()
-        job_id, scheduled_at = convert.run_ref_in(request)
-        run = await self._runs.cancel(tenant, job_id, scheduled_at, request.reason)
+        run = await self._runs.cancel(tenant, convert.run_ref_in(request), request.reason)
         return pb.CancelRunResponse(run=convert.run_out(run))

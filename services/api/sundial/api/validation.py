@@ -7,7 +7,8 @@ before any write, which is what makes a refused call change nothing.
 
 :class:`TargetGuard` adds the one check that needs I/O: a target host must not be or
 resolve to a loopback, private, link-local, cloud-metadata or otherwise non-public
-address (SSRF), unless the operator allowed it.
+address (SSRF), unless the operator allowed it. Reading ``host:port``, resolving and the
+rules are :mod:`sundial.core.netpolicy`'s, which the executor applies again per call.
 """
 
 from __future__ import annotations
@@ -15,18 +16,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import ipaddress
 import itertools
 import re
-import socket
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
-from sundial.api.model import GrpcTarget, HttpTarget, JobSpec, Target
-from sundial.run import JobPolicies
+from sundial.api.model import JobSpec
+from sundial.core import netpolicy
 from sundial.core.errors import InvalidArgument, Unavailable
-from sundial.core.netpolicy import AddressPolicy, IPAddress
+from sundial.core.netpolicy import (
+    AddressError,
+    AddressPolicy,
+    Endpoint,
+    HostNotFound,
+    IPAddress,
+    ResolveError,
+    ip_literal,
+    parse_address,
+    resolve,
+)
+from sundial.run import GrpcTarget, HttpTarget, JobPolicies, Target
 from sundial.schedule import (
     CompiledSchedule,
     CronSpec,
@@ -70,10 +80,6 @@ _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _METADATA_KEY = re.compile(r"[a-z0-9\-_.]+")
 _REQUEST_ID = re.compile(r"[\x20-\x7e]+")  # printable ASCII, space included
 _TENANT_ID = re.compile(r"[a-z][a-z0-9-]{0,62}")
-_DNS_NAME = re.compile(
-    r"(?=.{1,253}\.?$)(?:[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9])?\.)*"
-    r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9])?\.?"
-)
 
 # Set by Sundial or owned by the transport (job.proto): a tenant may not override them.
 _RESERVED_HEADERS = frozenset(
@@ -354,42 +360,24 @@ def check_http_target(target: HttpTarget, field: str = "target.http") -> HttpTar
     return dataclasses.replace(target, method=method)
 
 
-def split_address(address: str, field: str) -> tuple[str, int]:
+def split_address(address: str, field: str) -> Endpoint:
     """Split ``host:port`` (IPv6 in brackets) and check both parts."""
     if not address:
         raise _fail(field, "is required")
     if len(address) > MAX_ADDRESS_CHARS:
         raise _fail(field, f"longer than {MAX_ADDRESS_CHARS} characters")
-    if address.startswith("["):
-        host, sep, rest = address[1:].partition("]")
-        if not sep or not rest.startswith(":"):
-            raise _fail(field, "must be host:port ([v6-address]:port for IPv6)")
-        port_text = rest[1:]
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            raise _fail(field, f"{host!r} is not an IPv6 address") from None
-    else:
-        host, sep, port_text = address.rpartition(":")
-        if not sep or not host:
-            raise _fail(field, "must be host:port ([v6-address]:port for IPv6)")
-        if ":" in host:
-            raise _fail(field, "an IPv6 address must be in brackets: [v6-address]:port")
-        check_host(host, field)
-    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
-        raise _fail(field, f"port must be 1-65535, got {port_text!r}")
-    return host, int(port_text)
+    try:
+        return parse_address(address)
+    except AddressError as exc:
+        raise _fail(field, exc.problem) from None
 
 
 def check_host(host: str, field: str) -> None:
     """An IP literal or a syntactically valid DNS name."""
     try:
-        ipaddress.ip_address(host.strip("[]"))
-        return
-    except ValueError:
-        pass
-    if not host.isascii() or not _DNS_NAME.fullmatch(host):
-        raise _fail(field, f"{host!r} is not a valid host name")
+        netpolicy.check_host(host)
+    except AddressError as exc:
+        raise _fail(field, exc.problem) from None
 
 
 def check_grpc_target(target: GrpcTarget, field: str = "target.grpc") -> GrpcTarget:
@@ -500,8 +488,19 @@ def check_quotas(max_jobs: int, max_concurrent_runs: int, field: str = "tenant.q
 
 # --- SSRF ---------------------------------------------------------------------------------
 
-# The rules themselves are shared with the executor, which checks again at call time.
+# The rules, the parsing and the resolver are shared with the executor, which checks
+# again at call time (sundial.core.netpolicy).
 TargetPolicy = AddressPolicy
+
+
+def _endpoint(target: Target, field: str) -> tuple[str, Endpoint]:
+    """The field to blame and the host and port the executor will connect to."""
+    if isinstance(target, HttpTarget):
+        parts = urlsplit(target.url)
+        port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+        return f"{field}.http.url", Endpoint(parts.hostname or "", port)
+    where = f"{field}.grpc.address"
+    return where, split_address(target.address, where)
 
 
 class TargetGuard:
@@ -533,71 +532,41 @@ class TargetGuard:
 
         The problem reported is the first one in ``items`` order, so a batch names the
         lowest failing index.
+
+        Raises:
+            InvalidArgument: A host is refused or does not exist.
+            Unavailable: A lookup failed or timed out (the caller may retry).
         """
-        endpoints: list[tuple[str, str, list[IPAddress] | None]] = []
-        lookups: dict[str, tuple[str, int, str]] = {}
+        endpoints: list[tuple[str, str]] = []
+        ports: dict[str, int] = {}  # each distinct host, with the port of its first use
         for target, field in items:
-            if isinstance(target, HttpTarget):
-                where = f"{field}.http.url"
-                parts = urlsplit(target.url)
-                host = parts.hostname or ""
-                port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
-            else:
-                where = f"{field}.grpc.address"
-                host, port = split_address(target.address, where)
-            try:
-                endpoints.append((where, host, [ipaddress.ip_address(host.strip("[]"))]))
-            except ValueError:
-                key = host.lower().rstrip(".")
-                lookups.setdefault(key, (key, port, where))
-                endpoints.append((where, key, None))
-        resolved: dict[str, tuple[IPAddress, ...] | BaseException] = {}
-        if lookups:
-            limit = asyncio.Semaphore(16)
+            where, endpoint = _endpoint(target, field)
+            host = endpoint.host
+            if ip_literal(host) is None:
+                host = host.lower()  # names are case-insensitive: one lookup per name
+            ports.setdefault(host, endpoint.port)
+            endpoints.append((where, host))
+        limit = asyncio.Semaphore(16)
 
-            async def lookup(host: str, port: int, where: str) -> tuple[IPAddress, ...]:
-                async with limit:
-                    return await self._lookup(host, port, where)
+        async def lookup(host: str, port: int) -> tuple[IPAddress, ...]:
+            async with limit:
+                return await resolve(host, port, timeout_s=self._timeout_s)
 
-            # return_exceptions: every failure is retrieved, then reported in item order.
-            results = await asyncio.gather(
-                *(lookup(*args) for args in lookups.values()), return_exceptions=True
-            )
-            resolved = dict(zip(lookups, results, strict=True))
-        for where, host, literal in endpoints:
-            if literal is not None:
-                addresses: tuple[IPAddress, ...] | BaseException = tuple(literal)
-            else:
-                addresses = resolved[host]
-            if isinstance(addresses, InvalidArgument):
-                raise InvalidArgument(where, addresses.problem)
+        # return_exceptions: every failure is retrieved, then reported in item order.
+        results = await asyncio.gather(
+            *(lookup(host, port) for host, port in ports.items()), return_exceptions=True
+        )
+        resolved = dict(zip(ports, results, strict=True))
+        for where, host in endpoints:
+            addresses = resolved[host]
+            if isinstance(addresses, HostNotFound):
+                raise _fail(where, str(addresses))
+            if isinstance(addresses, ResolveError):
+                raise Unavailable(f"{where}: {addresses}; retry")
             if isinstance(addresses, BaseException):
                 raise addresses
-            for address in addresses:
-                reason = self._policy.refusal(address)
-                if reason is not None:
-                    shown = host if str(address) == host else f"{host} ({address})"
-                    raise _fail(where, f"host {shown} is {reason}; calls to it are not allowed")
-
-    async def _lookup(self, host: str, port: int, field: str) -> tuple[IPAddress, ...]:
-        loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(self._timeout_s):
-                infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except TimeoutError:
-            raise Unavailable(
-                f"{field}: resolving {host} took more than {self._timeout_s:g} s; retry"
-            ) from None
-        except socket.gaierror as exc:
-            if exc.errno in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)):
-                raise _fail(field, f"host {host} does not resolve") from None
-            raise Unavailable(
-                f"{field}: cannot resolve {host} now ({exc.strerror}); retry"
-            ) from None
-        addresses = set()
-        for _family, _type, _proto, _canon, sockaddr in infos:
-            # Strip an IPv6 zone ("fe80::1%eth0") before parsing.
-            addresses.add(ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0]))
-        if not addresses:
-            raise _fail(field, f"host {host} does not resolve")
-        return tuple(sorted(addresses, key=lambda a: (a.version, int(a))))
+            refusal = self._policy.first_refusal(addresses)
+            if refusal is not None:
+                address = str(refusal.address)
+                shown = host if address == host else f"{host} ({address})"
+                raise _fail(where, f"host {shown} is {refusal.reason}; calls to it are not allowed")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import enum
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TypeVar
+
+import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
 from sundial.api.model import (
     ApiToken,
@@ -15,16 +19,18 @@ from sundial.api.model import (
     JobStats,
     Role,
     Run,
-    RunKind,
-    RunStatus,
     SigningSecretInfo,
     Tenant,
-    target_from_doc,
 )
 from sundial.core.db import Queries, translate_db_errors
 from sundial.run import (
+    ErrorClass,
+    RunKind,
+    RunStatus,
+    SkipReason,
     policies_from_json,
     schedule_from_json,
+    target_from_json,
 )
 
 queries = Queries.from_package("sundial.api")
@@ -34,6 +40,21 @@ _CONSTRAINTS = {
     "tenants_pkey": "tenant.tenant_id: a tenant with this id already exists",
 }
 translate = translate_db_errors(constraint_messages=_CONSTRAINTS)
+
+E = TypeVar("E", bound=enum.Enum)
+
+Row = asyncpg.Record
+"""A result row; only the store reads one (the managers get domain values)."""
+Conn = asyncpg.Connection | PoolConnectionProxy
+"""A connection: a bare one, or one acquired from the pool (a proxy to it)."""
+
+
+def one(row: Row | None) -> Row:
+    """The row a statement always returns (INSERT ... RETURNING, a row locked earlier in
+    the transaction): None there is a bug, not a result."""
+    if row is None:
+        raise AssertionError("the statement returned no row")
+    return row
 
 
 class RequestTaken(Exception):
@@ -76,11 +97,11 @@ class TokenRecord:
 # --- row mapping --------------------------------------------------------------------------
 
 
-def job_from_row(row: Mapping[str, Any]) -> Job:
+def job_from_row(row: Row) -> Job:
     spec = JobSpec(
         name=row["name"],
         schedule=schedule_from_json(row["schedule"]),
-        target=target_from_doc(row["target"]),
+        target=target_from_json(row["target"]),
         description=row["description"],
         payload=bytes(row["payload"]),
         policies=policies_from_json(row["policies"]),
@@ -114,7 +135,18 @@ def job_from_row(row: Mapping[str, Any]) -> Job:
     )
 
 
-def run_from_row(row: Mapping[str, Any]) -> Run:
+def _optional(kind: type[E], text: str | None) -> E | None:
+    """A nullable vocabulary column; text the API does not know reads as None (shown as
+    UNSPECIFIED) rather than failing the read: the scheduler and executor write these
+    columns, and during a rolling upgrade a newer one may write a value this API predates.
+    """
+    try:
+        return kind(text) if text else None
+    except ValueError:
+        return None
+
+
+def run_from_row(row: Row) -> Run:
     lateness_ms = row["lateness_ms"]
     return Run(
         job_id=row["job_id"],
@@ -128,8 +160,8 @@ def run_from_row(row: Mapping[str, Any]) -> Run:
         finished_at=row["finished_at"],
         lateness=None if lateness_ms is None else timedelta(milliseconds=lateness_ms),
         last_error=row["last_error"] or "",
-        error_class=row["error_class"] or "",
-        skip_reason=row["skip_reason"] or "",
+        error_class=_optional(ErrorClass, row["error_class"]),
+        skip_reason=_optional(SkipReason, row["skip_reason"]),
         next_attempt_at=row["next_attempt_at"],
         create_time=row["created_at"],
         cancel_requested=row["cancel_requested"],
@@ -139,7 +171,7 @@ def run_from_row(row: Mapping[str, Any]) -> Run:
     )
 
 
-def token_from_row(row: Mapping[str, Any]) -> ApiToken:
+def token_from_row(row: Row) -> ApiToken:
     return ApiToken(
         token_id=row["token_id"],
         tenant_id=row["tenant_id"],
@@ -153,7 +185,7 @@ def token_from_row(row: Mapping[str, Any]) -> ApiToken:
     )
 
 
-def tenant_from_row(row: Mapping[str, Any], secrets: Sequence[SigningSecretInfo]) -> Tenant:
+def tenant_from_row(row: Row, secrets: Sequence[SigningSecretInfo]) -> Tenant:
     return Tenant(
         tenant_id=row["tenant_id"],
         display_name=row["name"],

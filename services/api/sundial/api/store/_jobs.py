@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 import asyncpg
 
@@ -16,22 +17,28 @@ from sundial.api.model import (
     Role,
     Run,
     RunFilter,
-    RunKind,
-    RunStatus,
-    target_to_doc,
 )
 from sundial.api.store._base import (
+    Conn,
     RequestClaim,
     RequestRecord,
     RequestTaken,
     TokenRecord,
     job_from_row,
+    one,
     queries,
     run_from_row,
     translate,
 )
-from sundial.run import policies_to_json, schedule_from_json, schedule_to_json
 from sundial.core.errors import AlreadyExists, ResourceExhausted
+from sundial.run import (
+    RunKind,
+    RunStatus,
+    policies_to_json,
+    schedule_from_json,
+    schedule_to_json,
+    target_to_json,
+)
 from sundial.schedule import Schedule
 
 
@@ -116,7 +123,7 @@ class JobStore:
 
     async def _claim(
         self,
-        conn: asyncpg.Connection,
+        conn: Conn,
         tenant_id: str,
         claim: RequestClaim,
         now: datetime,
@@ -158,14 +165,14 @@ class JobStore:
             ResourceExhausted: The quota would be exceeded.
         """
         names = [job.spec.name for job in jobs]
-        columns = [
+        columns: list[list[Any]] = [
             [job.job_id for job in jobs],
             names,
             [job.partition_id for job in jobs],
             [job.next_run_at for job in jobs],
             [job.spec.paused for job in jobs],
             [schedule_to_json(job.spec.schedule) for job in jobs],
-            [target_to_doc(job.spec.target) for job in jobs],  # type: ignore[arg-type]
+            [target_to_json(job.spec.target) for job in jobs],  # type: ignore[arg-type]
             [policies_to_json(job.spec.policies) for job in jobs],
             [job.spec.payload for job in jobs],
             [dict(job.spec.labels) for job in jobs],
@@ -208,8 +215,8 @@ class JobStore:
                     await self._quota_exceeded(conn, tenant_id, len(jobs))
 
     @staticmethod
-    async def _quota_exceeded(conn: asyncpg.Connection, tenant_id: str, wanted: int) -> None:
-        usage = await conn.fetchrow(queries.quota_usage, tenant_id)
+    async def _quota_exceeded(conn: Conn, tenant_id: str, wanted: int) -> None:
+        usage = one(await conn.fetchrow(queries.quota_usage, tenant_id))
         raise ResourceExhausted(
             f"the tenant's max_jobs quota ({usage['max_jobs']}) would be exceeded: "
             f"{usage['job_count']} jobs exist, {wanted} more requested"
@@ -243,7 +250,7 @@ class JobStore:
             next_run_at,
             now,
             schedule_to_json(spec.schedule),
-            target_to_doc(spec.target),
+            target_to_json(spec.target),
             policies_to_json(spec.policies),
             spec.payload,
             dict(spec.labels),

@@ -9,7 +9,14 @@ from datetime import datetime
 import asyncpg
 
 from sundial.api.model import ApiToken, Role, SigningSecretInfo, Tenant, TenantChanges
-from sundial.api.store._base import queries, tenant_from_row, token_from_row, translate
+from sundial.api.store._base import (
+    Conn,
+    one,
+    queries,
+    tenant_from_row,
+    token_from_row,
+    translate,
+)
 
 
 class TenantStore:
@@ -20,7 +27,7 @@ class TenantStore:
     # --- tenants --------------------------------------------------------------------------
 
     async def _secrets(
-        self, conn: asyncpg.Connection | asyncpg.Pool, tenant_ids: Sequence[str]
+        self, conn: Conn | asyncpg.Pool, tenant_ids: Sequence[str]
     ) -> dict[str, list[SigningSecretInfo]]:
         found: dict[str, list[SigningSecretInfo]] = {t: [] for t in tenant_ids}
         for row in await conn.fetch(queries.tenant_secrets, list(tenant_ids)):
@@ -56,7 +63,7 @@ class TenantStore:
                 uuid.uuid4(),
                 now,
             )
-            row = await conn.fetchrow(queries.get_tenant, tenant_id)
+            row = one(await conn.fetchrow(queries.get_tenant, tenant_id))
             return tenant_from_row(row, (await self._secrets(conn, [tenant_id]))[tenant_id])
 
     @translate
@@ -90,7 +97,7 @@ class TenantStore:
             )
             if updated is None:
                 return None
-            row = await conn.fetchrow(queries.get_tenant, tenant_id)
+            row = one(await conn.fetchrow(queries.get_tenant, tenant_id))
             return tenant_from_row(row, (await self._secrets(conn, [tenant_id]))[tenant_id])
 
     @translate
@@ -103,7 +110,7 @@ class TenantStore:
                 return None
             await conn.execute(queries.expire_secrets, tenant_id, now, old_expire)
             await conn.execute(queries.add_secret, tenant_id, uuid.uuid4(), secret, now)
-            row = await conn.fetchrow(queries.get_tenant, tenant_id)
+            row = one(await conn.fetchrow(queries.get_tenant, tenant_id))
             return tenant_from_row(row, (await self._secrets(conn, [tenant_id]))[tenant_id])
 
     @translate
@@ -130,7 +137,7 @@ class TenantStore:
             now,
             expire_time,
         )
-        return token_from_row(row)
+        return token_from_row(one(row))
 
     @translate
     async def list_tokens(

@@ -6,20 +6,23 @@ connection and refuses it when ANY resolved address is forbidden. The HTTP clien
 connects to the address that was checked (see :mod:`sundial.executor.targets.http`), so
 there is no window between check and connect.
 
-The rules are :mod:`sundial.core.netpolicy`'s, the same the API applies when a job is
-written (``allow_loopback_targets``, ``allow_private_targets``).
+Parsing, resolution and the rules are :mod:`sundial.core.netpolicy`'s, the same the API
+applies when a job is written (``allow_loopback_targets``, ``allow_private_targets``);
+this module only maps their verdicts onto the executor's outcomes: a refused or
+malformed address is final (:class:`TargetRefused`), a failed lookup is an
+:class:`OSError` like any connection error (retryable).
 """
 
 from __future__ import annotations
 
-import asyncio
-import ipaddress
-import socket
-
-from sundial.core.netpolicy import AddressPolicy as NetPolicy
+from sundial.core import netpolicy
 from sundial.core.netpolicy import IPAddress
 
-__all__ = ["AddressPolicy", "TargetRefused", "split_host_port"]
+__all__ = ["RESOLVE_TIMEOUT_S", "AddressPolicy", "TargetRefused", "split_host_port"]
+
+RESOLVE_TIMEOUT_S = 10.0
+"""Bound on one name lookup: the connect timeout of HTTP calls, so a hung resolver fails
+the attempt as a connection error instead of holding it until the run timeout."""
 
 
 class TargetRefused(Exception):
@@ -30,17 +33,17 @@ def split_host_port(address: str) -> tuple[str, int]:
     """Split ``host:port`` (IPv6 in brackets) into host and port.
 
     Raises:
-        TargetRefused: ``address`` is not host:port.
+        TargetRefused: ``address`` is not host:port (see
+            :func:`sundial.core.netpolicy.parse_address`).
     """
-    host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise TargetRefused(f"bad target address {address!r}: expected host:port")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    return host, int(port)
+    try:
+        endpoint = netpolicy.parse_address(address)
+    except netpolicy.AddressError as exc:
+        raise TargetRefused(f"bad target address {address!r}: {exc.problem}") from None
+    return endpoint.host, endpoint.port
 
 
-class AddressPolicy(NetPolicy):
+class AddressPolicy(netpolicy.AddressPolicy):
     """The SSRF rules of one executor, with the call-time resolution that applies them."""
 
     def check(self, address: IPAddress) -> None:
@@ -57,24 +60,10 @@ class AddressPolicy(NetPolicy):
 
         Raises:
             TargetRefused: Any resolved address is forbidden.
-            OSError: The name does not resolve (a connection error: retryable).
+            OSError: The name does not resolve now (a connection error: retryable).
         """
-        try:
-            literal = ipaddress.ip_address(host)
-        except ValueError:
-            literal = None
-        if literal is not None:
-            self.check(literal)
-            return [str(literal)]
-        infos = await asyncio.get_running_loop().getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
-        )
-        addresses: list[str] = []
-        for _family, _type, _proto, _name, sockaddr in infos:
-            text = str(sockaddr[0]).split("%", 1)[0]  # drop an IPv6 zone id
-            self.check(ipaddress.ip_address(text))
-            if text not in addresses:
-                addresses.append(text)
-        if not addresses:
-            raise OSError(f"{host} did not resolve")
-        return addresses
+        addresses = await netpolicy.resolve(host, port, timeout_s=RESOLVE_TIMEOUT_S)
+        refusal = self.first_refusal(addresses)
+        if refusal is not None:
+            raise TargetRefused(f"{refusal.address} is {refusal.reason}")
+        return [str(address) for address in addresses]

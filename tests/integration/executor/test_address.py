@@ -1,0 +1,81 @@
+"""The executor's call-time address check reads and resolves a target's address exactly as
+the API's write-time check does (both are sundial.core.netpolicy), and maps the verdicts
+onto outcomes: malformed or forbidden is final (TargetRefused), a failed lookup is a
+connection error (OSError, retryable)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from sundial.api import validation
+from sundial.core.errors import InvalidArgument
+from sundial.executor.targets import address
+from sundial.executor.targets.address import AddressPolicy, TargetRefused, split_host_port
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "example.com",
+        "example.com:0",
+        "::1:50051",  # unbracketed IPv6
+        "[example.com]:443",
+        "[::zz]:50051",
+        "bad_host!:80",
+        "example.com:\u00b2",
+    ],
+)
+def test_an_address_the_api_refuses_is_refused_at_call_time(text: str) -> None:
+    with pytest.raises(InvalidArgument) as at_write:
+        validation.split_address(text, "target.grpc.address")
+    with pytest.raises(TargetRefused) as at_call:
+        split_host_port(text)
+    if text:  # the API says "is required" before it parses
+        assert str(at_call.value) == f"bad target address {text!r}: {at_write.value.problem}"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("example.com:443", ("example.com", 443)),
+        ("[::1]:50051", ("::1", 50051)),
+        ("10.0.0.1:0080", ("10.0.0.1", 80)),
+    ],
+)
+def test_an_address_the_api_accepts_is_read_the_same_at_call_time(
+    text: str, expected: tuple[str, int]
+) -> None:
+    endpoint = validation.split_address(text, "target.grpc.address")
+    assert (endpoint.host, endpoint.port) == expected == split_host_port(text)
+
+
+async def test_a_hung_resolver_is_a_connection_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def getaddrinfo(host: str, port: int, **kwargs: Any) -> list[Any]:
+        await asyncio.Event().wait()  # never answers
+        raise AssertionError("unreachable")
+
+    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(address, "RESOLVE_TIMEOUT_S", 0)
+    with pytest.raises(OSError, match="took more than"):
+        await AddressPolicy(allow_private=True).resolve("slow.example", 443)
+
+
+async def test_the_first_forbidden_address_in_resolver_order_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    answer = ["93.184.216.34", "10.0.0.7", "127.0.0.1"]
+
+    async def getaddrinfo(host: str, port: int, **kwargs: Any) -> list[Any]:
+        return [(2, 1, 6, "", (a, port)) for a in answer]
+
+    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", getaddrinfo)
+    with pytest.raises(TargetRefused, match=r"^10\.0\.0\.7 is a private or non-public address$"):
+        await AddressPolicy().resolve("mixed.example", 443)
+    assert (
+        await AddressPolicy(allow_private=True, allow_loopback=True).resolve("mixed.example", 443)
+        == answer
+    )
