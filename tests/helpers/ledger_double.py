@@ -1,17 +1,38 @@
-"""A TEST DOUBLE of RunLedger, served over a real ``grpc.aio`` server on 127.0.0.1:0.
+"""A TEST DOUBLE of RunLedger: the real run state machine over runs held in memory,
+served by the services' own gRPC server builder on 127.0.0.1.
 
-It keeps run state in memory and follows the contract of proto/sundial/v1/ledger.proto
-closely enough for executor tests: grants with increasing attempts and leases (the same
-attempt again for a run the calling executor already holds), the rejection reasons
-(FINISHED, LEASED_ELSEWHERE, TENANT_AT_CAPACITY with retry_after, NOT_FOUND,
-CANCELLED), heartbeats that extend held leases and report lost ones,
-unsolicited cancel orders, and CompleteRuns fenced by attempt. It does not retry,
-republish or write anything durable: the real ledger (services/scheduler) does.
+What it shares with the real ledger (``sundial.scheduler.ledger``):
+
+- Every decision. Run state is one :class:`sundial.run.RunState` per
+  :class:`sundial.run.RunRef`; LeaseRuns answers what :func:`sundial.run.decide_leases`
+  answers over the in-memory RUNNING counts and :attr:`LedgerDouble.tenant_cap`
+  (including the idempotent re-grant and NOT_DUE); CompleteRuns writes what
+  :func:`sundial.run.fence` lets through and :func:`sundial.run.complete` decides (backoff
+  from a seeded rng, DEAD on the last attempt, a cancel winning over a retry);
+  :meth:`LedgerDouble.expire` applies :func:`sundial.run.lease_expiry` as the sweeper does.
+- The request parsing of the real servicer (UUID job ids through
+  :func:`sundial.core.wire.run_ref_in`, executor ids, batch sizes, a lease_ttl of
+  10 s-5 min, outcomes) and :mod:`sundial.core.wire` for every conversion.
+- The server: :func:`sundial.core.grpc.build_server`, so errors map to the same codes.
+
+What it does not do: keep anything durable, dispatch, republish, sweep on its own,
+publish dead letters, count job stats, or sign with tenant secrets (the signature is
+``t=<now>,v1=double-signature``). A cancellation (:meth:`LedgerDouble.cancel`) is pushed
+on every open heartbeat stream at once, where the real ledger polls for it.
+
+Runs: with ``implicit_runs`` (the default) every occurrence of a job added with
+:meth:`LedgerDouble.add_job` is a QUEUED run from the first LeaseRuns that names it, as
+if a dispatcher had written its row before publishing it (executor tests publish their
+own dispatches). With ``implicit_runs=False`` only runs added with
+:meth:`LedgerDouble.add_run` exist, as in the real ledger; any other is NOT_FOUND.
+
+``tests/integration/scheduler/test_ledger_contract.py`` runs the same contract tests on
+this double (``implicit_runs=False``) and on the real ledger.
 
 Usage::
 
     async with LedgerDouble() as ledger:
-        ledger.add_job("job-1", http_target(url), tenant="t1")
+        ledger.add_job(job_id, http_target(url), tenant="t1")  # job_id: a UUID
         ... ExecutorConfig(ledger_address=ledger.address, ...) ...
         await assert_eventually(lambda: ledger.status(run) == "SUCCEEDED")
 """
@@ -19,19 +40,48 @@ Usage::
 from __future__ import annotations
 
 import asyncio
-import time
+import random
+import uuid
 from collections import defaultdict
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 
 import grpc
-from google.protobuf.duration_pb2 import Duration
-from google.protobuf.timestamp_pb2 import Timestamp
 
-from sundial.run import run_key
+from sundial.core import wire
+from sundial.core.clock import Clock, SystemClock
+from sundial.core.config import ServerConfig
+from sundial.core.errors import InvalidArgument, SundialError
+from sundial.core.grpc import Server, build_server
+from sundial.run import (
+    FenceReason,
+    Grant,
+    RetryPolicy,
+    RunKind,
+    RunRef,
+    RunState,
+    RunStatus,
+    Target,
+    Transition,
+    complete,
+    decide_leases,
+    fence,
+    lease_expiry,
+)
+
+# The real servicer's request parsing, so both refuse the same requests the same way.
+from sundial.scheduler.ledger._servicer import (
+    MAX_BATCH,
+    MAX_HELD,
+    _completion_in,
+    _executor,
+    _lease_ttl,
+)
 from sundial.v1 import job_pb2, ledger_pb2, ledger_pb2_grpc, run_pb2
 
-TERMINAL = frozenset({"SUCCEEDED", "DEAD", "SKIPPED", "CANCELLED"})
+DEFAULT_LEASE_S = 30
+"""Lease of a request without lease_ttl (the scheduler's default ``run_lease_s``)."""
 
 
 def http_target(url: str, method: str = "POST") -> job_pb2.Target:
@@ -44,33 +94,24 @@ def grpc_target(address: str) -> job_pb2.Target:
     return job_pb2.Target(grpc=job_pb2.GrpcTarget(address=address, plaintext=True))
 
 
-def ref(job_id: str, at: datetime) -> run_pb2.RunRef:
-    """A RunRef."""
-    stamp = Timestamp()
-    stamp.FromDatetime(at)
-    return run_pb2.RunRef(job_id=job_id, scheduled_at=stamp)
+def ref(job_id: str | uuid.UUID, at: datetime) -> run_pb2.RunRef:
+    """A RunRef message (``job_id`` must be a UUID for the ledger to accept it)."""
+    return run_pb2.RunRef(job_id=str(job_id), scheduled_at=wire.timestamp(at))
 
 
-def _key(r: run_pb2.RunRef) -> str:
-    return run_key(r.job_id, r.scheduled_at.ToDatetime(tzinfo=UTC))
+def _ref_in(r: run_pb2.RunRef) -> RunRef:
+    return wire.run_ref_in(r, "run")
 
 
-@dataclass
+@dataclass(frozen=True)
 class JobSpec:
-    target: job_pb2.Target
+    """A job as the double knows it: what a grant carries, and its retry policy."""
+
+    target: Target
     tenant: str
     payload: bytes = b""
     run_timeout_s: float = 30.0
-
-
-@dataclass
-class RunState:
-    ref: run_pb2.RunRef
-    status: str = "QUEUED"
-    attempt: int = 0
-    executor_id: str = ""
-    lease_until: float = 0.0
-    cancel_requested: bool = False
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
 
 
 @dataclass
@@ -79,18 +120,50 @@ class _Stream:
     outbox: asyncio.Queue[ledger_pb2.HeartbeatResponse] = field(default_factory=asyncio.Queue)
 
 
-class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
-    """In-memory RunLedger (see the module docstring). A double: label results as such."""
+def _holds(state: RunState | None, attempt: int, executor_id: str) -> bool:
+    """Whether a heartbeat of ``executor_id`` for ``attempt`` may extend the lease (the
+    real ledger's ``extend_leases``: RUNNING, the same attempt, the same executor)."""
+    return (
+        state is not None
+        and state.status is RunStatus.RUNNING
+        and state.attempt == attempt
+        and state.executor_id == executor_id
+    )
 
-    def __init__(self, *, port: int = 0, heartbeat_interval_s: float = 0.2) -> None:
-        self.jobs: dict[str, JobSpec] = {}
-        self.runs: dict[str, RunState] = {}
+
+class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
+    """In-memory RunLedger (see the module docstring). A double: label results as such.
+
+    Args:
+        port: Port to listen on (0: a free one, kept across :meth:`stop`/:meth:`start`).
+        heartbeat_interval_s: The interval Heartbeat answers announce.
+        implicit_runs: Occurrences of added jobs exist without :meth:`add_run`.
+        clock: The source of "now" (the system clock by default).
+        rng: Randomness of the retry backoff (seeded by default).
+    """
+
+    def __init__(
+        self,
+        *,
+        port: int = 0,
+        heartbeat_interval_s: float = 0.2,
+        implicit_runs: bool = True,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.jobs: dict[uuid.UUID, JobSpec] = {}
+        self.states: dict[RunRef, RunState] = {}
+        """Every run the double knows, as the state machine sees it."""
         self.tenant_cap: dict[str, int] = {}
+        """Tenant -> max_concurrent_runs (absent: no cap)."""
         self.capacity_retry_s = 0.5
+        """retry_after of a TENANT_AT_CAPACITY rejection."""
         self.heartbeat_interval_s = heartbeat_interval_s
+        self.implicit_runs = implicit_runs
         self.lease_requests: list[ledger_pb2.LeaseRunsRequest] = []
         self.complete_requests: list[ledger_pb2.CompleteRunsRequest] = []
         self.outcomes: list[ledger_pb2.Outcome] = []
+        """Every outcome accepted (not fenced), in order."""
         self.heartbeats: list[ledger_pb2.HeartbeatRequest] = []
         self.fail_lease_calls = 0
         """The next N LeaseRuns calls fail with UNAVAILABLE."""
@@ -110,19 +183,25 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
         arrives)."""
         self.heartbeat_streams = 0
         """Heartbeat streams opened so far."""
+        self._clock = clock or SystemClock()
+        self._rng = rng or random.Random(7)
         self._streams: list[_Stream] = []
         self._port = port
-        self._server: grpc.aio.Server | None = None
+        self._server: Server | None = None
         self.address = ""
 
     # --- set-up --------------------------------------------------------------------------
 
     async def start(self) -> LedgerDouble:
-        self._server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-        ledger_pb2_grpc.add_RunLedgerServicer_to_server(self, self._server)
-        self._port = self._server.add_insecure_port(f"127.0.0.1:{self._port}")
-        self.address = f"127.0.0.1:{self._port}"
+        self._server = build_server(
+            ServerConfig(listen=f"127.0.0.1:{self._port}", grace_period_s=0),
+            services=[(ledger_pb2_grpc.add_RunLedgerServicer_to_server, self)],
+            service_names=["sundial.v1.RunLedger"],
+        )
+        self._port = self._server.port
+        self.address = self._server.address
         await self._server.start()
+        await self._server.set_serving()
         return self
 
     async def stop(self, grace_s: float | None = 0) -> None:
@@ -139,46 +218,84 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
 
     def add_job(
         self,
-        job_id: str,
+        job_id: str | uuid.UUID,
         target: job_pb2.Target,
         *,
         tenant: str = "tenant-1",
         payload: bytes = b"",
         run_timeout_s: float = 30.0,
+        retry: RetryPolicy | None = None,
     ) -> None:
-        self.jobs[job_id] = JobSpec(target, tenant, payload, run_timeout_s)
+        """Know a job (``job_id`` a UUID, as the real ledger requires)."""
+        shape = wire.target_in(target)
+        if shape is None:
+            raise ValueError("target: no kind set")
+        self.jobs[wire.job_id_in(str(job_id))] = JobSpec(
+            shape, tenant, payload, run_timeout_s, retry or RetryPolicy()
+        )
+
+    def add_run(self, r: run_pb2.RunRef) -> None:
+        """A QUEUED run of an added job, as a dispatch leaves it."""
+        run = _ref_in(r)
+        self.states[run] = self._queued(run, self.jobs[run.job_id])
+
+    @staticmethod
+    def _queued(run: RunRef, job: JobSpec) -> RunState:
+        return RunState(ref=run, status=RunStatus.QUEUED, retry=job.retry, tenant_id=job.tenant)
 
     # --- inspection ----------------------------------------------------------------------
 
+    @property
+    def runs(self) -> dict[str, RunState]:
+        """The known runs by run key (``<job_id>@<scheduled_at>``)."""
+        return {run.key: state for run, state in self.states.items()}
+
     def status(self, r: run_pb2.RunRef) -> str:
-        state = self.runs.get(_key(r))
-        return state.status if state else "UNKNOWN"
+        """The run's status name ("QUEUED", "RUNNING", "SUCCEEDED"...), or "UNKNOWN"."""
+        state = self.states.get(_ref_in(r))
+        return state.status.name if state else "UNKNOWN"
 
     def outcomes_for(self, r: run_pb2.RunRef) -> list[ledger_pb2.Outcome]:
-        return [o for o in self.outcomes if _key(o.run) == _key(r)]
+        run = _ref_in(r)
+        return [o for o in self.outcomes if _ref_in(o.run) == run]
 
     def running(self, tenant: str) -> int:
-        return sum(
-            1
-            for s in self.runs.values()
-            if s.status == "RUNNING" and self.jobs[s.ref.job_id].tenant == tenant
-        )
+        return self._running().get(tenant, 0)
+
+    def _running(self) -> dict[str, int]:
+        counts: dict[str, int] = defaultdict(int)
+        for state in self.states.values():
+            if state.status is RunStatus.RUNNING:
+                counts[state.tenant_id] += 1
+        return dict(counts)
 
     def cancel(self, r: run_pb2.RunRef, reason: str = "CancelRun") -> None:
         """Ask the holder of ``r`` to stop: an unsolicited cancel order on every stream."""
-        state = self.runs[_key(r)]
-        state.cancel_requested = True
-        order = ledger_pb2.CancelOrder(run=state.ref, attempt=state.attempt, reason=reason)
+        run = _ref_in(r)
+        state = self.states[run] = replace(self.states[run], cancel_requested=True)
+        order = ledger_pb2.CancelOrder(run=r, attempt=state.attempt, reason=reason)
         for stream in self._streams:
             stream.outbox.put_nowait(ledger_pb2.HeartbeatResponse(cancel=[order]))
 
     def expire(self, r: run_pb2.RunRef) -> None:
-        """Let ``r``'s lease lapse and grant it again later (as a sweep would)."""
-        state = self.runs[_key(r)]
-        state.status = "QUEUED"
-        state.lease_until = 0.0
+        """Let the RUNNING run ``r``'s lease lapse now and apply what the sweeper would
+        (:func:`sundial.run.lease_expiry`: QUEUED to be leased again, DEAD on the last
+        attempt, CANCELLED when asked to stop)."""
+        state = self.states[_ref_in(r)]
+        if state.status is not RunStatus.RUNNING:
+            raise ValueError(f"run is {state.status.name}, not RUNNING")
+        self._write(lease_expiry(state, self._clock.now()))
 
-    # --- RunLedger -----------------------------------------------------------------------
+    def _write(self, transition: Transition) -> None:
+        """Write a transition as the real store does (the lease ends with it)."""
+        self.states[transition.ref] = replace(
+            self.states[transition.ref],
+            status=transition.status,
+            lease_until=None,
+            next_attempt_at=transition.next_attempt_at,
+        )
+
+    # --- LeaseRuns -----------------------------------------------------------------------
 
     async def LeaseRuns(
         self, request: ledger_pb2.LeaseRunsRequest, context: grpc.aio.ServicerContext
@@ -187,103 +304,90 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
         if self.fail_lease_calls > 0:
             self.fail_lease_calls -= 1
             await context.abort(grpc.StatusCode.UNAVAILABLE, "double: ledger unavailable")
-        ttl = request.lease_ttl.ToTimedelta().total_seconds() or 30.0
+        executor_id = _executor(request.executor_id)
+        if not 1 <= len(request.runs) <= MAX_BATCH:
+            raise InvalidArgument("runs", f"must hold 1-{MAX_BATCH} runs")
+        refs = [wire.run_ref_in(r, f"runs[{i}]") for i, r in enumerate(request.runs)]
+        now = self._clock.now()
+        lease_until = now + _lease_ttl(request, DEFAULT_LEASE_S)
+        states: dict[RunRef, RunState] = {}
+        for run in refs:
+            state = self.states.get(run)
+            if state is None and self.implicit_runs and run.job_id in self.jobs:
+                state = self.states[run] = self._queued(run, self.jobs[run.job_id])
+            if state is not None:
+                cap = self.tenant_cap.get(state.tenant_id)
+                states[run] = replace(state, max_concurrent_runs=cap)
+        answers = decide_leases(
+            refs,
+            states,
+            executor_id=executor_id,
+            now=now,
+            running=self._running(),
+            capacity_retry=timedelta(seconds=self.capacity_retry_s),
+        )
         results = []
-        now = time.time()
-        for r in request.runs:
-            results.append(self._lease_one(r, request.executor_id, ttl, now))
+        for wire_ref, answer in zip(request.runs, answers, strict=True):
+            if isinstance(answer, Grant):
+                state = self._write_grant(answer, executor_id, lease_until)
+                grant = self._grant(state, lease_until, now)
+                results.append(ledger_pb2.LeaseResult(run=wire_ref, grant=grant))
+                continue
+            rejection = ledger_pb2.Rejection(
+                reason=wire.enum_out(answer.reason), detail=answer.detail
+            )
+            if answer.retry_after is not None:
+                rejection.retry_after.CopyFrom(wire.duration(answer.retry_after))
+            results.append(ledger_pb2.LeaseResult(run=wire_ref, rejection=rejection))
         if self.lose_lease_answers > 0:
             self.lose_lease_answers -= 1
             await context.abort(grpc.StatusCode.UNAVAILABLE, "double: answer lost")
         return ledger_pb2.LeaseRunsResponse(results=results)
 
-    def _lease_one(
-        self, r: run_pb2.RunRef, executor_id: str, ttl: float, now: float
-    ) -> ledger_pb2.LeaseResult:
-        def reject(
-            reason: int, detail: str, retry_after: float | None = None
-        ) -> ledger_pb2.LeaseResult:
-            rejection = ledger_pb2.Rejection(reason=reason, detail=detail)
-            if retry_after is not None:
-                rejection.retry_after.FromTimedelta(timedelta(seconds=retry_after))
-            return ledger_pb2.LeaseResult(run=r, rejection=rejection)
-
-        job = self.jobs.get(r.job_id)
-        if job is None:
-            return reject(ledger_pb2.REJECT_REASON_NOT_FOUND, "no such job")
-        state = self.runs.setdefault(_key(r), RunState(ref=r))
-        if state.status == "CANCELLED":
-            return reject(ledger_pb2.REJECT_REASON_CANCELLED, "run is CANCELLED")
-        if state.status in TERMINAL:
-            return reject(ledger_pb2.REJECT_REASON_FINISHED, f"run is {state.status}")
-        regrant = False
-        if state.status == "RUNNING" and state.lease_until > now:
-            if state.executor_id != executor_id:
-                return reject(ledger_pb2.REJECT_REASON_LEASED_ELSEWHERE, state.executor_id)
-            regrant = True  # the caller holds it: the same attempt again (idempotent)
-        cap = self.tenant_cap.get(job.tenant)
-        if not regrant and cap is not None and self.running(job.tenant) >= cap:
-            return reject(
-                ledger_pb2.REJECT_REASON_TENANT_AT_CAPACITY, "at capacity", self.capacity_retry_s
+    def _write_grant(self, grant: Grant, executor_id: str, lease_until: datetime) -> RunState:
+        """A new attempt, or (re-grant) the holder's lease extended at the same one, as
+        the real store's ``grant_runs``/``extend_leases`` write them."""
+        state = self.states[grant.ref]
+        if grant.regrant:
+            state = replace(state, lease_until=lease_until)
+        else:
+            state = replace(
+                state,
+                status=RunStatus.RUNNING,
+                attempt=state.attempt + 1,
+                executor_id=executor_id,
+                lease_until=lease_until,
+                next_attempt_at=None,
             )
-        state.status = "RUNNING"
-        if not regrant:
-            state.attempt += 1
-        state.executor_id = executor_id
-        state.lease_until = now + ttl
-        grant = ledger_pb2.Grant(
-            attempt=state.attempt,
-            target=job.target,
-            payload=job.payload,
-            tenant_id=job.tenant,
-            run_key=_key(r),
-            signature=f"t={int(now)},v1=double-signature",
-            kind=run_pb2.RUN_KIND_SCHEDULED,
-            job_name=f"job {r.job_id}",
-        )
-        grant.lease_until.FromSeconds(int(state.lease_until))
-        grant.run_timeout.FromTimedelta(timedelta(seconds=job.run_timeout_s))
-        return ledger_pb2.LeaseResult(run=r, grant=grant)
+        self.states[grant.ref] = state
+        return state
 
-    async def Heartbeat(self, request_iterator, context):
+    def _grant(self, state: RunState, lease_until: datetime, now: datetime) -> ledger_pb2.Grant:
+        job = self.jobs[state.ref.job_id]
+        return ledger_pb2.Grant(
+            attempt=state.attempt,
+            lease_until=wire.timestamp(lease_until),
+            target=wire.target(job.target),
+            payload=job.payload,
+            run_timeout=wire.duration(timedelta(seconds=job.run_timeout_s)),
+            tenant_id=job.tenant,
+            run_key=state.ref.key,
+            signature=f"t={int(now.timestamp())},v1=double-signature",
+            kind=wire.enum_out(RunKind.SCHEDULED),
+            job_name=f"job {state.ref.job_id}",
+        )
+
+    # --- Heartbeat -----------------------------------------------------------------------
+
+    async def Heartbeat(
+        self,
+        request_iterator: AsyncIterator[ledger_pb2.HeartbeatRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[ledger_pb2.HeartbeatResponse]:
         self.heartbeat_streams += 1
         stream = _Stream()
         self._streams.append(stream)
-        interval = Duration()
-        interval.FromTimedelta(timedelta(seconds=self.heartbeat_interval_s))
-
-        async def pump_requests() -> None:
-            async for beat in request_iterator:
-                self.heartbeats.append(beat)
-                if self.mute_heartbeats:
-                    continue
-                stream.executor_id = beat.executor_id
-                ttl = beat.lease_ttl.ToTimedelta().total_seconds() or 30.0
-                response = ledger_pb2.HeartbeatResponse(heartbeat_interval=interval)
-                now = time.time()
-                for held in beat.runs:
-                    state = self.runs.get(_key(held.run))
-                    if (
-                        state is None
-                        or state.status != "RUNNING"
-                        or state.attempt != held.attempt
-                        or state.executor_id != beat.executor_id
-                    ):
-                        response.lost.append(held)
-                        continue
-                    state.lease_until = now + ttl
-                    ext = ledger_pb2.LeaseExtension(run=held.run, attempt=held.attempt)
-                    ext.lease_until.FromSeconds(int(state.lease_until))
-                    response.extended.append(ext)
-                    if state.cancel_requested:
-                        response.cancel.append(
-                            ledger_pb2.CancelOrder(
-                                run=held.run, attempt=held.attempt, reason="cancel requested"
-                            )
-                        )
-                await stream.outbox.put(response)
-
-        pump = asyncio.create_task(pump_requests())
+        pump = asyncio.create_task(self._answer_beats(request_iterator, stream))
         getter: asyncio.Future[ledger_pb2.HeartbeatResponse] | None = None
         try:
             while True:
@@ -293,6 +397,11 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
                     yield getter.result()
                     continue
                 break
+            # A malformed beat ends the stream with its status, as in the real ledger;
+            # a client that went away just ends it.
+            error = None if pump.cancelled() else pump.exception()
+            if isinstance(error, SundialError):
+                raise error
         finally:
             # The server may cancel this handler (stop, client gone): leave no task behind.
             for task in (getter, pump):
@@ -304,42 +413,97 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
             if stream in self._streams:
                 self._streams.remove(stream)
 
+    async def _answer_beats(
+        self, request_iterator: AsyncIterator[ledger_pb2.HeartbeatRequest], stream: _Stream
+    ) -> None:
+        interval = wire.duration(timedelta(seconds=self.heartbeat_interval_s))
+        async for beat in request_iterator:
+            self.heartbeats.append(beat)
+            if self.mute_heartbeats:
+                continue
+            executor_id = _executor(beat.executor_id)
+            if len(beat.runs) > MAX_HELD:
+                raise InvalidArgument("runs", f"at most {MAX_HELD} held runs")
+            held = [wire.run_ref_in(h.run, f"runs[{i}].run") for i, h in enumerate(beat.runs)]
+            stream.executor_id = executor_id
+            lease_until = self._clock.now() + _lease_ttl(beat, DEFAULT_LEASE_S)
+            response = ledger_pb2.HeartbeatResponse(heartbeat_interval=interval)
+            for run, message in zip(held, beat.runs, strict=True):
+                state = self.states.get(run)
+                if state is None or not _holds(state, message.attempt, executor_id):
+                    response.lost.append(message)
+                    continue
+                self.states[run] = replace(state, lease_until=lease_until)
+                response.extended.append(
+                    ledger_pb2.LeaseExtension(
+                        run=message.run,
+                        attempt=message.attempt,
+                        lease_until=wire.timestamp(lease_until),
+                    )
+                )
+                if state.cancel_requested:
+                    response.cancel.append(
+                        ledger_pb2.CancelOrder(
+                            run=message.run,
+                            attempt=message.attempt,
+                            reason="cancellation requested",
+                        )
+                    )
+            await stream.outbox.put(response)
+
+    # --- CompleteRuns --------------------------------------------------------------------
+
     async def CompleteRuns(
         self, request: ledger_pb2.CompleteRunsRequest, context: grpc.aio.ServicerContext
     ) -> ledger_pb2.CompleteRunsResponse:
         self.complete_requests.append(request)
         if self.fail_complete_codes:
             await context.abort(self.fail_complete_codes.pop(0), "double: complete failed")
-        if any(_key(o.run) in self.internal_outcomes for o in request.outcomes):
+        _executor(request.executor_id)
+        if not 1 <= len(request.outcomes) <= MAX_BATCH:
+            raise InvalidArgument("outcomes", f"must hold 1-{MAX_BATCH} outcomes")
+        completions = [_completion_in(o, f"outcomes[{i}]") for i, o in enumerate(request.outcomes)]
+        keys = [c.ref.key for c in completions]
+        if any(key in self.internal_outcomes for key in keys):
             await context.abort(grpc.StatusCode.INTERNAL, "double: internal error")
-        bad = [o for o in request.outcomes if _key(o.run) in self.invalid_outcomes]
-        if bad:
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, f"double: bad outcome {_key(bad[0].run)}"
-            )
-        results = []
-        for outcome in request.outcomes:
-            state = self.runs.get(_key(outcome.run))
-            result = ledger_pb2.CompletionResult(run=outcome.run)
-            if state is None:
-                result.fence_reason = ledger_pb2.FENCE_REASON_NOT_FOUND
-            elif state.attempt != outcome.attempt:
-                result.fence_reason = ledger_pb2.FENCE_REASON_STALE_ATTEMPT
-            elif state.status != "RUNNING":
-                result.fence_reason = ledger_pb2.FENCE_REASON_NOT_RUNNING
+        for i, key in enumerate(keys):
+            if key in self.invalid_outcomes:
+                raise InvalidArgument(f"outcomes[{i}]", f"double: bad outcome {key}")
+        now = self._clock.now()
+        results: list[ledger_pb2.CompletionResult] = []
+        written: set[RunRef] = set()
+        transitions: list[Transition] = []
+        # Decided on the states before the call, written after, as the real ledger does
+        # under its row locks.
+        for completion, message in zip(completions, request.outcomes, strict=True):
+            state = self.states.get(completion.ref)
+            result = ledger_pb2.CompletionResult(run=message.run)
+            reason = fence(state, completion.attempt)
+            if reason is None and completion.ref in written:
+                reason = FenceReason.NOT_RUNNING  # twice in one call: the first counts
+            if state is None or reason is not None:
+                result.fence_reason = wire.enum_out(reason)
+                if state is not None:
+                    result.next_status = wire.enum_out(state.status)
             else:
-                self.outcomes.append(outcome)
-                state.status = {
-                    ledger_pb2.OUTCOME_STATUS_SUCCEEDED: "SUCCEEDED",
-                    ledger_pb2.OUTCOME_STATUS_FAILED_RETRYABLE: "RETRYING",
-                    ledger_pb2.OUTCOME_STATUS_TIMED_OUT: "RETRYING",
-                    ledger_pb2.OUTCOME_STATUS_FAILED_FINAL: "DEAD",
-                    ledger_pb2.OUTCOME_STATUS_CANCELLED: "CANCELLED",
-                }[outcome.status]
+                transition = complete(
+                    state,
+                    completion.attempt,
+                    completion.outcome,
+                    now,
+                    rng=self._rng,
+                    dead_letter_at=now,
+                )
+                transitions.append(transition)
+                written.add(completion.ref)
+                self.outcomes.append(message)
                 result.accepted = True
-            if state is not None:
-                result.next_status = run_pb2.RunStatus.Value(f"RUN_STATUS_{state.status}")
+                result.next_status = wire.enum_out(transition.status)
+                if transition.next_attempt_at is not None:
+                    result.next_attempt_at.CopyFrom(wire.timestamp(transition.next_attempt_at))
             results.append(result)
+        for transition in transitions:
+            self._write(transition)
         return ledger_pb2.CompleteRunsResponse(results=results)
 
 
