@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -15,13 +16,13 @@ from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from sundial.core.bus import RUNS_STREAM, ensure_streams
-from sundial.run import run_key
 from sundial.devstack import Stack
 from sundial.executor.app import build
 from sundial.executor.config import ExecutorConfig
-from sundial.executor.model import GrpcTarget, HttpTarget, Lease, RunId
+from sundial.executor.model import Lease
 from sundial.executor.runner import Runner
 from sundial.executor.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCaller
+from sundial.run import GrpcTarget, HttpTarget, RunRef
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.ledger_double import LedgerDouble
 from tests.helpers.target_server import RecordingTarget
@@ -39,7 +40,7 @@ def make_lease(
     run_timeout_s: float = 10.0,
     scheduled_at: datetime = SCHEDULED_AT,
 ) -> Lease:
-    run = RunId(job_id, scheduled_at)
+    run = RunRef(uuid.UUID(job_id), scheduled_at)
     return Lease(
         run=run,
         attempt=attempt,
@@ -48,7 +49,7 @@ def make_lease(
         payload=payload,
         run_timeout_s=run_timeout_s,
         tenant_id="tenant-1",
-        run_key=run_key(job_id, scheduled_at),
+        run_key=run.key,
         signature="t=1772978400,v1=abc123",
     )
 

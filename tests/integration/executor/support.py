@@ -10,11 +10,11 @@ from datetime import UTC, datetime, timedelta
 from nats.js import JetStreamContext
 
 from sundial.core.bus import RUNS_STREAM, runs_subject
-from sundial.run import run_key
 from sundial.core.service import Service
 from sundial.executor.completer import Completer
 from sundial.executor.consumer import Consumer
 from sundial.executor.heartbeat import Heartbeat
+from sundial.run import run_key
 from sundial.v1 import events_pb2, run_pb2
 from tests.helpers.ledger_double import LedgerDouble, http_target, ref
 from tests.helpers.target_server import RecordingTarget

@@ -16,11 +16,13 @@ import pytest
 from nats.js import JetStreamContext
 
 from sundial.core.bus import runs_subject
-from sundial.v1 import events_pb2, ledger_pb2
+from sundial.run import RejectReason
+from sundial.v1 import events_pb2, ledger_pb2, run_pb2
 from tests.helpers.eventually import assert_eventually
-from tests.helpers.ledger_double import LedgerDouble, counts
+from tests.helpers.ledger_double import LedgerDouble, counts, ref
 from tests.helpers.target_server import RecordingTarget
 from tests.integration.executor.support import (
+    BASE,
     RunningExecutor,
     acked,
     add_jobs,
@@ -71,7 +73,7 @@ async def test_a_redelivered_message_of_finished_runs_is_acked_without_calling(
     await publish(jetstream, refs, seq=2)  # a republish of the same runs
     await assert_eventually(lambda: acked(executor, 2), timeout_s=10)
     assert len(target.calls) == 2
-    assert executor.consumer.stats.rejected == {"REJECT_REASON_FINISHED": 2}
+    assert executor.consumer.stats.rejected == {RejectReason.FINISHED: 2}
 
 
 async def test_tenant_at_capacity_is_redelivered_later_and_never_dropped(
@@ -91,7 +93,7 @@ async def test_tenant_at_capacity_is_redelivered_later_and_never_dropped(
     assert target.max_active <= 2
     assert len(target.calls) == 10
     assert executor.consumer.stats.naked >= 1
-    assert executor.consumer.stats.rejected.get("REJECT_REASON_TENANT_AT_CAPACITY", 0) >= 8
+    assert executor.consumer.stats.rejected.get(RejectReason.TENANT_AT_CAPACITY, 0) >= 8
     await assert_eventually(lambda: acked(executor, 1), timeout_s=5)
     assert await stream_messages(jetstream) == 0
 
@@ -105,10 +107,14 @@ async def test_malformed_message_is_terminated_and_the_loop_goes_on(
     await jetstream.publish(
         runs_subject(3), events_pb2.RunDispatch(partition=3).SerializeToString()
     )
-    await publish(jetstream, refs)
+    # A job id that is not a UUID: no run can have it (RunRef's job id is a UUID).
+    await publish(jetstream, [ref("job-1", BASE), refs[0]], seq=2)
+    await publish(jetstream, [run_pb2.RunRef(job_id=refs[0].job_id)], seq=3)  # no time
+    await publish(jetstream, refs, seq=4)
     await assert_eventually(lambda: succeeded(ledger, refs[0]), timeout_s=10)
-    await assert_eventually(lambda: _terminated(executor, 2), timeout_s=5)
+    await assert_eventually(lambda: _terminated(executor, 4), timeout_s=5)
     await assert_eventually(lambda: stream_empty(jetstream), timeout_s=5)
+    assert [len(request.runs) for request in ledger.lease_requests] == [1]
 
 
 def _terminated(executor: RunningExecutor, n: int) -> None:

@@ -240,8 +240,8 @@ async def test_an_unexpected_error_sending_outcomes_does_not_stop_the_completer(
 ) -> None:
     refs = add_jobs(ledger, target, 2)
     executor = await start_executor()
-    completer = executor.completer
-    real_stub = completer._stub
+    ledger_client = executor.completer._ledger
+    real_stub = ledger_client._stub
 
     class BrokenOnce:
         """The real stub, but the first CompleteRuns raises what no RPC raises."""
@@ -249,13 +249,16 @@ async def test_an_unexpected_error_sending_outcomes_does_not_stop_the_completer(
         def __init__(self) -> None:
             self.broken = True
 
+        def __getattr__(self, name: str) -> object:  # LeaseRuns, Heartbeat: the real ones
+            return getattr(real_stub, name)
+
         def CompleteRuns(self, request, timeout=None):  # type: ignore[no-untyped-def]
             if self.broken:
                 self.broken = False
                 raise RuntimeError("injected: a bug while sending")
             return real_stub.CompleteRuns(request, timeout=timeout)
 
-    completer._stub = BrokenOnce()  # type: ignore[assignment]
+    ledger_client._stub = BrokenOnce()  # type: ignore[assignment]
     await publish(jetstream, refs[:1], seq=1)
     await assert_eventually(lambda: called(target, 1), timeout_s=10)
     # Its submitter is answered (not sent): the run is let go, its lease will expire.

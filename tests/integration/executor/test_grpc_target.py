@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import grpc
 import pytest
 
 from sundial.devstack import free_port
-from sundial.executor.model import ErrorClass, GrpcTarget, OutcomeStatus
 from sundial.executor.runner import Runner
 from sundial.executor.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCaller
+from sundial.run import ErrorClass, GrpcTarget, OutcomeStatus
 from tests.helpers.grpc_target import GrpcTargetServer
 from tests.integration.executor.conftest import make_lease
 
@@ -27,7 +28,7 @@ async def test_execute_receives_the_run_and_metadata(
     runner: Runner, server: GrpcTargetServer
 ) -> None:
     lease = make_lease(
-        GrpcTarget(server.address, plaintext=True, metadata=(("x-team", "billing"),)), attempt=2
+        GrpcTarget(server.address, plaintext=True, metadata={"x-team": "billing"}), attempt=2
     )
     outcome = await runner.run(lease)
     assert outcome.status is OutcomeStatus.SUCCEEDED
@@ -35,7 +36,7 @@ async def test_execute_receives_the_run_and_metadata(
     [call] = server.calls
     assert call.request.run_key == lease.run_key
     assert call.request.idempotency_key == lease.run_key
-    assert call.request.job_id == lease.run.job_id
+    assert call.request.job_id == str(lease.run.job_id)
     assert call.request.tenant_id == "tenant-1"
     assert call.request.attempt == 2
     assert call.request.payload == lease.payload
@@ -83,7 +84,7 @@ async def test_retry_after_trailing_metadata(runner: Runner, server: GrpcTargetS
     server.answer = (grpc.StatusCode.UNAVAILABLE, "busy", (("retry-after", "9"),))
     outcome = await runner.run(make_lease(GrpcTarget(server.address, plaintext=True)))
     assert outcome.status is OutcomeStatus.FAILED_RETRYABLE
-    assert outcome.retry_after_s == 9.0
+    assert outcome.retry_after == timedelta(seconds=9)
 
 
 async def test_run_timeout_is_the_deadline(runner: Runner, server: GrpcTargetServer) -> None:

@@ -10,11 +10,12 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
 
+from sundial.core.clock import ManualClock
 from sundial.core.telemetry import RUN_START_LATENESS
 from sundial.devstack import free_port
-from sundial.executor.model import ErrorClass, HttpTarget, OutcomeStatus
 from sundial.executor.runner import Runner
 from sundial.executor.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCaller
+from sundial.run import ErrorClass, HttpTarget, OutcomeStatus
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.target_server import RecordingTarget
 from tests.integration.executor.conftest import make_lease
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.timeout(30)
 async def test_success_sends_payload_and_sundial_headers(
     runner: Runner, target: RecordingTarget
 ) -> None:
-    lease = make_lease(HttpTarget(f"{target.url}/hook", "PUT", (("X-Custom", "yes"),)), attempt=3)
+    lease = make_lease(HttpTarget(f"{target.url}/hook", "PUT", {"X-Custom": "yes"}), attempt=3)
     outcome = await runner.run(lease)
     assert outcome.status is OutcomeStatus.SUCCEEDED
     assert outcome.http_status == 200
@@ -48,7 +49,7 @@ async def test_success_sends_payload_and_sundial_headers(
 async def test_job_headers_cannot_override_sundial_headers(
     runner: Runner, target: RecordingTarget
 ) -> None:
-    lease = make_lease(HttpTarget(f"{target.url}/h", "POST", (("Idempotency-Key", "forged"),)))
+    lease = make_lease(HttpTarget(f"{target.url}/h", "POST", {"Idempotency-Key": "forged"}))
     await runner.run(lease)
     assert target.calls[0].key == lease.run_key
 
@@ -61,7 +62,7 @@ async def test_retryable_status_with_retry_after_seconds(
     assert outcome.status is OutcomeStatus.FAILED_RETRYABLE
     assert outcome.error_class is ErrorClass.RETRYABLE
     assert outcome.http_status == 503
-    assert outcome.retry_after_s == 17.0
+    assert outcome.retry_after == timedelta(seconds=17)
     assert "503" in outcome.error and "overloaded" in outcome.error
 
 
@@ -71,7 +72,7 @@ async def test_429_with_http_date_retry_after(runner: Runner, target: RecordingT
     )
     outcome = await runner.run(make_lease(HttpTarget(f"{target.url}/slow-down")))
     assert outcome.status is OutcomeStatus.FAILED_RETRYABLE
-    assert outcome.retry_after_s == 0.0  # a date in the past: no extra wait
+    assert outcome.retry_after == timedelta(0)  # a date in the past: no extra wait
 
 
 @pytest.mark.parametrize("status", [400, 404, 302])
@@ -97,7 +98,7 @@ async def test_connection_refused_is_retryable(runner: Runner) -> None:
     outcome = await runner.run(make_lease(HttpTarget(f"http://127.0.0.1:{port}/")))
     assert outcome.status is OutcomeStatus.FAILED_RETRYABLE
     assert outcome.error_class is ErrorClass.CONNECTION
-    assert outcome.http_status == 0
+    assert outcome.http_status is None
 
 
 async def test_unresolvable_host_is_a_connection_error(runner: Runner) -> None:
@@ -144,7 +145,8 @@ async def test_breaker_holds_calls_back_after_repeated_failures(
     held = await runner.run(lease)
     assert held.status is OutcomeStatus.FAILED_RETRYABLE
     assert "circuit breaker open" in held.error
-    assert held.retry_after_s is not None and 0 < held.retry_after_s <= 30
+    assert held.retry_after is not None
+    assert timedelta(0) < held.retry_after <= timedelta(seconds=30)
     assert len(target.calls) == 3  # the fourth attempt never reached the target
     # Another origin is not affected.
     assert (
@@ -196,3 +198,20 @@ async def test_first_attempts_record_their_start_lateness(target: RecordingTarge
     [point] = _histogram_points(reader, RUN_START_LATENESS)
     assert point.count == 1
     assert 90 <= point.sum < 120
+
+
+async def test_outcomes_are_stamped_by_the_injected_clock(target: RecordingTarget) -> None:
+    at = datetime(2026, 3, 8, 14, 0, 5, tzinfo=UTC)
+    clock = ManualClock(at)
+    policy = AddressPolicy(allow_loopback=True)
+    http, grpc_caller = HttpCaller(policy, clock=clock), GrpcCaller(policy, clock=clock)
+    runner = Runner(http, grpc_caller, CircuitBreaker(failures=3, open_s=1), clock=clock)
+    # An HTTP-date Retry-After is read against the clock's now, not the machine's.
+    target.script("/later", status=503, headers={"Retry-After": "Sun, 08 Mar 2026 14:00:35 GMT"})
+    try:
+        outcome = await runner.run(make_lease(HttpTarget(f"{target.url}/later")))
+    finally:
+        await http.aclose()
+        await grpc_caller.aclose()
+    assert (outcome.started_at, outcome.finished_at) == (at, at)
+    assert outcome.retry_after == timedelta(seconds=30)

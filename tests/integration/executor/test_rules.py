@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import ipaddress
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
 
-from sundial.executor.model import ErrorClass, OutcomeStatus
+from sundial.core.clock import ManualClock
 from sundial.executor.targets import (
     AddressPolicy,
     CircuitBreaker,
@@ -18,8 +18,9 @@ from sundial.executor.targets import (
     parse_retry_after,
     split_host_port,
 )
+from sundial.run import ErrorClass, OutcomeStatus
 
-OK = (OutcomeStatus.SUCCEEDED, ErrorClass.UNSPECIFIED)
+OK = (OutcomeStatus.SUCCEEDED, None)
 RETRY = (OutcomeStatus.FAILED_RETRYABLE, ErrorClass.RETRYABLE)
 FINAL = (OutcomeStatus.FAILED_FINAL, ErrorClass.FINAL)
 
@@ -50,7 +51,7 @@ FINAL = (OutcomeStatus.FAILED_FINAL, ErrorClass.FINAL)
     ],
 )
 def test_http_status_classification(
-    status: int, expected: tuple[OutcomeStatus, ErrorClass]
+    status: int, expected: tuple[OutcomeStatus, ErrorClass | None]
 ) -> None:
     assert classify_http(status) == expected
 
@@ -78,7 +79,7 @@ def test_http_status_classification(
     ],
 )
 def test_grpc_code_classification(
-    code: grpc.StatusCode, expected: tuple[OutcomeStatus, ErrorClass]
+    code: grpc.StatusCode, expected: tuple[OutcomeStatus, ErrorClass | None]
 ) -> None:
     assert classify_grpc(code) == expected
 
@@ -103,7 +104,8 @@ NOW = datetime(2026, 3, 8, 14, 0, 0, tzinfo=UTC)
     ],
 )
 def test_retry_after(value: str | None, seconds: float | None) -> None:
-    assert parse_retry_after(value, NOW) == seconds
+    expected = None if seconds is None else timedelta(seconds=seconds)
+    assert parse_retry_after(value, NOW) == expected
 
 
 STRICT = AddressPolicy()
@@ -166,16 +168,8 @@ def test_split_host_port_rejects(address: str) -> None:
         split_host_port(address)
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_breaker_opens_after_consecutive_failures_and_probes_after_open_period() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     breaker = CircuitBreaker(failures=3, open_s=30.0, clock=clock)
     for _ in range(2):
         assert breaker.acquire("t") is None
@@ -183,20 +177,20 @@ def test_breaker_opens_after_consecutive_failures_and_probes_after_open_period()
     assert breaker.acquire("t") is None
     breaker.record("t", failed=True)  # third consecutive failure: open
     assert breaker.acquire("t") == pytest.approx(30.0)
-    clock.now += 10
+    clock.advance(10)
     assert breaker.acquire("t") == pytest.approx(20.0)
     assert breaker.acquire("other") is None  # per target
-    clock.now += 20
+    clock.advance(20)
     assert breaker.acquire("t") is None  # half-open: one probe
     # Others wait for the probe: as long as a failed probe would keep it open, not 1 s.
     assert breaker.acquire("t") == pytest.approx(30.0)
-    clock.now += 25
+    clock.advance(25)
     assert breaker.acquire("t") == pytest.approx(5.0)
-    clock.now += 10
+    clock.advance(10)
     assert breaker.acquire("t") == pytest.approx(1.0)  # a probe slower than open_s
     breaker.record("t", failed=True)  # the probe failed: open again
     assert breaker.acquire("t") == pytest.approx(30.0)
-    clock.now += 30
+    clock.advance(30)
     assert breaker.acquire("t") is None
     breaker.record("t", failed=False)  # the probe succeeded: closed
     assert breaker.acquire("t") is None
@@ -204,14 +198,14 @@ def test_breaker_opens_after_consecutive_failures_and_probes_after_open_period()
 
 
 def test_breaker_success_resets_the_count_and_cancelled_probe_is_released() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     breaker = CircuitBreaker(failures=2, open_s=5.0, clock=clock)
     breaker.record("t", failed=True)
     breaker.record("t", failed=False)
     breaker.record("t", failed=True)
     assert breaker.acquire("t") is None  # 1 consecutive failure only
     breaker.record("t", failed=True)
-    clock.now += 5
+    clock.advance(5)
     assert breaker.acquire("t") is None  # probe
     breaker.release("t")  # cancelled without an answer
     assert breaker.acquire("t") is None  # the next call may probe

@@ -1,7 +1,8 @@
 """Composition root of the executor service.
 
-bus + ledger channel -> runner (HTTP/gRPC callers, breaker) -> in-flight registry ->
-heartbeat, completer, consumer -> health-only gRPC server.
+bus + ledger channel -> ledger client -> runner (HTTP/gRPC callers, breaker) ->
+in-flight registry -> heartbeat, completer, consumer -> health-only gRPC server. Every
+part is built here from the one :class:`ExecutorConfig` and shares one clock.
 
 Start order (stop is the reverse): heartbeat and completer first, so they exist for the
 whole life of every run; the consumer last, so on SIGTERM it stops fetching first and
@@ -16,6 +17,7 @@ import secrets
 import grpc
 
 from sundial.core.bus import connect_bus
+from sundial.core.clock import Clock, SystemClock
 from sundial.core.grpc import build_server
 from sundial.core.service import Service
 from sundial.executor.completer import Completer
@@ -23,6 +25,7 @@ from sundial.executor.config import ExecutorConfig
 from sundial.executor.consumer import Consumer
 from sundial.executor.heartbeat import Heartbeat
 from sundial.executor.inflight import InFlight
+from sundial.executor.ledger import LedgerClient
 from sundial.executor.runner import Runner
 from sundial.executor.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCaller
 from sundial.v1 import ledger_pb2_grpc
@@ -47,8 +50,14 @@ def executor_id(config: ExecutorConfig) -> str:
     return f"{config.node_id}/{secrets.token_hex(4)}"[:128]
 
 
-async def build(config: ExecutorConfig) -> Service:
-    """Connect to NATS and the ledger and build the executor's graph."""
+async def build(config: ExecutorConfig, *, clock: Clock | None = None) -> Service:
+    """Connect to NATS and the ledger and build the executor's graph.
+
+    Args:
+        config: The executor's configuration.
+        clock: The time every part reads (the system clock if None).
+    """
+    clock = clock or SystemClock()
     async with contextlib.AsyncExitStack() as resources:
         bus = await connect_bus(config, name=f"sundial-executor-{config.node_id}")
         resources.push_async_callback(bus.close)
@@ -57,47 +66,29 @@ async def build(config: ExecutorConfig) -> Service:
             config.ledger_address, options=list(LEDGER_CHANNEL_OPTIONS)
         )
         resources.push_async_callback(ledger_channel.close)
-        stub = ledger_pb2_grpc.RunLedgerStub(ledger_channel)
+        ledger = LedgerClient(
+            ledger_pb2_grpc.RunLedgerStub(ledger_channel),
+            config,
+            executor_id=executor_id(config),
+            clock=clock,
+        )
         policy = AddressPolicy(
             allow_loopback=config.allow_loopback_targets,
             allow_private=config.allow_private_targets,
         )
-        http = HttpCaller(policy, max_connections=config.http_max_connections)
+        http = HttpCaller(policy, max_connections=config.http_max_connections, clock=clock)
         resources.push_async_callback(http.aclose)
-        grpc_caller = GrpcCaller(policy)
+        grpc_caller = GrpcCaller(policy, clock=clock)
         resources.push_async_callback(grpc_caller.aclose)
-        breaker = CircuitBreaker(failures=config.breaker_failures, open_s=config.breaker_open_s)
-        me = executor_id(config)
-        completer = Completer(
-            stub,
-            executor_id=me,
-            flush_ms=config.complete_flush_ms,
-            batch_size=config.complete_batch_size,
-            timeout_s=config.ledger_timeout_s,
+        breaker = CircuitBreaker(
+            failures=config.breaker_failures, open_s=config.breaker_open_s, clock=clock
         )
-        inflight = InFlight(
-            Runner(http, grpc_caller, breaker), completer.submit, max_in_flight=config.max_in_flight
-        )
-        heartbeat = Heartbeat(
-            stub,
-            inflight,
-            executor_id=me,
-            interval_s=config.heartbeat_interval_s,
-            lease_ttl_s=config.run_lease_s,
-        )
+        runner = Runner(http, grpc_caller, breaker, clock=clock)
+        completer = Completer(config, ledger, clock=clock)
+        inflight = InFlight(config, runner, completer.submit, clock=clock)
+        heartbeat = Heartbeat(config, ledger, inflight, clock=clock)
         consumer = Consumer(
-            bus.jetstream,
-            stub,
-            inflight,
-            executor_id=me,
-            durable=config.consumer_name,
-            fetch_batch=config.fetch_batch,
-            ack_wait_s=config.ack_wait_s,
-            lease_ttl_s=config.run_lease_s,
-            ledger_timeout_s=config.ledger_timeout_s,
-            capacity_retry_s=config.capacity_retry_s,
-            pipeline=config.lease_pipeline,
-            submit=completer.submit,
+            config, bus.jetstream, ledger, inflight, submit=completer.submit, clock=clock
         )
         server = build_server(config, services=[], service_names=())
         return Service(

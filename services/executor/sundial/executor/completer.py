@@ -1,17 +1,18 @@
 """Reports attempt outcomes to the ledger in batches (RunLedger.CompleteRuns).
 
 An outcome waits at most ``complete_flush_ms`` for others to share its call, and a full
-batch (``complete_batch_size``) is sent at once. A failed call is retried with backoff
-while the ledger is unavailable or answers INTERNAL/UNKNOWN (a database hiccup, a proxy
-reset): CompleteRuns is idempotent per attempt (a repeated report is answered
+batch (``complete_batch_size``) is sent at once. Calls go through
+:class:`~sundial.executor.ledger.LedgerClient`, which retries them under its policy:
+CompleteRuns is idempotent per attempt (a repeated report is answered
 FENCE_REASON_NOT_RUNNING and changes nothing), so a retry never records twice, and
 dropping an outcome costs a whole attempt (its lease expires as a failure). A batch
-refused INVALID_ARGUMENT (or failing INTERNAL/UNKNOWN past a few retries) is split in
-halves until the bad outcome is alone, so one poisonous report never drops or stalls
-the others. Each submitter waits for its own answer, so
-its run stays held (and heartbeated) until the ledger has it. An unexpected error (a bug)
-resolves the batch's submitters as not sent: the completer keeps running and the runs'
-leases expire, so the ledger retries them later.
+refused INVALID_ARGUMENT, or failing INTERNAL/UNKNOWN past the policy's few retries
+(:attr:`~sundial.executor.ledger.LedgerError.request_suspect`), is split in halves
+until the bad outcome is alone, so one poisonous report never drops or stalls the
+others. Each submitter waits for its own answer, so its run stays held (and
+heartbeated) until the ledger has it. An unexpected error (a bug) resolves the batch's
+submitters as not sent: the completer keeps running and the runs' leases expire, so
+the ledger retries them later.
 
 On stop, what is queued is still sent (within the app's grace period).
 """
@@ -20,81 +21,50 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import Callable
-from dataclasses import dataclass
 
-import grpc
+from sundial.core.clock import Clock, SystemClock
+from sundial.executor.config import ExecutorConfig
+from sundial.executor.ledger import LedgerClient, LedgerError
+from sundial.executor.model import NOT_SENT, Answer
+from sundial.run import Completion
 
-from sundial.executor.convert import to_outcome
-from sundial.executor.model import Report
-from sundial.v1 import ledger_pb2, ledger_pb2_grpc, run_pb2
-
-__all__ = ["Completer", "Completion"]
+__all__ = ["Completer"]
 
 log = logging.getLogger(__name__)
 
-_RETRYABLE_CODES = frozenset(
-    {
-        grpc.StatusCode.UNAVAILABLE,
-        grpc.StatusCode.DEADLINE_EXCEEDED,
-        grpc.StatusCode.RESOURCE_EXHAUSTED,
-        grpc.StatusCode.ABORTED,
-        grpc.StatusCode.CANCELLED,
-        # The ledger maps anything unexpected (a lost database connection mid-call) to
-        # INTERNAL; UNKNOWN is what a proxy or a crashing handler yields. Both are
-        # transient far more often than not, and a retry is harmless (idempotent).
-        grpc.StatusCode.INTERNAL,
-        grpc.StatusCode.UNKNOWN,
-    }
-)
-_SERVER_ERROR_CODES = frozenset({grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN})
-# Retries of INTERNAL/UNKNOWN before the batch is split (a lone outcome: given up, its
-# lease expires and the ledger retries the run): about 1.5 s of backoff.
-_SERVER_ERROR_RETRIES = 4
-
-
-@dataclass(frozen=True)
-class Completion:
-    """The ledger's answer to one report."""
-
-    accepted: bool
-    next_status: str
-    fence_reason: str = ""
-
-
-_DROPPED = Completion(accepted=False, next_status="", fence_reason="NOT_SENT")
+_Queued = tuple[Completion, asyncio.Future[Answer]]
+"""An outcome waiting for its call, and where its submitter waits for the answer."""
 
 
 class Completer:
-    """Lifecycle component batching reports into CompleteRuns calls."""
+    """Lifecycle component batching outcomes into CompleteRuns calls.
+
+    Args:
+        config: Supplies ``complete_flush_ms`` and ``complete_batch_size``.
+        ledger: Sends the batches.
+        clock: Times the wait for a batch to fill.
+    """
 
     name = "completer"
 
     def __init__(
-        self,
-        stub: ledger_pb2_grpc.RunLedgerStub,
-        *,
-        executor_id: str,
-        flush_ms: float = 5.0,
-        batch_size: int = 500,
-        timeout_s: float = 10.0,
+        self, config: ExecutorConfig, ledger: LedgerClient, *, clock: Clock | None = None
     ) -> None:
-        self._stub = stub
-        self._executor_id = executor_id
-        self._flush_s = flush_ms / 1000.0
-        self._batch_size = batch_size
-        self._timeout_s = timeout_s
-        self._queue: list[tuple[Report, asyncio.Future[Completion]]] = []
+        self._ledger = ledger
+        self._flush_s = config.complete_flush_ms / 1000.0
+        self._batch_size = config.complete_batch_size
+        self._clock = clock or SystemClock()
+        self._queue: list[_Queued] = []
         self._wakeup = asyncio.Event()
         self._stopping = asyncio.Event()
-        self.on_complete: Callable[[Report, Completion], None] | None = None
-        """Test and metrics hook: called with every answered report."""
+        self.on_complete: Callable[[Completion, Answer], None] | None = None
+        """Test and metrics hook: called with every answered outcome."""
 
-    async def submit(self, report: Report) -> Completion:
-        """Queue ``report`` and wait until the ledger answered it."""
-        future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
-        self._queue.append((report, future))
+    async def submit(self, completion: Completion) -> Answer:
+        """Queue ``completion`` and wait until the ledger answered it."""
+        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        self._queue.append((completion, future))
         self._wakeup.set()
         return await future
 
@@ -111,7 +81,7 @@ class Completer:
                     continue
                 if len(self._queue) < self._batch_size and not self._stopping.is_set():
                     # Let concurrent outcomes join this call.
-                    await asyncio.sleep(self._flush_s)
+                    await self._clock.sleep(self._flush_s)
                 batch = self._queue[: self._batch_size]
                 del self._queue[: self._batch_size]
                 try:
@@ -125,98 +95,69 @@ class Completer:
                         len(batch),
                         extra={"action": "complete.error", "outcomes": len(batch)},
                     )
-                    _resolve(batch, _DROPPED)
+                    _resolve(batch, NOT_SENT)
         finally:
-            for _, future in self._queue:
-                if not future.done():
-                    future.set_result(_DROPPED)
+            _resolve(self._queue, NOT_SENT)
             self._queue.clear()
 
     async def stop(self) -> None:
         """Send what is queued, then make :meth:`run` return."""
         self._stopping.set()
 
-    async def _send(self, batch: list[tuple[Report, asyncio.Future[Completion]]]) -> None:
-        request = ledger_pb2.CompleteRunsRequest(
-            executor_id=self._executor_id,
-            outcomes=[to_outcome(report) for report, _ in batch],
-        )
-        delay = 0.1
-        server_errors = 0
-        while True:
-            try:
-                response = await self._stub.CompleteRuns(request, timeout=self._timeout_s)
-                break
-            except grpc.aio.AioRpcError as exc:
-                code = exc.code()
-                if code in _SERVER_ERROR_CODES:
-                    server_errors += 1
-                # One bad outcome fails the whole call: isolate it by halves (log2(batch)
-                # extra calls), so the good ones are still recorded. An INTERNAL/UNKNOWN
-                # that outlasts a few retries may be one outcome the ledger chokes on:
-                # retried forever it would stall every report behind it, so it is
-                # isolated the same way (and a lone one given up below).
-                persistent = server_errors > _SERVER_ERROR_RETRIES
-                if (code == grpc.StatusCode.INVALID_ARGUMENT or persistent) and len(batch) > 1:
-                    log.warning(
-                        "CompleteRuns refused a batch of %d (%s); splitting it",
-                        len(batch),
-                        exc.details(),
-                        extra={"action": "complete.split", "outcomes": len(batch)},
-                    )
-                    half = len(batch) // 2
-                    await self._send(batch[:half])
-                    await self._send(batch[half:])
-                    return
-                if code not in _RETRYABLE_CODES or persistent:
-                    report = batch[0][0] if len(batch) == 1 else None
-                    log.error(
-                        "CompleteRuns refused %d outcome(s): %s",
-                        len(batch),
-                        exc.details(),
-                        extra={
-                            "action": "complete.refused",
-                            "grpc_code": exc.code().name,
-                            "run_key": report.run.key if report else None,
-                            "attempt": report.attempt if report else None,
-                        },
-                    )
-                    _resolve(batch, _DROPPED)
-                    return
+    async def _send(self, batch: list[_Queued]) -> None:
+        try:
+            answers = await self._ledger.complete_runs([completion for completion, _ in batch])
+        except LedgerError as exc:
+            # One bad outcome fails the whole call: isolate it by halves (log2(batch)
+            # extra calls), so the good ones are still recorded. An INTERNAL/UNKNOWN
+            # that outlasts its retries may be one outcome the ledger chokes on: retried
+            # forever it would stall every report behind it, so it is isolated the same
+            # way (and a lone one given up below).
+            if exc.request_suspect and len(batch) > 1:
                 log.warning(
-                    "CompleteRuns failed (%s); retrying in %.1f s",
-                    exc.code().name,
-                    delay,
-                    extra={"action": "complete", "outcomes": len(batch)},
+                    "CompleteRuns refused a batch of %d (%s); splitting it",
+                    len(batch),
+                    exc.details,
+                    extra={"action": "complete.split", "outcomes": len(batch)},
                 )
-                await asyncio.sleep(delay * random.uniform(0.5, 1.0))
-                delay = min(delay * 2, 5.0)
-        for (report, future), result in zip(batch, response.results, strict=False):
-            completion = Completion(
-                accepted=result.accepted,
-                next_status=run_pb2.RunStatus.Name(result.next_status),
-                fence_reason=ledger_pb2.FenceReason.Name(result.fence_reason)
-                if not result.accepted
-                else "",
+                half = len(batch) // 2
+                await self._send(batch[:half])
+                await self._send(batch[half:])
+                return
+            lone = batch[0][0] if len(batch) == 1 else None
+            log.error(
+                "CompleteRuns refused %d outcome(s): %s",
+                len(batch),
+                exc.details,
+                extra={
+                    "action": "complete.refused",
+                    "grpc_code": exc.code_name,
+                    "run_key": lone.ref.key if lone else None,
+                    "attempt": lone.attempt if lone else None,
+                },
             )
-            if not result.accepted:
+            _resolve(batch, NOT_SENT)
+            return
+        for (completion, future), answer in zip(batch, answers, strict=False):
+            if not answer.accepted:
+                reason = answer.fence_reason
                 log.info(
                     "outcome fenced out (%s)",
-                    completion.fence_reason,
+                    reason.name if reason is not None else "unknown reason",
                     extra={
                         "action": "complete.fenced",
-                        "run_key": report.run.key,
-                        "attempt": report.attempt,
+                        "run_key": completion.ref.key,
+                        "attempt": completion.attempt,
                     },
                 )
             if self.on_complete is not None:
-                self.on_complete(report, completion)
+                self.on_complete(completion, answer)
             if not future.done():
-                future.set_result(completion)
-        _resolve(batch, _DROPPED)  # a short answer: never leave a submitter waiting
+                future.set_result(answer)
+        _resolve(batch, NOT_SENT)  # a short answer: never leave a submitter waiting
 
 
-def _resolve(batch: list[tuple[Report, asyncio.Future[Completion]]], answer: Completion) -> None:
+def _resolve(batch: list[_Queued], answer: Answer) -> None:
     """Answer every submitter of ``batch`` not answered yet."""
     for _, future in batch:
         if not future.done():

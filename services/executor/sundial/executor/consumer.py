@@ -5,8 +5,9 @@ executor, so each message goes to one of them. The loop:
 
 1. wait for a free call slot, then fetch up to ``fetch_batch`` messages (never more
    than free slots: every message holds at least one run);
-2. decode them; a malformed message is logged and terminated (never redelivered,
-   never raised into the loop);
+2. decode them; a malformed message (not a RunDispatch, no runs, a run whose job id
+   is not a UUID) is logged and terminated (never redelivered, never raised into the
+   loop);
 3. lease their runs in chunks of at most the free slots (and 500), one LeaseRuns per
    chunk, so the runs of several small messages share a call. Only what fits in the
    slots free NOW is leased: a message whose runs do not all fit is nak'ed without
@@ -24,7 +25,9 @@ executor, so each message goes to one of them. The loop:
 
 Up to ``pipeline`` fetched batches go through steps 2-4 at once, so a LeaseRuns round
 trip does not stall fetching. Granted runs are handed to :class:`InFlight`, which calls
-their targets.
+their targets. LeaseRuns goes through :class:`~sundial.executor.ledger.LedgerClient`,
+retried under its policy; refused or given up, the messages of the chunk are nak'ed
+with ``capacity_retry_s`` of delay and come back later.
 
 A failed fetch (JetStream or the connection unavailable) is logged and retried after
 a bounded, jittered backoff; it never stops the executor.
@@ -37,14 +40,11 @@ finish; what is still running after it is abandoned without a report.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
-import grpc
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeoutError
@@ -53,16 +53,14 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import BadRequestError
 
 from sundial.core.bus import RUNS_STREAM, RUNS_SUBJECT_PREFIX, ensure_streams
-from sundial.executor.convert import (
-    decode_dispatch,
-    lease_from_grant,
-    run_from_ref,
-    seconds,
-    to_duration,
-)
-from sundial.executor.inflight import InFlight
-from sundial.executor.model import ErrorClass, Outcome, OutcomeStatus, Report
-from sundial.v1 import ledger_pb2, ledger_pb2_grpc, run_pb2
+from sundial.core.clock import Clock, SystemClock
+from sundial.executor.config import ExecutorConfig
+from sundial.executor.convert import decode_dispatch
+from sundial.executor.inflight import InFlight, Submit
+from sundial.executor.ledger import LedgerClient, LedgerError
+from sundial.executor.model import Lease, LeaseResult, UnusableGrant
+from sundial.executor.timing import Backoff, sleep_unless
+from sundial.run import Completion, ErrorClass, Outcome, OutcomeStatus, RejectReason, RunRef
 
 __all__ = ["Consumer", "MessageStats"]
 
@@ -70,22 +68,16 @@ log = logging.getLogger(__name__)
 
 _MAX_LEASE_BATCH = 500  # LeaseRuns takes 1-500 runs
 _FETCH_WAIT_S = 1.0  # how long one fetch waits for messages (stop is noticed this fast)
-_FETCH_BACKOFF_MAX_S = 5.0  # the longest wait between fetches that failed
-_LEDGER_RETRYABLE = frozenset(
-    {
-        grpc.StatusCode.UNAVAILABLE,
-        grpc.StatusCode.DEADLINE_EXCEEDED,
-        grpc.StatusCode.RESOURCE_EXHAUSTED,
-        grpc.StatusCode.ABORTED,
-    }
-)
+_FETCH_BACKOFF = Backoff(first_s=0.1, max_s=5.0)  # between fetches that failed
+# Rejections that resolve a run for good here: another executor holds it, or it needs
+# no call (anything else, TENANT_AT_CAPACITY or a reason newer than us, comes back).
 _ACK_REASONS = frozenset(
     {
-        ledger_pb2.REJECT_REASON_FINISHED,
-        ledger_pb2.REJECT_REASON_LEASED_ELSEWHERE,
-        ledger_pb2.REJECT_REASON_NOT_FOUND,
-        ledger_pb2.REJECT_REASON_CANCELLED,
-        ledger_pb2.REJECT_REASON_NOT_DUE,
+        RejectReason.FINISHED,
+        RejectReason.LEASED_ELSEWHERE,
+        RejectReason.NOT_FOUND,
+        RejectReason.CANCELLED,
+        RejectReason.NOT_DUE,
     }
 )
 
@@ -98,7 +90,8 @@ class MessageStats:
     naked: int = 0
     terminated: int = 0
     granted: int = 0
-    rejected: dict[str, int] = field(default_factory=dict)
+    rejected: dict[RejectReason | None, int] = field(default_factory=dict)
+    """Rejections by reason (None: a reason newer than this executor)."""
 
 
 @dataclass(eq=False)
@@ -112,43 +105,46 @@ class _Pending:
 
 
 class Consumer:
-    """Lifecycle component: JetStream -> LeaseRuns -> :class:`InFlight`."""
+    """Lifecycle component: JetStream -> LeaseRuns -> :class:`InFlight`.
+
+    Args:
+        config: Supplies the durable consumer's name, ``fetch_batch``, ``ack_wait_s``,
+            ``lease_pipeline`` and ``capacity_retry_s``.
+        jetstream: Where RunDispatch messages are fetched.
+        ledger: Leases their runs.
+        inflight: Holds the granted runs and calls their targets.
+        submit: Reports a grant that cannot be acted on (the completer's ``submit``).
+        clock: Times the in-progress pings and the fetch backoff.
+    """
 
     name = "consumer"
 
     def __init__(
         self,
+        config: ExecutorConfig,
         jetstream: JetStreamContext,
-        stub: ledger_pb2_grpc.RunLedgerStub,
+        ledger: LedgerClient,
         inflight: InFlight,
         *,
-        executor_id: str,
-        durable: str = "sundial-executors",
-        fetch_batch: int = 16,
-        ack_wait_s: float = 30.0,
-        lease_ttl_s: float = 30.0,
-        ledger_timeout_s: float = 10.0,
-        capacity_retry_s: float = 5.0,
-        pipeline: int = 4,
-        submit: Callable[[Report], Awaitable[object]] | None = None,
+        submit: Submit | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self._js = jetstream
-        self._stub = stub
+        self._ledger = ledger
         self._inflight = inflight
-        self._executor_id = executor_id
-        self._durable = durable
-        self._fetch_batch = fetch_batch
-        self._ack_wait_s = ack_wait_s
-        self._lease_ttl_s = lease_ttl_s
-        self._ledger_timeout_s = ledger_timeout_s
-        self._capacity_retry_s = capacity_retry_s
+        self._durable = config.consumer_name
+        self._fetch_batch = config.fetch_batch
+        self._ack_wait_s = config.ack_wait_s
+        self._capacity_retry_s = config.capacity_retry_s
+        self._pipeline = config.lease_pipeline
         self._submit = submit
-        self._pipeline = pipeline
+        self._clock = clock or SystemClock()
+        self._rng = random.Random()
         self._stopping = asyncio.Event()
         self._running = False
         self._fetching_done = asyncio.Event()
         self.stats = MessageStats()
-        self._background: set[asyncio.Task[object]] = set()
+        self._background: set[asyncio.Future[object]] = set()
 
     async def _subscribe(self) -> JetStreamContext.PullSubscription:
         config = ConsumerConfig(
@@ -201,18 +197,15 @@ class Consumer:
                     # so back off and fetch again instead of stopping the executor.
                     room.release()
                     fetch_failures += 1
-                    delay = min(_FETCH_BACKOFF_MAX_S, 0.1 * 2 ** min(fetch_failures, 10))
+                    delay = _FETCH_BACKOFF.delay(fetch_failures, self._rng)
                     log.warning(
-                        "fetch failed (%s: %s); retrying in about %.1f s",
+                        "fetch failed (%s: %s); retrying in %.1f s",
                         type(exc).__name__,
                         exc,
                         delay,
                         extra={"action": "consume.fetch_error", "failures": fetch_failures},
                     )
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(
-                            self._stopping.wait(), delay * random.uniform(0.5, 1.0)
-                        )
+                    await sleep_unless(self._clock, delay, self._stopping)
                     continue
                 fetch_failures = 0
                 task = asyncio.create_task(self._process(messages))
@@ -256,8 +249,8 @@ class Consumer:
 
     async def _process(self, messages: list[Msg]) -> None:
         pendings: list[_Pending] = []
-        work: list[tuple[run_pb2.RunRef, list[_Pending]]] = []
-        index: dict[tuple[str, int, int], int] = {}
+        work: list[tuple[RunRef, list[_Pending]]] = []
+        index: dict[RunRef, int] = {}
         for msg in messages:
             try:
                 refs = decode_dispatch(msg.data)
@@ -273,11 +266,10 @@ class Consumer:
             pending = _Pending(msg, unresolved=0)
             pendings.append(pending)
             for ref in refs:
-                key = (ref.job_id, ref.scheduled_at.seconds, ref.scheduled_at.nanos)
-                if key in index:  # the same run twice in a batch: lease it once
-                    work[index[key]][1].append(pending)
+                if ref in index:  # the same run twice in a batch: lease it once
+                    work[index[ref]][1].append(pending)
                 else:
-                    index[key] = len(work)
+                    index[ref] = len(work)
                     work.append((ref, [pending]))
                 pending.unresolved += 1
         if not work:
@@ -322,34 +314,30 @@ class Consumer:
 
     def _apply(
         self,
-        chunk: list[tuple[run_pb2.RunRef, list[_Pending]]],
-        results: list[ledger_pb2.LeaseResult],
+        chunk: list[tuple[RunRef, list[_Pending]]],
+        results: list[LeaseResult],
     ) -> tuple[int, list[_Pending]]:
         """Start granted runs, record rejections; returns the slots used and the
         messages whose runs are now all resolved."""
         used = 0
         finished: list[_Pending] = []
-        for (ref, owners), result in zip(chunk, results, strict=True):
-            kind = result.WhichOneof("result")
-            if kind == "grant":
+        for (_, owners), result in zip(chunk, results, strict=True):
+            if isinstance(result, Lease):
                 self.stats.granted += 1
-                try:
-                    lease = lease_from_grant(ref, result.grant)
-                except ValueError as exc:
-                    self._refuse_grant(ref, result.grant, str(exc))
-                else:
-                    # False: already held (an idempotent re-grant), no second call.
-                    if self._inflight.start(lease):
-                        used += 1
+                # False: already held (an idempotent re-grant), no second call.
+                if self._inflight.start(result):
+                    used += 1
+            elif isinstance(result, UnusableGrant):
+                self.stats.granted += 1
+                self._refuse_grant(result)
             else:
-                rejection = result.rejection
-                reason = _reason_name(rejection.reason)
+                reason = result.reason
                 self.stats.rejected[reason] = self.stats.rejected.get(reason, 0) + 1
-                if rejection.reason not in _ACK_REASONS:
+                if reason not in _ACK_REASONS:
                     # TENANT_AT_CAPACITY (and anything unknown): the run must come back.
                     delay = (
-                        seconds(rejection.retry_after)
-                        if rejection.HasField("retry_after")
+                        result.retry_after.total_seconds()
+                        if result.retry_after is not None
                         else self._capacity_retry_s
                     )
                     for owner in owners:
@@ -361,20 +349,24 @@ class Consumer:
                     finished.append(owner)
         return used, finished
 
-    def _refuse_grant(self, ref: run_pb2.RunRef, grant: ledger_pb2.Grant, error: str) -> None:
+    def _refuse_grant(self, grant: UnusableGrant) -> None:
         """A grant we cannot act on (no target): report it as a final failure."""
-        log.error("unusable grant: %s", error, extra={"action": "lease.bad_grant"})
+        log.error(
+            "unusable grant: %s",
+            grant.error,
+            extra={"action": "lease.bad_grant", "run_key": grant.run.key},
+        )
         if self._submit is None:
             return
-        now = datetime.now(UTC)
+        now = self._clock.now()
         outcome = Outcome(
             status=OutcomeStatus.FAILED_FINAL,
             started_at=now,
             finished_at=now,
-            error=f"unusable grant: {error}",
+            error=f"unusable grant: {grant.error}",
             error_class=ErrorClass.REFUSED,
         )
-        task = asyncio.create_task(self._submit(Report(run_from_ref(ref), grant.attempt, outcome)))
+        task = asyncio.ensure_future(self._submit(Completion(grant.run, grant.attempt, outcome)))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -389,58 +381,25 @@ class Consumer:
     async def _keep_alive(self, pendings: list[_Pending]) -> None:
         """Tell JetStream we still work on messages waiting for slots (no redelivery)."""
         while True:
-            await asyncio.sleep(self._ack_wait_s / 3)
+            await self._clock.sleep(self._ack_wait_s / 3)
             for pending in pendings:
                 if not pending.done:
                     await _quietly(pending.msg.in_progress())
 
-    async def _lease(self, refs: list[run_pb2.RunRef]) -> list[ledger_pb2.LeaseResult] | None:
-        """One LeaseRuns call, retried while the ledger is unavailable; None if stopping."""
-        request = ledger_pb2.LeaseRunsRequest(
-            executor_id=self._executor_id,
-            runs=refs,
-            lease_ttl=to_duration(self._lease_ttl_s),
-        )
-        delay = 0.1
-        while True:
-            try:
-                response = await self._stub.LeaseRuns(request, timeout=self._ledger_timeout_s)
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() not in _LEDGER_RETRYABLE:
-                    log.error(
-                        "LeaseRuns refused: %s",
-                        exc.details(),
-                        extra={"action": "lease", "grpc_code": exc.code().name},
-                    )
-                    return None
-                if self._stopping.is_set():
-                    return None
-                log.warning(
-                    "LeaseRuns failed (%s); retrying in %.1f s",
-                    exc.code().name,
-                    delay,
-                    extra={"action": "lease", "runs": len(refs)},
-                )
-                await asyncio.sleep(delay * random.uniform(0.5, 1.0))
-                delay = min(delay * 2, 5.0)
-                continue
-            if len(response.results) != len(refs):
+    async def _lease(self, refs: list[RunRef]) -> list[LeaseResult] | None:
+        """One LeaseRuns (retried by the ledger client); None if refused, given up or
+        stopping: the caller gives the messages back."""
+        try:
+            return await self._ledger.lease_runs(refs, stop=self._stopping)
+        except LedgerError as exc:
+            # Given up: the client logged it; stopping: nothing to say.
+            if not exc.gave_up and not self._stopping.is_set():
                 log.error(
-                    "LeaseRuns answered %d results for %d runs",
-                    len(response.results),
-                    len(refs),
-                    extra={"action": "lease"},
+                    "LeaseRuns failed: %s",
+                    exc.details,
+                    extra={"action": "lease", "grpc_code": exc.code_name, "runs": len(refs)},
                 )
-                return None
-            return list(response.results)
-
-
-def _reason_name(reason: int) -> str:
-    """The enum name, or the number for a reason newer than this executor."""
-    try:
-        return ledger_pb2.RejectReason.Name(reason)
-    except ValueError:
-        return f"REJECT_REASON_{reason}"
+            return None
 
 
 async def _quietly(ack: object) -> None:

@@ -1,68 +1,89 @@
-"""Translation between RunLedger/bus wire messages and the executor's domain types.
+"""Translation between the RunLedger and bus wire messages and the executor's types.
 
-The only executor module (with the gRPC target client) that imports ``sundial.v1``
-types, so the rest of the executor never depends on protobuf.
+Timestamps, durations, run references, targets and the run vocabulary's enums are
+converted by :mod:`sundial.core.wire`; what is here is only the executor's own: the
+RunDispatch body, grants and rejections, the outcome message, the ledger's answers and
+the heartbeat messages. With :mod:`sundial.executor.ledger` (which sends what this
+builds) and the gRPC target caller, the only executor module that imports
+``sundial.v1``.
+
+Inbound messages come from the scheduler, so they are trusted to be well-formed, but
+never to be as old as this executor: an enum number it does not know becomes None
+instead of an error, and a malformed run reference is an error of that one entry.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import enum
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from datetime import timedelta
+from typing import TypeVar
 
-from google.protobuf.duration_pb2 import Duration
-from google.protobuf.timestamp_pb2 import Timestamp
-
-from sundial.executor.model import GrpcTarget, HttpTarget, Lease, Report, RunId, Target
-from sundial.v1 import events_pb2, job_pb2, ledger_pb2, run_pb2
+from sundial.core import wire
+from sundial.core.errors import InvalidArgument
+from sundial.executor.model import (
+    Answer,
+    CancelOrder,
+    HeartbeatAnswer,
+    HeldRun,
+    Lease,
+    LeaseResult,
+    Rejected,
+    UnusableGrant,
+)
+from sundial.run import (
+    MAX_RETRY_AFTER,
+    Completion,
+    FenceReason,
+    HttpTarget,
+    RejectReason,
+    RunKind,
+    RunRef,
+    RunStatus,
+    truncate_error,
+)
+from sundial.v1 import events_pb2, ledger_pb2, run_pb2
 
 __all__ = [
+    "DEFAULT_RUN_TIMEOUT_S",
+    "answers",
+    "complete_request",
     "decode_dispatch",
+    "heartbeat_answer",
+    "heartbeat_request",
     "lease_from_grant",
-    "run_from_ref",
-    "run_to_ref",
-    "seconds",
-    "to_duration",
-    "to_outcome",
-    "to_timestamp",
+    "lease_request",
+    "lease_results",
+    "outcome_message",
 ]
 
-# The effective default of Policies.run_timeout, used if a grant ever comes without one.
+log = logging.getLogger(__name__)
+
+E = TypeVar("E", bound=enum.Enum)
+
 DEFAULT_RUN_TIMEOUT_S = 30 * 60.0
+"""The effective default of Policies.run_timeout, used if a grant ever comes without one."""
 
 
-def to_timestamp(at: datetime) -> Timestamp:
-    """A protobuf Timestamp for a timezone-aware datetime."""
-    stamp = Timestamp()
-    stamp.FromDatetime(at.astimezone(UTC))
-    return stamp
+def _known(kind: type[E], number: int) -> E | None:
+    """The member of ``kind`` numbered ``number``; None for 0 and for a newer value."""
+    try:
+        return wire.enum_in(kind, number, kind.__name__)
+    except InvalidArgument:
+        return None
 
 
-def to_duration(seconds_: float) -> Duration:
-    """A protobuf Duration of ``seconds_`` (microsecond precision)."""
-    duration = Duration()
-    duration.FromMicroseconds(round(seconds_ * 1_000_000))
-    return duration
+# --- the bus ---------------------------------------------------------------------------
 
 
-def seconds(duration: Duration) -> float:
-    """A Duration in seconds."""
-    return duration.seconds + duration.nanos / 1e9
-
-
-def run_from_ref(ref: run_pb2.RunRef) -> RunId:
-    """The domain id of a RunRef."""
-    return RunId(ref.job_id, ref.scheduled_at.ToDatetime(tzinfo=UTC))
-
-
-def run_to_ref(run: RunId) -> run_pb2.RunRef:
-    """The RunRef of a domain id."""
-    return run_pb2.RunRef(job_id=run.job_id, scheduled_at=to_timestamp(run.scheduled_at))
-
-
-def decode_dispatch(data: bytes) -> list[run_pb2.RunRef]:
+def decode_dispatch(data: bytes) -> list[RunRef]:
     """The runs of a RunDispatch message body.
 
     Raises:
-        ValueError: The body is not a RunDispatch, or carries no usable run.
+        ValueError: The body is not a RunDispatch, or carries no run, or a run whose
+            reference is malformed (a job id that is not a UUID, no scheduled_at).
     """
     dispatch = events_pb2.RunDispatch()
     try:
@@ -71,67 +92,184 @@ def decode_dispatch(data: bytes) -> list[run_pb2.RunRef]:
         raise ValueError(f"not a RunDispatch: {exc}") from None
     if not dispatch.runs:
         raise ValueError("RunDispatch without runs")
-    for ref in dispatch.runs:
-        if not ref.job_id or not ref.HasField("scheduled_at"):
-            raise ValueError("RunDispatch with an incomplete RunRef")
-    return list(dispatch.runs)
+    try:
+        return [wire.run_ref_in(ref, f"runs[{i}]") for i, ref in enumerate(dispatch.runs)]
+    except InvalidArgument as exc:
+        raise ValueError(f"RunDispatch with a malformed RunRef: {exc}") from None
 
 
-def _target(target: job_pb2.Target) -> Target:
-    kind = target.WhichOneof("kind")
-    if kind == "http":
-        return HttpTarget(
-            url=target.http.url,
-            method=(target.http.method or "POST").upper(),
-            headers=tuple(sorted(target.http.headers.items())),
-        )
-    if kind == "grpc":
-        return GrpcTarget(
-            address=target.grpc.address,
-            plaintext=target.grpc.plaintext,
-            metadata=tuple(sorted(target.grpc.metadata.items())),
-        )
-    raise ValueError("grant without a target")
+# --- LeaseRuns -------------------------------------------------------------------------
 
 
-def lease_from_grant(ref: run_pb2.RunRef, grant: ledger_pb2.Grant) -> Lease:
-    """The domain lease of a Grant.
+def lease_request(
+    executor_id: str, refs: Sequence[RunRef], lease_ttl_s: float
+) -> ledger_pb2.LeaseRunsRequest:
+    """A LeaseRuns request for ``refs``."""
+    return ledger_pb2.LeaseRunsRequest(
+        executor_id=executor_id,
+        runs=[wire.run_ref(ref) for ref in refs],
+        lease_ttl=wire.duration(timedelta(seconds=lease_ttl_s)),
+    )
+
+
+def lease_results(
+    refs: Sequence[RunRef], response: ledger_pb2.LeaseRunsResponse
+) -> list[LeaseResult]:
+    """What LeaseRuns decided about each of ``refs`` (answered in request order).
 
     Raises:
-        ValueError: The grant has no target.
+        ValueError: The ledger answered a different number of results.
     """
-    run = run_from_ref(ref)
-    timeout = seconds(grant.run_timeout) if grant.HasField("run_timeout") else 0.0
+    if len(response.results) != len(refs):
+        raise ValueError(f"{len(response.results)} results for {len(refs)} runs")
+    return [_lease_result(ref, result) for ref, result in zip(refs, response.results, strict=True)]
+
+
+def _lease_result(ref: RunRef, result: ledger_pb2.LeaseResult) -> LeaseResult:
+    if result.WhichOneof("result") == "grant":
+        try:
+            return lease_from_grant(ref, result.grant)
+        except ValueError as exc:
+            return UnusableGrant(ref, result.grant.attempt, str(exc))
+    rejection = result.rejection
+    retry_after = None
+    if rejection.HasField("retry_after"):
+        try:
+            retry_after = wire.timedelta_in(rejection.retry_after, "rejection.retry_after")
+        except InvalidArgument:
+            retry_after = None  # the consumer's own capacity delay applies
+    return Rejected(
+        run=ref,
+        reason=_known(RejectReason, rejection.reason),
+        detail=rejection.detail,
+        retry_after=retry_after,
+    )
+
+
+def lease_from_grant(ref: RunRef, grant: ledger_pb2.Grant) -> Lease:
+    """The lease a Grant of run ``ref`` gives.
+
+    Raises:
+        ValueError: The grant has no target, or a malformed lease_until or run_timeout.
+    """
+    target = wire.target_in(grant.target)
+    if target is None:
+        raise ValueError("grant without a target")
+    if isinstance(target, HttpTarget):
+        target = replace(target, method=(target.method or "POST").upper())
+    try:
+        lease_until = wire.timestamp_in(grant.lease_until, "grant.lease_until")
+        timeout = (
+            wire.timedelta_in(grant.run_timeout, "grant.run_timeout").total_seconds()
+            if grant.HasField("run_timeout")
+            else 0.0
+        )
+    except InvalidArgument as exc:
+        raise ValueError(str(exc)) from None
     return Lease(
-        run=run,
+        run=ref,
         attempt=grant.attempt,
-        lease_until=grant.lease_until.ToDatetime(tzinfo=UTC),
-        target=_target(grant.target),
+        lease_until=lease_until,
+        target=target,
         payload=grant.payload,
         run_timeout_s=timeout if timeout > 0 else DEFAULT_RUN_TIMEOUT_S,
         tenant_id=grant.tenant_id,
-        run_key=grant.run_key or run.key,
+        run_key=grant.run_key or ref.key,
         signature=grant.signature,
         job_name=grant.job_name,
-        kind=run_pb2.RunKind.Name(grant.kind),
+        kind=_known(RunKind, grant.kind),
     )
 
 
-def to_outcome(report: Report) -> ledger_pb2.Outcome:
-    """The wire Outcome of a report."""
-    outcome = report.outcome
+# --- CompleteRuns ----------------------------------------------------------------------
+
+
+def outcome_message(completion: Completion) -> ledger_pb2.Outcome:
+    """The wire Outcome of a completion (error text and Retry-After capped)."""
+    outcome = completion.outcome
     message = ledger_pb2.Outcome(
-        run=run_to_ref(report.run),
-        attempt=report.attempt,
-        status=int(outcome.status),
-        error=outcome.error.encode()[:4096].decode(errors="ignore"),
-        error_class=int(outcome.error_class),
-        started_at=to_timestamp(outcome.started_at),
-        finished_at=to_timestamp(outcome.finished_at),
-        http_status=outcome.http_status,
+        run=wire.run_ref(completion.ref),
+        attempt=completion.attempt,
+        status=wire.enum_out(outcome.status),
+        error=truncate_error(outcome.error),
+        error_class=wire.enum_out(outcome.error_class),
+        http_status=outcome.http_status or 0,
     )
-    if outcome.retry_after_s is not None:
-        message.retry_after.CopyFrom(to_duration(min(outcome.retry_after_s, 86_400.0)))
+    if outcome.started_at is not None:
+        message.started_at.CopyFrom(wire.timestamp(outcome.started_at))
+    if outcome.finished_at is not None:
+        message.finished_at.CopyFrom(wire.timestamp(outcome.finished_at))
+    if outcome.retry_after is not None:
+        message.retry_after.CopyFrom(wire.duration(min(outcome.retry_after, MAX_RETRY_AFTER)))
     if outcome.grpc_code is not None:
         message.grpc_code = outcome.grpc_code
     return message
+
+
+def complete_request(
+    executor_id: str, completions: Iterable[Completion]
+) -> ledger_pb2.CompleteRunsRequest:
+    """A CompleteRuns request reporting ``completions``."""
+    return ledger_pb2.CompleteRunsRequest(
+        executor_id=executor_id, outcomes=[outcome_message(c) for c in completions]
+    )
+
+
+def answers(response: ledger_pb2.CompleteRunsResponse) -> list[Answer]:
+    """The ledger's answer to each outcome, in request order (maybe fewer: a short
+    answer leaves the rest unanswered, which the completer treats as not sent)."""
+    return [
+        Answer(
+            accepted=result.accepted,
+            next_status=_known(RunStatus, result.next_status),
+            fence_reason=None if result.accepted else _known(FenceReason, result.fence_reason),
+        )
+        for result in response.results
+    ]
+
+
+# --- Heartbeat -------------------------------------------------------------------------
+
+
+def heartbeat_request(
+    executor_id: str, held: Iterable[HeldRun], lease_ttl_s: float, *, draining: bool
+) -> ledger_pb2.HeartbeatRequest:
+    """One beat: every held run and its attempt."""
+    return ledger_pb2.HeartbeatRequest(
+        executor_id=executor_id,
+        runs=[ledger_pb2.HeldRun(run=wire.run_ref(run), attempt=attempt) for run, attempt in held],
+        lease_ttl=wire.duration(timedelta(seconds=lease_ttl_s)),
+        draining=draining,
+    )
+
+
+def heartbeat_answer(response: ledger_pb2.HeartbeatResponse) -> HeartbeatAnswer:
+    """One ledger message of the Heartbeat stream; malformed entries are logged and
+    skipped (the others still apply)."""
+    interval_s = None
+    if response.HasField("heartbeat_interval"):
+        try:
+            interval_s = wire.timedelta_in(
+                response.heartbeat_interval, "heartbeat_interval"
+            ).total_seconds()
+        except InvalidArgument as exc:
+            log.warning("ignoring %s", exc, extra={"action": "heartbeat.malformed"})
+    cancel = []
+    for i, order in enumerate(response.cancel):
+        ref = _ref_or_none(order.run, f"cancel[{i}].run")
+        if ref is not None:
+            cancel.append(CancelOrder(ref, order.attempt, order.reason))
+    lost = []
+    for i, held in enumerate(response.lost):
+        ref = _ref_or_none(held.run, f"lost[{i}].run")
+        if ref is not None:
+            lost.append((ref, held.attempt))
+    return HeartbeatAnswer(interval_s=interval_s, cancel=cancel, lost=lost)
+
+
+def _ref_or_none(ref: run_pb2.RunRef, field: str) -> RunRef | None:
+    try:
+        return wire.run_ref_in(ref, field)
+    except InvalidArgument as exc:
+        log.warning("ignoring %s", exc, extra={"action": "heartbeat.malformed"})
+        return None

@@ -5,8 +5,9 @@ carries the full list of held runs; the ledger extends their leases and answers 
 runs to cancel (also unsolicited, between beats) and runs whose lease is lost. A beat is
 also sent right after the stream opens, so a reconnect (scheduler restart, another
 ledger replica) re-extends every held lease at once. A broken stream is reopened with
-jittered exponential backoff, forever: losing the ledger for longer than a lease means
-the leases expire and the runs are retried elsewhere, which is the design.
+the ledger client's jittered exponential backoff, forever, whatever the error: losing
+the ledger for longer than a lease means the leases expire and the runs are retried
+elsewhere, which is the design. The backoff starts over once a stream was answered.
 
 The ledger answers every beat. A stream that stays silent for an interval plus a margin
 after a beat is treated as dead and reopened: a half-open TCP connection (a ledger host
@@ -18,23 +19,21 @@ keepalive pings (app.py) catch the same at the transport; this catches it per st
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import random
 from collections.abc import Callable
 
-import grpc
-
-from sundial.executor.convert import run_from_ref, run_to_ref, seconds, to_duration
+from sundial.core.clock import Clock, SystemClock
+from sundial.executor.config import ExecutorConfig
 from sundial.executor.inflight import InFlight
-from sundial.v1 import ledger_pb2, ledger_pb2_grpc
+from sundial.executor.ledger import HeartbeatStream, LedgerClient, LedgerError
+from sundial.executor.model import HeartbeatAnswer
+from sundial.executor.timing import sleep_unless
 
 __all__ = ["Heartbeat"]
 
 log = logging.getLogger(__name__)
 
 _MIN_INTERVAL_S = 0.05
-_MAX_BACKOFF_S = 5.0
 # How much longer than an interval a beat's answer may take before the stream counts as
 # dead: a ledger busy extending 10 000 leases answers in well under a second.
 _ANSWER_MARGIN_S = 2.0
@@ -45,31 +44,38 @@ class _Silent(Exception):
 
 
 class Heartbeat:
-    """Lifecycle component keeping held leases alive."""
+    """Lifecycle component keeping held leases alive.
+
+    Args:
+        config: Supplies ``heartbeat_interval_s`` (until the ledger announces its own)
+            and ``run_lease_s`` (the slowest the beat may get: a third of it).
+        ledger: Opens the streams and paces the reconnects.
+        inflight: What is held (each beat lists it); takes cancel orders and lost leases.
+        clock: Times the beats and the answer deadline.
+    """
 
     name = "heartbeat"
 
     def __init__(
         self,
-        stub: ledger_pb2_grpc.RunLedgerStub,
+        config: ExecutorConfig,
+        ledger: LedgerClient,
         inflight: InFlight,
         *,
-        executor_id: str,
-        interval_s: float = 10.0,
-        lease_ttl_s: float = 30.0,
+        clock: Clock | None = None,
     ) -> None:
-        self._stub = stub
+        self._ledger = ledger
         self._inflight = inflight
-        self._executor_id = executor_id
-        self.interval_s = interval_s
-        self._lease_ttl_s = lease_ttl_s
+        self._clock = clock or SystemClock()
+        self.interval_s = config.heartbeat_interval_s
+        self._lease_ttl_s = config.run_lease_s
         self._stopping = asyncio.Event()
         self._beat_now = asyncio.Event()
         self.connected = asyncio.Event()
-        """Set while a stream is open (tests wait for it)."""
+        """Set while a stream is open and answered (tests wait for it)."""
         self.beats = 0
         """Heartbeats sent since start (all streams)."""
-        self._unanswered_since: float | None = None  # loop time of the oldest unanswered beat
+        self._unanswered_since: float | None = None  # clock time of the oldest unanswered beat
 
     def beat_soon(self) -> None:
         """Send the next heartbeat now instead of at the end of the interval."""
@@ -78,101 +84,86 @@ class Heartbeat:
     async def run(self, started: Callable[[], None]) -> None:
         """Keep a stream open until stopped; reconnect after failures."""
         started()  # the ledger may start later: that is what the reconnect loop is for
-        backoff = 0.1
+        failures = 0
         while not self._stopping.is_set():
+            # Why the stream is being reopened, logged once the wait is known (None: a
+            # stream the ledger ended, or an error already logged with its traceback).
+            reason: str | None = None
+            level, extra = logging.WARNING, {}
             try:
                 await self._session()
-                backoff = 0.1
             except _Silent as exc:
-                log.warning(
-                    "heartbeat stream silent (%s); reconnecting in about %.1f s",
-                    exc,
-                    backoff,
-                    extra={"action": "heartbeat.reconnect", "reason": "silent"},
-                )
-            except grpc.aio.AioRpcError as exc:
-                log.warning(
-                    "heartbeat stream broke (%s); reconnecting in about %.1f s",
-                    exc.code().name,
-                    backoff,
-                    extra={"action": "heartbeat.reconnect", "grpc_code": exc.code().name},
-                )
+                reason, extra = f"silent ({exc})", {"reason": "silent"}
+            except LedgerError as exc:
+                reason, extra = f"broke ({exc.code_name})", {"grpc_code": exc.code_name}
+                if not exc.retryable:
+                    # A refusal (UNIMPLEMENTED, PERMISSION_DENIED): likely misconfigured,
+                    # but reopened anyway, since the stream is what keeps leases alive.
+                    level = logging.ERROR
             except Exception:
                 log.exception("heartbeat stream failed", extra={"action": "heartbeat.error"})
             finally:
+                if self.connected.is_set():
+                    failures = 0  # the stream worked: a new outage starts the backoff over
                 self.connected.clear()
             if self._stopping.is_set():
                 return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), backoff * random.uniform(0.5, 1.0))
-            backoff = min(backoff * 2, _MAX_BACKOFF_S)
+            failures += 1
+            delay = self._ledger.backoff(failures)
+            if reason is not None:
+                log.log(
+                    level,
+                    "heartbeat stream %s; reconnecting in %.1f s",
+                    reason,
+                    delay,
+                    extra={"action": "heartbeat.reconnect", **extra},
+                )
+            await sleep_unless(self._clock, delay, self._stopping)
 
     async def stop(self) -> None:
         """Close the stream; idempotent."""
         self._stopping.set()
         self._beat_now.set()
 
-    def _request(self) -> ledger_pb2.HeartbeatRequest:
-        return ledger_pb2.HeartbeatRequest(
-            executor_id=self._executor_id,
-            runs=[
-                ledger_pb2.HeldRun(run=run_to_ref(run), attempt=attempt)
-                for run, attempt in self._inflight.held()
-            ],
-            lease_ttl=to_duration(self._lease_ttl_s),
-            draining=self._inflight.draining,
-        )
-
     async def _session(self) -> None:
-        call = self._stub.Heartbeat()
-        loop = asyncio.get_running_loop()
+        stream = self._ledger.heartbeat()
         self._unanswered_since = None
-        reader = asyncio.create_task(self._read(call))
+        reader = asyncio.create_task(self._read(stream))
         try:
             while not self._stopping.is_set():
-                await call.write(self._request())
+                await stream.send(self._inflight.held(), draining=self._inflight.draining)
                 self.beats += 1
                 self._beat_now.clear()
+                now = self._clock.monotonic()
                 if self._unanswered_since is None:
-                    self._unanswered_since = loop.time()
+                    self._unanswered_since = now
                 interval = max(self.interval_s, _MIN_INTERVAL_S)
                 answer_by = self._unanswered_since + interval + _ANSWER_MARGIN_S
-                wait = max(min(interval, answer_by - loop.time()), 0.0)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(_first(self._beat_now, reader), wait)
+                wait = max(min(interval, answer_by - now), 0.0)
+                await sleep_unless(self._clock, wait, self._beat_now, reader)
                 if reader.done():
                     reader.result()  # raises the stream's error
                     return  # the server ended the stream: reconnect
-                if self._unanswered_since is not None and loop.time() >= answer_by:
+                if self._unanswered_since is not None and self._clock.monotonic() >= answer_by:
                     raise _Silent(f"no answer within {answer_by - self._unanswered_since:.1f} s")
-            await call.done_writing()
+            await stream.close()
         finally:
             if not reader.done():
                 reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)
-            call.cancel()
+            stream.cancel()
 
-    async def _read(self, call: grpc.aio.StreamStreamCall) -> None:
-        async for response in call:
+    async def _read(self, stream: HeartbeatStream) -> None:
+        async for answer in stream.answers():
             self._unanswered_since = None  # any answer shows the stream is alive
             self.connected.set()
-            self._handle(response)
+            self._handle(answer)
 
-    def _handle(self, response: ledger_pb2.HeartbeatResponse) -> None:
-        if response.HasField("heartbeat_interval"):
-            announced = seconds(response.heartbeat_interval)
-            if announced > 0:
-                # Never beat slower than a third of our lease: one lost beat is survived.
-                self.interval_s = min(announced, self._lease_ttl_s / 3)
-        for order in response.cancel:
-            self._inflight.cancel(run_from_ref(order.run), order.attempt, order.reason)
-        for lost in response.lost:
-            self._inflight.lose(run_from_ref(lost.run), lost.attempt)
-
-
-async def _first(event: asyncio.Event, task: asyncio.Task[None]) -> None:
-    waiter = asyncio.ensure_future(event.wait())
-    try:
-        await asyncio.wait([waiter, task], return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        waiter.cancel()
+    def _handle(self, answer: HeartbeatAnswer) -> None:
+        if answer.interval_s is not None and answer.interval_s > 0:
+            # Never beat slower than a third of our lease: one lost beat is survived.
+            self.interval_s = min(answer.interval_s, self._lease_ttl_s / 3)
+        for order in answer.cancel:
+            self._inflight.cancel(order.run, order.attempt, order.reason)
+        for run, attempt in answer.lost:
+            self._inflight.lose(run, attempt)

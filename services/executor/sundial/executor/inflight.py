@@ -25,18 +25,20 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
+from sundial.core.clock import Clock, SystemClock
 from sundial.core.logging import run_key_var
-from sundial.executor.model import ErrorClass, Lease, Outcome, OutcomeStatus, Report, RunId
+from sundial.executor.config import ExecutorConfig
+from sundial.executor.model import HeldRun, Lease
 from sundial.executor.runner import Runner
+from sundial.run import Completion, ErrorClass, Outcome, OutcomeStatus, RunRef
 
-__all__ = ["Held", "InFlight"]
+__all__ = ["Held", "InFlight", "Submit"]
 
 log = logging.getLogger(__name__)
 
-Submit = Callable[[Report], Awaitable[object]]
-"""Hands a report to the completer and waits until the ledger answered it."""
+Submit = Callable[[Completion], Awaitable[object]]
+"""Hands an outcome to the completer and waits until the ledger answered it."""
 
 
 @dataclass(eq=False)
@@ -51,15 +53,30 @@ class Held:
 
 
 class InFlight:
-    """Held runs and the slots that bound concurrent target calls."""
+    """Held runs and the slots that bound concurrent target calls.
 
-    def __init__(self, runner: Runner, submit: Submit, *, max_in_flight: int) -> None:
+    Args:
+        config: Supplies ``max_in_flight``.
+        runner: Calls the targets.
+        submit: Reports each attempt's outcome (the completer's ``submit``).
+        clock: Stamps the outcomes the registry makes itself (cancelled, a caller's bug).
+    """
+
+    def __init__(
+        self,
+        config: ExecutorConfig,
+        runner: Runner,
+        submit: Submit,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
         self._runner = runner
         self._submit = submit
-        self.max_in_flight = max_in_flight
-        self._free = max_in_flight
+        self._clock = clock or SystemClock()
+        self.max_in_flight = config.max_in_flight
+        self._free = config.max_in_flight
         self._freed = asyncio.Event()
-        self._held: dict[tuple[RunId, int], Held] = {}
+        self._held: dict[HeldRun, Held] = {}
         self._closed = False
         self.draining = False
         """True once the executor stopped leasing (reported on heartbeats)."""
@@ -106,7 +123,7 @@ class InFlight:
 
     # --- held runs ---------------------------------------------------------------------
 
-    def held(self) -> list[tuple[RunId, int]]:
+    def held(self) -> list[HeldRun]:
         """Every held run and its attempt (what the next heartbeat lists)."""
         return list(self._held)
 
@@ -137,7 +154,7 @@ class InFlight:
         held.task = asyncio.create_task(self._execute(held), name=f"run {lease.run_key}")
         return True
 
-    def cancel(self, run: RunId, attempt: int, reason: str) -> bool:
+    def cancel(self, run: RunRef, attempt: int, reason: str) -> bool:
         """A cancel order: stop the call and report CANCELLED. False if not held/in call."""
         held = self._held.get((run, attempt))
         if held is None or held.call is None or held.call.done():
@@ -151,7 +168,7 @@ class InFlight:
         )
         return True
 
-    def lose(self, run: RunId, attempt: int) -> bool:
+    def lose(self, run: RunRef, attempt: int) -> bool:
         """A lost lease: stop the call and report nothing. False if not held."""
         held = self._held.get((run, attempt))
         if held is None:
@@ -198,7 +215,7 @@ class InFlight:
             except asyncio.CancelledError:
                 if _being_cancelled() or held.lost or held.cancel_reason is None:
                     raise  # shutdown or a lost lease: nothing to report
-                now = datetime.now(UTC)
+                now = self._clock.now()
                 outcome = Outcome(
                     status=OutcomeStatus.CANCELLED,
                     started_at=now,
@@ -214,7 +231,7 @@ class InFlight:
                 log.exception(
                     "target call raised", extra={"action": "run.error", "run_key": lease.run_key}
                 )
-                now = datetime.now(UTC)
+                now = self._clock.now()
                 outcome = Outcome(
                     status=OutcomeStatus.FAILED_RETRYABLE,
                     started_at=now,
@@ -227,7 +244,7 @@ class InFlight:
             if held.lost:
                 return
             _log_outcome(lease, outcome)
-            await self._submit(Report(lease.run, lease.attempt, outcome))
+            await self._submit(Completion(lease.run, lease.attempt, outcome))
         except asyncio.CancelledError:
             if held.call is not None and not held.call.done():
                 held.call.cancel()
@@ -251,16 +268,18 @@ def _being_cancelled() -> bool:
 
 
 def _log_outcome(lease: Lease, outcome: Outcome) -> None:
-    extra = {
+    extra: dict[str, object] = {
         "action": "run.attempt",
         "run_key": lease.run_key,
         "attempt": lease.attempt,
         "tenant_id": lease.tenant_id,
         "status": outcome.status.name,
-        "duration_ms": round((outcome.finished_at - outcome.started_at).total_seconds() * 1000, 1),
     }
+    if outcome.started_at is not None and outcome.finished_at is not None:
+        elapsed = outcome.finished_at - outcome.started_at
+        extra["duration_ms"] = round(elapsed.total_seconds() * 1000, 1)
     if outcome.failed:
-        extra["error_class"] = outcome.error_class.name
+        extra["error_class"] = outcome.error_class.name if outcome.error_class else None
         log.info("attempt failed: %s", outcome.error, extra=extra)
     else:
         log.info("attempt %s", outcome.status.name.lower(), extra=extra)

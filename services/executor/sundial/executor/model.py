@@ -1,82 +1,39 @@
-"""The executor's domain types: runs it holds, what to call, how an attempt ended.
+"""The executor's own types: a granted attempt, LeaseRuns' verdicts and the ledger's answers.
 
-These mirror the RunLedger wire messages (``sundial.v1.ledger_pb2``) without depending on
-protobuf; :mod:`sundial.executor.convert` translates. Enum values equal the proto's, so
-the translation is a cast.
+The run's identity, vocabulary, target and outcome are :mod:`sundial.run`'s (``RunRef``,
+``OutcomeStatus``, ``ErrorClass``, ``HttpTarget``/``GrpcTarget``, ``Outcome``,
+``Completion``); only what exists nowhere but in the executor is defined here.
+:mod:`sundial.executor.convert` translates between these and the wire.
 """
 
 from __future__ import annotations
 
-import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sundial.run import run_key
+from sundial.run import FenceReason, RejectReason, RunKind, RunRef, RunStatus, Target
 
-
-class OutcomeStatus(enum.IntEnum):
-    """How an attempt ended (``sundial.v1.OutcomeStatus``)."""
-
-    SUCCEEDED = 1
-    FAILED_RETRYABLE = 2
-    FAILED_FINAL = 3
-    CANCELLED = 4
-    TIMED_OUT = 5
-
-
-class ErrorClass(enum.IntEnum):
-    """Classification of a failed attempt (``sundial.v1.ErrorClass``)."""
-
-    UNSPECIFIED = 0
-    RETRYABLE = 1
-    FINAL = 2
-    TIMEOUT = 3
-    CONNECTION = 4
-    REFUSED = 5
-    CANCELLED = 6
-    LEASE_EXPIRED = 7
+__all__ = [
+    "NOT_SENT",
+    "Answer",
+    "CancelOrder",
+    "HeartbeatAnswer",
+    "HeldRun",
+    "Lease",
+    "LeaseResult",
+    "Rejected",
+    "UnusableGrant",
+]
 
 
-@dataclass(frozen=True, order=True)
-class RunId:
-    """A run's primary key: ``(job_id, scheduled_at)``."""
-
-    job_id: str
-    scheduled_at: datetime
-
-    @property
-    def key(self) -> str:
-        """The run key string, ``<job_id>@<scheduled_at>``."""
-        return run_key(self.job_id, self.scheduled_at)
-
-
-@dataclass(frozen=True)
-class HttpTarget:
-    """An HTTP(S) endpoint (``sundial.v1.HttpTarget``)."""
-
-    url: str
-    method: str = "POST"
-    headers: tuple[tuple[str, str], ...] = ()
-
-
-@dataclass(frozen=True)
-class GrpcTarget:
-    """A server implementing ``sundial.v1.TargetService`` (``sundial.v1.GrpcTarget``)."""
-
-    address: str
-    plaintext: bool = False
-    metadata: tuple[tuple[str, str], ...] = ()
-
-
-Target = HttpTarget | GrpcTarget
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Lease:
     """A granted attempt of a run: everything needed to call its target."""
 
-    run: RunId
+    run: RunRef
     attempt: int
+    """The fencing token: the outcome of this attempt is reported with it."""
     lease_until: datetime
     target: Target
     payload: bytes
@@ -85,32 +42,70 @@ class Lease:
     run_key: str
     signature: str
     job_name: str = ""
-    kind: str = ""
+    kind: RunKind | None = None
+    """None when the ledger did not say (or said something newer than this executor)."""
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """How one attempt ended, as the executor reports it in CompleteRuns."""
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """LeaseRuns refused a run."""
 
-    status: OutcomeStatus
-    started_at: datetime
-    finished_at: datetime
-    error: str = ""
-    error_class: ErrorClass = ErrorClass.UNSPECIFIED
-    retry_after_s: float | None = None
-    http_status: int = 0
-    grpc_code: int | None = None
-
-    @property
-    def failed(self) -> bool:
-        """True unless the attempt succeeded or was cancelled."""
-        return self.status not in (OutcomeStatus.SUCCEEDED, OutcomeStatus.CANCELLED)
+    run: RunRef
+    reason: RejectReason | None
+    """None for a reason newer than this executor: treated as "ask again later"."""
+    detail: str = ""
+    retry_after: timedelta | None = None
 
 
-@dataclass(frozen=True)
-class Report:
-    """An outcome addressed to the ledger: the run, the attempt (fencing token), the outcome."""
+@dataclass(frozen=True, slots=True)
+class UnusableGrant:
+    """A grant the executor cannot act on (no target): reported as a final failure."""
 
-    run: RunId
+    run: RunRef
     attempt: int
-    outcome: Outcome
+    error: str
+
+
+LeaseResult = Lease | Rejected | UnusableGrant
+"""What LeaseRuns decided about one run, in the order the runs were asked for."""
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The ledger's answer to one reported outcome (CompleteRuns)."""
+
+    accepted: bool
+    next_status: RunStatus | None = None
+    fence_reason: FenceReason | None = None
+    """Why a refused outcome was fenced out (None if accepted, not sent or unknown)."""
+    sent: bool = True
+    """False when the outcome never reached the ledger (given up, or a bug): the run's
+    lease then expires and the ledger retries it."""
+
+
+NOT_SENT = Answer(accepted=False, sent=False)
+"""The answer of an outcome the completer gave up on."""
+
+
+HeldRun = tuple[RunRef, int]
+"""A held run and its attempt, as a heartbeat lists it."""
+
+
+@dataclass(frozen=True, slots=True)
+class CancelOrder:
+    """The ledger asks to stop an attempt and report it CANCELLED."""
+
+    run: RunRef
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatAnswer:
+    """One message of the ledger on the Heartbeat stream."""
+
+    interval_s: float | None = None
+    """The ledger's heartbeat interval, when it announced one."""
+    cancel: Sequence[CancelOrder] = ()
+    lost: Sequence[HeldRun] = ()
+    """Attempts whose lease is gone: stop them, report nothing."""

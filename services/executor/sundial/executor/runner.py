@@ -8,24 +8,26 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from datetime import UTC, datetime
+from datetime import timedelta
 
 from opentelemetry import metrics, trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from sundial.run import format_timestamp
+from sundial.core.clock import Clock, SystemClock
 from sundial.core.telemetry import RUN_START_LATENESS, lateness_histogram
-from sundial.executor.model import (
-    ErrorClass,
-    GrpcTarget,
-    HttpTarget,
-    Lease,
-    Outcome,
-    OutcomeStatus,
-)
+from sundial.executor.model import Lease
 from sundial.executor.targets.breaker import CircuitBreaker
 from sundial.executor.targets.grpc import GrpcCaller
 from sundial.executor.targets.http import HttpCaller, breaker_key
+from sundial.run import (
+    ErrorClass,
+    HttpTarget,
+    Outcome,
+    OutcomeStatus,
+    RunKind,
+    Target,
+    format_timestamp,
+)
 
 __all__ = ["USER_AGENT", "Runner", "sundial_headers"]
 
@@ -64,7 +66,15 @@ def sundial_headers(lease: Lease) -> dict[str, str]:
 
 
 class Runner:
-    """Calls targets for granted runs."""
+    """Calls targets for granted runs.
+
+    Args:
+        http: Calls HTTP targets.
+        grpc_caller: Calls gRPC targets.
+        breaker: Holds calls to failing targets back.
+        meter: Records the first attempts' start lateness (the global meter if None).
+        clock: Stamps the outcomes and measures the lateness.
+    """
 
     def __init__(
         self,
@@ -72,10 +82,13 @@ class Runner:
         grpc_caller: GrpcCaller,
         breaker: CircuitBreaker,
         meter: metrics.Meter | None = None,
+        *,
+        clock: Clock | None = None,
     ) -> None:
         self._http = http
         self._grpc = grpc_caller
         self._breaker = breaker
+        self._clock = clock or SystemClock()
         self._start_lateness = lateness_histogram(
             meter or metrics.get_meter("sundial.executor"),
             RUN_START_LATENESS,
@@ -92,17 +105,17 @@ class Runner:
         key = breaker_key(target) if isinstance(target, HttpTarget) else f"grpc://{target.address}"
         held_back_s = self._breaker.acquire(key)
         if held_back_s is not None:
-            now = datetime.now(UTC)
+            now = self._clock.now()
             return Outcome(
                 status=OutcomeStatus.FAILED_RETRYABLE,
                 started_at=now,
                 finished_at=now,
                 error=f"circuit breaker open for {key}: not called",
                 error_class=ErrorClass.CONNECTION,
-                retry_after_s=held_back_s,
+                retry_after=timedelta(seconds=held_back_s),
             )
-        started = datetime.now(UTC)
-        if lease.attempt == 1 and lease.kind != "RUN_KIND_BACKFILL":
+        started = self._clock.now()
+        if lease.attempt == 1 and lease.kind is not RunKind.BACKFILL:
             # Backfills are in the past by design; retries measure the backoff, not us.
             self._start_lateness.record(
                 max(0.0, (started - lease.run.scheduled_at).total_seconds())
@@ -122,18 +135,18 @@ class Runner:
                 outcome = Outcome(
                     status=OutcomeStatus.TIMED_OUT,
                     started_at=started,
-                    finished_at=datetime.now(UTC),
+                    finished_at=self._clock.now(),
                     error=f"run timeout of {lease.run_timeout_s:g} s exceeded",
                     error_class=ErrorClass.TIMEOUT,
                 )
             except BaseException:  # cancelled (or a bug): the target gave no answer
                 self._breaker.release(key)
                 raise
-        failed = outcome.status in (OutcomeStatus.FAILED_RETRYABLE, OutcomeStatus.TIMED_OUT)
-        self._breaker.record(key, failed=failed)
+        # A final failure (a 4xx) is an answer: the target is up.
+        self._breaker.record(key, failed=outcome.status.retryable)
         return outcome
 
-    async def _call(self, lease: Lease, target: HttpTarget | GrpcTarget) -> Outcome:
+    async def _call(self, lease: Lease, target: Target) -> Outcome:
         headers = sundial_headers(lease)
         if isinstance(target, HttpTarget):
             headers["User-Agent"] = USER_AGENT

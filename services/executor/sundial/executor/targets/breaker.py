@@ -16,9 +16,9 @@ A final failure (a 4xx) counts as an answer, not as trouble: the target is up.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
+
+from sundial.core.clock import Clock, SystemClock
 
 __all__ = ["CircuitBreaker"]
 
@@ -35,18 +35,18 @@ class _State:
 
 
 class CircuitBreaker:
-    """Consecutive-failure breakers keyed by target (``scheme://host:port``, gRPC address)."""
+    """Consecutive-failure breakers keyed by target (``scheme://host:port``, gRPC address).
 
-    def __init__(
-        self,
-        *,
-        failures: int,
-        open_s: float,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    Args:
+        failures: Consecutive retryable failures that open a target's breaker.
+        open_s: Seconds an open breaker holds calls back.
+        clock: Its monotonic time measures the open periods.
+    """
+
+    def __init__(self, *, failures: int, open_s: float, clock: Clock | None = None) -> None:
         self._threshold = failures
         self._open_s = open_s
-        self._clock = clock
+        self._clock = clock or SystemClock()
         self._states: dict[str, _State] = {}
 
     def acquire(self, key: str) -> float | None:
@@ -59,7 +59,7 @@ class CircuitBreaker:
         state = self._states.get(key)
         if state is None or state.failures < self._threshold:
             return None
-        now = self._clock()
+        now = self._clock.monotonic()
         if now < state.open_until:
             return state.open_until - now
         if state.probing:
@@ -77,7 +77,7 @@ class CircuitBreaker:
         state.failures += 1
         state.probing = False
         if state.failures >= self._threshold:
-            state.open_until = self._clock() + self._open_s
+            state.open_until = self._clock.monotonic() + self._open_s
 
     def release(self, key: str) -> None:
         """Forget a call allowed by :meth:`acquire` that ended without a result (cancelled)."""

@@ -1,4 +1,4 @@
-"""How target answers become outcomes (DESIGN.md section 7, run.proto ErrorClass).
+"""How target answers become outcomes (docs/design.md section 7, run.proto ErrorClass).
 
 HTTP: 2xx succeeded; 408, 425, 429 and 5xx retryable; any other status (3xx included:
 redirects are not followed) final. gRPC: OK succeeded; UNAVAILABLE, DEADLINE_EXCEEDED,
@@ -10,11 +10,11 @@ is passed on to the ledger, which waits at least that long before the next attem
 from __future__ import annotations
 
 import email.utils
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import grpc
 
-from sundial.executor.model import ErrorClass, OutcomeStatus
+from sundial.run import MAX_RETRY_AFTER, ErrorClass, OutcomeStatus
 
 __all__ = [
     "RETRYABLE_GRPC_CODES",
@@ -35,32 +35,32 @@ RETRYABLE_GRPC_CODES = frozenset(
         grpc.StatusCode.UNKNOWN,
     }
 )
-MAX_RETRY_AFTER_S = 86_400.0  # the ledger caps it at 24 h too
 
 
-def classify_http(status: int) -> tuple[OutcomeStatus, ErrorClass]:
-    """The outcome status and error class of an HTTP response status."""
+def classify_http(status: int) -> tuple[OutcomeStatus, ErrorClass | None]:
+    """The outcome status and error class (None: succeeded) of an HTTP response status."""
     if 200 <= status < 300:
-        return OutcomeStatus.SUCCEEDED, ErrorClass.UNSPECIFIED
+        return OutcomeStatus.SUCCEEDED, None
     if status in RETRYABLE_HTTP_STATUSES or 500 <= status < 600:
         return OutcomeStatus.FAILED_RETRYABLE, ErrorClass.RETRYABLE
     return OutcomeStatus.FAILED_FINAL, ErrorClass.FINAL
 
 
-def classify_grpc(code: grpc.StatusCode) -> tuple[OutcomeStatus, ErrorClass]:
-    """The outcome status and error class of a gRPC status code."""
+def classify_grpc(code: grpc.StatusCode) -> tuple[OutcomeStatus, ErrorClass | None]:
+    """The outcome status and error class (None: succeeded) of a gRPC status code."""
     if code == grpc.StatusCode.OK:
-        return OutcomeStatus.SUCCEEDED, ErrorClass.UNSPECIFIED
+        return OutcomeStatus.SUCCEEDED, None
     if code in RETRYABLE_GRPC_CODES:
         return OutcomeStatus.FAILED_RETRYABLE, ErrorClass.RETRYABLE
     return OutcomeStatus.FAILED_FINAL, ErrorClass.FINAL
 
 
-def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` value, or None when absent or malformed.
+def parse_retry_after(value: str | None, now: datetime) -> timedelta | None:
+    """The wait a ``Retry-After`` value asks for, or None when absent or malformed.
 
-    Accepts a non-negative integer number of seconds (RFC 9110) or an HTTP-date; a date
-    in the past means 0. The result is capped at 24 h.
+    Accepts a non-negative integer number of seconds (RFC 9110) or an HTTP-date (read
+    against ``now``); a date in the past means no wait. The result is capped at
+    :data:`~sundial.run.MAX_RETRY_AFTER` (24 h, as the ledger caps it).
     """
     if value is None:
         return None
@@ -68,7 +68,8 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
     if not value:
         return None
     if value.isdigit():
-        return min(float(value), MAX_RETRY_AFTER_S)
+        # Compared as a number first: timedelta overflows long before a huge header does.
+        return min(timedelta(seconds=min(int(value), 10**9)), MAX_RETRY_AFTER)
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
@@ -77,5 +78,4 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
         return None
     if when.tzinfo is None:  # "-0000" dates parse naive; HTTP-dates are always GMT
         when = when.replace(tzinfo=UTC)
-    now = now or datetime.now(UTC)
-    return min(max(0.0, (when - now).total_seconds()), MAX_RETRY_AFTER_S)
+    return min(max(timedelta(0), when - now), MAX_RETRY_AFTER)

@@ -9,25 +9,22 @@ reused by every call to it.
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
-from datetime import UTC, datetime
+from datetime import datetime
 
 import grpc
 
-from sundial.executor.convert import to_timestamp
-from sundial.executor.model import ErrorClass, GrpcTarget, Lease, Outcome, OutcomeStatus
+from sundial.core import wire
+from sundial.core.clock import Clock, SystemClock
+from sundial.executor.model import Lease
 from sundial.executor.targets.address import AddressPolicy, TargetRefused, split_host_port
 from sundial.executor.targets.classify import classify_grpc, parse_retry_after
+from sundial.run import ErrorClass, GrpcTarget, Outcome, OutcomeStatus
 from sundial.v1 import target_pb2, target_pb2_grpc
 
 __all__ = ["GrpcCaller"]
 
 _MAX_CHANNELS = 512  # least recently used channels beyond this are closed
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def _trailing(error: grpc.aio.AioRpcError, key: str) -> str | None:
@@ -38,10 +35,16 @@ def _trailing(error: grpc.aio.AioRpcError, key: str) -> str | None:
 
 
 class GrpcCaller:
-    """Makes one Execute call per attempt over cached channels."""
+    """Makes one Execute call per attempt over cached channels.
 
-    def __init__(self, policy: AddressPolicy) -> None:
+    Args:
+        policy: The SSRF rules, applied at every call.
+        clock: Stamps the outcomes and tells our deadline from the target's.
+    """
+
+    def __init__(self, policy: AddressPolicy, *, clock: Clock | None = None) -> None:
         self._policy = policy
+        self._clock = clock or SystemClock()
         self._channels: OrderedDict[tuple[str, bool, str], grpc.aio.Channel] = OrderedDict()
 
     async def aclose(self) -> None:
@@ -83,41 +86,42 @@ class GrpcCaller:
         Never raises for a failed call: the failure is the outcome. Cancellation
         propagates (and cancels the RPC).
         """
-        started = _now()
+        started = self._clock.now()
         try:
             channel = await self._channel(target)
         except TargetRefused as exc:
-            return _outcome(started, OutcomeStatus.FAILED_FINAL, ErrorClass.REFUSED, str(exc))
+            return self._failure(started, OutcomeStatus.FAILED_FINAL, ErrorClass.REFUSED, str(exc))
         except OSError as exc:
-            return _outcome(
+            return self._failure(
                 started, OutcomeStatus.FAILED_RETRYABLE, ErrorClass.CONNECTION, str(exc)
             )
         request = target_pb2.ExecuteRequest(
             run_key=lease.run_key,
             idempotency_key=lease.run_key,
-            job_id=lease.run.job_id,
+            job_id=str(lease.run.job_id),
             tenant_id=lease.tenant_id,
-            scheduled_at=to_timestamp(lease.run.scheduled_at),
+            scheduled_at=wire.timestamp(lease.run.scheduled_at),
             attempt=lease.attempt,
             payload=lease.payload,
         )
         stub = target_pb2_grpc.TargetServiceStub(channel)
         # Sundial's keys win over the job's (the API refuses those names anyway).
-        pairs = [(k, v) for k, v in target.metadata if k.lower() not in metadata]
+        pairs = [(k, v) for k, v in sorted(target.metadata.items()) if k.lower() not in metadata]
         pairs.extend(metadata.items())
-        began = time.monotonic()
+        began = self._clock.monotonic()
         try:
             await stub.Execute(request, timeout=lease.run_timeout_s, metadata=pairs)
         except grpc.aio.AioRpcError as exc:
+            finished = self._clock.now()
             code = exc.code()
-            elapsed = time.monotonic() - began
+            elapsed = self._clock.monotonic() - began
             message = f"gRPC {code.name}: {exc.details() or ''}".rstrip(": ")
             if code == grpc.StatusCode.DEADLINE_EXCEEDED and elapsed >= lease.run_timeout_s * 0.99:
                 # Our own deadline (the run timeout) ran out, not the target's.
                 return Outcome(
                     status=OutcomeStatus.TIMED_OUT,
                     started_at=started,
-                    finished_at=_now(),
+                    finished_at=finished,
                     error=f"run timeout of {lease.run_timeout_s:g} s exceeded",
                     error_class=ErrorClass.TIMEOUT,
                     grpc_code=code.value[0],
@@ -128,17 +132,28 @@ class GrpcCaller:
             return Outcome(
                 status=status,
                 started_at=started,
-                finished_at=_now(),
+                finished_at=finished,
                 error=message,
                 error_class=error_class,
-                retry_after_s=parse_retry_after(_trailing(exc, "retry-after")),
+                retry_after=parse_retry_after(_trailing(exc, "retry-after"), finished),
                 grpc_code=code.value[0],
             )
         return Outcome(
             status=OutcomeStatus.SUCCEEDED,
             started_at=started,
-            finished_at=_now(),
+            finished_at=self._clock.now(),
             grpc_code=grpc.StatusCode.OK.value[0],
+        )
+
+    def _failure(
+        self, started: datetime, status: OutcomeStatus, error_class: ErrorClass, error: str
+    ) -> Outcome:
+        return Outcome(
+            status=status,
+            started_at=started,
+            finished_at=self._clock.now(),
+            error=error,
+            error_class=error_class,
         )
 
 
@@ -148,12 +163,4 @@ def _no_answer(error: grpc.aio.AioRpcError) -> bool:
     return any(
         marker in details
         for marker in ("failed to connect", "connection refused", "connect failed", "dns")
-    )
-
-
-def _outcome(
-    started: datetime, status: OutcomeStatus, error_class: ErrorClass, error: str
-) -> Outcome:
-    return Outcome(
-        status=status, started_at=started, finished_at=_now(), error=error, error_class=error_class
     )

@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import ssl
 import typing
-from datetime import UTC, datetime
+from datetime import datetime
 
 import httpcore
 import httpx
 
-from sundial.executor.model import ErrorClass, HttpTarget, Outcome, OutcomeStatus
+from sundial.core.clock import Clock, SystemClock
 from sundial.executor.targets.address import AddressPolicy, TargetRefused
 from sundial.executor.targets.classify import classify_http, parse_retry_after
+from sundial.run import ErrorClass, HttpTarget, Outcome, OutcomeStatus
 
 __all__ = ["HttpCaller", "breaker_key"]
 
@@ -103,10 +104,6 @@ def breaker_key(target: HttpTarget) -> str:
     return f"{url.scheme}://{url.host}:{url.port or (443 if url.scheme == 'https' else 80)}"
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 class HttpCaller:
     """Makes one HTTP request per attempt through shared connection pools.
 
@@ -116,9 +113,17 @@ class HttpCaller:
     themselves (bench: 16 calls/s with one pool of 256, 380 with pools of 4). Each
     request goes to the pool with the fewest calls in flight, so a pool held by slow
     calls never makes a request wait while another pool has room.
+
+    Args:
+        policy: The SSRF rules, applied where each connection is made.
+        max_connections: Connections of all pools together.
+        clock: Stamps the outcomes and reads HTTP-date Retry-After values.
     """
 
-    def __init__(self, policy: AddressPolicy, *, max_connections: int = 256) -> None:
+    def __init__(
+        self, policy: AddressPolicy, *, max_connections: int = 256, clock: Clock | None = None
+    ) -> None:
+        self._clock = clock or SystemClock()
         pools = max(1, -(-max_connections // _CONNECTIONS_PER_POOL))
         per_pool = -(-max_connections // pools)
         limits = httpx.Limits(
@@ -152,10 +157,11 @@ class HttpCaller:
         Never raises for a failed call: the failure is the outcome. Cancellation (run
         timeout, cancel order, shutdown) propagates.
         """
-        started = _now()
+        started = self._clock.now()
         # Case-insensitive merge: Sundial's headers replace any spelling of the same name.
+        # The job's are sorted so that two spellings of one name always merge alike.
         request_headers = httpx.Headers({"Content-Type": "application/octet-stream"})
-        for name, value in (*target.headers, *headers.items()):
+        for name, value in (*sorted(target.headers.items()), *headers.items()):
             request_headers[name] = value
         try:
             pool = min(range(len(self._clients)), key=self._in_flight.__getitem__)
@@ -168,21 +174,21 @@ class HttpCaller:
             finally:
                 self._in_flight[pool] -= 1
         except TargetRefused as exc:
-            return _failure(started, OutcomeStatus.FAILED_FINAL, ErrorClass.REFUSED, str(exc))
+            return self._failure(started, OutcomeStatus.FAILED_FINAL, ErrorClass.REFUSED, str(exc))
         except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
-            return _failure(started, OutcomeStatus.FAILED_FINAL, ErrorClass.FINAL, str(exc))
-        except httpx.TimeoutException as exc:
+            return self._failure(started, OutcomeStatus.FAILED_FINAL, ErrorClass.FINAL, str(exc))
+        except (httpx.TransportError, OSError) as exc:  # timeouts included
             message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            return _failure(started, OutcomeStatus.FAILED_RETRYABLE, ErrorClass.CONNECTION, message)
-        except (httpx.TransportError, OSError) as exc:
-            message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            return _failure(started, OutcomeStatus.FAILED_RETRYABLE, ErrorClass.CONNECTION, message)
+            return self._failure(
+                started, OutcomeStatus.FAILED_RETRYABLE, ErrorClass.CONNECTION, message
+            )
+        finished = self._clock.now()
         status, error_class = classify_http(response.status_code)
         if status is OutcomeStatus.SUCCEEDED:
             return Outcome(
                 status=status,
                 started_at=started,
-                finished_at=_now(),
+                finished_at=finished,
                 http_status=response.status_code,
             )
         reason = response.reason_phrase or ""
@@ -193,11 +199,22 @@ class HttpCaller:
         return Outcome(
             status=status,
             started_at=started,
-            finished_at=_now(),
+            finished_at=finished,
             error=error,
             error_class=error_class,
-            retry_after_s=parse_retry_after(response.headers.get("retry-after")),
+            retry_after=parse_retry_after(response.headers.get("retry-after"), finished),
             http_status=response.status_code,
+        )
+
+    def _failure(
+        self, started: datetime, status: OutcomeStatus, error_class: ErrorClass, error: str
+    ) -> Outcome:
+        return Outcome(
+            status=status,
+            started_at=started,
+            finished_at=self._clock.now(),
+            error=error,
+            error_class=error_class,
         )
 
 
@@ -212,15 +229,3 @@ async def _read_some(response: httpx.Response, *, succeeded: bool) -> bytes:
         if size >= limit:
             break
     return b"".join(chunks)
-
-
-def _failure(
-    started: datetime, status: OutcomeStatus, error_class: ErrorClass, error: str
-) -> Outcome:
-    return Outcome(
-        status=status,
-        started_at=started,
-        finished_at=_now(),
-        error=error,
-        error_class=error_class,
-    )
