@@ -55,7 +55,6 @@ from sundial.core.config import ServerConfig
 from sundial.core.errors import InvalidArgument, SundialError
 from sundial.core.grpc import Server, build_server
 from sundial.run import (
-    FenceReason,
     Grant,
     RetryPolicy,
     RunKind,
@@ -64,19 +63,20 @@ from sundial.run import (
     RunStatus,
     Target,
     Transition,
-    complete,
+    decide_completions,
     decide_leases,
-    fence,
     lease_expiry,
 )
 
 # The real servicer's request parsing, so both refuse the same requests the same way.
-from sundial.scheduler.ledger._servicer import (
+from sundial.scheduler.ledger import (
     MAX_BATCH,
     MAX_HELD,
-    _completion_in,
-    _executor,
-    _lease_ttl,
+    completion_in,
+    completion_result,
+    executor_id_in,
+    lease_ttl_in,
+    rejection_out,
 )
 from sundial.v1 import job_pb2, ledger_pb2, ledger_pb2_grpc, run_pb2
 
@@ -304,12 +304,12 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
         if self.fail_lease_calls > 0:
             self.fail_lease_calls -= 1
             await context.abort(grpc.StatusCode.UNAVAILABLE, "double: ledger unavailable")
-        executor_id = _executor(request.executor_id)
+        executor_id = executor_id_in(request.executor_id)
         if not 1 <= len(request.runs) <= MAX_BATCH:
             raise InvalidArgument("runs", f"must hold 1-{MAX_BATCH} runs")
         refs = [wire.run_ref_in(r, f"runs[{i}]") for i, r in enumerate(request.runs)]
         now = self._clock.now()
-        lease_until = now + _lease_ttl(request, DEFAULT_LEASE_S)
+        lease_until = now + lease_ttl_in(request, DEFAULT_LEASE_S)
         states: dict[RunRef, RunState] = {}
         for run in refs:
             state = self.states.get(run)
@@ -333,12 +333,7 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
                 grant = self._grant(state, lease_until, now)
                 results.append(ledger_pb2.LeaseResult(run=wire_ref, grant=grant))
                 continue
-            rejection = ledger_pb2.Rejection(
-                reason=wire.enum_out(answer.reason), detail=answer.detail
-            )
-            if answer.retry_after is not None:
-                rejection.retry_after.CopyFrom(wire.duration(answer.retry_after))
-            results.append(ledger_pb2.LeaseResult(run=wire_ref, rejection=rejection))
+            results.append(ledger_pb2.LeaseResult(run=wire_ref, rejection=rejection_out(answer)))
         if self.lose_lease_answers > 0:
             self.lose_lease_answers -= 1
             await context.abort(grpc.StatusCode.UNAVAILABLE, "double: answer lost")
@@ -421,12 +416,12 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
             self.heartbeats.append(beat)
             if self.mute_heartbeats:
                 continue
-            executor_id = _executor(beat.executor_id)
+            executor_id = executor_id_in(beat.executor_id)
             if len(beat.runs) > MAX_HELD:
                 raise InvalidArgument("runs", f"at most {MAX_HELD} held runs")
             held = [wire.run_ref_in(h.run, f"runs[{i}].run") for i, h in enumerate(beat.runs)]
             stream.executor_id = executor_id
-            lease_until = self._clock.now() + _lease_ttl(beat, DEFAULT_LEASE_S)
+            lease_until = self._clock.now() + lease_ttl_in(beat, DEFAULT_LEASE_S)
             response = ledger_pb2.HeartbeatResponse(heartbeat_interval=interval)
             for run, message in zip(held, beat.runs, strict=True):
                 state = self.states.get(run)
@@ -459,10 +454,10 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
         self.complete_requests.append(request)
         if self.fail_complete_codes:
             await context.abort(self.fail_complete_codes.pop(0), "double: complete failed")
-        _executor(request.executor_id)
+        executor_id_in(request.executor_id)
         if not 1 <= len(request.outcomes) <= MAX_BATCH:
             raise InvalidArgument("outcomes", f"must hold 1-{MAX_BATCH} outcomes")
-        completions = [_completion_in(o, f"outcomes[{i}]") for i, o in enumerate(request.outcomes)]
+        completions = [completion_in(o, f"outcomes[{i}]") for i, o in enumerate(request.outcomes)]
         keys = [c.ref.key for c in completions]
         if any(key in self.internal_outcomes for key in keys):
             await context.abort(grpc.StatusCode.INTERNAL, "double: internal error")
@@ -470,40 +465,17 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
             if key in self.invalid_outcomes:
                 raise InvalidArgument(f"outcomes[{i}]", f"double: bad outcome {key}")
         now = self._clock.now()
-        results: list[ledger_pb2.CompletionResult] = []
-        written: set[RunRef] = set()
-        transitions: list[Transition] = []
         # Decided on the states before the call, written after, as the real ledger does
         # under its row locks.
-        for completion, message in zip(completions, request.outcomes, strict=True):
-            state = self.states.get(completion.ref)
-            result = ledger_pb2.CompletionResult(run=message.run)
-            reason = fence(state, completion.attempt)
-            if reason is None and completion.ref in written:
-                reason = FenceReason.NOT_RUNNING  # twice in one call: the first counts
-            if state is None or reason is not None:
-                result.fence_reason = wire.enum_out(reason)
-                if state is not None:
-                    result.next_status = wire.enum_out(state.status)
-            else:
-                transition = complete(
-                    state,
-                    completion.attempt,
-                    completion.outcome,
-                    now,
-                    rng=self._rng,
-                    dead_letter_at=now,
-                )
-                transitions.append(transition)
-                written.add(completion.ref)
+        answers = decide_completions(
+            completions, self.states, now, rng=self._rng, dead_letter_at=now
+        )
+        results = []
+        for message, answer in zip(request.outcomes, answers, strict=True):
+            results.append(completion_result(message.run, answer))
+            if isinstance(answer, Transition):
                 self.outcomes.append(message)
-                result.accepted = True
-                result.next_status = wire.enum_out(transition.status)
-                if transition.next_attempt_at is not None:
-                    result.next_attempt_at.CopyFrom(wire.timestamp(transition.next_attempt_at))
-            results.append(result)
-        for transition in transitions:
-            self._write(transition)
+                self._write(answer)
         return ledger_pb2.CompleteRunsResponse(results=results)
 
 

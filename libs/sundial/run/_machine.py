@@ -37,6 +37,7 @@ __all__ = [
     "MAX_ERROR_BYTES",
     "MAX_RETRY_AFTER",
     "Completion",
+    "Fenced",
     "Grant",
     "Outcome",
     "Rejection",
@@ -45,6 +46,7 @@ __all__ = [
     "Transition",
     "backoff",
     "complete",
+    "decide_completions",
     "decide_leases",
     "due_check",
     "fence",
@@ -356,6 +358,57 @@ def complete(
                 grpc_code=outcome.grpc_code,
             )
     return ended(RunStatus.DEAD, error_class or ErrorClass.FINAL, dead_letter_at)
+
+
+@dataclass(frozen=True, slots=True)
+class Fenced:
+    """An outcome refused: why, and the run's status when it exists."""
+
+    reason: FenceReason
+    status: RunStatus | None
+
+
+def decide_completions(
+    completions: Sequence[Completion],
+    states: Mapping[RunRef, RunState],
+    now: datetime,
+    *,
+    rng: random.Random,
+    dead_letter_at: datetime,
+) -> list[Transition | Fenced]:
+    """One CompleteRuns call's answer for each completion, in order: the run's new state
+    (:func:`complete`) where :func:`fence` lets it through, else why it was fenced. A
+    run named twice in one call is decided once; the second is NOT_RUNNING.
+
+    Args:
+        completions: The reported outcomes.
+        states: The locked states (before this call) of the runs that exist.
+        now: The transaction's "now".
+        rng: Randomness of the backoff.
+        dead_letter_at: When a run that dies now has its dead-letter outbox entry due.
+    """
+    decided: set[RunRef] = set()
+    answers: list[Transition | Fenced] = []
+    for completion in completions:
+        state = states.get(completion.ref)
+        reason = fence(state, completion.attempt)
+        if reason is None and completion.ref in decided:
+            reason = FenceReason.NOT_RUNNING
+        if state is None or reason is not None:
+            answers.append(Fenced(reason or FenceReason.NOT_FOUND, state.status if state else None))
+            continue
+        decided.add(completion.ref)
+        answers.append(
+            complete(
+                state,
+                completion.attempt,
+                completion.outcome,
+                now,
+                rng=rng,
+                dead_letter_at=dead_letter_at,
+            )
+        )
+    return answers
 
 
 # --- lease expiry (the sweeper) -------------------------------------------------------

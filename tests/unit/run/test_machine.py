@@ -27,7 +27,9 @@ from hypothesis import strategies as st
 from sundial.run import (
     MAX_ERROR_BYTES,
     MAX_RETRY_AFTER,
+    Completion,
     ErrorClass,
+    Fenced,
     FenceReason,
     Grant,
     Outcome,
@@ -41,6 +43,7 @@ from sundial.run import (
     Transition,
     backoff,
     complete,
+    decide_completions,
     decide_leases,
     due_check,
     fence,
@@ -637,3 +640,30 @@ def test_backoff_is_full_jitter_under_the_cap(
     assert timedelta(0) <= delay <= cap
     # Deterministic for a seed: the ledger's tests and this table depend on it.
     assert backoff(retry, failures, random.Random(seed)) == delay
+
+
+def test_decide_completions_fences_decides_and_counts_a_run_once() -> None:
+    done = Outcome(OutcomeStatus.SUCCEEDED)
+    states = {REF: live(attempt=2), REF2: state(RunStatus.SUCCEEDED, REF2, attempt=1)}
+    answers = decide_completions(
+        [
+            Completion(REF, 2, done),
+            Completion(REF, 2, done),  # the same run twice in one call
+            Completion(REF2, 1, done),  # already ended
+            Completion(REF3, 1, done),  # no such run
+            Completion(REF, 1, done),  # an older attempt
+        ],
+        states,
+        NOW,
+        rng=random.Random(0),
+        dead_letter_at=NOW,
+    )
+    first = answers[0]
+    assert isinstance(first, Transition)
+    assert (first.ref, first.status, first.finished_at) == (REF, RunStatus.SUCCEEDED, NOW)
+    assert answers[1:] == [
+        Fenced(FenceReason.NOT_RUNNING, RunStatus.RUNNING),
+        Fenced(FenceReason.NOT_RUNNING, RunStatus.SUCCEEDED),
+        Fenced(FenceReason.NOT_FOUND, None),
+        Fenced(FenceReason.STALE_ATTEMPT, RunStatus.RUNNING),
+    ]

@@ -5,7 +5,28 @@ The servicer parses requests, asks the store for the locked run states, decides 
 transaction; signing and the dead-letter fast path are modules of their own.
 """
 
-from sundial.scheduler.ledger._servicer import RunLedgerServicer
+from sundial.scheduler.ledger._servicer import (
+    MAX_BATCH,
+    MAX_HELD,
+    RunLedgerServicer,
+    completion_in,
+    completion_result,
+    executor_id_in,
+    lease_ttl_in,
+    rejection_out,
+)
 from sundial.scheduler.ledger._signing import signature
 
-__all__ = ["RunLedgerServicer", "signature"]
+# The request parsing and answer encoding are public so the test double of RunLedger
+# (tests/helpers/ledger_double.py) refuses and answers exactly as this servicer does.
+__all__ = [
+    "MAX_BATCH",
+    "MAX_HELD",
+    "RunLedgerServicer",
+    "completion_in",
+    "completion_result",
+    "executor_id_in",
+    "lease_ttl_in",
+    "rejection_out",
+    "signature",
+]

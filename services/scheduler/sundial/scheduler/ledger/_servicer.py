@@ -34,22 +34,22 @@ from sundial.core.errors import InvalidArgument
 from sundial.run import (
     Completion,
     ErrorClass,
-    FenceReason,
+    Fenced,
     Grant,
     Outcome,
     OutcomeStatus,
-    RunRef,
+    Rejection,
     RunStatus,
-    complete,
+    Transition,
+    decide_completions,
     decide_leases,
-    fence,
 )
 from sundial.scheduler.config import SchedulerConfig
 from sundial.scheduler.ledger._dead_letters import send_dead_letters
 from sundial.scheduler.ledger._signing import signature
 from sundial.scheduler.model import LeaseCandidate
 from sundial.scheduler.store import HeldRun, SchedulerStore
-from sundial.v1 import ledger_pb2, ledger_pb2_grpc
+from sundial.v1 import ledger_pb2, ledger_pb2_grpc, run_pb2
 
 log = logging.getLogger(__name__)
 
@@ -59,15 +59,17 @@ MIN_LEASE = timedelta(seconds=10)
 MAX_LEASE = timedelta(minutes=5)
 
 
-def _executor(executor_id: str) -> str:
+def executor_id_in(executor_id: str) -> str:
+    """A request's executor_id, checked."""
     if not 1 <= len(executor_id) <= 128:
         raise InvalidArgument("executor_id", "must be 1-128 characters")
     return executor_id
 
 
-def _lease_ttl(
+def lease_ttl_in(
     request: ledger_pb2.LeaseRunsRequest | ledger_pb2.HeartbeatRequest, default_s: int
 ) -> timedelta:
+    """A request's lease_ttl (10 s to 5 min), or the default when unset."""
     if not request.HasField("lease_ttl"):
         return timedelta(seconds=default_s)
     ttl = wire.timedelta_in(request.lease_ttl, "lease_ttl")
@@ -76,7 +78,7 @@ def _lease_ttl(
     return ttl
 
 
-def _completion_in(message: ledger_pb2.Outcome, field: str) -> Completion:
+def completion_in(message: ledger_pb2.Outcome, field: str) -> Completion:
     """A wire outcome as the state machine takes it."""
     ref = wire.run_ref_in(message.run, f"{field}.run")
     status = wire.enum_in(OutcomeStatus, message.status, f"{field}.status")
@@ -101,6 +103,31 @@ def _completion_in(message: ledger_pb2.Outcome, field: str) -> Completion:
         grpc_code=message.grpc_code if message.HasField("grpc_code") else None,
     )
     return Completion(ref, message.attempt, outcome)
+
+
+def completion_result(
+    run: run_pb2.RunRef, answer: Transition | Fenced
+) -> ledger_pb2.CompletionResult:
+    """One CompleteRuns answer on the wire."""
+    result = ledger_pb2.CompletionResult(run=run)
+    if isinstance(answer, Fenced):
+        result.fence_reason = wire.enum_out(answer.reason)
+        if answer.status is not None:
+            result.next_status = wire.enum_out(answer.status)
+        return result
+    result.accepted = True
+    result.next_status = wire.enum_out(answer.status)
+    if answer.next_attempt_at is not None:
+        result.next_attempt_at.CopyFrom(wire.timestamp(answer.next_attempt_at))
+    return result
+
+
+def rejection_out(answer: Rejection) -> ledger_pb2.Rejection:
+    """A refused lease on the wire."""
+    rejection = ledger_pb2.Rejection(reason=wire.enum_out(answer.reason), detail=answer.detail)
+    if answer.retry_after is not None:
+        rejection.retry_after.CopyFrom(wire.duration(answer.retry_after))
+    return rejection
 
 
 class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
@@ -134,11 +161,11 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
     async def LeaseRuns(
         self, request: ledger_pb2.LeaseRunsRequest, context: grpc.aio.ServicerContext
     ) -> ledger_pb2.LeaseRunsResponse:
-        executor_id = _executor(request.executor_id)
+        executor_id = executor_id_in(request.executor_id)
         if not 1 <= len(request.runs) <= MAX_BATCH:
             raise InvalidArgument("runs", f"must hold 1-{MAX_BATCH} runs")
         refs = [wire.run_ref_in(r, f"runs[{i}]") for i, r in enumerate(request.runs)]
-        ttl = _lease_ttl(request, self._config.run_lease_s)
+        ttl = lease_ttl_in(request, self._config.run_lease_s)
         now = self._clock.now()
         lease_until = now + ttl
         async with self._store.transaction() as tx:
@@ -175,11 +202,7 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
                 reason=ledger_pb2.REJECT_REASON_LEASED_ELSEWHERE, detail="duplicate"
             )
             if not isinstance(answer, Grant):
-                rejection = ledger_pb2.Rejection(
-                    reason=wire.enum_out(answer.reason), detail=answer.detail
-                )
-                if answer.retry_after is not None:
-                    rejection.retry_after.CopyFrom(wire.duration(answer.retry_after))
+                rejection = rejection_out(answer)
             results.append(ledger_pb2.LeaseResult(run=wire_ref, rejection=rejection))
         return ledger_pb2.LeaseRunsResponse(results=results)
 
@@ -247,7 +270,7 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
                     continue
                 if request is None:
                     return
-                executor_id = _executor(request.executor_id)
+                executor_id = executor_id_in(request.executor_id)
                 if len(request.runs) > MAX_HELD:
                     raise InvalidArgument("runs", f"at most {MAX_HELD} held runs")
                 held = [
@@ -256,7 +279,7 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
                 ]
                 wire_of = dict(zip(held, request.runs, strict=True))
                 now = self._clock.now()
-                lease_until = now + _lease_ttl(request, self._config.run_lease_s)
+                lease_until = now + lease_ttl_in(request, self._config.run_lease_s)
                 extended = await self._store.extend_leases(held, executor_id, lease_until, now)
                 response = ledger_pb2.HeartbeatResponse(heartbeat_interval=interval)
                 for key, message in zip(held, request.runs, strict=True):
@@ -289,46 +312,22 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
     async def CompleteRuns(
         self, request: ledger_pb2.CompleteRunsRequest, context: grpc.aio.ServicerContext
     ) -> ledger_pb2.CompleteRunsResponse:
-        _executor(request.executor_id)
+        executor_id_in(request.executor_id)
         if not 1 <= len(request.outcomes) <= MAX_BATCH:
             raise InvalidArgument("outcomes", f"must hold 1-{MAX_BATCH} outcomes")
-        completions = [_completion_in(o, f"outcomes[{i}]") for i, o in enumerate(request.outcomes)]
+        completions = [completion_in(o, f"outcomes[{i}]") for i, o in enumerate(request.outcomes)]
         now = self._clock.now()
         dead_letter_at = now + timedelta(seconds=self._config.publish_confirm_s)
-        results: list[ledger_pb2.CompletionResult] = []
-        dead: list[RunRef] = []
         async with self._store.transaction() as tx:
             states = await tx.lock_for_completion([c.ref for c in completions])
-            written: set[RunRef] = set()
-            transitions = []
-            for completion, message in zip(completions, request.outcomes, strict=True):
-                state = states.get(completion.ref)
-                result = ledger_pb2.CompletionResult(run=message.run)
-                reason = fence(state, completion.attempt)
-                if reason is None and completion.ref in written:
-                    reason = FenceReason.NOT_RUNNING  # twice in one call: the first counts
-                if state is None or reason is not None:
-                    result.fence_reason = wire.enum_out(reason)
-                    if state is not None:
-                        result.next_status = wire.enum_out(state.status)
-                else:
-                    transition = complete(
-                        state,
-                        completion.attempt,
-                        completion.outcome,
-                        now,
-                        rng=self._rng,
-                        dead_letter_at=dead_letter_at,
-                    )
-                    transitions.append(transition)
-                    written.add(completion.ref)
-                    result.accepted = True
-                    result.next_status = wire.enum_out(transition.status)
-                    if transition.next_attempt_at is not None:
-                        result.next_attempt_at.CopyFrom(wire.timestamp(transition.next_attempt_at))
-                    if transition.status is RunStatus.DEAD:
-                        dead.append(completion.ref)
-                results.append(result)
-            await tx.write_outcomes(transitions, now)
+            answers = decide_completions(
+                completions, states, now, rng=self._rng, dead_letter_at=dead_letter_at
+            )
+            await tx.write_outcomes([a for a in answers if isinstance(a, Transition)], now)
+        results = [
+            completion_result(message.run, answer)
+            for message, answer in zip(request.outcomes, answers, strict=True)
+        ]
+        dead = [a.ref for a in answers if isinstance(a, Transition) and a.status is RunStatus.DEAD]
         await send_dead_letters(self._store, self._js, dead, now)
         return ledger_pb2.CompleteRunsResponse(results=results)
