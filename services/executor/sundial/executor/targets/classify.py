@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 import grpc
 
-from sundial.run import MAX_RETRY_AFTER, ErrorClass, OutcomeStatus
+from sundial.run import MAX_RETRY_AFTER, ErrorClass, Outcome, OutcomeStatus
 
 __all__ = [
     "RETRYABLE_GRPC_CODES",
@@ -79,3 +79,21 @@ def parse_retry_after(value: str | None, now: datetime) -> timedelta | None:
     if when.tzinfo is None:  # "-0000" dates parse naive; HTTP-dates are always GMT
         when = when.replace(tzinfo=UTC)
     return min(max(timedelta(0), when - now), MAX_RETRY_AFTER)
+
+
+def failure(
+    started: datetime,
+    finished: datetime,
+    status: OutcomeStatus,
+    error_class: ErrorClass,
+    error: str,
+) -> Outcome:
+    """The outcome of an attempt that failed before the target answered (refused by the
+    address policy, a bad request, no connection, a timeout)."""
+    return Outcome(
+        status=status,
+        started_at=started,
+        finished_at=finished,
+        error=error,
+        error_class=error_class,
+    )

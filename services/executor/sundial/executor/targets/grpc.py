@@ -10,7 +10,6 @@ reused by every call to it.
 from __future__ import annotations
 
 from collections import OrderedDict
-from datetime import datetime
 
 import grpc
 
@@ -18,7 +17,7 @@ from sundial.core import wire
 from sundial.core.clock import Clock, SystemClock
 from sundial.executor.model import Lease
 from sundial.executor.targets.address import AddressPolicy, TargetRefused, split_host_port
-from sundial.executor.targets.classify import classify_grpc, parse_retry_after
+from sundial.executor.targets.classify import classify_grpc, failure, parse_retry_after
 from sundial.run import ErrorClass, GrpcTarget, Outcome, OutcomeStatus
 from sundial.v1 import target_pb2, target_pb2_grpc
 
@@ -90,10 +89,16 @@ class GrpcCaller:
         try:
             channel = await self._channel(target)
         except TargetRefused as exc:
-            return self._failure(started, OutcomeStatus.FAILED_FINAL, ErrorClass.REFUSED, str(exc))
+            return failure(
+                started, self._clock.now(), OutcomeStatus.FAILED_FINAL, ErrorClass.REFUSED, str(exc)
+            )
         except OSError as exc:
-            return self._failure(
-                started, OutcomeStatus.FAILED_RETRYABLE, ErrorClass.CONNECTION, str(exc)
+            return failure(
+                started,
+                self._clock.now(),
+                OutcomeStatus.FAILED_RETRYABLE,
+                ErrorClass.CONNECTION,
+                str(exc),
             )
         request = target_pb2.ExecuteRequest(
             run_key=lease.run_key,
@@ -143,17 +148,6 @@ class GrpcCaller:
             started_at=started,
             finished_at=self._clock.now(),
             grpc_code=grpc.StatusCode.OK.value[0],
-        )
-
-    def _failure(
-        self, started: datetime, status: OutcomeStatus, error_class: ErrorClass, error: str
-    ) -> Outcome:
-        return Outcome(
-            status=status,
-            started_at=started,
-            finished_at=self._clock.now(),
-            error=error,
-            error_class=error_class,
         )
 
 

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import ssl
 import typing
-from datetime import datetime
 
 import httpcore
 import httpx
 
 from sundial.core.clock import Clock, SystemClock
 from sundial.executor.targets.address import AddressPolicy, TargetRefused
-from sundial.executor.targets.classify import classify_http, parse_retry_after
+from sundial.executor.targets.classify import classify_http, failure, parse_retry_after
 from sundial.run import ErrorClass, HttpTarget, Outcome, OutcomeStatus
 
 __all__ = ["HttpCaller", "breaker_key"]
@@ -174,13 +173,21 @@ class HttpCaller:
             finally:
                 self._in_flight[pool] -= 1
         except TargetRefused as exc:
-            return self._failure(started, OutcomeStatus.FAILED_FINAL, ErrorClass.REFUSED, str(exc))
+            return failure(
+                started, self._clock.now(), OutcomeStatus.FAILED_FINAL, ErrorClass.REFUSED, str(exc)
+            )
         except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
-            return self._failure(started, OutcomeStatus.FAILED_FINAL, ErrorClass.FINAL, str(exc))
+            return failure(
+                started, self._clock.now(), OutcomeStatus.FAILED_FINAL, ErrorClass.FINAL, str(exc)
+            )
         except (httpx.TransportError, OSError) as exc:  # timeouts included
             message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            return self._failure(
-                started, OutcomeStatus.FAILED_RETRYABLE, ErrorClass.CONNECTION, message
+            return failure(
+                started,
+                self._clock.now(),
+                OutcomeStatus.FAILED_RETRYABLE,
+                ErrorClass.CONNECTION,
+                message,
             )
         finished = self._clock.now()
         status, error_class = classify_http(response.status_code)
@@ -204,17 +211,6 @@ class HttpCaller:
             error_class=error_class,
             retry_after=parse_retry_after(response.headers.get("retry-after"), finished),
             http_status=response.status_code,
-        )
-
-    def _failure(
-        self, started: datetime, status: OutcomeStatus, error_class: ErrorClass, error: str
-    ) -> Outcome:
-        return Outcome(
-            status=status,
-            started_at=started,
-            finished_at=self._clock.now(),
-            error=error,
-            error_class=error_class,
         )
 
 
