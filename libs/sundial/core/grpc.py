@@ -26,7 +26,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from sundial.core.config import ServerConfig
-from sundial.core.errors import SundialError
+from sundial.core.errors import InvalidArgument, SundialError
 from sundial.core.logging import request_id_var
 
 __all__ = [
@@ -99,12 +99,46 @@ class _Mapper:
         await context.abort(code, details, trailing)
 
 
+class _Undecodable:
+    """A request body that did not parse (invalid UTF-8 in a string field, truncated or
+    malformed bytes): the handler answers INVALID_ARGUMENT instead of grpc answering
+    UNKNOWN with protobuf's own error text."""
+
+    __slots__ = ()
+
+
+_UNDECODABLE = _Undecodable()
+
+
+def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserializer is None:
+        return None
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except Exception:  # protobuf's DecodeError, or any failure to read the bytes
+            return _UNDECODABLE
+
+    return deserialize
+
+
+def _check_decoded(request: Any) -> None:
+    if request is _UNDECODABLE:
+        raise InvalidArgument(
+            "",
+            "the request is not a valid message: a string field holds invalid UTF-8, "
+            "or the bytes are truncated or malformed",
+        )
+
+
 def _wrap_unary_response(behavior: Callable[..., Any], mapper: _Mapper) -> Callable[..., Any]:
     # Serves unary-unary, stream-unary, and streaming responses written with
     # `await context.write()` (a coroutine that returns None).
     async def wrapper(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         token = request_id_var.set(mapper.request_id)
         try:
+            _check_decoded(request)
             return await behavior(request, context)
         except grpc.aio.AbortError:
             raise  # the handler aborted with a status of its own choosing
@@ -122,6 +156,7 @@ def _wrap_stream_response(behavior: Callable[..., Any], mapper: _Mapper) -> Call
     ) -> AsyncIterator[Any]:
         token = request_id_var.set(mapper.request_id)
         try:
+            _check_decoded(request)
             async for response in behavior(request, context):
                 yield response
         except grpc.aio.AbortError:
@@ -159,9 +194,13 @@ def _rebuild(
         make, behavior = grpc.unary_unary_rpc_method_handler, handler.unary_unary
     if behavior is None:  # no behaviour of the shape its flags name: nothing to wrap
         return handler
+    deserializer = handler.request_deserializer
+    wrapped = inspect.iscoroutinefunction(behavior) or inspect.isasyncgenfunction(behavior)
+    if wrapped and not handler.request_streaming:  # one message, checked by the wrapper
+        deserializer = _tolerant(deserializer)
     return make(
         _wrap(behavior, mapper),
-        request_deserializer=handler.request_deserializer,
+        request_deserializer=deserializer,
         response_serializer=handler.response_serializer,
     )
 

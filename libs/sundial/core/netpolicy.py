@@ -11,7 +11,8 @@ Always refused: cloud metadata endpoints, unspecified, multicast and reserved ad
 Refused unless the operator allows them: loopback (``allow_loopback``) and private,
 shared (CGNAT), link-local, unique-local and other non-public addresses
 (``allow_private``). IPv4-mapped and NAT64 IPv6 addresses are judged as the IPv4
-address they carry. A name is refused when ANY address it resolves to is: the caller
+address they carry, and so are 6to4 (2002::/16) addresses; site-local fec0::/10 counts
+as private. A name is refused when ANY address it resolves to is: the caller
 could connect to either.
 """
 
@@ -85,6 +86,10 @@ class AddressPolicy:
                 address = address.ipv4_mapped
             elif address in _NAT64:
                 address = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+            elif address.sixtofour is not None:  # 2002::/16 carries an IPv4 address
+                address = address.sixtofour
+            elif address.is_site_local:  # fec0::/10, deprecated but still routed inside
+                return None if self.allow_private else "a private or non-public address"
         if address in METADATA_ADDRESSES:
             return "a cloud metadata address"
         if address.is_unspecified:

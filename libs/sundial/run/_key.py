@@ -48,6 +48,10 @@ def parse_run_key(key: str) -> tuple[uuid.UUID, datetime]:
     job, sep, at = key.partition("@")
     if not sep or not at.endswith("Z"):
         raise ValueError(f"not a run key: {key!r}")
+    _, dot, fraction = at[:-1].partition(".")
+    if dot and not (1 <= len(fraction) <= 6 and fraction.isdigit()):
+        # fromisoformat would truncate a 7th digit: another run's key, silently.
+        raise ValueError(f"not a run key (at most microsecond precision): {key!r}")
     return uuid.UUID(job), datetime.fromisoformat(at[:-1] + "+00:00")
 
 

@@ -14,6 +14,7 @@ from sundial.core import errors
 from sundial.core.config import ServerConfig
 from sundial.core.grpc import ErrorInterceptor, Server, build_server
 from sundial.core.logging import request_id_var
+from sundial.v1 import job_service_pb2
 
 SERVICE = "sundial.test.Errors"
 
@@ -243,3 +244,44 @@ async def test_interceptor_works_on_a_bare_aio_server() -> None:
             assert error.code() == grpc.StatusCode.NOT_FOUND
     finally:
         await server.stop(0)
+
+
+async def _decoded(request: Any, context: grpc.aio.ServicerContext) -> bytes:
+    return request.job_id.encode()
+
+
+def _register_decoding(servicer: object, server: grpc.aio.Server) -> None:
+    handler = grpc.unary_unary_rpc_method_handler(
+        _decoded, request_deserializer=job_service_pb2.GetJobRequest.FromString
+    )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(SERVICE, {"decode": handler}),)
+    )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(b"\x0a\x02\xff\xfe", id="invalid-utf8-in-a-string"),
+        pytest.param(b"\x0a\x09abc", id="truncated"),
+        pytest.param(b"\xff\xff\xff", id="garbage"),
+    ],
+)
+async def test_an_undecodable_request_is_invalid_argument_not_unknown(body: bytes) -> None:
+    server = build_server(
+        ServerConfig(listen="127.0.0.1:0", grace_period_s=0),
+        services=[(_register_decoding, None)],
+        service_names=[SERVICE],
+    )
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(server.address) as chan:
+            call = chan.unary_unary(f"/{SERVICE}/decode")
+            assert await call(b"\x0a\x03abc", timeout=10) == b"abc"  # a good body decodes
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await call(body, timeout=10)
+    finally:
+        await server.stop(0)
+    assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "not a valid message" in (caught.value.details() or "")
+    assert "DecodeError" not in (caught.value.details() or "")

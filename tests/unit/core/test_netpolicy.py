@@ -182,3 +182,21 @@ async def test_resolve_with_the_system_resolver() -> None:
     refusal = AddressPolicy().first_refusal(addresses)
     assert refusal is not None and "loopback" in refusal.reason
     assert AddressPolicy(allow_loopback=True).first_refusal(addresses) is None
+
+
+@pytest.mark.parametrize(
+    ("address", "reason"),
+    [
+        ("2002:7f00:1::", "a loopback address"),  # 6to4 of 127.0.0.1
+        ("2002:a9fe:a9fe::", "a cloud metadata address"),  # 6to4 of 169.254.169.254
+        ("2002:a00:1::", "a private or non-public address"),  # 6to4 of 10.0.0.1
+        ("fec0::1", "a private or non-public address"),  # site-local
+        ("2002:808:808::", None),  # 6to4 of a public address
+    ],
+)
+def test_6to4_is_judged_as_its_ipv4_and_site_local_as_private(
+    address: str, reason: str | None
+) -> None:
+    assert AddressPolicy().refusal(ipaddress.ip_address(address)) == reason
+    if reason == "a private or non-public address":
+        assert AddressPolicy(allow_private=True).refusal(ipaddress.ip_address(address)) is None

@@ -241,6 +241,8 @@ def test_run_key_lower_cases_the_job_id_and_refuses_naive_times() -> None:
         f"{JOB}@2026-01-01T00:00:00+00:00",
         "not-a-uuid@2026-01-01T00:00:00Z",
         f"{JOB}@yesterdayZ",
+        f"{JOB}@2026-01-01T00:00:00.1234567Z",  # finer than a microsecond: not truncated
+        f"{JOB}@2026-01-01T00:00:00.Z",
     ],
 )
 def test_parse_refuses_what_is_not_a_run_key(key: str) -> None:

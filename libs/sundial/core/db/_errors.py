@@ -67,7 +67,9 @@ def map_db_error(
         if constraint_messages and constraint is not None and constraint in constraint_messages:
             message = constraint_messages[constraint]
         return cls(message)
-    if isinstance(exc, OSError):
+    if isinstance(exc, OSError | asyncpg.InterfaceError):
+        # InterfaceError: the connection was closed under a statement or a commit (a
+        # server restart, a proxy cutting it); the outcome is unknown, a retry is right.
         return Unavailable("database unavailable")
     return None
 
