@@ -277,6 +277,11 @@ CASES: dict[str, tuple[Mutation, str]] = {
     "v6 link-local": (_set("target.http.url", "http://[fe80::1]/"), "target.http.url"),
     "v6 mapped private": (_set("target.http.url", "http://[::ffff:10.0.0.1]/"), "target.http.url"),
     "v6 metadata": (_set("target.http.url", "http://[fd00:ec2::254]/"), "target.http.url"),
+    "v6 6to4 of private": (_set("target.http.url", "http://[2002:a00:1::]/"), "target.http.url"),
+    "v6 site-local": (_set("target.http.url", "http://[fec0::1]/"), "target.http.url"),
+    "bracketed v4": (_set("target.http.url", "http://[1.1.1.1]/x"), "target.http.url"),
+    "bracketed name": (_set("target.http.url", "http://[example.com]/"), "target.http.url"),
+    "unclosed bracket": (_set("target.http.url", "http://[::1/x"), "target.http.url"),
     "grpc private": (_grpc("192.168.1.10:443"), "target.grpc.address"),
     "unresolvable host": (
         _set("target.http.url", "http://no-such-host.invalid/x"),

@@ -323,7 +323,13 @@ def check_http_target(target: HttpTarget, field: str = "target.http") -> HttpTar
         raise _fail(f"{field}.url", f"longer than {MAX_URL_CHARS} characters")
     if _SPACE_OR_CONTROL.search(url):
         raise _fail(f"{field}.url", "must not contain whitespace or control characters")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        # urlsplit checks a bracketed host: "[1.1.1.1]", "[example.com]", "[::1" fail here.
+        raise _fail(
+            f"{field}.url", "has a malformed host (brackets hold an IPv6 address only)"
+        ) from None
     if parts.scheme.lower() not in ("http", "https"):
         raise _fail(f"{field}.url", "must be an absolute http:// or https:// URL")
     if not parts.netloc or not parts.hostname:
