@@ -5,6 +5,9 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import uuid
+from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -109,3 +112,9 @@ def dead_letter_run(row: Record) -> DeadLetterRun:
         payload=bytes(row["payload"] or b""),
         labels={str(k): str(v) for k, v in labels.items()},
     )
+
+
+def unzip(refs: Iterable[RunRef]) -> tuple[list[uuid.UUID], list[datetime]]:
+    """Parallel job_id and scheduled_at arrays of ``refs`` (for unnest)."""
+    pairs = [(r.job_id, r.scheduled_at) for r in refs]
+    return [p[0] for p in pairs], [p[1] for p in pairs]

@@ -18,8 +18,8 @@ from sundial.core.errors import SundialError
 from sundial.run import RunRef
 from sundial.scheduler.model import DeadLetterRun, PublishBatch
 from sundial.scheduler.store._queries import queries
-from sundial.scheduler.store._rows import dead_letter_run, ref_of
-from sundial.scheduler.store._tx import Transaction, _unzip
+from sundial.scheduler.store._rows import dead_letter_run, ref_of, unzip
+from sundial.scheduler.store._tx import Transaction
 
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     SundialError,
@@ -58,7 +58,7 @@ class SchedulerStore:
         refs = [ref for batch in batches for ref in batch.runs]
         if not refs:
             return
-        job_ids, times = _unzip(refs)
+        job_ids, times = unzip(refs)
         seqs = [batch.dispatch_seq for batch in batches for _ in batch.runs]
         await self._pool.execute(queries.confirm_published, job_ids, times, seqs, recheck_at)
 
@@ -73,7 +73,7 @@ class SchedulerStore:
         """
         if not held:
             return {}
-        job_ids, times = _unzip(ref for ref, _ in held)
+        job_ids, times = unzip(ref for ref, _ in held)
         rows = await self._pool.fetch(
             queries.extend_leases,
             job_ids,
@@ -90,7 +90,7 @@ class SchedulerStore:
         """The held (run, attempt) pairs still RUNNING whose cancellation was requested."""
         if not held:
             return set()
-        job_ids, times = _unzip(ref for ref, _ in held)
+        job_ids, times = unzip(ref for ref, _ in held)
         rows = await self._pool.fetch(
             queries.cancel_requested, job_ids, times, [attempt for _, attempt in held]
         )
@@ -101,7 +101,7 @@ class SchedulerStore:
         """Of ``refs``, the dead runs whose DeadLetter is unacknowledged, with its content."""
         if not refs:
             return []
-        job_ids, times = _unzip(refs)
+        job_ids, times = unzip(refs)
         rows = await self._pool.fetch(queries.dead_letters_of, job_ids, times)
         return [dead_letter_run(r) for r in rows]
 
@@ -109,7 +109,7 @@ class SchedulerStore:
     async def clear_dead_letters(self, acked: Sequence[HeldRun]) -> None:
         """JetStream acknowledged the DeadLetter of these runs at these attempts."""
         if acked:
-            job_ids, times = _unzip(ref for ref, _ in acked)
+            job_ids, times = unzip(ref for ref, _ in acked)
             await self._pool.execute(
                 queries.clear_dead_letters, job_ids, times, [attempt for _, attempt in acked]
             )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -31,7 +31,13 @@ from sundial.scheduler.model import (
     PublishBatch,
 )
 from sundial.scheduler.store._queries import queries
-from sundial.scheduler.store._rows import dead_letter_run, lease_candidate, ref_of, run_state
+from sundial.scheduler.store._rows import (
+    dead_letter_run,
+    lease_candidate,
+    ref_of,
+    run_state,
+    unzip,
+)
 
 MAX_RUNS_PER_MESSAGE = 500
 """RunDispatch carries 1-500 runs (events.proto)."""
@@ -42,11 +48,6 @@ _ENDED = (RunStatus.SUCCEEDED, RunStatus.DEAD, RunStatus.CANCELLED)
 def _text(value: Any) -> str | None:
     """An enum's stored text (None stays NULL)."""
     return None if value is None else value.value
-
-
-def _unzip(refs: Iterable[RunRef]) -> tuple[list[uuid.UUID], list[datetime]]:
-    pairs = [(r.job_id, r.scheduled_at) for r in refs]
-    return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
 def _chunks(
@@ -290,7 +291,7 @@ class Transaction:
         """Lock the tenants of ``refs`` (an advisory lock each, sorted: the concurrent-run
         cap holds across concurrent calls on any replica), then the runs in key order,
         and count the tenants' RUNNING runs. Runs that do not exist are absent."""
-        job_ids, times = _unzip(refs)
+        job_ids, times = unzip(refs)
         await self._conn.fetch(queries.lock_tenants, job_ids, times)
         rows = await self._conn.fetch(queries.lock_runs, job_ids, times)
         candidates = {ref_of(r): lease_candidate(r) for r in rows}
@@ -321,7 +322,7 @@ class Transaction:
         fresh = [g.ref for g in grants if not g.regrant]
         attempts: dict[RunRef, int] = {}
         if regrants:
-            job_ids, times = _unzip(regrants)
+            job_ids, times = unzip(regrants)
             rows = await self._conn.fetch(
                 queries.extend_leases,
                 job_ids,
@@ -333,7 +334,7 @@ class Transaction:
             )
             attempts.update({ref_of(r): r["attempt"] for r in rows})
         if fresh:
-            job_ids, times = _unzip(fresh)
+            job_ids, times = unzip(fresh)
             rows = await self._conn.fetch(
                 queries.grant_runs, job_ids, times, executor_id, lease_until, now
             )
@@ -344,7 +345,7 @@ class Transaction:
     async def lock_for_completion(self, refs: Sequence[RunRef]) -> dict[RunRef, RunState]:
         """Lock the runs ``refs`` in key order with what fencing and the retry decision
         need (and nothing else: the hottest ledger call stays one probe per run)."""
-        job_ids, times = _unzip(refs)
+        job_ids, times = unzip(refs)
         rows = await self._conn.fetch(queries.lock_runs_for_completion, job_ids, times)
         return {ref_of(r): run_state(r) for r in rows}
 
