@@ -125,3 +125,5 @@ class FenceReason(enum.Enum):
     STALE_ATTEMPT = "stale_attempt"
     NOT_RUNNING = "not_running"
     NOT_FOUND = "not_found"
+    NOT_HOLDER = "not_holder"
+    """RUNNING at that attempt under a lease the caller does not hold."""

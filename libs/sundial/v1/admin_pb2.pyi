@@ -17,9 +17,11 @@ class TokenRole(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TOKEN_ROLE_UNSPECIFIED: _ClassVar[TokenRole]
     TOKEN_ROLE_TENANT: _ClassVar[TokenRole]
     TOKEN_ROLE_ADMIN: _ClassVar[TokenRole]
+    TOKEN_ROLE_EXECUTOR: _ClassVar[TokenRole]
 TOKEN_ROLE_UNSPECIFIED: TokenRole
 TOKEN_ROLE_TENANT: TokenRole
 TOKEN_ROLE_ADMIN: TokenRole
+TOKEN_ROLE_EXECUTOR: TokenRole
 
 class Tenant(_message.Message):
     __slots__ = ("tenant_id", "display_name", "quotas", "create_time", "update_time", "signing_secrets")

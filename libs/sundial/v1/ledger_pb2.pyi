@@ -38,6 +38,7 @@ class FenceReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FENCE_REASON_STALE_ATTEMPT: _ClassVar[FenceReason]
     FENCE_REASON_NOT_RUNNING: _ClassVar[FenceReason]
     FENCE_REASON_NOT_FOUND: _ClassVar[FenceReason]
+    FENCE_REASON_NOT_HOLDER: _ClassVar[FenceReason]
 REJECT_REASON_UNSPECIFIED: RejectReason
 REJECT_REASON_FINISHED: RejectReason
 REJECT_REASON_LEASED_ELSEWHERE: RejectReason
@@ -55,6 +56,7 @@ FENCE_REASON_UNSPECIFIED: FenceReason
 FENCE_REASON_STALE_ATTEMPT: FenceReason
 FENCE_REASON_NOT_RUNNING: FenceReason
 FENCE_REASON_NOT_FOUND: FenceReason
+FENCE_REASON_NOT_HOLDER: FenceReason
 
 class LeaseRunsRequest(_message.Message):
     __slots__ = ("executor_id", "runs", "lease_ttl")
@@ -83,7 +85,7 @@ class LeaseResult(_message.Message):
     def __init__(self, run: _Optional[_Union[_run_pb2.RunRef, _Mapping]] = ..., grant: _Optional[_Union[Grant, _Mapping]] = ..., rejection: _Optional[_Union[Rejection, _Mapping]] = ...) -> None: ...
 
 class Grant(_message.Message):
-    __slots__ = ("attempt", "lease_until", "target", "payload", "run_timeout", "tenant_id", "run_key", "signature", "kind", "job_name")
+    __slots__ = ("attempt", "lease_until", "target", "payload", "run_timeout", "tenant_id", "run_key", "signature", "kind", "job_name", "lease_id")
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     LEASE_UNTIL_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
@@ -94,6 +96,7 @@ class Grant(_message.Message):
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     JOB_NAME_FIELD_NUMBER: _ClassVar[int]
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
     attempt: int
     lease_until: _timestamp_pb2.Timestamp
     target: _job_pb2.Target
@@ -104,7 +107,8 @@ class Grant(_message.Message):
     signature: str
     kind: _run_pb2.RunKind
     job_name: str
-    def __init__(self, attempt: _Optional[int] = ..., lease_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., target: _Optional[_Union[_job_pb2.Target, _Mapping]] = ..., payload: _Optional[bytes] = ..., run_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., tenant_id: _Optional[str] = ..., run_key: _Optional[str] = ..., signature: _Optional[str] = ..., kind: _Optional[_Union[_run_pb2.RunKind, str]] = ..., job_name: _Optional[str] = ...) -> None: ...
+    lease_id: str
+    def __init__(self, attempt: _Optional[int] = ..., lease_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., target: _Optional[_Union[_job_pb2.Target, _Mapping]] = ..., payload: _Optional[bytes] = ..., run_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., tenant_id: _Optional[str] = ..., run_key: _Optional[str] = ..., signature: _Optional[str] = ..., kind: _Optional[_Union[_run_pb2.RunKind, str]] = ..., job_name: _Optional[str] = ..., lease_id: _Optional[str] = ...) -> None: ...
 
 class Rejection(_message.Message):
     __slots__ = ("reason", "retry_after", "detail")
@@ -129,12 +133,14 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, executor_id: _Optional[str] = ..., runs: _Optional[_Iterable[_Union[HeldRun, _Mapping]]] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., draining: _Optional[bool] = ...) -> None: ...
 
 class HeldRun(_message.Message):
-    __slots__ = ("run", "attempt")
+    __slots__ = ("run", "attempt", "lease_id")
     RUN_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
     run: _run_pb2.RunRef
     attempt: int
-    def __init__(self, run: _Optional[_Union[_run_pb2.RunRef, _Mapping]] = ..., attempt: _Optional[int] = ...) -> None: ...
+    lease_id: str
+    def __init__(self, run: _Optional[_Union[_run_pb2.RunRef, _Mapping]] = ..., attempt: _Optional[int] = ..., lease_id: _Optional[str] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ("extended", "cancel", "lost", "heartbeat_interval")
@@ -177,9 +183,10 @@ class CompleteRunsRequest(_message.Message):
     def __init__(self, executor_id: _Optional[str] = ..., outcomes: _Optional[_Iterable[_Union[Outcome, _Mapping]]] = ...) -> None: ...
 
 class Outcome(_message.Message):
-    __slots__ = ("run", "attempt", "status", "error", "error_class", "retry_after", "started_at", "finished_at", "http_status", "grpc_code")
+    __slots__ = ("run", "attempt", "lease_id", "status", "error", "error_class", "retry_after", "started_at", "finished_at", "http_status", "grpc_code")
     RUN_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ERROR_CLASS_FIELD_NUMBER: _ClassVar[int]
@@ -190,6 +197,7 @@ class Outcome(_message.Message):
     GRPC_CODE_FIELD_NUMBER: _ClassVar[int]
     run: _run_pb2.RunRef
     attempt: int
+    lease_id: str
     status: OutcomeStatus
     error: str
     error_class: _run_pb2.ErrorClass
@@ -198,7 +206,7 @@ class Outcome(_message.Message):
     finished_at: _timestamp_pb2.Timestamp
     http_status: int
     grpc_code: int
-    def __init__(self, run: _Optional[_Union[_run_pb2.RunRef, _Mapping]] = ..., attempt: _Optional[int] = ..., status: _Optional[_Union[OutcomeStatus, str]] = ..., error: _Optional[str] = ..., error_class: _Optional[_Union[_run_pb2.ErrorClass, str]] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., http_status: _Optional[int] = ..., grpc_code: _Optional[int] = ...) -> None: ...
+    def __init__(self, run: _Optional[_Union[_run_pb2.RunRef, _Mapping]] = ..., attempt: _Optional[int] = ..., lease_id: _Optional[str] = ..., status: _Optional[_Union[OutcomeStatus, str]] = ..., error: _Optional[str] = ..., error_class: _Optional[_Union[_run_pb2.ErrorClass, str]] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., http_status: _Optional[int] = ..., grpc_code: _Optional[int] = ...) -> None: ...
 
 class CompleteRunsResponse(_message.Message):
     __slots__ = ("results",)

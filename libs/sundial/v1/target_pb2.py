@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17sundial/v1/target.proto\x12\nsundial.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb1\x01\n\x0e\x45xecuteRequest\x12\x0f\n\x07run_key\x18\x01 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x02 \x01(\t\x12\x0e\n\x06job_id\x18\x03 \x01(\t\x12\x11\n\ttenant_id\x18\x04 \x01(\t\x12\x30\n\x0cscheduled_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07\x61ttempt\x18\x06 \x01(\x05\x12\x0f\n\x07payload\x18\x07 \x01(\x0c\"\"\n\x0f\x45xecuteResponse\x12\x0f\n\x07message\x18\x01 \x01(\t2S\n\rTargetService\x12\x42\n\x07\x45xecute\x12\x1a.sundial.v1.ExecuteRequest\x1a\x1b.sundial.v1.ExecuteResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17sundial/v1/target.proto\x12\nsundial.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc7\x01\n\x0e\x45xecuteRequest\x12\x0f\n\x07run_key\x18\x01 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x02 \x01(\t\x12\x0e\n\x06job_id\x18\x03 \x01(\t\x12\x11\n\ttenant_id\x18\x04 \x01(\t\x12\x30\n\x0cscheduled_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07\x61ttempt\x18\x06 \x01(\x05\x12\x0f\n\x07payload\x18\x07 \x01(\x0c\x12\x14\n\x0c\x65xecution_id\x18\x08 \x01(\t\"\"\n\x0f\x45xecuteResponse\x12\x0f\n\x07message\x18\x01 \x01(\t2S\n\rTargetService\x12\x42\n\x07\x45xecute\x12\x1a.sundial.v1.ExecuteRequest\x1a\x1b.sundial.v1.ExecuteResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,9 +33,9 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sundial.v1.target_pb2', _gl
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_EXECUTEREQUEST']._serialized_start=73
-  _globals['_EXECUTEREQUEST']._serialized_end=250
-  _globals['_EXECUTERESPONSE']._serialized_start=252
-  _globals['_EXECUTERESPONSE']._serialized_end=286
-  _globals['_TARGETSERVICE']._serialized_start=288
-  _globals['_TARGETSERVICE']._serialized_end=371
+  _globals['_EXECUTEREQUEST']._serialized_end=272
+  _globals['_EXECUTERESPONSE']._serialized_start=274
+  _globals['_EXECUTERESPONSE']._serialized_end=308
+  _globals['_TARGETSERVICE']._serialized_start=310
+  _globals['_TARGETSERVICE']._serialized_end=393
 # @@protoc_insertion_point(module_scope)

@@ -91,6 +91,7 @@ PINS: list[tuple[enum.Enum, int, int, str]] = [
     (FenceReason.STALE_ATTEMPT, ledger_pb2.FENCE_REASON_STALE_ATTEMPT, 1, "stale_attempt"),
     (FenceReason.NOT_RUNNING, ledger_pb2.FENCE_REASON_NOT_RUNNING, 2, "not_running"),
     (FenceReason.NOT_FOUND, ledger_pb2.FENCE_REASON_NOT_FOUND, 3, "not_found"),
+    (FenceReason.NOT_HOLDER, ledger_pb2.FENCE_REASON_NOT_HOLDER, 4, "not_holder"),
 ]
 
 # Each run enum with its proto enum and the prefix of the proto names.

@@ -19,7 +19,11 @@ from sundial.core.partition import PARTITION_COUNT
 from sundial.v1 import admin_pb2 as pb
 from sundial.v1 import admin_pb2_grpc
 
-_ROLE_IN = {pb.TOKEN_ROLE_TENANT: Role.TENANT, pb.TOKEN_ROLE_ADMIN: Role.ADMIN}
+_ROLE_IN = {
+    pb.TOKEN_ROLE_TENANT: Role.TENANT,
+    pb.TOKEN_ROLE_ADMIN: Role.ADMIN,
+    pb.TOKEN_ROLE_EXECUTOR: Role.EXECUTOR,
+}
 _ROLE_OUT = {role: number for number, role in _ROLE_IN.items()}
 _TENANT_MASK = frozenset(
     {"display_name", "quotas", "quotas.max_jobs", "quotas.max_concurrent_runs"}

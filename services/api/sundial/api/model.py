@@ -199,6 +199,8 @@ class Role(enum.Enum):
 
     TENANT = "tenant"
     ADMIN = "admin"
+    EXECUTOR = "executor"
+    """RunLedger calls (served by the scheduler service); refused by the API."""
 
 
 @dataclass(frozen=True, slots=True)

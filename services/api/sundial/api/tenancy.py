@@ -170,11 +170,13 @@ class TenantManager:
     ) -> tuple[ApiToken, str]:
         """Issue a token; returns its metadata and the bearer secret (plaintext, once)."""
         if role is None:
-            raise InvalidArgument("role", "is required (TOKEN_ROLE_TENANT or TOKEN_ROLE_ADMIN)")
+            raise InvalidArgument(
+                "role", "is required (TOKEN_ROLE_TENANT, TOKEN_ROLE_ADMIN or TOKEN_ROLE_EXECUTOR)"
+            )
         if role is Role.TENANT and not tenant_id:
             raise InvalidArgument("tenant_id", "is required for a TENANT token")
-        if role is Role.ADMIN and tenant_id:
-            raise InvalidArgument("tenant_id", "must be empty for an ADMIN token")
+        if role is not Role.TENANT and tenant_id:
+            raise InvalidArgument("tenant_id", f"must be empty for an {role.name} token")
         validation.check_display_name(description, "description")
         now = self._clock.now()
         if expire_time is not None and expire_time <= now:
