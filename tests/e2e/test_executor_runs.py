@@ -6,6 +6,7 @@ final failures, tenant capacity.
 from __future__ import annotations
 
 import itertools
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import nats
@@ -98,6 +99,7 @@ async def test_a_job_every_second_and_a_one_time_job_run_on_time(
     call = target.calls_to("/once")[0]
     assert call.key == single.run_key
     assert call.request.headers["sundial-attempt"] == "1"
+    assert uuid.UUID(call.request.headers["sundial-execution-id"])
     assert call.request.headers["sundial-scheduled-at"] == single.scheduled_at.ToJsonString()
     assert call.request.headers["sundial-signature"].startswith("t=")
 

@@ -13,7 +13,10 @@ What it shares with the real ledger (``sundial.scheduler.ledger``):
 - The request parsing of the real servicer (UUID job ids through
   :func:`sundial.core.wire.run_ref_in`, executor ids, batch sizes, a lease_ttl of
   10 s-5 min, outcomes) and :mod:`sundial.core.wire` for every conversion.
-- The server: :func:`sundial.core.grpc.build_server`, so errors map to the same codes.
+- The server: :func:`sundial.core.grpc.build_server`, so errors map to the same codes,
+  behind the real :class:`~sundial.scheduler.ledger.LedgerAuthInterceptor`: every call
+  needs an executor token, here one of :attr:`LedgerDouble.tokens` (in memory, where the
+  real ledger looks them up in ``api_tokens``); :attr:`LedgerDouble.token` is valid.
 
 What it does not do: keep anything durable, dispatch, republish, sweep on its own,
 publish dead letters, count job stats, or sign with tenant secrets (the signature is
@@ -33,7 +36,7 @@ Usage::
 
     async with LedgerDouble() as ledger:
         ledger.add_job(job_id, http_target(url), tenant="t1")  # job_id: a UUID
-        ... ExecutorConfig(ledger_address=ledger.address, ...) ...
+        ... ExecutorConfig(ledger_address=ledger.address, ledger_token=ledger.token, ...) ...
         await assert_eventually(lambda: ledger.status(run) == "SUCCEEDED")
 """
 
@@ -50,9 +53,10 @@ from datetime import datetime, timedelta
 import grpc
 
 from sundial.core import wire
+from sundial.core.auth import Credential, Role
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.config import ServerConfig
-from sundial.core.errors import InvalidArgument, SundialError
+from sundial.core.errors import InvalidArgument, SundialError, Unauthenticated
 from sundial.core.grpc import Server, build_server
 from sundial.run import (
     Grant,
@@ -65,6 +69,7 @@ from sundial.run import (
     Transition,
     decide_completions,
     decide_leases,
+    holds,
     lease_expiry,
 )
 
@@ -72,9 +77,11 @@ from sundial.run import (
 from sundial.scheduler.ledger import (
     MAX_BATCH,
     MAX_HELD,
+    LedgerAuthInterceptor,
     completion_in,
     completion_result,
     executor_id_in,
+    lease_id_in,
     lease_ttl_in,
     rejection_out,
 )
@@ -120,15 +127,32 @@ class _Stream:
     outbox: asyncio.Queue[ledger_pb2.HeartbeatResponse] = field(default_factory=asyncio.Queue)
 
 
-def _holds(state: RunState | None, attempt: int, executor_id: str) -> bool:
-    """Whether a heartbeat of ``executor_id`` for ``attempt`` may extend the lease (the
-    real ledger's ``extend_leases``: RUNNING, the same attempt, the same executor)."""
+def _holds(state: RunState | None, attempt: int, executor_id: str, lease_id: str) -> bool:
+    """Whether a heartbeat of ``executor_id`` for ``attempt`` under ``lease_id`` may
+    extend the lease (the real ledger's ``extend_leases``: RUNNING, held by the caller)."""
     return (
         state is not None
         and state.status is RunStatus.RUNNING
-        and state.attempt == attempt
-        and state.executor_id == executor_id
+        and holds(state, attempt, executor_id=executor_id, lease_id=lease_id)
     )
+
+
+class _TokenTable:
+    """The double's ``api_tokens``: token -> role, consulted on every call."""
+
+    def __init__(self, tokens: dict[str, Role]) -> None:
+        self.tokens = tokens
+
+    async def authenticate(self, token: str) -> Credential:
+        role = self.tokens.get(token)
+        if role is None:
+            raise Unauthenticated("invalid, revoked or expired token")
+        return Credential(role=role, tenant_id=None, token_id=None)
+
+
+EXECUTOR_TOKEN = "double-executor-token"
+"""The executor token every :class:`LedgerDouble` accepts (until removed from
+:attr:`LedgerDouble.tokens`)."""
 
 
 class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
@@ -151,6 +175,10 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
         clock: Clock | None = None,
         rng: random.Random | None = None,
     ) -> None:
+        self.token = EXECUTOR_TOKEN
+        """A valid executor token (pass it as ``ledger_token``)."""
+        self.tokens: dict[str, Role] = {EXECUTOR_TOKEN: Role.EXECUTOR}
+        """Valid tokens and their roles; remove one to revoke it."""
         self.jobs: dict[uuid.UUID, JobSpec] = {}
         self.states: dict[RunRef, RunState] = {}
         """Every run the double knows, as the state machine sees it."""
@@ -197,6 +225,7 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
             ServerConfig(listen=f"127.0.0.1:{self._port}", grace_period_s=0),
             services=[(ledger_pb2_grpc.add_RunLedgerServicer_to_server, self)],
             service_names=["sundial.v1.RunLedger"],
+            interceptors=[LedgerAuthInterceptor(_TokenTable(self.tokens))],
         )
         self._port = self._server.port
         self.address = self._server.address
@@ -341,7 +370,8 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
 
     def _write_grant(self, grant: Grant, executor_id: str, lease_until: datetime) -> RunState:
         """A new attempt, or (re-grant) the holder's lease extended at the same one, as
-        the real store's ``grant_runs``/``extend_leases`` write them."""
+        the real store's ``grant_runs``/``regrant_leases`` write them (a new attempt
+        draws a new lease id)."""
         state = self.states[grant.ref]
         if grant.regrant:
             state = replace(state, lease_until=lease_until)
@@ -351,6 +381,7 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
                 status=RunStatus.RUNNING,
                 attempt=state.attempt + 1,
                 executor_id=executor_id,
+                lease_id=str(uuid.uuid4()),
                 lease_until=lease_until,
                 next_attempt_at=None,
             )
@@ -370,6 +401,7 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
             signature=f"t={int(now.timestamp())},v1=double-signature",
             kind=wire.enum_out(RunKind.SCHEDULED),
             job_name=f"job {state.ref.job_id}",
+            lease_id=state.lease_id or "",
         )
 
     # --- Heartbeat -----------------------------------------------------------------------
@@ -419,13 +451,16 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
             executor_id = executor_id_in(beat.executor_id)
             if len(beat.runs) > MAX_HELD:
                 raise InvalidArgument("runs", f"at most {MAX_HELD} held runs")
-            held = [wire.run_ref_in(h.run, f"runs[{i}].run") for i, h in enumerate(beat.runs)]
+            held = [
+                (wire.run_ref_in(h.run, f"runs[{i}].run"), lease_id_in(h.lease_id, f"runs[{i}]"))
+                for i, h in enumerate(beat.runs)
+            ]
             stream.executor_id = executor_id
             lease_until = self._clock.now() + lease_ttl_in(beat, DEFAULT_LEASE_S)
             response = ledger_pb2.HeartbeatResponse(heartbeat_interval=interval)
-            for run, message in zip(held, beat.runs, strict=True):
+            for (run, lease_id), message in zip(held, beat.runs, strict=True):
                 state = self.states.get(run)
-                if state is None or not _holds(state, message.attempt, executor_id):
+                if state is None or not _holds(state, message.attempt, executor_id, lease_id):
                     response.lost.append(message)
                     continue
                 self.states[run] = replace(state, lease_until=lease_until)
@@ -454,7 +489,7 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
         self.complete_requests.append(request)
         if self.fail_complete_codes:
             await context.abort(self.fail_complete_codes.pop(0), "double: complete failed")
-        executor_id_in(request.executor_id)
+        executor_id = executor_id_in(request.executor_id)
         if not 1 <= len(request.outcomes) <= MAX_BATCH:
             raise InvalidArgument("outcomes", f"must hold 1-{MAX_BATCH} outcomes")
         completions = [completion_in(o, f"outcomes[{i}]") for i, o in enumerate(request.outcomes)]
@@ -468,7 +503,12 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
         # Decided on the states before the call, written after, as the real ledger does
         # under its row locks.
         answers = decide_completions(
-            completions, self.states, now, rng=self._rng, dead_letter_at=now
+            completions,
+            self.states,
+            now,
+            executor_id=executor_id,
+            rng=self._rng,
+            dead_letter_at=now,
         )
         results = []
         for message, answer in zip(request.outcomes, answers, strict=True):

@@ -7,11 +7,15 @@ a Timestamp (RFC 3339 in UTC with ``Z``, 0, 3 or 6 fraction digits).
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 __all__ = ["RunRef", "format_timestamp", "parse_run_key", "run_key"]
+
+# The instant of a run key: RFC 3339 in UTC, ASCII digits (\d would take any script's).
+_INSTANT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?Z")
 
 
 def format_timestamp(at: datetime) -> str:
@@ -46,12 +50,13 @@ def parse_run_key(key: str) -> tuple[uuid.UUID, datetime]:
         ValueError: ``key`` is not a run key.
     """
     job, sep, at = key.partition("@")
-    if not sep or not at.endswith("Z"):
-        raise ValueError(f"not a run key: {key!r}")
-    _, dot, fraction = at[:-1].partition(".")
-    if dot and not (1 <= len(fraction) <= 6 and fraction.isdigit()):
-        # fromisoformat would truncate a 7th digit: another run's key, silently.
-        raise ValueError(f"not a run key (at most microsecond precision): {key!r}")
+    if not sep or not _INSTANT.fullmatch(at):
+        # fromisoformat alone would take other spellings of the instant (a space for
+        # the T, no colons, week dates, even a NUL before the offset), and truncate a
+        # 7th fraction digit: another run's key, silently.
+        raise ValueError(
+            f"not a run key (RFC 3339 in UTC ending in Z, at most 6 fraction digits): {key!r}"
+        )
     return uuid.UUID(job), datetime.fromisoformat(at[:-1] + "+00:00")
 
 

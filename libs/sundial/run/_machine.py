@@ -85,6 +85,9 @@ class RunState:
     """``attempt`` when the run was last (re)queued by ReplayRun: failures are counted
     from here, so a replayed run gets its whole retry budget again."""
     executor_id: str | None = None
+    lease_id: str | None = None
+    """The current lease's id (drawn with each new attempt); None before the first
+    grant."""
     lease_until: datetime | None = None
     next_attempt_at: datetime | None = None
     cancel_requested: bool = False
@@ -266,6 +269,9 @@ class Completion:
     ref: RunRef
     attempt: int
     outcome: Outcome
+    lease_id: str = ""
+    """The lease the outcome is reported under (from the grant): only its holder's
+    report is written."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,14 +293,34 @@ class Transition:
     """The run goes back to QUEUED and needs a new dispatch sequence (sweeper)."""
 
 
-def fence(state: RunState | None, attempt: int) -> FenceReason | None:
-    """Whether an outcome reported for ``attempt`` may be written (None) or is fenced."""
+def holds(state: RunState, attempt: int, *, executor_id: str, lease_id: str) -> bool:
+    """Whether ``executor_id`` holds the lease ``lease_id`` on ``attempt`` of the run.
+
+    A lease is (attempt, executor_id, lease_id). The attempt alone is a small integer
+    anyone can guess, and the executor id is chosen by the caller; the lease id is 122
+    random bits only the grant's receiver knows. A row leased before lease ids existed
+    has none: its holder reports an empty one.
+    """
+    return (
+        state.attempt == attempt
+        and state.executor_id == executor_id
+        and (state.lease_id or "") == lease_id
+    )
+
+
+def fence(
+    state: RunState | None, attempt: int, *, executor_id: str, lease_id: str
+) -> FenceReason | None:
+    """Whether an outcome reported for ``attempt`` by ``executor_id`` under ``lease_id``
+    may be written (None) or is fenced."""
     if state is None:
         return FenceReason.NOT_FOUND
     if state.attempt != attempt:
         return FenceReason.STALE_ATTEMPT
     if state.status is not RunStatus.RUNNING:
         return FenceReason.NOT_RUNNING
+    if not holds(state, attempt, executor_id=executor_id, lease_id=lease_id):
+        return FenceReason.NOT_HOLDER
     return None
 
 
@@ -373,6 +399,7 @@ def decide_completions(
     states: Mapping[RunRef, RunState],
     now: datetime,
     *,
+    executor_id: str,
     rng: random.Random,
     dead_letter_at: datetime,
 ) -> list[Transition | Fenced]:
@@ -384,6 +411,7 @@ def decide_completions(
         completions: The reported outcomes.
         states: The locked states (before this call) of the runs that exist.
         now: The transaction's "now".
+        executor_id: The caller: an outcome is written only from its lease's holder.
         rng: Randomness of the backoff.
         dead_letter_at: When a run that dies now has its dead-letter outbox entry due.
     """
@@ -391,7 +419,9 @@ def decide_completions(
     answers: list[Transition | Fenced] = []
     for completion in completions:
         state = states.get(completion.ref)
-        reason = fence(state, completion.attempt)
+        reason = fence(
+            state, completion.attempt, executor_id=executor_id, lease_id=completion.lease_id
+        )
         if reason is None and completion.ref in decided:
             reason = FenceReason.NOT_RUNNING
         if state is None or reason is not None:

@@ -31,6 +31,10 @@ from tests.integration.executor.support import RunningExecutor, connected
 SCHEDULED_AT = datetime(2026, 3, 8, 14, 0, tzinfo=UTC)
 
 
+LEASE_ID = "5d2f6a1e-0c4b-4f7e-9a3d-2b8c1e6f4a90"
+"""The lease id of :func:`make_lease`'s leases."""
+
+
 def make_lease(
     target: HttpTarget | GrpcTarget,
     *,
@@ -51,6 +55,7 @@ def make_lease(
         tenant_id="tenant-1",
         run_key=run.key,
         signature="t=1772978400,v1=abc123",
+        lease_id=LEASE_ID,
     )
 
 
@@ -105,6 +110,7 @@ async def start_executor(
         config = ExecutorConfig(
             nats_url=stack.nats_url,
             ledger_address=ledger.address,
+            ledger_token=ledger.token,
             node_id="test-executor",
             allow_loopback_targets=True,
             heartbeat_interval_s=0.2,

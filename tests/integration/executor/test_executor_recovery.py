@@ -252,11 +252,11 @@ async def test_an_unexpected_error_sending_outcomes_does_not_stop_the_completer(
         def __getattr__(self, name: str) -> object:  # LeaseRuns, Heartbeat: the real ones
             return getattr(real_stub, name)
 
-        def CompleteRuns(self, request, timeout=None):  # type: ignore[no-untyped-def]
+        def CompleteRuns(self, request, **kwargs):  # type: ignore[no-untyped-def]
             if self.broken:
                 self.broken = False
                 raise RuntimeError("injected: a bug while sending")
-            return real_stub.CompleteRuns(request, timeout=timeout)
+            return real_stub.CompleteRuns(request, **kwargs)
 
     ledger_client._stub = BrokenOnce()  # type: ignore[assignment]
     await publish(jetstream, refs[:1], seq=1)

@@ -29,10 +29,15 @@ DONE = Completion(RUN, 1, Outcome(OutcomeStatus.SUCCEEDED, started_at=RUN.schedu
 
 @pytest.fixture
 async def client(ledger: LedgerDouble) -> AsyncIterator[LedgerClient]:
-    config = ExecutorConfig(nats_url="nats://127.0.0.1:4222", ledger_address=ledger.address)
+    config = ExecutorConfig(
+        nats_url="nats://127.0.0.1:4222", ledger_address=ledger.address, ledger_token=ledger.token
+    )
     async with grpc.aio.insecure_channel(ledger.address) as channel:
         yield LedgerClient(
-            ledger_pb2_grpc.RunLedgerStub(channel), config, executor_id="test-executor"
+            ledger_pb2_grpc.RunLedgerStub(channel),
+            config,
+            executor_id="test-executor",
+            token=config.ledger_token,
         )
 
 
@@ -40,6 +45,7 @@ def test_the_policy_comes_from_the_config() -> None:
     config = ExecutorConfig(
         nats_url="nats://127.0.0.1:4222",
         ledger_address="127.0.0.1:1",
+        ledger_token="executor-token",
         ledger_timeout_s=3.0,
         run_lease_s=45.0,
     )

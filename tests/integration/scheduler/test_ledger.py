@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import grpc
 import pytest
+from google.protobuf import duration_pb2
 
 from sundial.core.bus import Bus
 from sundial.core.clock import ManualClock
@@ -78,10 +79,24 @@ def ref(job_id: object, at: datetime) -> run_pb2.RunRef:
     return run_pb2.RunRef(job_id=str(job_id), scheduled_at=timestamp(at))
 
 
+HOLDERS: dict[tuple[str, int, int], tuple[str, str]] = {}
+"""(executor id, lease id) of every grant seen, by (job id, scheduled_at, attempt): whom
+``complete`` reports as (these tests are about the ledger's decisions, not fencing on the
+holder, which the contract suite covers)."""
+
+
+def _held_key(run: run_pb2.RunRef, attempt: int) -> tuple[str, int, int]:
+    return (run.job_id, run.scheduled_at.seconds, attempt)
+
+
 async def lease(
     stub: ledger_pb2_grpc.RunLedgerStub, refs: list[run_pb2.RunRef], executor: str = "ex-1"
 ) -> list[ledger_pb2.LeaseResult]:
     answer = await stub.LeaseRuns(ledger_pb2.LeaseRunsRequest(executor_id=executor, runs=refs))
+    for run, result in zip(refs, answer.results, strict=True):
+        if result.WhichOneof("result") == "grant":
+            grant = result.grant
+            HOLDERS[_held_key(run, grant.attempt)] = (executor, grant.lease_id)
     return list(answer.results)
 
 
@@ -92,9 +107,12 @@ async def complete(
     status: int = ledger_pb2.OUTCOME_STATUS_SUCCEEDED,
     **fields: object,
 ) -> ledger_pb2.CompletionResult:
-    outcome = ledger_pb2.Outcome(run=run, attempt=attempt, status=status, **fields)
+    executor, lease_id = HOLDERS.get(_held_key(run, attempt), ("ex-1", ""))
+    outcome = ledger_pb2.Outcome(
+        run=run, attempt=attempt, status=status, lease_id=lease_id, **fields
+    )
     answer = await stub.CompleteRuns(
-        ledger_pb2.CompleteRunsRequest(executor_id="ex-1", outcomes=[outcome])
+        ledger_pb2.CompleteRunsRequest(executor_id=executor, outcomes=[outcome])
     )
     return answer.results[0]
 
@@ -162,7 +180,9 @@ async def test_heartbeat_extends_matching_leases(
     [granted] = await lease(ledger, [ref(job, T0)])
     clock.advance(20)
     call = ledger.Heartbeat()
-    held = ledger_pb2.HeldRun(run=ref(job, T0), attempt=granted.grant.attempt)
+    held = ledger_pb2.HeldRun(
+        run=ref(job, T0), attempt=granted.grant.attempt, lease_id=granted.grant.lease_id
+    )
     await call.write(ledger_pb2.HeartbeatRequest(executor_id="ex-1", runs=[held]))
     beat = await call.read()
     await call.done_writing()
@@ -227,14 +247,14 @@ async def test_retry_after_is_honoured(
     [job] = await insert_jobs(pool, DAILY, first_due=T0)
     await insert_queued_runs(pool, job, [T0])
     await lease(ledger, [ref(job, T0)])
-    outcome = ledger_pb2.Outcome(
-        run=ref(job, T0), attempt=1, status=ledger_pb2.OUTCOME_STATUS_FAILED_RETRYABLE
+    result = await complete(
+        ledger,
+        ref(job, T0),
+        1,
+        ledger_pb2.OUTCOME_STATUS_FAILED_RETRYABLE,
+        retry_after=duration_pb2.Duration(seconds=600),
     )
-    outcome.retry_after.FromSeconds(600)
-    answer = await ledger.CompleteRuns(
-        ledger_pb2.CompleteRunsRequest(executor_id="ex-1", outcomes=[outcome])
-    )
-    assert answer.results[0].next_attempt_at.ToDatetime(UTC) == T0 + timedelta(seconds=600)
+    assert result.next_attempt_at.ToDatetime(UTC) == T0 + timedelta(seconds=600)
 
 
 async def test_tenant_cap_holds_under_concurrent_leases(
@@ -279,7 +299,9 @@ async def test_cancel_between_beats_is_pushed_on_the_stream(
     await insert_queued_runs(pool, job, [T0])
     [granted] = await lease(ledger, [ref(job, T0)])
     call = ledger.Heartbeat()
-    held = ledger_pb2.HeldRun(run=ref(job, T0), attempt=granted.grant.attempt)
+    held = ledger_pb2.HeldRun(
+        run=ref(job, T0), attempt=granted.grant.attempt, lease_id=granted.grant.lease_id
+    )
     await call.write(ledger_pb2.HeartbeatRequest(executor_id="ex-1", runs=[held]))
     first = await call.read()
     assert len(first.extended) == 1 and not first.cancel

@@ -10,11 +10,17 @@ a run's status; the test bodies only talk gRPC.
 
 Real time: both ledgers read the system clock, so leases are asked for explicitly
 (``lease_ttl``) and waits poll (:func:`assert_eventually`), never sleep.
+
+Credentials: both sit behind the real ``LedgerAuthInterceptor``; the real one looks
+tokens up in ``api_tokens``, the double in its own table. Every call here presents the
+adapter's executor token unless a test says otherwise, and reports outcomes under the
+lease id its grant carried (as an executor does).
 """
 
 from __future__ import annotations
 
 import random
+import secrets
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -25,6 +31,8 @@ import grpc
 import pytest
 
 from sundial.core import wire
+from sundial.core.auth import Role, Tokens, token_hash
+from sundial.core.clock import SystemClock
 from sundial.core.config import ServerConfig
 from sundial.core.grpc import build_server
 from sundial.devstack import Stack
@@ -38,7 +46,7 @@ from sundial.run import (
     target_to_json,
 )
 from sundial.schedule import CronSpec, Schedule
-from sundial.scheduler.ledger import RunLedgerServicer
+from sundial.scheduler.ledger import LedgerAuthInterceptor, RunLedgerServicer
 from sundial.scheduler.store import SchedulerStore
 from sundial.v1 import ledger_pb2, ledger_pb2_grpc, run_pb2
 from tests.helpers.eventually import assert_eventually
@@ -64,6 +72,18 @@ class Ledger(Protocol):
     """One RunLedger implementation, as the contract tests see it."""
 
     stub: Stub
+    token: str
+    """A valid executor token."""
+    leases: dict[tuple[str, int], str]
+    """Lease id of each grant seen, by (run key, attempt): what its holder reports."""
+
+    async def issue_token(self, role: Role) -> str:
+        """A new valid token of ``role``."""
+        ...
+
+    async def revoke(self, token: str) -> None:
+        """Revoke ``token`` (as RevokeApiToken does)."""
+        ...
 
     async def queued_run(
         self,
@@ -89,10 +109,20 @@ class Ledger(Protocol):
 class RealLedger:
     """The real ledger: rows in PostgreSQL, written as the API and a dispatch do."""
 
-    def __init__(self, pool: asyncpg.Pool, stub: Stub) -> None:
+    def __init__(self, pool: asyncpg.Pool, stub: Stub, token: str) -> None:
         self.stub = stub
+        self.token = token
+        self.leases: dict[tuple[str, int], str] = {}
         self._pool = pool
         self._tenants: set[str] = set()
+
+    async def issue_token(self, role: Role) -> str:
+        return await issue_token(self._pool, role)
+
+    async def revoke(self, token: str) -> None:
+        await self._pool.execute(
+            "UPDATE api_tokens SET revoked_at = now() WHERE token_hash = $1", token_hash(token)
+        )
 
     async def queued_run(
         self,
@@ -146,7 +176,17 @@ class DoubleLedger:
 
     def __init__(self, double: LedgerDouble, stub: Stub) -> None:
         self.stub = stub
+        self.token = double.token
+        self.leases: dict[tuple[str, int], str] = {}
         self._double = double
+
+    async def issue_token(self, role: Role) -> str:
+        token = f"double-{role.value}-{secrets.token_hex(8)}"
+        self._double.tokens[token] = role
+        return token
+
+    async def revoke(self, token: str) -> None:
+        del self._double.tokens[token]
 
     async def queued_run(
         self,
@@ -170,6 +210,23 @@ class DoubleLedger:
         self._double.cancel(run)
 
 
+async def issue_token(pool: asyncpg.Pool, role: Role) -> str:
+    """A token of ``role`` in ``api_tokens``, as AdminService.CreateApiToken writes it."""
+    token = f"sundial-test-{secrets.token_urlsafe(16)}"
+    tenant = None
+    if role is Role.TENANT:
+        tenant = f"owner-{secrets.token_hex(4)}"
+        await add_tenant(pool, tenant)
+    await pool.execute(
+        "INSERT INTO api_tokens (tenant_id, role, token_hash, prefix) VALUES ($1, $2, $3, $4)",
+        tenant,
+        role.value,
+        token_hash(token),
+        token[:12],
+    )
+    return token
+
+
 @pytest.fixture
 async def real_ledger(
     pool: asyncpg.Pool, stack: Stack, migrated_database_url: str
@@ -183,11 +240,13 @@ async def real_ledger(
         ServerConfig(listen="127.0.0.1:0"),
         services=[(ledger_pb2_grpc.add_RunLedgerServicer_to_server, servicer)],
         service_names=["sundial.v1.RunLedger"],
+        interceptors=[LedgerAuthInterceptor(Tokens(pool, SystemClock()))],
     )
     await server.start()
+    token = await issue_token(pool, Role.EXECUTOR)
     try:
         async with grpc.aio.insecure_channel(server.address) as channel:
-            yield RealLedger(pool, Stub(channel))
+            yield RealLedger(pool, Stub(channel), token)
     finally:
         await server.stop(0)
 
@@ -210,12 +269,26 @@ def ledger(request: pytest.FixtureRequest) -> Ledger:
 # --- calls ----------------------------------------------------------------------------
 
 
+def auth(token: str) -> tuple[tuple[str, str], ...]:
+    """Call metadata presenting ``token``."""
+    return (("authorization", f"Bearer {token}"),)
+
+
+def key(run: run_pb2.RunRef) -> str:
+    """The run as sent (no parsing: malformed refs are sent too)."""
+    return f"{run.job_id}@{run.scheduled_at.seconds}.{run.scheduled_at.nanos}"
+
+
 async def lease(
     ledger: Ledger, runs: list[run_pb2.RunRef], executor: str = "ex-1", ttl: timedelta = LEASE
 ) -> list[ledger_pb2.LeaseResult]:
     answer = await ledger.stub.LeaseRuns(
-        ledger_pb2.LeaseRunsRequest(executor_id=executor, runs=runs, lease_ttl=wire.duration(ttl))
+        ledger_pb2.LeaseRunsRequest(executor_id=executor, runs=runs, lease_ttl=wire.duration(ttl)),
+        metadata=auth(ledger.token),
     )
+    for run, result in zip(runs, answer.results, strict=True):
+        if result.WhichOneof("result") == "grant":
+            ledger.leases[key(run), result.grant.attempt] = result.grant.lease_id
     return list(answer.results)
 
 
@@ -230,11 +303,20 @@ async def complete(
     run: run_pb2.RunRef,
     attempt: int,
     status: ledger_pb2.OutcomeStatus = ledger_pb2.OUTCOME_STATUS_SUCCEEDED,
+    *,
+    executor: str = "ex-1",
+    lease_id: str | None = None,
     **fields: Any,
 ) -> ledger_pb2.CompletionResult:
-    outcome = ledger_pb2.Outcome(run=run, attempt=attempt, status=status, **fields)
+    """Report an outcome; under the lease id of the grant of that attempt by default."""
+    if lease_id is None:
+        lease_id = ledger.leases.get((key(run), attempt), "")
+    outcome = ledger_pb2.Outcome(
+        run=run, attempt=attempt, status=status, lease_id=lease_id, **fields
+    )
     answer = await ledger.stub.CompleteRuns(
-        ledger_pb2.CompleteRunsRequest(executor_id="ex-1", outcomes=[outcome])
+        ledger_pb2.CompleteRunsRequest(executor_id=executor, outcomes=[outcome]),
+        metadata=auth(ledger.token),
     )
     [result] = answer.results
     return result
@@ -244,7 +326,7 @@ async def beat(
     ledger: Ledger, executor: str, held: list[ledger_pb2.HeldRun], ttl: timedelta = LEASE
 ) -> ledger_pb2.HeartbeatResponse:
     """One beat on a stream of its own, and its answer."""
-    call = ledger.stub.Heartbeat()
+    call = ledger.stub.Heartbeat(metadata=auth(ledger.token))
     await call.write(
         ledger_pb2.HeartbeatRequest(executor_id=executor, runs=held, lease_ttl=wire.duration(ttl))
     )
@@ -463,8 +545,8 @@ async def test_a_heartbeat_extends_the_holders_lease_and_reports_other_claims_lo
     run = await ledger.queued_run()
     grant = await granted(ledger, run, "ex-1")
     first_until = wire.timestamp_in(grant.lease_until, "lease_until")
-    held = ledger_pb2.HeldRun(run=run, attempt=grant.attempt)
-    wrong_attempt = ledger_pb2.HeldRun(run=run, attempt=grant.attempt + 1)
+    held = ledger_pb2.HeldRun(run=run, attempt=grant.attempt, lease_id=grant.lease_id)
+    wrong_attempt = ledger_pb2.HeldRun(run=run, attempt=grant.attempt + 1, lease_id=grant.lease_id)
     answer = await beat(ledger, "ex-1", [held, wrong_attempt], ttl=2 * LEASE)
     [extension] = answer.extended
     assert extension.run == run and extension.attempt == grant.attempt
@@ -480,3 +562,174 @@ async def test_a_heartbeat_extends_the_holders_lease_and_reports_other_claims_lo
     # A run that ended is lost to its former holder too.
     ended = await beat(ledger, "ex-1", [held])
     assert list(ended.lost) == [held] and not ended.extended
+
+
+# --- credentials ----------------------------------------------------------------------
+
+
+async def call_each_method(ledger: Ledger, metadata: Any, run: run_pb2.RunRef) -> list[Any]:
+    """Every RunLedger method once with ``metadata``: the AioRpcError of each (or None)."""
+    errors: list[Any] = []
+    attempts = [
+        lambda: ledger.stub.LeaseRuns(
+            ledger_pb2.LeaseRunsRequest(executor_id="thief/0", runs=[run]), metadata=metadata
+        ),
+        lambda: ledger.stub.CompleteRuns(
+            ledger_pb2.CompleteRunsRequest(
+                executor_id="thief/0",
+                outcomes=[
+                    ledger_pb2.Outcome(
+                        run=run, attempt=1, status=ledger_pb2.OUTCOME_STATUS_FAILED_FINAL
+                    )
+                ],
+            ),
+            metadata=metadata,
+        ),
+    ]
+    for attempt in attempts:
+        try:
+            await attempt()
+            errors.append(None)
+        except grpc.aio.AioRpcError as exc:
+            errors.append(exc)
+    stream = ledger.stub.Heartbeat(metadata=metadata)
+    try:
+        await stream.write(
+            ledger_pb2.HeartbeatRequest(
+                executor_id="thief/0", runs=[ledger_pb2.HeldRun(run=run, attempt=1)]
+            )
+        )
+        await stream.read()
+        errors.append(None)
+    except grpc.aio.AioRpcError as exc:
+        errors.append(exc)
+    finally:
+        stream.cancel()
+    return errors
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        (),
+        (("authorization", "Bearer not-a-token"),),
+        (("authorization", "Basic dXNlcjpwYXNz"),),
+        (("authorization", "Bearer " + "x" * 600),),
+    ],
+    ids=["none", "unknown", "not bearer", "oversized"],
+)
+async def test_every_method_is_unauthenticated_without_an_executor_credential(
+    ledger: Ledger, metadata: Any
+) -> None:
+    run = await ledger.queued_run()
+    granted_run = await ledger.queued_run()
+    holder = await granted(ledger, granted_run)
+    nobody = ref(uuid.uuid4(), T0)
+    answers = {}
+    for name, target in (("queued", run), ("granted", granted_run), ("unknown", nobody)):
+        errors = await call_each_method(ledger, metadata, target)
+        assert all(e is not None for e in errors), (name, errors)
+        assert {e.code() for e in errors} == {grpc.StatusCode.UNAUTHENTICATED}, (name, errors)
+        answers[name] = [e.details() for e in errors]
+    # The same answer whatever the run: no existence oracle, nothing read before the check.
+    assert answers["queued"] == answers["granted"] == answers["unknown"]
+    assert await ledger.status(run) is RunStatus.QUEUED
+    assert await ledger.status(granted_run) is RunStatus.RUNNING
+    assert (await complete(ledger, granted_run, holder.attempt)).accepted
+
+
+@pytest.mark.parametrize("role", [Role.TENANT, Role.ADMIN], ids=["tenant", "admin"])
+async def test_tenant_and_admin_tokens_are_permission_denied(ledger: Ledger, role: Role) -> None:
+    run = await ledger.queued_run()
+    token = await ledger.issue_token(role)
+    errors = await call_each_method(ledger, auth(token), run)
+    assert [e.code() if e else None for e in errors] == [grpc.StatusCode.PERMISSION_DENIED] * 3
+    assert "executor token" in errors[0].details()
+    assert await ledger.status(run) is RunStatus.QUEUED
+
+
+async def test_a_revoked_executor_token_is_refused_at_once_also_on_an_open_stream(
+    ledger: Ledger,
+) -> None:
+    token = await ledger.issue_token(Role.EXECUTOR)
+    run = await ledger.queued_run()
+    stream = ledger.stub.Heartbeat(metadata=auth(token))
+    await stream.write(ledger_pb2.HeartbeatRequest(executor_id="ex-9", runs=[]))
+    assert isinstance(await stream.read(), ledger_pb2.HeartbeatResponse)
+    await ledger.revoke(token)
+    errors = await call_each_method(ledger, auth(token), run)
+    assert [e.code() if e else None for e in errors] == [grpc.StatusCode.UNAUTHENTICATED] * 3
+    # The stream opened before the revocation ends at its next beat.
+    with pytest.raises(grpc.aio.AioRpcError) as ended:
+        await stream.write(ledger_pb2.HeartbeatRequest(executor_id="ex-9", runs=[]))
+        await stream.read()
+    assert ended.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert await ledger.status(run) is RunStatus.QUEUED
+
+
+# --- fencing on the holder ------------------------------------------------------------
+
+
+async def test_a_grant_carries_a_fresh_lease_id_kept_on_a_regrant(ledger: Ledger) -> None:
+    run = await ledger.queued_run(retry=FAST_RETRY)
+    first = await granted(ledger, run)
+    assert uuid.UUID(first.lease_id)
+    assert (await granted(ledger, run)).lease_id == first.lease_id
+    await complete(ledger, run, 1, ledger_pb2.OUTCOME_STATUS_FAILED_RETRYABLE)
+
+    async def retried() -> ledger_pb2.Grant:
+        return await granted(ledger, run)
+
+    second: ledger_pb2.Grant = await assert_eventually(retried, what="the retry is due")
+    assert second.attempt == 2 and second.lease_id != first.lease_id
+
+
+@pytest.mark.parametrize(
+    ("executor", "lease_id"),
+    [("stranger/0", ""), ("stranger/0", None), ("ex-1", ""), ("ex-1", str(uuid.uuid4()))],
+    ids=["stranger", "stranger with the lease id", "holder id without lease", "wrong lease"],
+)
+@pytest.mark.parametrize(
+    "status",
+    [
+        ledger_pb2.OUTCOME_STATUS_FAILED_FINAL,
+        ledger_pb2.OUTCOME_STATUS_SUCCEEDED,
+        ledger_pb2.OUTCOME_STATUS_CANCELLED,
+    ],
+    ids=["kill", "close", "cancel"],
+)
+async def test_only_the_holder_can_complete_its_lease(
+    ledger: Ledger, executor: str, lease_id: str | None, status: int
+) -> None:
+    run = await ledger.queued_run()
+    grant = await granted(ledger, run, "ex-1")
+    forged = await complete(
+        ledger, run, grant.attempt, status, executor=executor, lease_id=lease_id
+    )
+    assert not forged.accepted
+    assert forged.fence_reason == ledger_pb2.FENCE_REASON_NOT_HOLDER
+    assert forged.next_status == run_pb2.RUN_STATUS_RUNNING
+    assert await ledger.status(run) is RunStatus.RUNNING
+    # The holder's own report still counts.
+    done = await complete(ledger, run, grant.attempt)
+    assert done.accepted and done.next_status == run_pb2.RUN_STATUS_SUCCEEDED
+
+
+async def test_only_the_holder_can_heartbeat_its_lease(ledger: Ledger) -> None:
+    run = await ledger.queued_run()
+    grant = await granted(
+        ledger,
+        run,
+        "ex-1",
+    )
+    until = wire.timestamp_in(grant.lease_until, "lease_until")
+    guessed = ledger_pb2.HeldRun(run=run, attempt=grant.attempt, lease_id=str(uuid.uuid4()))
+    blank = ledger_pb2.HeldRun(run=run, attempt=grant.attempt)
+    for executor, held in (("ex-1", guessed), ("ex-1", blank), ("stranger/0", blank)):
+        answer = await beat(ledger, executor, [held], ttl=5 * LEASE)
+        assert list(answer.lost) == [held] and not answer.extended, executor
+    # Nothing was extended: the holder's next beat starts from its own lease.
+    real = ledger_pb2.HeldRun(run=run, attempt=grant.attempt, lease_id=grant.lease_id)
+    answer = await beat(ledger, "ex-1", [real], ttl=LEASE)
+    [extension] = answer.extended
+    assert wire.timestamp_in(extension.lease_until, "lease_until") < until + 2 * LEASE

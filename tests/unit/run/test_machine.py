@@ -60,6 +60,7 @@ RETRY = RetryPolicy(
 )
 LONG_RETRY = replace(RETRY, max_attempts=10)
 ME, OTHER = "executor-a", "executor-b"
+LEASE_ID, OTHER_LEASE_ID = str(uuid.UUID(int=101)), str(uuid.UUID(int=102))
 TENANT = "acme"
 
 REF = RunRef(uuid.UUID(int=1), datetime(2026, 3, 1, 11, 0, tzinfo=UTC))
@@ -83,6 +84,7 @@ def live(attempt: int = 1, executor: str = ME, **fields: Any) -> RunState:
         RunStatus.RUNNING,
         attempt=attempt,
         executor_id=executor,
+        lease_id=fields.pop("lease_id", LEASE_ID),
         lease_until=NOW + timedelta(seconds=30),
         **fields,
     )
@@ -94,9 +96,16 @@ def lapsed(attempt: int = 1, **fields: Any) -> RunState:
         RunStatus.RUNNING,
         attempt=attempt,
         executor_id=OTHER,
+        lease_id=OTHER_LEASE_ID,
         lease_until=NOW - timedelta(seconds=1),
         **fields,
     )
+
+
+def fenced(
+    s: RunState | None, attempt: int, executor: str = ME, lease_id: str = LEASE_ID
+) -> Callable[[], object]:
+    return lambda: fence(s, attempt, executor_id=executor, lease_id=lease_id)
 
 
 def verdict(s: RunState | None) -> Callable[[], object]:
@@ -358,20 +367,49 @@ CASES = [
         [Grant(REF)],
     ),
     # --- fence: may an outcome for this attempt be written -------------------------------
-    Case("fence/not found", lambda: fence(None, 1), FenceReason.NOT_FOUND),
-    Case("fence/stale attempt", lambda: fence(live(attempt=2), 1), FenceReason.STALE_ATTEMPT),
+    Case("fence/not found", fenced(None, 1), FenceReason.NOT_FOUND),
+    Case("fence/stale attempt", fenced(live(attempt=2), 1), FenceReason.STALE_ATTEMPT),
     Case(
         "fence/stale attempt of an ended run: stale first",
-        lambda: fence(state(RunStatus.SUCCEEDED, attempt=2), 1),
+        fenced(state(RunStatus.SUCCEEDED, attempt=2), 1),
         FenceReason.STALE_ATTEMPT,
     ),
     Case(
         "fence/not running",
-        lambda: fence(state(RunStatus.RETRYING, attempt=2), 2),
+        fenced(state(RunStatus.RETRYING, attempt=2), 2),
         FenceReason.NOT_RUNNING,
     ),
-    Case("fence/accepted", lambda: fence(live(attempt=2), 2), None),
-    Case("fence/accepted on an expired lease", lambda: fence(lapsed(attempt=2), 2), None),
+    Case("fence/accepted", fenced(live(attempt=2), 2), None),
+    Case(
+        "fence/accepted on an expired lease from its holder",
+        fenced(lapsed(attempt=2), 2, OTHER, OTHER_LEASE_ID),
+        None,
+    ),
+    Case(
+        "fence/another executor is not the holder",
+        fenced(live(attempt=2), 2, OTHER, LEASE_ID),
+        FenceReason.NOT_HOLDER,
+    ),
+    Case(
+        "fence/the holder's id with another lease id is not the holder",
+        fenced(live(attempt=2), 2, ME, OTHER_LEASE_ID),
+        FenceReason.NOT_HOLDER,
+    ),
+    Case(
+        "fence/no lease id is not the holder",
+        fenced(live(attempt=2), 2, ME, ""),
+        FenceReason.NOT_HOLDER,
+    ),
+    Case(
+        "fence/a row leased before lease ids: the holder reports none",
+        fenced(live(attempt=2, lease_id=None), 2, ME, ""),
+        None,
+    ),
+    Case(
+        "fence/a row leased before lease ids: another executor is not the holder",
+        fenced(live(attempt=2, lease_id=None), 2, OTHER, ""),
+        FenceReason.NOT_HOLDER,
+    ),
     # --- complete: the attempt ended ------------------------------------------------
     Case(
         "complete/succeeded",
@@ -647,14 +685,16 @@ def test_decide_completions_fences_decides_and_counts_a_run_once() -> None:
     states = {REF: live(attempt=2), REF2: state(RunStatus.SUCCEEDED, REF2, attempt=1)}
     answers = decide_completions(
         [
-            Completion(REF, 2, done),
-            Completion(REF, 2, done),  # the same run twice in one call
+            Completion(REF, 2, done, LEASE_ID),
+            Completion(REF, 2, done, LEASE_ID),  # the same run twice in one call
             Completion(REF2, 1, done),  # already ended
             Completion(REF3, 1, done),  # no such run
             Completion(REF, 1, done),  # an older attempt
+            Completion(REF, 2, done, OTHER_LEASE_ID),  # not the holder's lease
         ],
         states,
         NOW,
+        executor_id=ME,
         rng=random.Random(0),
         dead_letter_at=NOW,
     )
@@ -666,4 +706,5 @@ def test_decide_completions_fences_decides_and_counts_a_run_once() -> None:
         Fenced(FenceReason.NOT_RUNNING, RunStatus.SUCCEEDED),
         Fenced(FenceReason.NOT_FOUND, None),
         Fenced(FenceReason.STALE_ATTEMPT, RunStatus.RUNNING),
+        Fenced(FenceReason.NOT_HOLDER, RunStatus.RUNNING),
     ]

@@ -244,6 +244,14 @@ def test_run_key_lower_cases_the_job_id_and_refuses_naive_times() -> None:
         f"{JOB}@yesterdayZ",
         f"{JOB}@2026-01-01T00:00:00.1234567Z",  # finer than a microsecond: not truncated
         f"{JOB}@2026-01-01T00:00:00.Z",
+        # Other spellings of an instant that fromisoformat takes: not RFC 3339.
+        f"{JOB}@2026-01-01 00:00:00Z",
+        f"{JOB}@20260101T000000Z",
+        f"{JOB}@2026-W01-4T00:00:00Z",
+        f"{JOB}@2026-01-01T00Z",
+        f"{JOB}@2026-01-01T00:00:00,5Z",
+        f"{JOB}@2026-01-01T00:00:00\x00Z",
+        f"{JOB}@\u0662026-01-01T00:00:00Z",
     ],
 )
 def test_parse_refuses_what_is_not_a_run_key(key: str) -> None:
@@ -282,4 +290,9 @@ def test_any_ref_round_trips_through_its_key_and_the_wire(
     ref = RunRef(job_id, scheduled_at)
     assert RunRef.parse(ref.key) == ref
     assert ref.key == f"{job_id}@{wire.timestamp(scheduled_at).ToJsonString()}"
-    assert wire.run_ref_in(wire.run_ref(ref), "run") == ref
+    if scheduled_at >= wire.MIN_TIME:
+        assert wire.run_ref_in(wire.run_ref(ref), "run") == ref
+    else:
+        # Inbound instants start at the epoch (arithmetic on them cannot overflow).
+        with pytest.raises(InvalidArgument, match=r"^run\.scheduled_at: must be from 1970"):
+            wire.run_ref_in(wire.run_ref(ref), "run")

@@ -6,7 +6,7 @@ import contextlib
 from datetime import timedelta
 
 from sundial.api.admin import AdminServicer
-from sundial.api.auth import Authenticator, AuthInterceptor
+from sundial.api.auth import AuthInterceptor
 from sundial.api.cluster import EtcdMembership, MembershipSource, UnconfiguredMembership
 from sundial.api.config import ApiConfig
 from sundial.api.jobs import JobManager
@@ -16,6 +16,7 @@ from sundial.api.servicer import JobServicer
 from sundial.api.store import Store
 from sundial.api.tenancy import TenantManager
 from sundial.api.validation import TargetGuard, TargetPolicy
+from sundial.core.auth import Role, Tokens
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.db import close_pool, create_pool, migrate
 from sundial.core.grpc import build_server
@@ -81,7 +82,7 @@ async def build(
             ],
             service_names=SERVICE_NAMES,
             interceptors=[
-                AuthInterceptor(Authenticator(store, clock, admin_token=config.admin_token))
+                AuthInterceptor(Tokens(pool, clock, bootstrap={config.admin_token: Role.ADMIN}))
             ],
         )
         purger = RequestPurger(

@@ -8,13 +8,13 @@ the managers (``jobs``, ``runs``, ``tenancy``) work only with these. The run's w
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Generic, TypeVar
 from uuid import UUID
 
+from sundial.core.auth import Role  # re-exported: the token roles of ApiToken
 from sundial.run import ErrorClass, JobPolicies, RunKind, RunRef, RunStatus, SkipReason, Target
 from sundial.schedule import FireTime, Schedule
 
@@ -192,15 +192,6 @@ class JobDescription:
 
 
 # --- tenants and tokens -------------------------------------------------------------------
-
-
-class Role(enum.Enum):
-    """``api_tokens.role``; the value is the stored text."""
-
-    TENANT = "tenant"
-    ADMIN = "admin"
-    EXECUTOR = "executor"
-    """RunLedger calls (served by the scheduler service); refused by the API."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -366,7 +366,8 @@ class Consumer:
             error=f"unusable grant: {grant.error}",
             error_class=ErrorClass.REFUSED,
         )
-        task = asyncio.ensure_future(self._submit(Completion(grant.run, grant.attempt, outcome)))
+        completion = Completion(grant.run, grant.attempt, outcome, lease_id=grant.lease_id)
+        task = asyncio.ensure_future(self._submit(completion))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 

@@ -27,7 +27,7 @@ from sundial.executor.model import (
     Answer,
     CancelOrder,
     HeartbeatAnswer,
-    HeldRun,
+    HeldLease,
     Lease,
     LeaseResult,
     Rejected,
@@ -130,7 +130,7 @@ def _lease_result(ref: RunRef, result: ledger_pb2.LeaseResult) -> LeaseResult:
         try:
             return lease_from_grant(ref, result.grant)
         except ValueError as exc:
-            return UnusableGrant(ref, result.grant.attempt, str(exc))
+            return UnusableGrant(ref, result.grant.attempt, str(exc), result.grant.lease_id)
     rejection = result.rejection
     retry_after = None
     if rejection.HasField("retry_after"):
@@ -178,6 +178,7 @@ def lease_from_grant(ref: RunRef, grant: ledger_pb2.Grant) -> Lease:
         signature=grant.signature,
         job_name=grant.job_name,
         kind=_known(RunKind, grant.kind),
+        lease_id=grant.lease_id,
     )
 
 
@@ -190,6 +191,7 @@ def outcome_message(completion: Completion) -> ledger_pb2.Outcome:
     message = ledger_pb2.Outcome(
         run=wire.run_ref(completion.ref),
         attempt=completion.attempt,
+        lease_id=completion.lease_id,
         status=wire.enum_out(outcome.status),
         error=truncate_error(outcome.error),
         error_class=wire.enum_out(outcome.error_class),
@@ -232,12 +234,15 @@ def answers(response: ledger_pb2.CompleteRunsResponse) -> list[Answer]:
 
 
 def heartbeat_request(
-    executor_id: str, held: Iterable[HeldRun], lease_ttl_s: float, *, draining: bool
+    executor_id: str, held: Iterable[HeldLease], lease_ttl_s: float, *, draining: bool
 ) -> ledger_pb2.HeartbeatRequest:
-    """One beat: every held run and its attempt."""
+    """One beat: every held run with its attempt and lease id."""
     return ledger_pb2.HeartbeatRequest(
         executor_id=executor_id,
-        runs=[ledger_pb2.HeldRun(run=wire.run_ref(run), attempt=attempt) for run, attempt in held],
+        runs=[
+            ledger_pb2.HeldRun(run=wire.run_ref(run), attempt=attempt, lease_id=lease_id)
+            for run, attempt, lease_id in held
+        ],
         lease_ttl=wire.duration(timedelta(seconds=lease_ttl_s)),
         draining=draining,
     )

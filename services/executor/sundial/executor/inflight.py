@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.logging import run_key_var
 from sundial.executor.config import ExecutorConfig
-from sundial.executor.model import HeldRun, Lease
+from sundial.executor.model import HeldLease, HeldRun, Lease
 from sundial.executor.runner import Runner
 from sundial.run import Completion, ErrorClass, Outcome, OutcomeStatus, RunRef
 
@@ -123,9 +123,9 @@ class InFlight:
 
     # --- held runs ---------------------------------------------------------------------
 
-    def held(self) -> list[HeldRun]:
-        """Every held run and its attempt (what the next heartbeat lists)."""
-        return list(self._held)
+    def held(self) -> list[HeldLease]:
+        """Every held run with its attempt and lease id (what the next heartbeat lists)."""
+        return [(run, attempt, h.lease.lease_id) for (run, attempt), h in self._held.items()]
 
     def __len__(self) -> int:
         return len(self._held)
@@ -244,7 +244,9 @@ class InFlight:
             if held.lost:
                 return
             _log_outcome(lease, outcome)
-            await self._submit(Completion(lease.run, lease.attempt, outcome))
+            await self._submit(
+                Completion(lease.run, lease.attempt, outcome, lease_id=lease.lease_id)
+            )
         except asyncio.CancelledError:
             if held.call is not None and not held.call.done():
                 held.call.cancel()

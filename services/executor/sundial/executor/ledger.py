@@ -46,7 +46,7 @@ import grpc
 from sundial.core.clock import Clock, SystemClock
 from sundial.executor import convert
 from sundial.executor.config import ExecutorConfig
-from sundial.executor.model import Answer, HeartbeatAnswer, HeldRun, LeaseResult
+from sundial.executor.model import Answer, HeartbeatAnswer, HeldLease, LeaseResult
 from sundial.executor.timing import Backoff, sleep_unless
 from sundial.run import Completion, RunRef
 from sundial.v1 import ledger_pb2_grpc
@@ -145,6 +145,7 @@ class LedgerClient:
         stub: The RunLedger stub on the ledger channel.
         config: Supplies the lease asked for (``run_lease_s``) and the deadlines.
         executor_id: This process's id at the ledger (sent with every request).
+        token: The executor token every call and stream presents (``ledger_token``).
         clock: Measures the deadlines and the backoff waits.
         rng: Draws the backoff jitter.
     """
@@ -155,11 +156,13 @@ class LedgerClient:
         config: ExecutorConfig,
         *,
         executor_id: str,
+        token: str,
         clock: Clock | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self._stub = stub
         self.executor_id = executor_id
+        self._metadata = (("authorization", f"Bearer {token}"),)
         self.policy = RetryPolicy.from_config(config)
         self._lease_ttl_s = config.run_lease_s
         self._clock = clock or SystemClock()
@@ -183,7 +186,7 @@ class LedgerClient:
         request = convert.lease_request(self.executor_id, refs, self._lease_ttl_s)
         response = await self._retrying(
             "LeaseRuns",
-            lambda timeout: self._stub.LeaseRuns(request, timeout=timeout),
+            lambda timeout: self._stub.LeaseRuns(request, timeout=timeout, metadata=self._metadata),
             stop=stop,
             extra={"runs": len(refs)},
         )
@@ -205,14 +208,18 @@ class LedgerClient:
         request = convert.complete_request(self.executor_id, completions)
         response = await self._retrying(
             "CompleteRuns",
-            lambda timeout: self._stub.CompleteRuns(request, timeout=timeout),
+            lambda timeout: self._stub.CompleteRuns(
+                request, timeout=timeout, metadata=self._metadata
+            ),
             extra={"outcomes": len(completions)},
         )
         return convert.answers(response)
 
     def heartbeat(self) -> HeartbeatStream:
         """Open a Heartbeat stream (it connects lazily: errors surface on use)."""
-        return HeartbeatStream(self._stub.Heartbeat(), self.executor_id, self._lease_ttl_s)
+        return HeartbeatStream(
+            self._stub.Heartbeat(metadata=self._metadata), self.executor_id, self._lease_ttl_s
+        )
 
     def backoff(self, failures: int) -> float:
         """The policy's wait after ``failures`` consecutive failures (heartbeat reconnects)."""
@@ -280,7 +287,7 @@ class HeartbeatStream:
         self._executor_id = executor_id
         self._lease_ttl_s = lease_ttl_s
 
-    async def send(self, held: Iterable[HeldRun], *, draining: bool) -> None:
+    async def send(self, held: Iterable[HeldLease], *, draining: bool) -> None:
         """Send one beat listing every held run (the ledger extends their leases)."""
         request = convert.heartbeat_request(
             self._executor_id, held, self._lease_ttl_s, draining=draining

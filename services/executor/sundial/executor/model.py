@@ -19,6 +19,7 @@ __all__ = [
     "Answer",
     "CancelOrder",
     "HeartbeatAnswer",
+    "HeldLease",
     "HeldRun",
     "Lease",
     "LeaseResult",
@@ -44,6 +45,9 @@ class Lease:
     job_name: str = ""
     kind: RunKind | None = None
     """None when the ledger did not say (or said something newer than this executor)."""
+    lease_id: str = ""
+    """The lease's id from the grant: sent back with heartbeats and the outcome (only the
+    holder's are accepted) and to the target as Sundial-Execution-Id."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +68,7 @@ class UnusableGrant:
     run: RunRef
     attempt: int
     error: str
+    lease_id: str = ""
 
 
 LeaseResult = Lease | Rejected | UnusableGrant
@@ -88,7 +93,10 @@ NOT_SENT = Answer(accepted=False, sent=False)
 
 
 HeldRun = tuple[RunRef, int]
-"""A held run and its attempt, as a heartbeat lists it."""
+"""A held run and its attempt."""
+
+HeldLease = tuple[RunRef, int, str]
+"""A held run, its attempt and lease id, as a heartbeat lists it."""
 
 
 @dataclass(frozen=True, slots=True)

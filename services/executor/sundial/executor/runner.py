@@ -60,6 +60,8 @@ def sundial_headers(lease: Lease) -> dict[str, str]:
         "Sundial-Attempt": str(lease.attempt),
         **_traceparent(),
     }
+    if lease.lease_id:
+        headers["Sundial-Execution-Id"] = lease.lease_id
     if lease.signature:
         headers["Sundial-Signature"] = lease.signature
     return headers

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import contextlib
 
+from sundial.core.auth import Tokens
 from sundial.core.bus import connect_bus, ensure_streams
+from sundial.core.clock import SystemClock
 from sundial.core.coord import connect_etcd
 from sundial.core.db import close_pool, create_pool, migrate
 from sundial.core.grpc import build_server
 from sundial.core.service import Service
 from sundial.scheduler.config import SchedulerConfig
 from sundial.scheduler.dispatcher import Dispatcher
-from sundial.scheduler.ledger import RunLedgerServicer
+from sundial.scheduler.ledger import LedgerAuthInterceptor, RunLedgerServicer
 from sundial.scheduler.maintenance import Maintenance
 from sundial.scheduler.membership import Membership
 from sundial.scheduler.publisher import RunPublisher
@@ -61,6 +63,7 @@ async def build(config: SchedulerConfig) -> Service:
                 )
             ],
             service_names=SERVICE_NAMES,
+            interceptors=[LedgerAuthInterceptor(Tokens(pool, SystemClock()))],
         )
         return Service(
             "scheduler",

@@ -135,6 +135,15 @@ class LeaseLock:
 
 
 @dataclass(frozen=True, slots=True)
+class WrittenLease:
+    """A lease LeaseRuns wrote: the attempt (fencing token) and the lease id its holder
+    must present to heartbeat or complete it."""
+
+    attempt: int
+    lease_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class DeadLetterRun:
     """A dead run whose DeadLetter is due, with what the letter carries."""
 

@@ -270,7 +270,7 @@ SELECT tenant_id, count(*) AS running_runs
 -- Rows that do not exist are simply absent.
 SELECT r.job_id, r.scheduled_at, r.tenant_id, r.partition_id, r.kind, r.status,
        r.attempt, r.attempt_base, r.lease_until, r.next_attempt_at, r.executor_id,
-       r.cancel_requested, r.started_at, r.created_at, r.lateness_ms, r.last_error,
+       r.lease_id, r.cancel_requested, r.started_at, r.created_at, r.lateness_ms, r.last_error,
        j.job_id IS NOT NULL AS job_exists, j.name AS job_name,
        d.target, d.payload, d.policies::text AS policies, d.labels,
        t.max_concurrent_runs, t.signing_secret,
@@ -294,7 +294,7 @@ SELECT r.job_id, r.scheduled_at, r.tenant_id, r.partition_id, r.kind, r.status,
 -- locked in key order, and nothing else (no tenant, secrets, target or payload: the
 -- hottest ledger call stays one index probe per run plus its definition's policies).
 SELECT r.job_id, r.scheduled_at, r.status, r.attempt, r.attempt_base, r.cancel_requested,
-       d.policies::text AS policies
+       r.executor_id, r.lease_id, d.policies::text AS policies
   FROM job_runs r
   JOIN (SELECT DISTINCT job_id, scheduled_at
           FROM unnest($1::uuid[], $2::timestamptz[]) AS x(job_id, scheduled_at)) AS q
@@ -317,23 +317,37 @@ SELECT r.job_id, r.scheduled_at, r.tenant_id, r.kind, r.attempt, r.executor_id,
  WHERE r.status = 'dead' AND r.check_at IS NOT NULL;
 
 -- name: grant_runs
--- Leases the runs to executor $3 until $4: a new attempt (the fencing token).
+-- Leases the runs to executor $3 until $4: a new attempt (the fencing token) under a new
+-- random lease id (only its receiver can heartbeat or complete it).
 UPDATE job_runs r
    SET status = 'running', attempt = r.attempt + 1, lease_until = $4, check_at = $4,
-       executor_id = $3, started_at = coalesce(r.started_at, $5), next_attempt_at = NULL,
-       updated_at = $5
+       executor_id = $3, lease_id = gen_random_uuid(), started_at = coalesce(r.started_at, $5),
+       next_attempt_at = NULL, updated_at = $5
   FROM unnest($1::uuid[], $2::timestamptz[]) AS g(job_id, scheduled_at)
  WHERE r.job_id = g.job_id AND r.scheduled_at = g.scheduled_at
-RETURNING r.job_id, r.scheduled_at, r.attempt;
+RETURNING r.job_id, r.scheduled_at, r.attempt, r.lease_id::text AS lease_id;
 
--- name: extend_leases
--- Heartbeat: extends to $5 the leases of executor $4 whose attempt still matches.
+-- name: regrant_leases
+-- Idempotent re-grant: extends to $5 the live leases executor $4 already holds at
+-- attempt $3 (rows locked and decided by LeaseRuns), keeping their lease ids.
 UPDATE job_runs r
    SET lease_until = $5, check_at = $5, updated_at = $6
   FROM unnest($1::uuid[], $2::timestamptz[], $3::int[]) AS h(job_id, scheduled_at, attempt)
  WHERE r.job_id = h.job_id AND r.scheduled_at = h.scheduled_at AND r.attempt = h.attempt
    AND r.status = 'running' AND r.executor_id = $4
-RETURNING r.job_id, r.scheduled_at, r.attempt, r.cancel_requested;
+RETURNING r.job_id, r.scheduled_at, r.attempt, coalesce(r.lease_id::text, '') AS lease_id;
+
+-- name: extend_leases
+-- Heartbeat: extends to $6 the leases executor $5 holds: same attempt ($3) and same lease
+-- id ($4; '' for a row leased before lease ids existed).
+UPDATE job_runs r
+   SET lease_until = $6, check_at = $6, updated_at = $7
+  FROM unnest($1::uuid[], $2::timestamptz[], $3::int[], $4::text[])
+       AS h(job_id, scheduled_at, attempt, lease_id)
+ WHERE r.job_id = h.job_id AND r.scheduled_at = h.scheduled_at AND r.attempt = h.attempt
+   AND coalesce(r.lease_id::text, '') = h.lease_id
+   AND r.status = 'running' AND r.executor_id = $5
+RETURNING r.job_id, r.scheduled_at, r.attempt, h.lease_id, r.cancel_requested;
 
 -- name: record_outcomes
 -- Writes accepted outcomes (the caller checked the fence under the row lock).
@@ -377,10 +391,13 @@ ON CONFLICT (job_id) DO UPDATE
        updated_at = EXCLUDED.updated_at;
 
 -- name: cancel_requested
--- Of the held runs ($1/$2 at attempt $3), those still RUNNING at that attempt that were
+-- Of the held runs ($1/$2 at attempt $3 under lease $4), those still RUNNING under that
+-- lease that were
 -- asked to stop (CancelRun, CANCEL_OTHER, DeleteJob) since the last heartbeat.
-SELECT r.job_id, r.scheduled_at, r.attempt
+SELECT r.job_id, r.scheduled_at, r.attempt, h.lease_id
   FROM job_runs r
-  JOIN unnest($1::uuid[], $2::timestamptz[], $3::int[]) AS h(job_id, scheduled_at, attempt)
+  JOIN unnest($1::uuid[], $2::timestamptz[], $3::int[], $4::text[])
+       AS h(job_id, scheduled_at, attempt, lease_id)
     ON r.job_id = h.job_id AND r.scheduled_at = h.scheduled_at AND r.attempt = h.attempt
+   AND coalesce(r.lease_id::text, '') = h.lease_id
  WHERE r.status = 'running' AND r.cancel_requested;

@@ -14,7 +14,6 @@ from sundial.api.store._base import (
     RequestClaim,
     RequestRecord,
     RequestTaken,
-    TokenRecord,
     queries,
 )
 from sundial.api.store._jobs import JobStore
@@ -25,7 +24,6 @@ __all__ = [
     "RequestRecord",
     "RequestTaken",
     "Store",
-    "TokenRecord",
     "queries",
 ]
 

@@ -83,17 +83,6 @@ class RequestClaim:
     """A record of the same key created before this is expired and may be replaced."""
 
 
-@dataclass(frozen=True, slots=True)
-class TokenRecord:
-    """An api_tokens row as authentication needs it."""
-
-    token_id: uuid.UUID
-    tenant_id: str | None
-    role: Role
-    usable: bool
-    last_used_at: datetime | None
-
-
 # --- row mapping --------------------------------------------------------------------------
 
 

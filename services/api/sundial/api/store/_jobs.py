@@ -14,7 +14,6 @@ from sundial.api.model import (
     JobFilter,
     JobSpec,
     NewJob,
-    Role,
     Run,
     RunFilter,
 )
@@ -23,7 +22,6 @@ from sundial.api.store._base import (
     RequestClaim,
     RequestRecord,
     RequestTaken,
-    TokenRecord,
     job_from_row,
     one,
     queries,
@@ -46,27 +44,6 @@ class JobStore:
     """Tokens (authentication), jobs and runs."""
 
     _pool: asyncpg.Pool
-
-    # --- tokens ---------------------------------------------------------------------------
-
-    @translate
-    async def find_token(self, token_hash: bytes, now: datetime) -> TokenRecord | None:
-        """The token with this hash, or None."""
-        row = await self._pool.fetchrow(queries.find_token, token_hash, now)
-        if row is None:
-            return None
-        return TokenRecord(
-            token_id=row["token_id"],
-            tenant_id=row["tenant_id"],
-            role=Role(row["role"]),
-            usable=row["usable"],
-            last_used_at=row["last_used_at"],
-        )
-
-    @translate
-    async def touch_token(self, token_id: uuid.UUID, now: datetime) -> None:
-        """Record that the token authenticated a call at ``now`` (at most once a minute)."""
-        await self._pool.execute(queries.touch_token, token_id, now)
 
     # --- jobs -----------------------------------------------------------------------------
 

@@ -3,8 +3,10 @@
 The servicer parses requests, asks the store for the locked run states, decides with
 :mod:`sundial.run`'s state machine and has the store write the result in the same
 transaction; signing and the dead-letter fast path are modules of their own.
+:class:`LedgerAuthInterceptor` admits only executor tokens.
 """
 
+from sundial.scheduler.ledger._auth import LedgerAuthInterceptor
 from sundial.scheduler.ledger._servicer import (
     MAX_BATCH,
     MAX_HELD,
@@ -12,6 +14,7 @@ from sundial.scheduler.ledger._servicer import (
     completion_in,
     completion_result,
     executor_id_in,
+    lease_id_in,
     lease_ttl_in,
     rejection_out,
 )
@@ -22,10 +25,12 @@ from sundial.scheduler.ledger._signing import signature
 __all__ = [
     "MAX_BATCH",
     "MAX_HELD",
+    "LedgerAuthInterceptor",
     "RunLedgerServicer",
     "completion_in",
     "completion_result",
     "executor_id_in",
+    "lease_id_in",
     "lease_ttl_in",
     "rejection_out",
     "signature",

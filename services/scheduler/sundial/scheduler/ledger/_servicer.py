@@ -47,8 +47,8 @@ from sundial.run import (
 from sundial.scheduler.config import SchedulerConfig
 from sundial.scheduler.ledger._dead_letters import send_dead_letters
 from sundial.scheduler.ledger._signing import signature
-from sundial.scheduler.model import LeaseCandidate
-from sundial.scheduler.store import HeldRun, SchedulerStore
+from sundial.scheduler.model import LeaseCandidate, WrittenLease
+from sundial.scheduler.store import HeldLease, SchedulerStore
 from sundial.v1 import ledger_pb2, ledger_pb2_grpc, run_pb2
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,14 @@ def executor_id_in(executor_id: str) -> str:
     if not 1 <= len(executor_id) <= 128:
         raise InvalidArgument("executor_id", "must be 1-128 characters")
     return executor_id
+
+
+def lease_id_in(lease_id: str, field: str) -> str:
+    """A held run's or outcome's lease_id: a lease id the ledger issued looks like a UUID;
+    anything else cannot be one (empty only for a lease granted before lease ids)."""
+    if len(lease_id) > 36:
+        raise InvalidArgument(f"{field}.lease_id", "must be the lease_id of the grant")
+    return lease_id
 
 
 def lease_ttl_in(
@@ -102,7 +110,7 @@ def completion_in(message: ledger_pb2.Outcome, field: str) -> Completion:
         http_status=message.http_status or None,
         grpc_code=message.grpc_code if message.HasField("grpc_code") else None,
     )
-    return Completion(ref, message.attempt, outcome)
+    return Completion(ref, message.attempt, outcome, lease_id=lease_id_in(message.lease_id, field))
 
 
 def completion_result(
@@ -179,13 +187,13 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
                 capacity_retry=timedelta(seconds=self._config.capacity_retry_s),
             )
             grants = [a for a in answers if isinstance(a, Grant)]
-            attempts = await tx.write_grants(
+            leases = await tx.write_grants(
                 grants, lock, executor_id=executor_id, lease_until=lease_until, now=now
             )
         results = []
         for ref, wire_ref, answer in zip(refs, request.runs, answers, strict=True):
-            if isinstance(answer, Grant) and ref in attempts:
-                grant = self._grant(lock.candidates[ref], attempts[ref], lease_until, now)
+            if isinstance(answer, Grant) and ref in leases:
+                grant = self._grant(lock.candidates[ref], leases[ref], lease_until, now)
                 results.append(ledger_pb2.LeaseResult(run=wire_ref, grant=grant))
                 log.info(
                     "run leased",
@@ -193,7 +201,7 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
                         "action": "lease",
                         "job_id": str(ref.job_id),
                         "run_key": ref.key,
-                        "attempt": attempts[ref],
+                        "attempt": leases[ref].attempt,
                         "executor_id": executor_id,
                     },
                 )
@@ -208,10 +216,11 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
 
     @staticmethod
     def _grant(
-        candidate: LeaseCandidate, attempt: int, lease_until: datetime, now: datetime
+        candidate: LeaseCandidate, lease: WrittenLease, lease_until: datetime, now: datetime
     ) -> ledger_pb2.Grant:
         """What an executor needs to call the target of one granted attempt."""
         key = candidate.state.ref.key
+        attempt = lease.attempt
         return ledger_pb2.Grant(
             attempt=attempt,
             lease_until=wire.timestamp(lease_until),
@@ -223,6 +232,7 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
             signature=signature(candidate.signing_secrets, now, key, attempt, candidate.payload),
             kind=wire.enum_out(candidate.kind),
             job_name=candidate.job_name,
+            lease_id=lease.lease_id,
         )
 
     # --- Heartbeat ------------------------------------------------------------------
@@ -243,9 +253,9 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
                 await requests.put(None)
 
         reader = asyncio.create_task(read())
-        held: list[HeldRun] = []
-        wire_of: dict[HeldRun, ledger_pb2.HeldRun] = {}
-        told: set[HeldRun] = set()
+        held: list[HeldLease] = []
+        wire_of: dict[HeldLease, ledger_pb2.HeldRun] = {}
+        told: set[HeldLease] = set()
         try:
             while True:
                 try:
@@ -274,7 +284,11 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
                 if len(request.runs) > MAX_HELD:
                     raise InvalidArgument("runs", f"at most {MAX_HELD} held runs")
                 held = [
-                    (wire.run_ref_in(h.run, f"runs[{i}].run"), h.attempt)
+                    (
+                        wire.run_ref_in(h.run, f"runs[{i}].run"),
+                        h.attempt,
+                        lease_id_in(h.lease_id, f"runs[{i}]"),
+                    )
                     for i, h in enumerate(request.runs)
                 ]
                 wire_of = dict(zip(held, request.runs, strict=True))
@@ -312,7 +326,7 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
     async def CompleteRuns(
         self, request: ledger_pb2.CompleteRunsRequest, context: grpc.aio.ServicerContext
     ) -> ledger_pb2.CompleteRunsResponse:
-        executor_id_in(request.executor_id)
+        executor_id = executor_id_in(request.executor_id)
         if not 1 <= len(request.outcomes) <= MAX_BATCH:
             raise InvalidArgument("outcomes", f"must hold 1-{MAX_BATCH} outcomes")
         completions = [completion_in(o, f"outcomes[{i}]") for i, o in enumerate(request.outcomes)]
@@ -321,7 +335,12 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
         async with self._store.transaction() as tx:
             states = await tx.lock_for_completion([c.ref for c in completions])
             answers = decide_completions(
-                completions, states, now, rng=self._rng, dead_letter_at=dead_letter_at
+                completions,
+                states,
+                now,
+                executor_id=executor_id,
+                rng=self._rng,
+                dead_letter_at=dead_letter_at,
             )
             await tx.write_outcomes([a for a in answers if isinstance(a, Transition)], now)
         results = [

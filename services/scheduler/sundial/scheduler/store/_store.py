@@ -30,7 +30,10 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
 """What a background loop logs and retries on its next pass instead of crashing."""
 
 HeldRun = tuple[RunRef, int]
-"""A run an executor holds, with the attempt it holds it at."""
+"""A run with one of its attempts."""
+
+HeldLease = tuple[RunRef, int, str]
+"""A run an executor holds: the attempt and the lease id it holds it under."""
 
 
 class SchedulerStore:
@@ -64,37 +67,42 @@ class SchedulerStore:
 
     @translate_db_errors()
     async def extend_leases(
-        self, held: Sequence[HeldRun], executor_id: str, lease_until: datetime, now: datetime
-    ) -> dict[HeldRun, bool]:
-        """Extend the leases of ``held`` still RUNNING at that attempt by ``executor_id``.
+        self, held: Sequence[HeldLease], executor_id: str, lease_until: datetime, now: datetime
+    ) -> dict[HeldLease, bool]:
+        """Extend the leases of ``held`` still RUNNING under that lease of ``executor_id``.
 
         Returns:
-            ``cancel_requested`` of each extended run, by (run, attempt).
+            ``cancel_requested`` of each extended run, by (run, attempt, lease id).
         """
         if not held:
             return {}
-        job_ids, times = unzip(ref for ref, _ in held)
+        job_ids, times = unzip(ref for ref, _, _ in held)
         rows = await self._pool.fetch(
             queries.extend_leases,
             job_ids,
             times,
-            [attempt for _, attempt in held],
+            [attempt for _, attempt, _ in held],
+            [lease_id for _, _, lease_id in held],
             executor_id,
             lease_until,
             now,
         )
-        return {(ref_of(r), r["attempt"]): r["cancel_requested"] for r in rows}
+        return {(ref_of(r), r["attempt"], r["lease_id"]): r["cancel_requested"] for r in rows}
 
     @translate_db_errors()
-    async def cancel_requested(self, held: Sequence[HeldRun]) -> set[HeldRun]:
-        """The held (run, attempt) pairs still RUNNING whose cancellation was requested."""
+    async def cancel_requested(self, held: Sequence[HeldLease]) -> set[HeldLease]:
+        """The held leases still RUNNING whose cancellation was requested."""
         if not held:
             return set()
-        job_ids, times = unzip(ref for ref, _ in held)
+        job_ids, times = unzip(ref for ref, _, _ in held)
         rows = await self._pool.fetch(
-            queries.cancel_requested, job_ids, times, [attempt for _, attempt in held]
+            queries.cancel_requested,
+            job_ids,
+            times,
+            [attempt for _, attempt, _ in held],
+            [lease_id for _, _, lease_id in held],
         )
-        return {(ref_of(r), r["attempt"]) for r in rows}
+        return {(ref_of(r), r["attempt"], r["lease_id"]) for r in rows}
 
     @translate_db_errors()
     async def dead_letters_of(self, refs: Sequence[RunRef]) -> list[DeadLetterRun]:

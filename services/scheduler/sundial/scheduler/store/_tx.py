@@ -29,6 +29,7 @@ from sundial.scheduler.model import (
     LeaseLock,
     PlannedRun,
     PublishBatch,
+    WrittenLease,
 )
 from sundial.scheduler.store._queries import queries
 from sundial.scheduler.store._rows import (
@@ -311,20 +312,21 @@ class Transaction:
         executor_id: str,
         lease_until: datetime,
         now: datetime,
-    ) -> dict[RunRef, int]:
-        """Write leases to ``executor_id`` until ``lease_until``: a new attempt for each
-        grant, the same attempt with the lease extended for each re-grant.
+    ) -> dict[RunRef, WrittenLease]:
+        """Write leases to ``executor_id`` until ``lease_until``: a new attempt under a new
+        lease id for each grant, the same attempt and lease id with the lease extended
+        for each re-grant.
 
         Returns:
-            The attempt of every run written.
+            The lease of every run written.
         """
         regrants = [g.ref for g in grants if g.regrant]
         fresh = [g.ref for g in grants if not g.regrant]
-        attempts: dict[RunRef, int] = {}
+        leases: dict[RunRef, WrittenLease] = {}
         if regrants:
             job_ids, times = unzip(regrants)
             rows = await self._conn.fetch(
-                queries.extend_leases,
+                queries.regrant_leases,
                 job_ids,
                 times,
                 [lock.candidates[ref].state.attempt for ref in regrants],
@@ -332,14 +334,14 @@ class Transaction:
                 lease_until,
                 now,
             )
-            attempts.update({ref_of(r): r["attempt"] for r in rows})
+            leases.update({ref_of(r): WrittenLease(r["attempt"], r["lease_id"]) for r in rows})
         if fresh:
             job_ids, times = unzip(fresh)
             rows = await self._conn.fetch(
                 queries.grant_runs, job_ids, times, executor_id, lease_until, now
             )
-            attempts.update({ref_of(r): r["attempt"] for r in rows})
-        return attempts
+            leases.update({ref_of(r): WrittenLease(r["attempt"], r["lease_id"]) for r in rows})
+        return leases
 
     @translate_db_errors()
     async def lock_for_completion(self, refs: Sequence[RunRef]) -> dict[RunRef, RunState]:

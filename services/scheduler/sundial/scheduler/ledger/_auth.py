@@ -1,0 +1,56 @@
+"""RunLedger authentication: executor tokens only (docs/design.md section 11).
+
+Every RunLedger call and the Heartbeat stream must carry an executor token
+(``authorization: Bearer <token>``, TOKEN_ROLE_EXECUTOR issued by AdminService). The
+check runs in an interceptor, before the handler reads the request: without a valid
+token a caller gets UNAUTHENTICATED whatever it asked, so it learns nothing about which
+runs exist; a tenant or admin token gets PERMISSION_DENIED. A Heartbeat stream checks the
+token again with every message after the first (one index probe every 10 s per
+executor), so a revoked token also ends streams already open at their next beat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
+
+from sundial.core.auth import Admitted, Authenticator, Role, RoleInterceptor, authorize
+
+
+class LedgerAuthInterceptor(RoleInterceptor):
+    """Admits RunLedger calls carrying a valid executor token; other services pass."""
+
+    def __init__(self, tokens: Authenticator) -> None:
+        super().__init__(tokens, {"/sundial.v1.RunLedger/": Role.EXECUTOR})
+
+    def wrap(
+        self, handler: grpc.RpcMethodHandler[Any, Any], call: Admitted
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        if handler.stream_stream is None:
+            return handler
+        behavior: Callable[..., Any] = handler.stream_stream
+        tokens = self.tokens
+
+        async def reverifying(
+            requests: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]
+        ) -> AsyncIterator[Any]:
+            # The servicer reads the stream's requests; each one after the first is let
+            # through only while the token that opened the stream is still valid.
+            async def checked() -> AsyncIterator[Any]:
+                first = True
+                async for request in requests:
+                    if not first:
+                        await authorize(tokens, call.metadata, call.role, call.service)
+                    first = False
+                    yield request
+
+            async for response in behavior(checked(), context):
+                yield response
+
+        return grpc.stream_stream_rpc_method_handler(
+            reverifying,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
