@@ -20,6 +20,7 @@ import nats
 from nats.js.errors import NotFoundError
 
 from sundial.core.bus import DEAD_STREAM, RUNS_STREAM
+from sundial.core.tls import ClientTls, dial
 from sundial.devstack import Services, Stack
 from sundial.v1 import admin_pb2, admin_pb2_grpc, job_service_pb2, job_service_pb2_grpc, run_pb2
 
@@ -129,16 +130,28 @@ class Cluster:
 
 @contextlib.asynccontextmanager
 async def running_cluster(
-    stack: Stack, database_url: str, log_dir: Path, **env: str
+    stack: Stack,
+    database_url: str,
+    log_dir: Path,
+    *,
+    client_tls: ClientTls | None = None,
+    **env: str,
 ) -> AsyncIterator[Cluster]:
-    """Start API, scheduler and executor (in that order); stop them at the end."""
+    """Start API, scheduler and executor (in that order); stop them at the end.
+
+    ``env`` adds or overrides service variables; when they make the services serve TLS,
+    ``client_tls`` says how to dial them (the probe, the executor and ``Cluster.api``).
+    """
     await reset_streams(stack)
     services = Services(
-        stack, log_dir=log_dir, extra_env={**FAST_ENV, "SUNDIAL_DATABASE_URL": database_url, **env}
+        stack,
+        log_dir=log_dir,
+        extra_env={**FAST_ENV, "SUNDIAL_DATABASE_URL": database_url, **env},
+        client_tls=client_tls,
     )
     await asyncio.to_thread(services.start)
     try:
-        async with grpc.aio.insecure_channel(services.processes["api"].address) as channel:
+        async with dial(services.processes["api"].address, client_tls) as channel:
             yield Cluster(services, channel)
     finally:
         await asyncio.to_thread(services.stop)

@@ -3,23 +3,37 @@
 The address and token come from ``--api``/``--token`` or ``SUNDIAL_API``/``SUNDIAL_TOKEN``
 (``sundial dev`` prints both). Calls are synchronous gRPC: one command, one or a few
 calls. A failed call prints ``error: CODE: details`` and exits with status 1.
+
+How to reach the API is one :class:`Connection`: a command decorated with
+:func:`connected` takes ``conn: Connection`` and gets the options ``--api``, ``--tls``,
+``--ca-file``, ``--cert-file``, ``--key-file`` and ``--server-name`` (env ``SUNDIAL_API``,
+``SUNDIAL_API_TLS``, ``SUNDIAL_API_CA_FILE``, ``SUNDIAL_API_CERT_FILE``,
+``SUNDIAL_API_KEY_FILE``, ``SUNDIAL_API_SERVER_NAME``; not the server's ``SUNDIAL_TLS_*``,
+so a shell that runs a service can run the CLI too). TLS is on with ``--tls`` or when a
+CA file or client certificate is given; ``--no-tls`` turns it off whatever the
+environment says. Then :func:`jobs_client` or :func:`admin_client` dial it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, NoReturn
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import grpc
 import typer
 from google.protobuf import duration_pb2, json_format, timestamp_pb2
 from rich.console import Console
 
-from sundial.v1 import job_service_pb2_grpc
+from sundial.core.tls import ClientTls, TlsError, dial_sync
+from sundial.v1 import admin_pb2_grpc, job_service_pb2_grpc
 
 console = Console()
 err_console = Console(stderr=True)
@@ -43,6 +57,56 @@ TokenOption = Annotated[
     ),
 ]
 
+TlsOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--tls/--no-tls",
+        envvar="SUNDIAL_API_TLS",
+        help="Dial the API over TLS (env SUNDIAL_API_TLS); on by itself with --ca-file or "
+        "--cert-file. --no-tls: plaintext, whatever else is set.",
+        show_default=False,
+    ),
+]
+CaFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--ca-file",
+        envvar="SUNDIAL_API_CA_FILE",
+        help="PEM CA certificates to verify the API with (env SUNDIAL_API_CA_FILE); "
+        "default with --tls: the system's roots.",
+        show_default=False,
+    ),
+]
+CertFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--cert-file",
+        envvar="SUNDIAL_API_CERT_FILE",
+        help="PEM client certificate for an API that requires one, mTLS "
+        "(env SUNDIAL_API_CERT_FILE).",
+        show_default=False,
+    ),
+]
+KeyFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--key-file",
+        envvar="SUNDIAL_API_KEY_FILE",
+        help="PEM key of the client certificate (env SUNDIAL_API_KEY_FILE).",
+        show_default=False,
+    ),
+]
+ServerNameOption = Annotated[
+    str,
+    typer.Option(
+        "--server-name",
+        envvar="SUNDIAL_API_SERVER_NAME",
+        help="Verify the API's certificate for this name instead of the --api host, e.g. "
+        "through a port-forward (env SUNDIAL_API_SERVER_NAME).",
+        show_default=False,
+    ),
+]
+
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 TIMEOUT_S = 30.0
@@ -54,23 +118,136 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(1)
 
 
-@contextlib.contextmanager
-def jobs_client(api: str, token: str) -> Iterator[tuple[job_service_pb2_grpc.JobServiceStub, Any]]:
-    """A JobService stub and the call metadata; RPC errors end the command cleanly."""
-    if not api:
-        fail("no API address: pass --api host:port or set SUNDIAL_API")
-    if not token:
-        fail("no token: pass --token or set SUNDIAL_TOKEN")
-    metadata = (("authorization", f"Bearer {token}"),)
-    with grpc.insecure_channel(api) as channel:
+@dataclass(frozen=True)
+class Connection:
+    """Where the API is and how to dial it (see the module docstring)."""
+
+    api: str
+    """The API's host:port."""
+    tls: ClientTls | None = None
+    """TLS settings, or None for plaintext."""
+
+    @classmethod
+    def from_options(
+        cls,
+        api: str,
+        *,
+        tls: bool | None = None,
+        ca_file: Path | None = None,
+        cert_file: Path | None = None,
+        key_file: Path | None = None,
+        server_name: str = "",
+    ) -> Connection:
+        """The connection the command-line options describe (exits on a bad combination)."""
+        if not api:
+            fail("no API address: pass --api host:port or set SUNDIAL_API")
+        wanted = tls if tls is not None else bool(ca_file or cert_file)
+        if not wanted:
+            return cls(api)
+        if (cert_file is None) != (key_file is None):
+            fail("--cert-file and --key-file go together (a client certificate and its key)")
+        return cls(
+            api,
+            ClientTls(
+                ca_file=ca_file, cert_file=cert_file, key_file=key_file, server_name=server_name
+            ),
+        )
+
+    @contextlib.contextmanager
+    def channel(self) -> Iterator[grpc.Channel]:
+        """A channel to the API; RPC errors in the block end the command cleanly."""
         try:
-            yield job_service_pb2_grpc.JobServiceStub(channel), metadata
-        except grpc.RpcError as exc:
-            code = exc.code()
-            details = exc.details()
-            if code == grpc.StatusCode.UNAVAILABLE:
-                fail(f"cannot reach the API at {api}: {details}")
-            fail(f"{code.name}: {details}")
+            channel = dial_sync(self.api, self.tls)
+        except TlsError as exc:
+            fail(str(exc))
+        with channel:
+            try:
+                yield channel
+            except grpc.RpcError as exc:
+                code = exc.code()
+                details = exc.details()
+                if code == grpc.StatusCode.UNAVAILABLE:
+                    fail(f"cannot reach the API at {self.api}: {details}")
+                fail(f"{code.name}: {details}")
+
+
+# The options `connected` puts in place of a command's `conn` parameter, by name.
+_CONNECTION_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "api": (ApiOption, ""),
+    "tls": (TlsOption, None),
+    "ca_file": (CaFileOption, None),
+    "cert_file": (CertFileOption, None),
+    "key_file": (KeyFileOption, None),
+    "server_name": (ServerNameOption, ""),
+}
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def connected(command: F) -> F:
+    """Give an API command the connection options, collected into its ``conn`` parameter.
+
+    The command declares a keyword-only ``conn: Connection``; Typer sees the options of
+    :data:`_CONNECTION_OPTIONS` in its place (so ``--help`` lists them there) and the
+    command receives them as one :class:`Connection`. Use it below ``@app.command()``.
+    """
+    # Evaluated annotations: Typer reads the options from the Annotated objects.
+    signature = inspect.signature(command, eval_str=True)
+    parameters = list(signature.parameters.values())
+    names = [p.name for p in parameters]
+    clash = set(names) & set(_CONNECTION_OPTIONS)
+    if "conn" not in names or clash:
+        raise TypeError(f"{command.__name__}: needs a `conn` parameter and none of {clash}")
+    at = names.index("conn")
+    options = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hint)
+        for name, (hint, default) in _CONNECTION_OPTIONS.items()
+    ]
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        values = {name: kwargs.pop(name) for name in _CONNECTION_OPTIONS}
+        return command(*args, conn=Connection.from_options(**values), **kwargs)
+
+    run.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*parameters[:at], *options, *parameters[at + 1 :]]
+    )
+    return run  # type: ignore[return-value]
+
+
+S = TypeVar("S")
+
+
+@contextlib.contextmanager
+def api_client(
+    conn: Connection, token: str, stub: Callable[[grpc.Channel], S], *, token_kind: str = ""
+) -> Iterator[tuple[S, Any]]:
+    """A stub of ``stub``'s service on the API and the call metadata carrying ``token``.
+
+    RPC errors in the block end the command cleanly; ``token_kind`` (e.g. ``an admin
+    token``) completes the message when no token is given.
+    """
+    if not token:
+        fail(
+            f"no token: pass --token or set SUNDIAL_TOKEN{f' ({token_kind})' if token_kind else ''}"
+        )
+    metadata = (("authorization", f"Bearer {token}"),)
+    with conn.channel() as channel:
+        yield stub(channel), metadata
+
+
+def jobs_client(
+    conn: Connection, token: str
+) -> contextlib.AbstractContextManager[tuple[job_service_pb2_grpc.JobServiceStub, Any]]:
+    """A JobService stub and the call metadata (a tenant token)."""
+    return api_client(conn, token, job_service_pb2_grpc.JobServiceStub)
+
+
+def admin_client(
+    conn: Connection, token: str
+) -> contextlib.AbstractContextManager[tuple[admin_pb2_grpc.AdminServiceStub, Any]]:
+    """An AdminService stub and the call metadata (an admin token)."""
+    return api_client(conn, token, admin_pb2_grpc.AdminServiceStub, token_kind="an admin token")
 
 
 def parse_duration(text: str, option: str) -> duration_pb2.Duration:

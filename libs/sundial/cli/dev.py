@@ -14,6 +14,7 @@ from google.protobuf import duration_pb2
 from rich.console import Console
 from rich.table import Table
 
+from sundial.core.tls import dial_sync
 from sundial.devstack import DemoTarget, Services, Stack, start_demo_target
 from sundial.v1 import admin_pb2, admin_pb2_grpc, job_pb2, job_service_pb2, job_service_pb2_grpc
 
@@ -125,7 +126,7 @@ def dev(
         api_address = services.processes["api"].address
         with (
             console.status("creating the dev tenant and the demo job..."),
-            grpc.insecure_channel(api_address) as channel,
+            dial_sync(api_address, services.client_tls) as channel,
         ):
             token = create_dev_tenant(channel, admin_token)
             job = create_demo(channel, token, f"{demo.url}/demo")

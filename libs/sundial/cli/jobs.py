@@ -9,8 +9,9 @@ import typer
 from rich.table import Table
 
 from sundial.cli._client import (
-    ApiOption,
+    Connection,
     TokenOption,
+    connected,
     console,
     duration_text,
     enum_name,
@@ -141,10 +142,11 @@ def print_fire_times(fire_times: list[pb.FireTime], title: str) -> None:
 
 
 @app.command()
+@connected
 def create(
     name: Annotated[str, typer.Argument(help="Job name, unique in the tenant.")],
     *,
-    api: ApiOption = "",
+    conn: Connection,
     token: TokenOption = "",
     cron: Annotated[str, typer.Option(help="Cron expression (5 or 6 fields, macros, H).")] = "",
     every: Annotated[str, typer.Option(help="Interval, e.g. 5s, 15m, 1h.")] = "",
@@ -227,7 +229,7 @@ def create(
         labels=parse_pairs(label or [], "--label"),
         paused=paused,
     )
-    with jobs_client(api, token) as (stub, md):
+    with jobs_client(conn, token) as (stub, md):
         response = stub.CreateJob(pb.CreateJobRequest(job=job, request_id=request_id), metadata=md)
     if json:
         print_json(response)
@@ -236,9 +238,10 @@ def create(
 
 
 @app.command("list")
+@connected
 def list_jobs(
     *,
-    api: ApiOption = "",
+    conn: Connection,
     token: TokenOption = "",
     label: Annotated[list[str] | None, typer.Option(help="Only jobs with label KEY=VALUE.")] = None,
     prefix: Annotated[str, typer.Option(help="Only names starting with this.")] = "",
@@ -258,7 +261,7 @@ def list_jobs(
     for column in ("name", "job id", "schedule", "next run", "paused", "version"):
         table.add_column(column)
     shown = 0
-    with jobs_client(api, token) as (stub, md):
+    with jobs_client(conn, token) as (stub, md):
         while True:
             request.page_size = min(1000, limit - shown) if limit else 1000
             page = stub.ListJobs(request, metadata=md)
@@ -281,9 +284,10 @@ def list_jobs(
 
 
 @app.command()
-def get(job_id: JobId, api: ApiOption = "", token: TokenOption = "", json: Json = False) -> None:
+@connected
+def get(job_id: JobId, *, conn: Connection, token: TokenOption = "", json: Json = False) -> None:
     """Show a job."""
-    with jobs_client(api, token) as (stub, md):
+    with jobs_client(conn, token) as (stub, md):
         response = stub.GetJob(pb.GetJobRequest(job_id=job_id), metadata=md)
     if json:
         print_json(response)
@@ -292,11 +296,12 @@ def get(job_id: JobId, api: ApiOption = "", token: TokenOption = "", json: Json 
 
 
 @app.command()
+@connected
 def describe(
-    job_id: JobId, api: ApiOption = "", token: TokenOption = "", json: Json = False
+    job_id: JobId, *, conn: Connection, token: TokenOption = "", json: Json = False
 ) -> None:
     """Show a job, its latest runs, its next fire times and its stats."""
-    with jobs_client(api, token) as (stub, md):
+    with jobs_client(conn, token) as (stub, md):
         response = stub.DescribeJob(pb.DescribeJobRequest(job_id=job_id), metadata=md)
     if json:
         print_json(response)
@@ -314,16 +319,17 @@ def describe(
 
 
 @app.command()
+@connected
 def pause(
     job_id: JobId,
     *,
-    api: ApiOption = "",
+    conn: Connection,
     token: TokenOption = "",
     note: Note = "",
     expected_version: Version = 0,
 ) -> None:
     """Pause a job: no scheduled runs until it is resumed."""
-    with jobs_client(api, token) as (stub, md):
+    with jobs_client(conn, token) as (stub, md):
         response = stub.PauseJob(
             pb.PauseJobRequest(job_id=job_id, note=note, expected_version=expected_version),
             metadata=md,
@@ -332,16 +338,17 @@ def pause(
 
 
 @app.command()
+@connected
 def resume(
     job_id: JobId,
     *,
-    api: ApiOption = "",
+    conn: Connection,
     token: TokenOption = "",
     note: Note = "",
     expected_version: Version = 0,
 ) -> None:
     """Resume a job from now (missed occurrences are not run)."""
-    with jobs_client(api, token) as (stub, md):
+    with jobs_client(conn, token) as (stub, md):
         response = stub.ResumeJob(
             pb.ResumeJobRequest(job_id=job_id, note=note, expected_version=expected_version),
             metadata=md,
@@ -355,16 +362,17 @@ def resume(
 
 
 @app.command()
+@connected
 def delete(
     job_id: JobId,
     *,
-    api: ApiOption = "",
+    conn: Connection,
     token: TokenOption = "",
     expected_version: Version = 0,
     allow_missing: Annotated[bool, typer.Option(help="Succeed if the job is gone.")] = False,
 ) -> None:
     """Delete a job; its unfinished runs are cancelled."""
-    with jobs_client(api, token) as (stub, md):
+    with jobs_client(conn, token) as (stub, md):
         stub.DeleteJob(
             pb.DeleteJobRequest(
                 job_id=job_id, expected_version=expected_version, allow_missing=allow_missing
@@ -375,16 +383,17 @@ def delete(
 
 
 @app.command()
+@connected
 def trigger(
     job_id: JobId,
     *,
-    api: ApiOption = "",
+    conn: Connection,
     token: TokenOption = "",
     request_id: Annotated[str, typer.Option(help="Idempotency key for retries.")] = "",
     json: Json = False,
 ) -> None:
     """Run a job now (a MANUAL run keyed by this instant)."""
-    with jobs_client(api, token) as (stub, md):
+    with jobs_client(conn, token) as (stub, md):
         response = stub.TriggerJob(
             pb.TriggerJobRequest(job_id=job_id, request_id=request_id), metadata=md
         )

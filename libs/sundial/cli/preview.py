@@ -6,12 +6,20 @@ from typing import Annotated
 
 import typer
 
-from sundial.cli._client import ApiOption, TokenOption, console, jobs_client, parse_time
+from sundial.cli._client import (
+    Connection,
+    TokenOption,
+    connected,
+    console,
+    jobs_client,
+    parse_time,
+)
 from sundial.cli.jobs import print_fire_times
 from sundial.v1 import job_pb2
 from sundial.v1 import job_service_pb2 as pb
 
 
+@connected
 def preview(
     cron: Annotated[str, typer.Argument(help='Cron expression, e.g. "30 2 * * *".')],
     *,
@@ -19,7 +27,7 @@ def preview(
     count: Annotated[int, typer.Option(help="How many fire times (1-1000).")] = 10,
     after: Annotated[str, typer.Option(help="Start after this ISO 8601 instant.")] = "",
     job_id: Annotated[str, typer.Option(help="Hash H fields and jitter for this job.")] = "",
-    api: ApiOption = "",
+    conn: Connection,
     token: TokenOption = "",
 ) -> None:
     """Show when a cron schedule fires, with what DST shifts or drops."""
@@ -28,7 +36,7 @@ def preview(
     )
     if after:
         request.after.CopyFrom(parse_time(after, "--after"))
-    with jobs_client(api, token) as (stub, md):
+    with jobs_client(conn, token) as (stub, md):
         response = stub.PreviewSchedule(request, metadata=md)
     print_fire_times(list(response.fire_times), f"{cron} ({tz})")
     if response.exhausted:

@@ -6,7 +6,15 @@ from typing import Annotated
 
 import typer
 
-from sundial.cli._client import ApiOption, TokenOption, console, fail, jobs_client, print_json
+from sundial.cli._client import (
+    Connection,
+    TokenOption,
+    connected,
+    console,
+    fail,
+    jobs_client,
+    print_json,
+)
 from sundial.cli.jobs import print_runs
 from sundial.core import wire
 from sundial.run import RunStatus
@@ -24,6 +32,7 @@ _STATUSES = {status.value: wire.enum_out(status) for status in RunStatus}
 
 
 @app.command("list")
+@connected
 def list_runs(
     job_id: Annotated[str, typer.Argument(help="The job's id.", show_default=False)],
     *,
@@ -32,7 +41,7 @@ def list_runs(
         typer.Option(help=f"Only runs in this status (repeatable): {', '.join(_STATUSES)}."),
     ] = None,
     limit: Annotated[int, typer.Option(help="Most runs shown.", min=1, max=1000)] = 20,
-    api: ApiOption = "",
+    conn: Connection,
     token: TokenOption = "",
     json: Json = False,
 ) -> None:
@@ -43,7 +52,7 @@ def list_runs(
             fail(f"--status: unknown status {name!r}; expected one of {', '.join(_STATUSES)}")
         statuses.append(_STATUSES[name.lower()])
     request = pb.ListRunsRequest(job_id=job_id, statuses=statuses, page_size=limit)
-    with jobs_client(api, token) as (stub, md):
+    with jobs_client(conn, token) as (stub, md):
         response = stub.ListRuns(request, metadata=md)
     if json:
         print_json(response)
@@ -54,9 +63,10 @@ def list_runs(
 
 
 @app.command()
-def get(run_key: RunKey, api: ApiOption = "", token: TokenOption = "", json: Json = False) -> None:
+@connected
+def get(run_key: RunKey, *, conn: Connection, token: TokenOption = "", json: Json = False) -> None:
     """Show one run."""
-    with jobs_client(api, token) as (stub, md):
+    with jobs_client(conn, token) as (stub, md):
         response = stub.GetRun(pb.GetRunRequest(run_key=run_key), metadata=md)
     if json:
         print_json(response)
@@ -65,21 +75,24 @@ def get(run_key: RunKey, api: ApiOption = "", token: TokenOption = "", json: Jso
 
 
 @app.command()
-def replay(run_key: RunKey, api: ApiOption = "", token: TokenOption = "") -> None:
+@connected
+def replay(run_key: RunKey, *, conn: Connection, token: TokenOption = "") -> None:
     """Queue a dead or cancelled run again under the same run key."""
-    with jobs_client(api, token) as (stub, md):
+    with jobs_client(conn, token) as (stub, md):
         response = stub.ReplayRun(pb.ReplayRunRequest(run_key=run_key), metadata=md)
     print_runs([response.run], f"replayed {run_key}")
 
 
 @app.command()
+@connected
 def cancel(
     run_key: RunKey,
     reason: Annotated[str, typer.Option(help="Why (kept with the run).")] = "",
-    api: ApiOption = "",
+    *,
+    conn: Connection,
     token: TokenOption = "",
 ) -> None:
     """Cancel a run (a running target call is cancelled through its heartbeat)."""
-    with jobs_client(api, token) as (stub, md):
+    with jobs_client(conn, token) as (stub, md):
         response = stub.CancelRun(pb.CancelRunRequest(run_key=run_key, reason=reason), metadata=md)
     print_runs([response.run], f"cancelled {run_key}")

@@ -435,6 +435,17 @@ class ServerConfig(EnvConfig):
     """Largest request or response message, in bytes (gRPC's own default is 4 MiB; a
     BatchCreateJobs of 1,000 jobs with payloads needs more)."""
 
+    tls_cert_file: Path | None = None
+    """PEM certificate chain the gRPC server presents; when set (with the key) it serves
+    TLS only. Re-read when the file changes: rotate by replacing it, no restart."""
+
+    tls_key_file: Path | None = None
+    """PEM private key (unencrypted) of the TLS certificate; set with it or not at all."""
+
+    tls_client_ca_file: Path | None = None
+    """PEM CA certificates that clients' certificates must chain to: when set, clients
+    must present one (mTLS). Needs the TLS certificate; re-read on change like it."""
+
     def __post_init__(self) -> None:
         _check_host_port(self.listen, "listen")
         _check(self.grace_period_s >= 0, "grace_period_s", "must be >= 0")
@@ -442,6 +453,16 @@ class ServerConfig(EnvConfig):
             1024 <= self.max_message_bytes <= 1024**3,
             "max_message_bytes",
             "must be between 1 KiB and 1 GiB",
+        )
+        _check(
+            (self.tls_cert_file is None) == (self.tls_key_file is None),
+            "tls_key_file" if self.tls_key_file is None else "tls_cert_file",
+            "the TLS certificate and key are set together or not at all",
+        )
+        _check(
+            self.tls_client_ca_file is None or self.tls_cert_file is not None,
+            "tls_client_ca_file",
+            "mTLS needs the server's own TLS certificate and key (tls_cert_file, tls_key_file)",
         )
 
 

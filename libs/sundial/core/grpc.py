@@ -6,7 +6,9 @@
   never map statuses themselves: they raise.
 - :func:`build_server` returns a :class:`Server` that always serves
   ``grpc.health.v1.Health`` (NOT_SERVING until the app says otherwise) and server
-  reflection, and that is a lifecycle component (:mod:`sundial.core.lifecycle`).
+  reflection, and that is a lifecycle component (:mod:`sundial.core.lifecycle`). It
+  serves TLS (mTLS with a client CA) when the config names a certificate, picking up
+  replaced certificate files without a restart (:mod:`sundial.core.tls`).
 
 This module is ``sundial.core.grpc``; it imports the real ``grpc`` package with an
 absolute import, which is the only kind this code base uses, so the names never clash.
@@ -28,6 +30,7 @@ from grpc_reflection.v1alpha import reflection
 from sundial.core.config import ServerConfig
 from sundial.core.errors import InvalidArgument, SundialError
 from sundial.core.logging import request_id_var
+from sundial.core.tls import ServerCertificates
 
 __all__ = [
     "REQUEST_ID_METADATA_KEY",
@@ -260,6 +263,10 @@ class Server:
     :meth:`set_serving` once every component is ready. Also a lifecycle component:
     :meth:`run` starts it and serves until :meth:`stop`.
 
+    With ``config.tls_cert_file`` set the port serves TLS only, and with
+    ``config.tls_client_ca_file`` too, only to clients presenting a certificate from that
+    CA; the files are re-read when replaced (:class:`~sundial.core.tls.ServerCertificates`).
+
     Build it with :func:`build_server`.
     """
 
@@ -294,8 +301,17 @@ class Server:
             [*self._service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], self._server
         )
         host, _, _ = config.listen.rpartition(":")
+        self.certificates: ServerCertificates | None = None
+        """The TLS files in use (re-read when replaced), or None for plaintext."""
+        if config.tls_cert_file is not None and config.tls_key_file is not None:
+            self.certificates = ServerCertificates(
+                config.tls_cert_file, config.tls_key_file, config.tls_client_ca_file
+            )
         try:
-            port = self._server.add_insecure_port(config.listen)
+            if self.certificates is None:
+                port = self._server.add_insecure_port(config.listen)
+            else:
+                port = self._server.add_secure_port(config.listen, self.certificates.credentials())
         except RuntimeError as exc:
             raise OSError(f"cannot bind gRPC server to {config.listen}: {exc}") from exc
         if port == 0:  # older grpcio reports a failed bind this way
@@ -310,6 +326,13 @@ class Server:
     def address(self) -> str:
         """``host:port`` with the real bound port, e.g. ``127.0.0.1:53187``."""
         return f"{self._host}:{self.port}"
+
+    @property
+    def transport(self) -> str:
+        """``plaintext``, ``tls`` or ``mtls`` (clients must present a certificate)."""
+        if self.certificates is None:
+            return "plaintext"
+        return "mtls" if self.certificates.mutual else "tls"
 
     @property
     def health_names(self) -> tuple[str, ...]:
@@ -338,9 +361,10 @@ class Server:
         await self.set_not_serving()
         await self._server.start()
         log.info(
-            "grpc server listening on %s",
+            "grpc server listening on %s (%s)",
             self.address,
-            extra={"action": "grpc_server", "address": self.address},
+            self.transport,
+            extra={"action": "grpc_server", "address": self.address, "transport": self.transport},
         )
 
     async def stop(self, grace_s: float | None = None) -> None:
@@ -389,7 +413,7 @@ def build_server(
     """Build a service's gRPC server; it is bound but not started.
 
     Args:
-        config: Listen address and shutdown grace.
+        config: Listen address, shutdown grace, message size and TLS files.
         services: ``(add_XServicer_to_server, servicer)`` pairs to register.
         service_names: Full names of those services (``sundial.v1.JobService``), reported
             by health and listed by reflection; health and reflection are added to both.
@@ -400,5 +424,6 @@ def build_server(
 
     Raises:
         OSError: The address cannot be bound.
+        TlsError: The configured TLS files do not load.
     """
     return Server(config, services=services, service_names=service_names, interceptors=interceptors)

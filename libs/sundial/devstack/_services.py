@@ -11,15 +11,22 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from sundial.devstack._process import ManagedProcess, free_port
+from sundial.core.tls import ClientTls, dial_sync
+from sundial.devstack._process import ManagedProcess, StackError, free_port
 from sundial.devstack._stack import Stack
+from sundial.v1 import admin_pb2, admin_pb2_grpc
 
 SERVICE_NAMES = ("api", "scheduler", "executor")
 
 
-def health_status(address: str, service: str = "", timeout_s: float = 1.0) -> str:
-    """The gRPC health status name of ``address`` (``SERVING``...), or ``UNREACHABLE``."""
-    with grpc.insecure_channel(address) as channel:
+def health_status(
+    address: str, service: str = "", timeout_s: float = 1.0, tls: ClientTls | None = None
+) -> str:
+    """The gRPC health status name of ``address`` (``SERVING``...), or ``UNREACHABLE``.
+
+    ``tls``: dial a TLS server so (None: plaintext); a refused handshake is UNREACHABLE.
+    """
+    with dial_sync(address, tls) as channel:
         try:
             # The stub package declares HealthStub without the method attributes that its
             # __init__ sets, so Check is unknown to the type checker.
@@ -38,10 +45,14 @@ class ServiceProcess:
     name: str
     address: str
     process: ManagedProcess
+    tls: ClientTls | None = None
+    """How to dial it when it serves TLS (the readiness probe does so)."""
 
     def start(self, timeout_s: float = 60.0) -> None:
         self.process.start()
-        self.process.wait_ready(lambda: health_status(self.address) == "SERVING", timeout_s)
+        self.process.wait_ready(
+            lambda: health_status(self.address, tls=self.tls) == "SERVING", timeout_s
+        )
 
     def stop(self, timeout_s: float = 30.0) -> None:
         self.process.stop(timeout_s)
@@ -49,12 +60,26 @@ class ServiceProcess:
 
 @dataclass
 class Services:
-    """The API, scheduler and executor processes of one local deployment."""
+    """The API, scheduler and executor processes of one local deployment.
+
+    They serve TLS when ``extra_env`` names a certificate (``SUNDIAL_TLS_CERT_FILE``,
+    ``SUNDIAL_TLS_KEY_FILE``, and ``SUNDIAL_TLS_CLIENT_CA_FILE`` for mTLS); then
+    ``client_tls`` must say how to dial them (the CA that signed their certificate, and a
+    client certificate under mTLS). The readiness probe dials with it, and so does the
+    executor to reach the ledger unless ``extra_env`` sets ``SUNDIAL_LEDGER_TLS_*`` itself.
+    """
 
     stack: Stack
     log_dir: Path
     extra_env: dict[str, str] = field(default_factory=dict)
     processes: dict[str, ServiceProcess] = field(default_factory=dict)
+    client_tls: ClientTls | None = None
+    """How to dial the services when they serve TLS; None: plaintext."""
+
+    executor_token: str = field(default="", repr=False)
+    """The executor token executors present to the ledger (SUNDIAL_LEDGER_TOKEN): from
+    ``extra_env``, else issued through the API's AdminService with the bootstrap admin
+    token (SUNDIAL_ADMIN_TOKEN) when the first executor starts."""
 
     def service_env(self, name: str, address: str) -> dict[str, str]:
         env = {**os.environ, **self.stack.env(), **self.extra_env}
@@ -62,11 +87,18 @@ class Services:
         env.setdefault("SUNDIAL_NODE_ID", f"{name}-{address.rsplit(':', 1)[1]}")
         if "scheduler" in self.processes:
             env.setdefault("SUNDIAL_LEDGER_ADDRESS", self.processes["scheduler"].address)
+        for key, value in _ledger_tls_env(self.client_tls).items():
+            env.setdefault(key, value)
         return env
 
     def add(self, name: str) -> ServiceProcess:
         """Start one more process of service ``name`` (e.g. a second scheduler)."""
         address = f"127.0.0.1:{free_port()}"
+        env = self.service_env(name, address)
+        if name == "executor" and not env.get("SUNDIAL_LEDGER_TOKEN"):
+            env["SUNDIAL_LEDGER_TOKEN"] = self.issue_executor_token(env)
+        if env.get("SUNDIAL_TLS_CERT_FILE") and self.client_tls is None:
+            raise StackError("the services serve TLS (SUNDIAL_TLS_CERT_FILE): set client_tls")
         service = ServiceProcess(
             name,
             address,
@@ -74,14 +106,36 @@ class Services:
                 f"sundial-{name}",
                 [sys.executable, "-m", f"sundial.{name}"],
                 log_path=self.log_dir / f"{name}-{address.rsplit(':', 1)[1]}.log",
-                env=self.service_env(name, address),
+                env=env,
                 stop_signal=signal.SIGTERM,
             ),
+            tls=self.client_tls,
         )
         service.start()
         key = name if name not in self.processes else f"{name}-{address.rsplit(':', 1)[1]}"
         self.processes[key] = service
         return service
+
+    def issue_executor_token(self, env: dict[str, str]) -> str:
+        """The executor token (issued once through the running API, then reused)."""
+        if self.executor_token:
+            return self.executor_token
+        admin_token = env.get("SUNDIAL_ADMIN_TOKEN", "")
+        api = self.processes.get("api")
+        if api is None or not admin_token:
+            raise StackError(
+                "an executor needs SUNDIAL_LEDGER_TOKEN, or a running API and "
+                "SUNDIAL_ADMIN_TOKEN to issue one"
+            )
+        request = admin_pb2.CreateApiTokenRequest(
+            role=admin_pb2.TOKEN_ROLE_EXECUTOR, description="local stack executors"
+        )
+        with dial_sync(api.address, self.client_tls) as channel:
+            answer = admin_pb2_grpc.AdminServiceStub(channel).CreateApiToken(
+                request, metadata=(("authorization", f"Bearer {admin_token}"),), timeout=10
+            )
+        self.executor_token = answer.secret
+        return self.executor_token
 
     def start(self) -> Services:
         try:
@@ -96,3 +150,20 @@ class Services:
         """Stop services in reverse start order (executors drain before schedulers)."""
         for key in reversed(list(self.processes)):
             self.processes.pop(key).stop()
+
+
+def _ledger_tls_env(tls: ClientTls | None) -> dict[str, str]:
+    """The executor's ``SUNDIAL_LEDGER_TLS_*`` variables for dialling the ledger with ``tls``."""
+    if tls is None:
+        return {}
+    env = {"SUNDIAL_LEDGER_TLS": "1"}
+    if tls.server_name:
+        env["SUNDIAL_LEDGER_TLS_SERVER_NAME"] = tls.server_name
+    for name, path in (
+        ("CA_FILE", tls.ca_file),
+        ("CERT_FILE", tls.cert_file),
+        ("KEY_FILE", tls.key_file),
+    ):
+        if path is not None:
+            env[f"SUNDIAL_LEDGER_TLS_{name}"] = str(path)
+    return env

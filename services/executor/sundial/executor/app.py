@@ -14,12 +14,11 @@ from __future__ import annotations
 import contextlib
 import secrets
 
-import grpc
-
 from sundial.core.bus import connect_bus
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.grpc import build_server
 from sundial.core.service import Service
+from sundial.core.tls import dial
 from sundial.executor.completer import Completer
 from sundial.executor.config import ExecutorConfig
 from sundial.executor.consumer import Consumer
@@ -62,14 +61,16 @@ async def build(config: ExecutorConfig, *, clock: Clock | None = None) -> Servic
         bus = await connect_bus(config, name=f"sundial-executor-{config.node_id}")
         resources.push_async_callback(bus.close)
         # The channel connects lazily and reconnects by itself; the ledger may start later.
-        ledger_channel = grpc.aio.insecure_channel(
-            config.ledger_address, options=list(LEDGER_CHANNEL_OPTIONS)
+        # TLS files are read here, once: a missing or unreadable one fails the start.
+        ledger_channel = dial(
+            config.ledger_address, config.ledger_channel_tls, LEDGER_CHANNEL_OPTIONS
         )
         resources.push_async_callback(ledger_channel.close)
         ledger = LedgerClient(
             ledger_pb2_grpc.RunLedgerStub(ledger_channel),
             config,
             executor_id=executor_id(config),
+            token=config.ledger_token,
             clock=clock,
         )
         policy = AddressPolicy(

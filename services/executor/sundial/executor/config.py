@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from sundial.core.config import ConfigError, LogConfig, NatsConfig, ServerConfig
 from sundial.core.telemetry import TelemetryConfig
+from sundial.core.tls import ClientTls
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -16,6 +18,10 @@ class ExecutorConfig(NatsConfig, ServerConfig, LogConfig, TelemetryConfig):
 
     ledger_address: str
     """host:port of the scheduler service's RunLedger (a load-balanced address)."""
+
+    ledger_token: str = field(repr=False)
+    """The executor token presented on every RunLedger call (TOKEN_ROLE_EXECUTOR, issued
+    with ``sundial admin tokens create --role executor``). Keep it in a secret store."""
 
     node_id: str = ""
     """This executor's name; defaults to host name + pid. A random suffix is added per
@@ -52,6 +58,25 @@ class ExecutorConfig(NatsConfig, ServerConfig, LogConfig, TelemetryConfig):
     ledger_timeout_s: float = 10.0
     """Deadline of each LeaseRuns and CompleteRuns call."""
 
+    ledger_tls: bool = False
+    """Dial the ledger over TLS; on by itself when a ledger CA file or client certificate
+    is set."""
+
+    ledger_tls_ca_file: Path | None = None
+    """PEM CA certificates the ledger's certificate must chain to; unset with TLS on: the
+    system's roots."""
+
+    ledger_tls_cert_file: Path | None = None
+    """PEM client certificate presented to a ledger that requires one (mTLS). Read at
+    start: a renewed certificate takes effect on the next (rolling) restart."""
+
+    ledger_tls_key_file: Path | None = None
+    """PEM private key (unencrypted) of the ledger client certificate; set with it."""
+
+    ledger_tls_server_name: str = ""
+    """Name the ledger's certificate is verified against instead of the host of
+    SUNDIAL_LEDGER_ADDRESS (e.g. dialling an IP); empty: that host."""
+
     capacity_retry_s: float = 5.0
     """Redelivery delay for a capacity-rejected message whose rejection has no retry_after."""
 
@@ -75,6 +100,8 @@ class ExecutorConfig(NatsConfig, ServerConfig, LogConfig, TelemetryConfig):
         ServerConfig.__post_init__(self)
         LogConfig.__post_init__(self)
         TelemetryConfig.__post_init__(self)
+        if not self.ledger_token or len(self.ledger_token) > 512 or not self.ledger_token.isascii():
+            raise ConfigError("ledger_token", "must be an executor token (printable ASCII)")
         host, sep, port = self.ledger_address.rpartition(":")
         if not (sep and host and port.isdigit()):
             raise ConfigError("ledger_address", f"expected host:port, got {self.ledger_address!r}")
@@ -104,5 +131,29 @@ class ExecutorConfig(NatsConfig, ServerConfig, LogConfig, TelemetryConfig):
             raise ConfigError("heartbeat_interval_s", "must be shorter than run_lease_s")
         if self.complete_flush_ms < 0:
             raise ConfigError("complete_flush_ms", "must be >= 0")
+        if (self.ledger_tls_cert_file is None) != (self.ledger_tls_key_file is None):
+            missing = (
+                "ledger_tls_key_file"
+                if self.ledger_tls_key_file is None
+                else "ledger_tls_cert_file"
+            )
+            raise ConfigError(missing, "the ledger client certificate and key are set together")
+        if self.ledger_tls_server_name and self.ledger_channel_tls is None:
+            raise ConfigError(
+                "ledger_tls_server_name", "needs TLS to the ledger (SUNDIAL_LEDGER_TLS)"
+            )
         if not self.node_id:
             object.__setattr__(self, "node_id", f"{socket.gethostname()}-{os.getpid()}")
+
+    @property
+    def ledger_channel_tls(self) -> ClientTls | None:
+        """How to dial the ledger: TLS settings, or None for plaintext."""
+        wanted = self.ledger_tls or self.ledger_tls_ca_file or self.ledger_tls_cert_file
+        if not wanted:
+            return None
+        return ClientTls(
+            ca_file=self.ledger_tls_ca_file,
+            cert_file=self.ledger_tls_cert_file,
+            key_file=self.ledger_tls_key_file,
+            server_name=self.ledger_tls_server_name,
+        )
