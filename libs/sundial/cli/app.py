@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from sundial.cli import dev, jobs, preview, runs
+from sundial.cli import admin, dev, jobs, preview, runs
 
 app = typer.Typer(
     name="sundial",
@@ -15,6 +15,7 @@ app = typer.Typer(
 app.command("dev")(dev.dev)
 app.add_typer(jobs.app)
 app.add_typer(runs.app)
+app.add_typer(admin.app)
 app.command("preview")(preview.preview)
 
 
