@@ -56,14 +56,27 @@ __all__ = [
 E = TypeVar("E", bound=enum.Enum)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MIN_SECONDS = -62_135_596_800  # 0001-01-01T00:00:00Z
+_MIN_SECONDS = 0  # 1970-01-01T00:00:00Z
 _MAX_SECONDS = 253_402_300_799  # 9999-12-31T23:59:59Z
 _MAX_DURATION_SECONDS = 315_576_000_000  # +-10,000 years, the Duration range
 
-MIN_TIME = datetime(1, 1, 1, tzinfo=UTC)
-"""The earliest instant a Timestamp (and a Python datetime) can hold."""
-MAX_TIME = datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC)
-"""The latest such instant."""
+MIN_TIME = _EPOCH
+"""The earliest instant accepted inbound: the Unix epoch.
+
+Nothing Sundial schedules or records precedes it (interval schedules are anchored on
+it), and it keeps nearly two thousand years of datetime's range below every accepted
+instant, so no arithmetic on one (a microsecond, a zone offset, a catch-up window) can
+leave that range. A Timestamp goes down to year 1, where ``start - 1 µs`` overflows.
+An unset Timestamp (0 s) is still in range."""
+MAX_TIME = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+"""The latest instant accepted inbound: the last whole second of year 9999.
+
+Nearly the end of the Timestamp (and datetime) range, kept since clients send it as
+"no upper bound" (a ListRuns filter, a token that never expires); values arithmetic
+runs forward from have tighter bounds where they are checked (a schedule's times end
+before 9999-01-01). Not the range's last microsecond: asyncpg writes datetime.max as
+PostgreSQL's ``infinity`` and reads it back naive."""
+_RANGE = f"{MIN_TIME:%Y-%m-%dT%H:%M:%SZ} to {MAX_TIME:%Y-%m-%dT%H:%M:%SZ}"
 
 
 # --- scalars --------------------------------------------------------------------------
@@ -77,7 +90,10 @@ def timestamp(at: datetime) -> timestamp_pb2.Timestamp:
 
 
 def timestamp_in(ts: timestamp_pb2.Timestamp, field: str, *, exact: bool = False) -> datetime:
-    """A Timestamp as an aware UTC datetime.
+    """A Timestamp as an aware UTC datetime, range-checked before any arithmetic.
+
+    Every service reads inbound instants through here, so every one is within
+    :data:`MIN_TIME` to :data:`MAX_TIME` before anything computes with it.
 
     Args:
         ts: The message.
@@ -85,11 +101,13 @@ def timestamp_in(ts: timestamp_pb2.Timestamp, field: str, *, exact: bool = False
         exact: Refuse sub-microsecond nanos (run keys) instead of truncating them.
 
     Raises:
-        InvalidArgument: Out of the Timestamp range, malformed, or (``exact``) finer
-            than a microsecond.
+        InvalidArgument: Outside :data:`MIN_TIME` to :data:`MAX_TIME`, malformed nanos,
+            or (``exact``) finer than a microsecond.
     """
-    if not _MIN_SECONDS <= ts.seconds <= _MAX_SECONDS or not 0 <= ts.nanos < 1_000_000_000:
-        raise InvalidArgument(field, "timestamp out of range (0001-01-01 to 9999-12-31)")
+    if not 0 <= ts.nanos < 1_000_000_000:
+        raise InvalidArgument(field, f"nanos must be 0 to 999,999,999, got {ts.nanos}")
+    if not _MIN_SECONDS <= ts.seconds <= _MAX_SECONDS or (ts.seconds == _MAX_SECONDS and ts.nanos):
+        raise InvalidArgument(field, f"must be from {_RANGE}")
     if exact and ts.nanos % 1000:
         raise InvalidArgument(field, "must have microsecond precision (nanos a multiple of 1000)")
     return _EPOCH + timedelta(seconds=ts.seconds, microseconds=ts.nanos // 1000)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+import uuid
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -39,14 +41,28 @@ def test_prefix_upper_bound(prefix: str, bound: str | None) -> None:
 
 def test_page_tokens_round_trip_and_are_bound_to_filters() -> None:
     fingerprint = paging.fingerprint("jobs", {"prefix": "a"})
+    text = (paging.Text(200),)
     token = paging.encode(["name-9"], fingerprint)
-    assert paging.decode(token, fingerprint) == ["name-9"]
-    assert paging.decode("", fingerprint) is None
+    assert paging.decode(token, fingerprint, text) == ("name-9",)
+    assert paging.decode("", fingerprint, text) is None
     with pytest.raises(InvalidArgument, match="other filters"):
-        paging.decode(token, paging.fingerprint("jobs", {"prefix": "b"}))
+        paging.decode(token, paging.fingerprint("jobs", {"prefix": "b"}), text)
     for garbage in ("%%%", "bm90IGpzb24", paging.encode([], fingerprint)[:-3]):
         with pytest.raises(InvalidArgument, match="page_token"):
-            paging.decode(garbage, fingerprint)
+            paging.decode(garbage, fingerprint, text)
+
+
+def test_page_tokens_carry_instants_in_utc_and_uuids() -> None:
+    fingerprint = paging.fingerprint("tokens", {})
+    at = datetime(2026, 3, 8, 2, 30, 0, 123456, tzinfo=timezone(timedelta(hours=-5)))
+    token_id = uuid.uuid4()
+    token = paging.encode([at, token_id], fingerprint)
+    decoded = paging.decode(token, fingerprint, (paging.INSTANT, paging.UUID))
+    assert decoded == (at, token_id)
+    assert decoded is not None and decoded[0].tzinfo is UTC
+    # A cursor of the wrong length is as invalid as one of the wrong kinds.
+    with pytest.raises(InvalidArgument, match=r"^page_token: is not a valid page token$"):
+        paging.decode(token, fingerprint, (paging.INSTANT,))
 
 
 @pytest.mark.parametrize(

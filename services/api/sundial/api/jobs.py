@@ -314,12 +314,8 @@ class JobManager:
                 "paused": job_filter.paused,
             },
         )
-        cursor = paging.decode(page_token, fingerprint)
-        after = ""
-        if cursor is not None:
-            if len(cursor) != 1 or not isinstance(cursor[0], str):
-                raise InvalidArgument("page_token", "is not a valid page token")
-            after = cursor[0]
+        cursor = paging.decode(page_token, fingerprint, (paging.Text(validation.MAX_NAME_CHARS),))
+        after = "" if cursor is None else cursor[0]
         upper = _prefix_upper_bound(job_filter.name_prefix) if job_filter.name_prefix else None
         jobs = await self._store.list_jobs(
             tenant_id, job_filter, after=after, name_upper_bound=upper, limit=size + 1

@@ -6,8 +6,19 @@ is refused instead of silently returning a mix. Keyset paging (rather than offse
 what keeps pages free of gaps and duplicates while rows are added: every item that
 exists throughout the walk is returned exactly once.
 
-Tokens are not secret and need not be: every query is scoped to the caller's tenant,
-so a forged token can only skip around in the caller's own data.
+Tokens are validated, not signed, and that is the contract. A token is not secret: it
+holds the sort key of an item the caller was just shown, and every query is scoped to
+the caller's tenant, so a forged token can only skip around in the caller's own data,
+which the filters of an ordinary request reach as well. Signing would refuse forged
+tokens earlier but protect nothing more, and it needs a key every API replica shares
+(stored in the database, rotated, and tokens issued under an old key refused), while
+the values decoded from a token must be checked anyway before they reach a query
+(defence in depth). So every list declares the kinds of its cursor (:class:`Text`,
+:data:`INSTANT`, :data:`UUID`) and :func:`decode` checks each decoded value against its
+kind: text PostgreSQL can hold (no NUL, no lone surrogate, bounded length), instants in
+UTC within the range the wire accepts, canonical UUIDs. Anything else, a forged,
+truncated or corrupted token of any shape, is INVALID_ARGUMENT naming ``page_token``,
+never a database error.
 """
 
 from __future__ import annotations
@@ -16,11 +27,103 @@ import base64
 import binascii
 import hashlib
 import json
-from typing import Any
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
 
+from sundial.core import wire
 from sundial.core.errors import InvalidArgument
 
 _VERSION = 1
+
+MAX_TOKEN_CHARS = 4096
+"""The longest token accepted. The longest issued is a 200-character job name of
+astral-plane characters, each JSON-escaped as 12 ASCII characters: about 3,300 once
+base64-encoded."""
+
+# An instant as encode() writes it: isoformat() in UTC. fromisoformat alone would take
+# other spellings, some with other offsets, and even ignores a NUL before the offset.
+_INSTANT_TEXT = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{6})?\+00:00"
+)
+
+
+class _Malformed(Exception):
+    """A decoded value does not have its kind (turned into InvalidArgument by decode)."""
+
+
+class Kind(Protocol):
+    """What one position of a cursor must hold."""
+
+    def parse(self, value: object) -> Any:
+        """The value as the query takes it.
+
+        Raises:
+            _Malformed: ``value`` is not of this kind.
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """A string PostgreSQL ``text`` can hold: at most ``max_chars`` characters, no NUL,
+    and encodable as UTF-8 (JSON escapes can spell a lone surrogate, which cannot be)."""
+
+    max_chars: int
+
+    def parse(self, value: object) -> str:
+        if not isinstance(value, str) or len(value) > self.max_chars or "\x00" in value:
+            raise _Malformed
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            raise _Malformed from None
+        return value
+
+
+class _Instant:
+    """An instant in UTC, spelled as :func:`encode` writes it (offset +00:00), within
+    the range the wire accepts (:data:`sundial.core.wire.MIN_TIME` to ``MAX_TIME``).
+
+    The offset is checked by the spelling, before any conversion: a naive time, or one
+    at an offset, could be moved past datetime's range by converting it.
+    """
+
+    def parse(self, value: object) -> datetime:
+        if not isinstance(value, str) or not _INSTANT_TEXT.fullmatch(value):
+            raise _Malformed
+        try:
+            at = datetime.fromisoformat(value)
+        except ValueError:  # month 13, February 30th, hour 24...
+            raise _Malformed from None
+        if not wire.MIN_TIME <= at <= wire.MAX_TIME:
+            raise _Malformed
+        return at.astimezone(UTC)
+
+
+class _Uuid:
+    """A UUID in its canonical 36-character form."""
+
+    def parse(self, value: object) -> uuid.UUID:
+        if not isinstance(value, str) or len(value) != 36:
+            raise _Malformed
+        try:
+            parsed = uuid.UUID(value)
+        except ValueError:
+            raise _Malformed from None
+        if str(parsed) != value.lower():
+            raise _Malformed
+        return parsed
+
+
+INSTANT: Kind = _Instant()
+UUID: Kind = _Uuid()
+
+Key = str | datetime | uuid.UUID
+"""A cursor value as :func:`encode` takes it."""
 
 
 def fingerprint(kind: str, filters: Any) -> str:
@@ -29,30 +132,56 @@ def fingerprint(kind: str, filters: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def encode(cursor: list[Any], filters_fingerprint: str) -> str:
-    """A page token that resumes after ``cursor`` (JSON values) for these filters."""
-    doc = {"v": _VERSION, "c": cursor, "f": filters_fingerprint}
+def _dump(value: Key) -> str:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat()
+    return str(value)
+
+
+def encode(cursor: Sequence[Key], filters_fingerprint: str) -> str:
+    """A page token that resumes after ``cursor`` for these filters.
+
+    Instants are written in UTC and UUIDs in canonical form, as :data:`INSTANT` and
+    :data:`UUID` read them back.
+    """
+    doc = {"v": _VERSION, "c": [_dump(value) for value in cursor], "f": filters_fingerprint}
     raw = json.dumps(doc, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
-def decode(token: str, filters_fingerprint: str, field: str = "page_token") -> list[Any] | None:
-    """The cursor in ``token``, or None for an empty token (the first page).
+def decode(
+    token: str, filters_fingerprint: str, kinds: Sequence[Kind], field: str = "page_token"
+) -> tuple[Any, ...] | None:
+    """The cursor in ``token``, one value per kind, or None for an empty token.
 
     Raises:
-        InvalidArgument: The token is malformed or was issued for other filters.
+        InvalidArgument: The token is malformed, holds a value not of its kind, or was
+            issued for other filters.
     """
     if not token:
         return None
+    invalid = InvalidArgument(field, "is not a valid page token")
+    if len(token) > MAX_TOKEN_CHARS:
+        raise invalid
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         doc = json.loads(raw)
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        raise InvalidArgument(field, "is not a valid page token") from None
-    if not isinstance(doc, dict) or doc.get("v") != _VERSION or not isinstance(doc.get("c"), list):
-        raise InvalidArgument(field, "is not a valid page token")
+    except (binascii.Error, ValueError, RecursionError):
+        # ValueError covers invalid JSON and UTF-8, non-ASCII base64 input and integers
+        # too long to convert; RecursionError deeply nested arrays.
+        raise invalid from None
+    if not isinstance(doc, dict):
+        raise invalid
+    version, cursor = doc.get("v"), doc.get("c")
+    if type(version) is not int or version != _VERSION or not isinstance(cursor, list):
+        raise invalid
     if doc.get("f") != filters_fingerprint:
         raise InvalidArgument(
             field, "was issued for a request with other filters; repeat them unchanged"
         )
-    return doc["c"]
+    if len(cursor) != len(kinds):
+        raise invalid
+    try:
+        return tuple(kind.parse(value) for kind, value in zip(kinds, cursor, strict=True))
+    except _Malformed:
+        raise invalid from None

@@ -169,20 +169,15 @@ class RunManager:
                 "before": run_filter.scheduled_before,
             },
         )
-        cursor = paging.decode(page_token, fingerprint)
-        before = None
-        if cursor is not None:
-            try:
-                before = datetime.fromisoformat(cursor[0])
-            except (IndexError, TypeError, ValueError):
-                raise InvalidArgument("page_token", "is not a valid page token") from None
+        cursor = paging.decode(page_token, fingerprint, (paging.INSTANT,))
+        before = None if cursor is None else cursor[0]
         compiled = await self._compiled(tenant_id, job_id)
         runs = await self._store.list_runs(
             tenant_id, job_id, run_filter, before=before, limit=size + 1
         )
         more = len(runs) > size
         runs = [with_due(run, compiled) for run in runs[:size]]
-        token = paging.encode([runs[-1].scheduled_at.isoformat()], fingerprint) if more else ""
+        token = paging.encode([runs[-1].scheduled_at], fingerprint) if more else ""
         return Page(runs, token)
 
     async def get_run(self, tenant_id: str, ref: RunRef) -> Run:

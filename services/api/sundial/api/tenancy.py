@@ -100,8 +100,7 @@ class TenantManager:
 
     async def get_tenant(self, tenant_id: str) -> Tenant:
         """The tenant, NOT_FOUND if unknown."""
-        if not tenant_id:
-            raise InvalidArgument("tenant_id", "is required")
+        validation.check_tenant_ref(tenant_id)
         tenant = await self._store.get_tenant(tenant_id)
         if tenant is None:
             raise NotFound(f"tenant {tenant_id!r} not found")
@@ -111,8 +110,10 @@ class TenantManager:
         """A page of tenants ordered by tenant_id."""
         size = validation.page_size(page_size)
         fingerprint = paging.fingerprint("tenants", {})
-        cursor = paging.decode(page_token, fingerprint)
-        after = str(cursor[0]) if cursor else ""
+        cursor = paging.decode(
+            page_token, fingerprint, (paging.Text(validation.MAX_TENANT_ID_CHARS),)
+        )
+        after = "" if cursor is None else cursor[0]
         tenants = await self._store.list_tenants(after, size + 1)
         more = len(tenants) > size
         tenants = tenants[:size]
@@ -121,8 +122,7 @@ class TenantManager:
 
     async def update_tenant(self, tenant_id: str, changes: TenantChanges) -> Tenant:
         """Change display name and/or quotas (0 = the cluster default)."""
-        if not tenant_id:
-            raise InvalidArgument("tenant.tenant_id", "is required")
+        validation.check_tenant_ref(tenant_id, "tenant.tenant_id")
         if changes.display_name is not None:
             validation.check_display_name(changes.display_name, "tenant.display_name")
         validation.check_quotas(changes.max_jobs or 0, changes.max_concurrent_runs or 0)
@@ -144,8 +144,7 @@ class TenantManager:
         self, tenant_id: str, overlap: timedelta | None
     ) -> tuple[Tenant, str]:
         """Issue a new signing secret; older ones keep signing for ``overlap``."""
-        if not tenant_id:
-            raise InvalidArgument("tenant_id", "is required")
+        validation.check_tenant_ref(tenant_id)
         overlap = DEFAULT_OVERLAP if overlap is None else overlap
         if not timedelta(0) <= overlap <= MAX_OVERLAP:
             raise InvalidArgument(
@@ -175,6 +174,8 @@ class TenantManager:
             )
         if role is Role.TENANT and not tenant_id:
             raise InvalidArgument("tenant_id", "is required for a TENANT token")
+        if role is Role.TENANT:
+            validation.check_tenant_ref(tenant_id)
         if role is not Role.TENANT and tenant_id:
             raise InvalidArgument("tenant_id", f"must be empty for an {role.name} token")
         validation.check_display_name(description, "description")
@@ -200,16 +201,13 @@ class TenantManager:
     ) -> Page[ApiToken]:
         """A page of tokens, newest first."""
         size = validation.page_size(page_size)
+        if tenant_id:
+            validation.check_tenant_ref(tenant_id)
         fingerprint = paging.fingerprint(
             "tokens", {"tenant": tenant_id, "revoked": include_revoked}
         )
-        cursor = paging.decode(page_token, fingerprint)
-        after = None
-        if cursor is not None:
-            try:
-                after = (datetime.fromisoformat(cursor[0]), uuid.UUID(cursor[1]))
-            except (IndexError, TypeError, ValueError):
-                raise InvalidArgument("page_token", "is not a valid page token") from None
+        cursor = paging.decode(page_token, fingerprint, (paging.INSTANT, paging.UUID))
+        after = None if cursor is None else (cursor[0], cursor[1])
         tokens = await self._store.list_tokens(
             tenant_id or None, include_revoked, self._clock.now(), after=after, limit=size + 1
         )
@@ -218,7 +216,7 @@ class TenantManager:
         token = ""
         if more:
             last = tokens[-1]
-            token = paging.encode([last.create_time.isoformat(), str(last.token_id)], fingerprint)
+            token = paging.encode([last.create_time, last.token_id], fingerprint)
         return Page(tokens, token)
 
     async def revoke_token(self, token_id: uuid.UUID) -> ApiToken:

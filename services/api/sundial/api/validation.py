@@ -72,6 +72,7 @@ DEFAULT_PREVIEW_COUNT = 10
 MAX_LABEL_FILTERS = 64
 MAX_NAME_PREFIX_CHARS = 200
 MAX_REQUEST_ID_CHARS = 128
+MAX_TENANT_ID_CHARS = 64  # as stored; CreateTenant allows 63
 HTTP_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
 
 _LABEL_KEY = re.compile(r"[a-z0-9_.\-/]{1,63}")
@@ -79,7 +80,11 @@ _LABEL_KEY = re.compile(r"[a-z0-9_.\-/]{1,63}")
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _METADATA_KEY = re.compile(r"[a-z0-9\-_.]+")
 _REQUEST_ID = re.compile(r"[\x20-\x7e]+")  # printable ASCII, space included
+_BRACKETED_NETLOC = re.compile(r"\[[^\[\]]*\](:[^\[\]]*)?")  # [v6-address] then :port
 _TENANT_ID = re.compile(r"[a-z][a-z0-9-]{0,62}")
+# What a stored tenant id can be (migration 0001's CHECK), looser than CreateTenant's
+# rule above: an id a lookup names is checked against it before it reaches a query.
+_STORED_TENANT_ID = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_TENANT_ID_CHARS}}}")
 
 # Set by Sundial or owned by the transport (job.proto): a tenant may not override them.
 _RESERVED_HEADERS = frozenset(
@@ -336,6 +341,12 @@ def check_http_target(target: HttpTarget, field: str = "target.http") -> HttpTar
         raise _fail(f"{field}.url", "has no host")
     if parts.username is not None or parts.password is not None or "@" in parts.netloc:
         raise _fail(f"{field}.url", "must not contain user info (user:password@)")
+    if ("[" in parts.netloc or "]" in parts.netloc) and not _BRACKETED_NETLOC.fullmatch(
+        parts.netloc
+    ):
+        # urlsplit takes "[::1]x", "x[::1]" and "[::1]]" as the host ::1; a client
+        # reading the URL by RFC 3986 would not.
+        raise _fail(f"{field}.url", "has a malformed host (brackets hold an IPv6 address only)")
     try:
         port = parts.port
     except ValueError:
@@ -474,6 +485,16 @@ def check_tenant_id(tenant_id: str, field: str = "tenant.tenant_id") -> None:
         raise _fail(field, "is required")
     if not _TENANT_ID.fullmatch(tenant_id):
         raise _fail(field, "must be 1-63 characters of a-z, 0-9 and '-', starting with a letter")
+
+
+def check_tenant_ref(tenant_id: str, field: str = "tenant_id") -> None:
+    """A tenant id a request names: one that could be stored (1-64 chars of
+    [A-Za-z0-9_-]), so an impossible one (a NUL, which PostgreSQL text cannot hold,
+    above all) is INVALID_ARGUMENT instead of reaching a query."""
+    if not tenant_id:
+        raise _fail(field, "is required")
+    if not _STORED_TENANT_ID.fullmatch(tenant_id):
+        raise _fail(field, "is not a tenant id (1-64 characters of A-Z, a-z, 0-9, '_', '-')")
 
 
 def check_display_name(name: str, field: str) -> None:
