@@ -16,6 +16,7 @@ from sundial.core.bus import DEAD_STREAM, dead_subject
 from sundial.v1 import events_pb2, job_pb2, job_service_pb2, run_pb2
 from tests.helpers.cluster import Cluster, Tenant
 from tests.helpers.eventually import assert_eventually
+from tests.helpers.stack import nats_options
 from tests.helpers.target_server import RecordingTarget
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
@@ -106,7 +107,7 @@ async def test_a_job_every_second_and_a_one_time_job_run_on_time(
 
 async def dead_letters(cluster: Cluster, tenant: Tenant, expected: int) -> list[object]:
     """Read the tenant's DeadLetters from SUNDIAL_DEAD (an ephemeral consumer)."""
-    client = await nats.connect(cluster.services.stack.nats_url)
+    client = await nats.connect(**nats_options(cluster.services.stack))
     try:
         js = client.jetstream()
         sub = await js.pull_subscribe(dead_subject(tenant.tenant_id), stream=DEAD_STREAM)

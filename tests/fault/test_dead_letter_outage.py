@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
@@ -19,7 +20,7 @@ import pytest
 
 from sundial.core.bus import Bus, connect_bus, ensure_streams
 from sundial.core.clock import ManualClock
-from sundial.core.config import DatabaseConfig, NatsConfig
+from sundial.core.config import DatabaseConfig
 from sundial.core.db import close_pool, create_pool
 from sundial.devstack import Stack
 from sundial.run import JobPolicies
@@ -100,7 +101,7 @@ async def pool(migrated_database_url: str) -> AsyncIterator[asyncpg.Pool]:
 @pytest.fixture
 async def bus(stack: Stack) -> AsyncIterator[Bus]:
     """A connection that is never cut, to read SUNDIAL_DEAD."""
-    bus = await connect_bus(NatsConfig(nats_url=stack.nats_url), name="reader")
+    bus = await connect_bus(stack.nats_config(), name="reader")
     yield bus
     await bus.close()
 
@@ -110,7 +111,8 @@ async def proxied_bus(stack: Stack) -> AsyncIterator[tuple[Bus, TcpProxy]]:
     target = urlsplit(stack.nats_url)
     proxy = TcpProxy(target.hostname or "127.0.0.1", target.port or 4222)
     await proxy.start()
-    bus = await connect_bus(NatsConfig(nats_url=f"nats://127.0.0.1:{proxy.port}"), name="cut")
+    cut = replace(stack.nats_config(), nats_url=f"nats://127.0.0.1:{proxy.port}")
+    bus = await connect_bus(cut, name="cut")
     await ensure_streams(bus.jetstream)
     try:
         yield bus, proxy

@@ -21,7 +21,7 @@ import aetcd
 import asyncpg
 import pytest
 
-from sundial.core.config import DatabaseConfig, EtcdConfig
+from sundial.core.config import DatabaseConfig
 from sundial.core.coord import connect_etcd
 from sundial.core.db import close_pool, create_pool
 from sundial.core.partition import PARTITION_COUNT
@@ -63,7 +63,7 @@ def services(
 
 @pytest.fixture
 async def etcd(stack: Stack) -> AsyncIterator[aetcd.Client]:
-    client = await connect_etcd(EtcdConfig(etcd_endpoints=tuple(stack.etcd_endpoints)))
+    client = await connect_etcd(stack.etcd_config())
     yield client
     await client.close()
 

@@ -23,6 +23,7 @@ from sundial.core.bus import DEAD_STREAM, RUNS_STREAM
 from sundial.core.tls import ClientTls, dial
 from sundial.devstack import Services, Stack
 from sundial.v1 import admin_pb2, admin_pb2_grpc, job_service_pb2, job_service_pb2_grpc, run_pb2
+from tests.helpers.stack import nats_options
 
 ADMIN_TOKEN = "e2e-admin-token-0123456789abcdef"
 
@@ -45,7 +46,7 @@ FAST_ENV = {
 
 async def reset_streams(stack: Stack) -> None:
     """Delete both streams: no message or consumer of an earlier test is left."""
-    client = await nats.connect(stack.nats_url)
+    client = await nats.connect(**nats_options(stack))
     try:
         js = client.jetstream()
         for stream in (RUNS_STREAM, DEAD_STREAM):

@@ -10,9 +10,10 @@ import sys
 import urllib.request
 
 import asyncpg
-import nats
 import pytest
 
+from sundial.core.bus import connect_bus
+from sundial.core.coord import connect_etcd
 from sundial.devstack import Stack
 from tests.helpers.eventually import assert_eventually
 
@@ -24,14 +25,18 @@ async def _check_servers(stack: Stack) -> str:
         assert await conn.fetchval("SHOW listen_addresses") == "127.0.0.1"
     finally:
         await conn.close()
-    client = await nats.connect(stack.nats_url)
+    bus = await connect_bus(stack.nats_config(), name="devstack-test")
     try:
-        js = client.jetstream()
-        info = await js.account_info()
+        info = await bus.jetstream.account_info()
         assert info.limits is not None  # JetStream is enabled
     finally:
-        await client.close()
+        await bus.close()
     assert await asyncio.to_thread(_etcd_health, stack.etcd_endpoints[0]) == "true"
+    etcd = await connect_etcd(stack.etcd_config())
+    try:
+        await etcd.put(b"/sundial/devstack-test", b"1")
+    finally:
+        await etcd.close()
     return str(version)
 
 
@@ -84,6 +89,13 @@ async def test_environment_points_at_existing_servers(
     monkeypatch.setenv("SUNDIAL_DATABASE_URL", stack.database_url)
     monkeypatch.setenv("SUNDIAL_NATS_URL", stack.nats_url)
     monkeypatch.setenv("SUNDIAL_ETCD_ENDPOINTS", ",".join(stack.etcd_endpoints))
+    # Servers it did not start: their credentials come from the environment too.
+    user, password = stack.nats_users["admin"]
+    monkeypatch.setenv("SUNDIAL_NATS_USER", user)
+    monkeypatch.setenv("SUNDIAL_NATS_PASSWORD", password)
+    assert stack.etcd_user is not None
+    monkeypatch.setenv("SUNDIAL_ETCD_USER", stack.etcd_user[0])
+    monkeypatch.setenv("SUNDIAL_ETCD_PASSWORD", stack.etcd_user[1])
     reused = Stack()
     await asyncio.to_thread(reused.start)
     try:

@@ -11,7 +11,9 @@ Two streams (docs/design.md section 6):
 from __future__ import annotations
 
 import logging
+import ssl
 from dataclasses import dataclass
+from typing import Any
 
 import nats
 from nats.aio.client import Client as NatsClient
@@ -75,12 +77,35 @@ class Bus:
             await self.client.drain()
 
 
+def _tls_context(config: NatsConfig) -> ssl.SSLContext | None:
+    if not config.nats_tls:
+        return None
+    ca = str(config.nats_tls_ca_file) if config.nats_tls_ca_file else None
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca)
+    if config.nats_tls_cert_file is not None and config.nats_tls_key_file is not None:
+        context.load_cert_chain(config.nats_tls_cert_file, config.nats_tls_key_file)
+    return context
+
+
 async def connect_bus(config: NatsConfig, *, name: str) -> Bus:
-    """Connect to NATS and return the JetStream context (streams are not touched)."""
+    """Connect to NATS and return the JetStream context (streams are not touched).
+
+    Authenticates with ``nats_user``/``nats_password`` or ``nats_creds_file`` and dials
+    TLS when configured (:attr:`NatsConfig.nats_tls`).
+    """
+    options: dict[str, Any] = {}
+    if config.nats_user:
+        options.update(user=config.nats_user, password=config.nats_password)
+    if config.nats_creds_file is not None:
+        options["user_credentials"] = str(config.nats_creds_file)
+    tls = _tls_context(config)
+    if tls is not None:
+        options["tls"] = tls
     client = await nats.connect(
         servers=[u.strip() for u in config.nats_url.split(",") if u.strip()],
         name=name,
         max_reconnect_attempts=-1,  # a NATS restart must not end the service
+        **options,
     )
     return Bus(client, client.jetstream())
 

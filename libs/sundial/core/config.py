@@ -50,6 +50,7 @@ __all__ = [
     "ConfigError",
     "DatabaseConfig",
     "EnvConfig",
+    "EtcdAccessConfig",
     "EtcdConfig",
     "LogConfig",
     "NatsConfig",
@@ -346,7 +347,12 @@ class DatabaseConfig(EnvConfig):
     """How a service reaches PostgreSQL."""
 
     database_url: str = field(repr=False)  # the DSN may hold a password: keep it out of logs
-    """PostgreSQL DSN, e.g. ``postgresql://sundial:secret@db:5432/sundial``."""
+    """PostgreSQL DSN, e.g. ``postgresql://sundial@db:5432/sundial?sslmode=verify-full``
+    (libpq's ``sslmode``, ``sslrootcert``, ``sslcert`` and ``sslkey`` apply)."""
+
+    database_password: str = field(default="", repr=False)
+    """PostgreSQL password, so it need not sit in the URL (a password in the URL also
+    works; this one wins)."""
 
     pool_min_size: int = 1
     """Connections the pool keeps open when idle."""
@@ -394,7 +400,28 @@ class NatsConfig(EnvConfig):
     """How a service reaches NATS JetStream."""
 
     nats_url: str
-    """NATS server URL(s), comma-separated for a cluster, e.g. ``nats://nats:4222``."""
+    """NATS server URL(s), comma-separated for a cluster, e.g. ``nats://nats:4222``
+    (``tls://`` for TLS). No credentials in the URL: use the variables below."""
+
+    nats_user: str = ""
+    """NATS user name (with ``nats_password``); empty: no user/password authentication."""
+
+    nats_password: str = field(default="", repr=False)
+    """Password of ``nats_user``."""
+
+    nats_creds_file: Path | None = None
+    """A NATS ``.creds`` file (JWT + NKey seed, decentralised auth) instead of a user and
+    password."""
+
+    nats_tls_ca_file: Path | None = None
+    """PEM CA certificates the NATS server's certificate must chain to (TLS on when set,
+    or with a ``tls://`` URL: then the system roots)."""
+
+    nats_tls_cert_file: Path | None = None
+    """PEM client certificate for a NATS server that verifies clients (with the key)."""
+
+    nats_tls_key_file: Path | None = None
+    """PEM private key of ``nats_tls_cert_file``."""
 
     def __post_init__(self) -> None:
         urls = [u.strip() for u in self.nats_url.split(",") if u.strip()]
@@ -405,10 +432,78 @@ class NatsConfig(EnvConfig):
                 "nats_url",
                 f"expected nats://, tls://, ws:// or wss://, got {url!r}",
             )
+            _check(
+                "@" not in url.split("://", 1)[-1].split("/", 1)[0],
+                "nats_url",
+                "must not hold credentials: set nats_user and nats_password instead",
+            )
+        _check(
+            bool(self.nats_user) == bool(self.nats_password),
+            "nats_password" if self.nats_user else "nats_user",
+            "nats_user and nats_password are set together",
+        )
+        _check(
+            not (self.nats_user and self.nats_creds_file),
+            "nats_creds_file",
+            "use either a creds file or a user and password",
+        )
+        _check(
+            (self.nats_tls_cert_file is None) == (self.nats_tls_key_file is None),
+            "nats_tls_key_file" if self.nats_tls_key_file is None else "nats_tls_cert_file",
+            "the client certificate and key are set together",
+        )
+
+    @property
+    def nats_tls(self) -> bool:
+        """Whether to connect with TLS."""
+        return (
+            self.nats_tls_ca_file is not None
+            or self.nats_tls_cert_file is not None
+            or any(u.strip().startswith(("tls://", "wss://")) for u in self.nats_url.split(","))
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
-class EtcdConfig(EnvConfig):
+class EtcdAccessConfig(EnvConfig):
+    """The credentials and TLS settings of an etcd client (the endpoints are apart: the
+    API's are optional)."""
+
+    etcd_user: str = ""
+    """etcd user (with ``etcd_password``) when etcd has authentication enabled; it needs
+    read-write on the ``/sundial/`` prefix."""
+
+    etcd_password: str = field(default="", repr=False)
+    """Password of ``etcd_user``."""
+
+    etcd_tls_ca_file: Path | None = None
+    """PEM CA certificates etcd's certificate must chain to; when set (or with an
+    ``https://`` endpoint: then the system roots) the client dials TLS."""
+
+    etcd_tls_cert_file: Path | None = None
+    """PEM client certificate for an etcd that verifies clients (``--client-cert-auth``)."""
+
+    etcd_tls_key_file: Path | None = None
+    """PEM private key of ``etcd_tls_cert_file``."""
+
+    def __post_init__(self) -> None:
+        _check(
+            bool(self.etcd_user) == bool(self.etcd_password),
+            "etcd_password" if self.etcd_user else "etcd_user",
+            "etcd_user and etcd_password are set together",
+        )
+        _check(
+            (self.etcd_tls_cert_file is None) == (self.etcd_tls_key_file is None),
+            "etcd_tls_key_file" if self.etcd_tls_key_file is None else "etcd_tls_cert_file",
+            "the client certificate and key are set together",
+        )
+
+    def etcd_access(self) -> dict[str, Any]:
+        """These fields, to build an :class:`EtcdConfig` from another config."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(EtcdAccessConfig)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class EtcdConfig(EtcdAccessConfig):
     """How a service reaches etcd."""
 
     etcd_endpoints: tuple[str, ...]
@@ -419,6 +514,16 @@ class EtcdConfig(EnvConfig):
         for endpoint in self.etcd_endpoints:
             bare = endpoint.split("://", 1)[-1].rstrip("/")
             _check_host_port(bare, "etcd_endpoints")
+        EtcdAccessConfig.__post_init__(self)
+
+    @property
+    def etcd_tls(self) -> bool:
+        """Whether to dial etcd with TLS."""
+        return (
+            self.etcd_tls_ca_file is not None
+            or self.etcd_tls_cert_file is not None
+            or self.etcd_endpoints[0].startswith("https://")
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

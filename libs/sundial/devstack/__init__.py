@@ -16,16 +16,21 @@ from sundial.devstack._demo_target import (
     HttpTargetServer,
     start_demo_target,
 )
-from sundial.devstack._process import StackError, free_port
+from sundial.devstack._etcd import EtcdServer
+from sundial.devstack._nats import NatsServer
+from sundial.devstack._process import ServerTls, StackError, free_port
 from sundial.devstack._services import SERVICE_NAMES, ServiceProcess, Services, health_status
 from sundial.devstack._stack import Stack, runtime_dir
 
 __all__ = [
     "SERVICE_NAMES",
     "DemoTarget",
+    "EtcdServer",
     "HttpRequest",
     "HttpResponse",
     "HttpTargetServer",
+    "NatsServer",
+    "ServerTls",
     "ServiceProcess",
     "Services",
     "Stack",

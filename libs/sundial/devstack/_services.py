@@ -82,7 +82,7 @@ class Services:
     token (SUNDIAL_ADMIN_TOKEN) when the first executor starts."""
 
     def service_env(self, name: str, address: str) -> dict[str, str]:
-        env = {**os.environ, **self.stack.env(), **self.extra_env}
+        env = {**os.environ, **self.stack.env(name), **self.extra_env}
         env["SUNDIAL_LISTEN"] = address
         env.setdefault("SUNDIAL_NODE_ID", f"{name}-{address.rsplit(':', 1)[1]}")
         if "scheduler" in self.processes:

@@ -1,4 +1,10 @@
-"""The local stack: PostgreSQL, NATS JetStream and etcd in one data folder."""
+"""The local stack: PostgreSQL, NATS JetStream and etcd in one data folder.
+
+NATS and etcd run with authentication (the servers' modules say how); :meth:`Stack.env`
+gives each service the credentials of its own user, and :meth:`Stack.nats_config` /
+:meth:`Stack.etcd_config` give tests and tools theirs. PostgreSQL accepts its superuser
+from loopback only (trust), as a development database does.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from sundial.core.config import EtcdConfig, NatsConfig
 from sundial.devstack._etcd import EtcdServer
 from sundial.devstack._nats import NatsServer
 from sundial.devstack._postgres import PostgresServer
@@ -20,6 +27,10 @@ from sundial.devstack._process import StackError
 DATABASE_URL_VAR = "SUNDIAL_DATABASE_URL"
 NATS_URL_VAR = "SUNDIAL_NATS_URL"
 ETCD_ENDPOINTS_VAR = "SUNDIAL_ETCD_ENDPOINTS"
+
+# Which NATS user each service connects as, and which services use etcd.
+_NATS_ROLE = {"scheduler": "scheduler", "executor": "executor"}
+_ETCD_SERVICES = frozenset({"api", "scheduler"})
 
 
 def runtime_dir() -> Path:
@@ -44,6 +55,10 @@ class Stack:
     nats_url: str = ""
     etcd_endpoints: tuple[str, ...] = ()
     startup_s: float = 0.0
+    nats_users: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False)
+    """(user, password) by role (scheduler, executor, admin) of the NATS it started."""
+    etcd_user: tuple[str, str] | None = field(default=None, repr=False)
+    """(user, password) the services use on the etcd it started."""
     _started: list[PostgresServer | NatsServer | EtcdServer] = field(default_factory=list)
     _own_dir: bool = False
 
@@ -76,6 +91,7 @@ class Stack:
             self._started.append(nats)
             nats.start()
             self.nats_url = nats.url
+            self.nats_users = dict(nats.users)
         endpoints = os.environ.get(ETCD_ENDPOINTS_VAR, "")
         if endpoints:
             self.etcd_endpoints = tuple(e.strip() for e in endpoints.split(",") if e.strip())
@@ -84,14 +100,42 @@ class Stack:
             self._started.append(etcd)
             etcd.start()
             self.etcd_endpoints = (etcd.endpoint,)
+            self.etcd_user = etcd.user
 
-    def env(self) -> dict[str, str]:
-        """The ``SUNDIAL_*`` variables that point a service at this stack."""
-        return {
+    def env(self, service: str = "") -> dict[str, str]:
+        """The ``SUNDIAL_*`` variables that point ``service`` (api, scheduler, executor)
+        at this stack, with the NATS and etcd credentials of its own user."""
+        env = {
             DATABASE_URL_VAR: self.database_url,
             NATS_URL_VAR: self.nats_url,
             ETCD_ENDPOINTS_VAR: ",".join(self.etcd_endpoints),
         }
+        role = _NATS_ROLE.get(service)
+        if role is not None and role in self.nats_users:
+            user, password = self.nats_users[role]
+            env.update(SUNDIAL_NATS_USER=user, SUNDIAL_NATS_PASSWORD=password)
+        if service in _ETCD_SERVICES and self.etcd_user is not None:
+            user, password = self.etcd_user
+            env.update(SUNDIAL_ETCD_USER=user, SUNDIAL_ETCD_PASSWORD=password)
+        return env
+
+    def nats_config(self, role: str = "admin") -> NatsConfig:
+        """How to reach this stack's NATS as ``role`` (admin: anything; scheduler,
+        executor: what those services may do)."""
+        if role in self.nats_users:
+            user, password = self.nats_users[role]
+            return NatsConfig(nats_url=self.nats_url, nats_user=user, nats_password=password)
+        return NatsConfig.from_env(environ={**os.environ, NATS_URL_VAR: self.nats_url})
+
+    def etcd_config(self) -> EtcdConfig:
+        """How the services reach this stack's etcd (read-write on ``/sundial/``)."""
+        if self.etcd_user is not None:
+            user, password = self.etcd_user
+            return EtcdConfig(
+                etcd_endpoints=self.etcd_endpoints, etcd_user=user, etcd_password=password
+            )
+        environ = {**os.environ, ETCD_ENDPOINTS_VAR: ",".join(self.etcd_endpoints)}
+        return EtcdConfig.from_env(environ=environ)
 
     def stop(self) -> None:
         """Stop what this stack started, in reverse order, and remove its folder."""

@@ -5,12 +5,12 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-import aetcd
 import grpc
 import pytest
 from google.protobuf import duration_pb2, field_mask_pb2, timestamp_pb2
 
 from sundial.api.model import ClusterMember, Membership
+from sundial.core.coord import connect_etcd
 from sundial.devstack import Stack
 from sundial.v1 import admin_pb2 as apb
 from sundial.v1 import job_service_pb2 as pb
@@ -307,10 +307,11 @@ async def test_cluster_status_reports_members_and_lag(start_api: StartApi) -> No
 
 async def test_cluster_status_reads_membership_from_etcd(start_api: StartApi, stack: Stack) -> None:
     cluster = f"apitest-{uuid.uuid4().hex[:8]}"
-    api = await start_api(etcd_endpoints=stack.etcd_endpoints, cluster=cluster)
-    host, _, port = stack.etcd_endpoints[0].split("://", 1)[-1].rpartition(":")
-    etcd = aetcd.Client(host=host, port=int(port))
-    await etcd.connect()
+    etcd_config = stack.etcd_config()
+    api = await start_api(
+        etcd_endpoints=etcd_config.etcd_endpoints, cluster=cluster, **etcd_config.etcd_access()
+    )
+    etcd = await connect_etcd(stack.etcd_config())
     try:
         await etcd.put(f"/sundial/{cluster}/members/node-1".encode(), b"127.0.0.1:7001")
         await etcd.put(f"/sundial/{cluster}/members/node-2".encode(), b"127.0.0.1:7002")

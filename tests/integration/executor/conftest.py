@@ -25,6 +25,7 @@ from sundial.executor.targets import AddressPolicy, CircuitBreaker, GrpcCaller, 
 from sundial.run import GrpcTarget, HttpTarget, RunRef
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.ledger_double import LedgerDouble
+from tests.helpers.stack import nats_options
 from tests.helpers.target_server import RecordingTarget
 from tests.integration.executor.support import RunningExecutor, connected
 
@@ -83,7 +84,7 @@ async def runner(breaker: CircuitBreaker) -> AsyncIterator[Runner]:
 @pytest.fixture
 async def jetstream(stack: Stack) -> AsyncIterator[JetStreamContext]:
     """JetStream with an empty SUNDIAL_RUNS (and no consumers left by other tests)."""
-    client = await nats.connect(stack.nats_url)
+    client = await nats.connect(**nats_options(stack))
     js = client.jetstream()
     with contextlib.suppress(NotFoundError):
         await js.delete_stream(RUNS_STREAM)
@@ -107,8 +108,11 @@ async def start_executor(
     running: list[RunningExecutor] = []
 
     async def start(**overrides: object) -> RunningExecutor:
+        nats = stack.nats_config("executor")  # the executor's own NATS user
         config = ExecutorConfig(
-            nats_url=stack.nats_url,
+            nats_url=nats.nats_url,
+            nats_user=nats.nats_user,
+            nats_password=nats.nats_password,
             ledger_address=ledger.address,
             ledger_token=ledger.token,
             node_id="test-executor",

@@ -131,3 +131,16 @@ async def test_retrying_stops_when_the_caller_stops(
         await client.lease_runs([RUN], stop=stop)
     assert caught.value.gave_up
     assert len(ledger.lease_requests) == 1
+
+
+async def test_a_refused_token_is_not_retried_and_is_logged_without_the_token(
+    client: LedgerClient, ledger: LedgerDouble, caplog: pytest.LogCaptureFixture
+) -> None:
+    del ledger.tokens[ledger.token]  # revoked: the double's interceptor refuses it now
+    with pytest.raises(LedgerError) as caught:
+        await client.lease_runs([RUN])
+    assert (caught.value.code, caught.value.gave_up) == (grpc.StatusCode.UNAUTHENTICATED, False)
+    assert ledger.lease_requests == []  # refused before the request was read
+    [record] = [r for r in caplog.records if getattr(r, "action", "") == "ledger.refused"]
+    assert "SUNDIAL_LEDGER_TOKEN" in record.getMessage()
+    assert ledger.token not in caplog.text

@@ -10,7 +10,7 @@ import asyncpg
 import pytest
 
 from sundial.core.bus import Bus, connect_bus, ensure_streams
-from sundial.core.config import DatabaseConfig, NatsConfig
+from sundial.core.config import DatabaseConfig
 from sundial.core.db import close_pool, create_pool
 from sundial.devstack import Stack
 from sundial.scheduler.config import SchedulerConfig
@@ -28,7 +28,7 @@ async def pool(migrated_database_url: str) -> AsyncIterator[asyncpg.Pool]:
 
 @pytest.fixture
 async def bus(stack: Stack) -> AsyncIterator[Bus]:
-    bus = await connect_bus(NatsConfig(nats_url=stack.nats_url), name="test-scheduler")
+    bus = await connect_bus(stack.nats_config(), name="test-scheduler")
     await ensure_streams(bus.jetstream)
     yield bus
     await bus.close()
@@ -36,10 +36,15 @@ async def bus(stack: Stack) -> AsyncIterator[Bus]:
 
 def scheduler_config(database_url: str, stack: Stack, **overrides: Any) -> SchedulerConfig:
     """A scheduler configuration for in-process components on ``database_url``."""
+    nats = stack.nats_config("scheduler")
+    etcd = stack.etcd_config()
     values: dict[str, Any] = {
         "database_url": database_url,
-        "nats_url": stack.nats_url,
-        "etcd_endpoints": tuple(stack.etcd_endpoints),
+        "nats_url": nats.nats_url,
+        "nats_user": nats.nats_user,
+        "nats_password": nats.nats_password,
+        "etcd_endpoints": etcd.etcd_endpoints,
+        **etcd.etcd_access(),
         "cluster": f"t{uuid.uuid4().hex[:10]}",
         "lease_ttl_s": 3,
         "poll_interval_s": 0.1,

@@ -13,7 +13,6 @@ import asyncpg
 import pytest
 
 from sundial.core.bus import RUNS_STREAM, Bus
-from sundial.core.config import EtcdConfig
 from sundial.core.coord import connect_etcd
 from sundial.core.partition import PARTITION_COUNT
 from sundial.core.wire import timestamp_in
@@ -51,7 +50,7 @@ def services(
 
 @pytest.fixture
 async def etcd(stack: Stack) -> AsyncIterator[aetcd.Client]:
-    client = await connect_etcd(EtcdConfig(etcd_endpoints=tuple(stack.etcd_endpoints)))
+    client = await connect_etcd(stack.etcd_config())
     yield client
     await client.close()
 

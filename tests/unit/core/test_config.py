@@ -156,6 +156,16 @@ def test_validation_names_the_field_when_constructed_directly() -> None:
         lambda: NatsConfig(nats_url=" , "),
         lambda: EtcdConfig(etcd_endpoints=()),
         lambda: EtcdConfig(etcd_endpoints=("etcd",)),
+        # Credentials: never in a URL, a user with its password, a key with its cert.
+        lambda: NatsConfig(nats_url="nats://sched:secret@nats:4222"),
+        lambda: NatsConfig(nats_url="nats://nats:4222", nats_user="sched"),
+        lambda: NatsConfig(nats_url="nats://nats:4222", nats_password="secret"),
+        lambda: NatsConfig(
+            nats_url="nats://n:4222", nats_user="u", nats_password="p", nats_creds_file=Path("c")
+        ),
+        lambda: NatsConfig(nats_url="tls://n:4222", nats_tls_cert_file=Path("cert.pem")),
+        lambda: EtcdConfig(etcd_endpoints=("etcd:2379",), etcd_user="sundial"),
+        lambda: EtcdConfig(etcd_endpoints=("etcd:2379",), etcd_tls_key_file=Path("k.pem")),
         lambda: ServerConfig(listen="127.0.0.1:99999"),
         lambda: ServerConfig(grace_period_s=-1),
         lambda: LogConfig(log_level="CHATTY"),
@@ -169,6 +179,17 @@ def test_shared_configs_reject_invalid_values(build: object) -> None:
 def test_shared_configs_accept_valid_values() -> None:
     assert NatsConfig(nats_url="nats://a:4222,tls://b:4222").nats_url.startswith("nats://")
     assert EtcdConfig(etcd_endpoints=("etcd-0:2379", "http://etcd-1:2379")).etcd_endpoints
+    # TLS follows from a CA, a client certificate or the URL scheme.
+    assert NatsConfig(nats_url="tls://a:4222").nats_tls
+    assert NatsConfig(nats_url="nats://a:4222", nats_tls_ca_file=Path("ca.pem")).nats_tls
+    assert not NatsConfig(nats_url="nats://a:4222").nats_tls
+    assert EtcdConfig(etcd_endpoints=("https://e:2379",)).etcd_tls
+    assert not EtcdConfig(etcd_endpoints=("e:2379",)).etcd_tls
+    # Secrets stay out of reprs (and so out of logged configs).
+    nats = NatsConfig(nats_url="nats://a:4222", nats_user="u", nats_password="hunter2-secret")
+    etcd = EtcdConfig(etcd_endpoints=("e:2379",), etcd_user="u", etcd_password="hunter2-secret")
+    db = DatabaseConfig(database_url=DB_URL, database_password="hunter2-secret")
+    assert all("hunter2" not in repr(c) for c in (nats, etcd, db))
     assert ServerConfig(listen="[::]:50051").listen == "[::]:50051"
     assert ServerConfig().listen == "127.0.0.1:0"
     assert LogConfig(log_level="debug").log_level == "DEBUG"  # normalised once, up front
@@ -219,7 +240,11 @@ def test_composition_by_nesting_keeps_flat_variable_names() -> None:
     assert config.server.grace_period_s == 2.5
     assert config.batch_size == 9
     names = [s.env_var for s in describe(_Nested)]
-    assert names[:2] == ["SUNDIAL_DATABASE_URL", "SUNDIAL_POOL_MIN_SIZE"]
+    assert names[:3] == [
+        "SUNDIAL_DATABASE_URL",
+        "SUNDIAL_DATABASE_PASSWORD",
+        "SUNDIAL_POOL_MIN_SIZE",
+    ]
     assert "SUNDIAL_LISTEN" in names
     assert names[-1] == "SUNDIAL_BATCH_SIZE"
 

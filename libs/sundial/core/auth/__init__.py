@@ -1,4 +1,4 @@
-"""Bearer tokens: how every Sundial gRPC API knows its caller (docs/design.md section 11).
+"""Bearer tokens: how every Sundial gRPC API knows its caller (docs/design.md section 7).
 
 Tokens are issued by AdminService (``api_tokens``, stored as their sha256 only) with one
 :class:`Role`; each service accepts one role per gRPC service it serves: JobService

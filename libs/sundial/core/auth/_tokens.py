@@ -125,6 +125,10 @@ class Tokens:
         await self._pool.execute(queries.touch_token, token_id, now)
 
 
+def _a(word: str) -> str:
+    return f"an {word}" if word[0] in "aeiou" else f"a {word}"
+
+
 async def authorize(
     tokens: Authenticator,
     metadata: Iterable[tuple[str, str | bytes]] | None,
@@ -140,8 +144,6 @@ async def authorize(
     """
     credential = await tokens.authenticate(bearer(metadata))
     if credential.role is not required:
-        raise PermissionDenied(
-            f"{service} needs a {required.name.lower()} token; "
-            f"{credential.role.name.lower()} tokens are refused"
-        )
+        need, have = required.name.lower(), credential.role.name.lower()
+        raise PermissionDenied(f"{service} needs {_a(need)} token; {have} tokens are refused")
     return credential

@@ -96,11 +96,14 @@ def load_migrations(
     return migrations
 
 
-async def migrate(dsn: str, *, migrations: Sequence[Migration] | None = None) -> list[str]:
+async def migrate(
+    dsn: str, *, password: str = "", migrations: Sequence[Migration] | None = None
+) -> list[str]:
     """Apply the pending migrations to the database at ``dsn``.
 
     Args:
         dsn: A PostgreSQL URL; the role needs to create tables and functions.
+        password: The role's password when it is not in the URL.
         migrations: What to apply, in order; defaults to :func:`load_migrations` (tests
             pass their own).
 
@@ -114,6 +117,7 @@ async def migrate(dsn: str, *, migrations: Sequence[Migration] | None = None) ->
     ordered = list(load_migrations() if migrations is None else migrations)
     conn = await asyncpg.connect(
         dsn,
+        password=password or None,
         server_settings={
             "application_name": "sundial-migrate",
             "timezone": "UTC",

@@ -73,6 +73,7 @@ async def create_pool(
     """
     pool = await asyncpg.create_pool(
         config.database_url,
+        password=config.database_password or None,
         min_size=config.pool_min_size,
         max_size=config.pool_max_size,
         timeout=config.connect_timeout_s,

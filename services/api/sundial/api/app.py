@@ -45,7 +45,7 @@ async def build(
     """
     clock = clock or SystemClock()
     if config.migrate_on_start:
-        await migrate(config.database_url)
+        await migrate(config.database_url, password=config.database_password)
     async with contextlib.AsyncExitStack() as resources:
         # The API never changes session state (no SET, LISTEN, session advisory locks or
         # cursors outside transactions): skip asyncpg's reset round trip per acquire.
@@ -63,7 +63,7 @@ async def build(
         jobs = JobManager(store, guard, clock, request_retention=retention)
         runs = RunManager(store, clock, request_retention=retention)
         if membership is None and config.etcd_endpoints:
-            etcd_membership = EtcdMembership(config.etcd_endpoints, pool, config.cluster)
+            etcd_membership = EtcdMembership(config.etcd(), pool, config.cluster)
             resources.push_async_callback(etcd_membership.close)
             membership = etcd_membership
         tenants = TenantManager(

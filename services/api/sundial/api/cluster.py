@@ -57,7 +57,7 @@ class EtcdMembership:
     being up, only ClusterStatus does (UNAVAILABLE while etcd is away).
 
     Args:
-        endpoints: etcd endpoints (the first one is used, as the schedulers do).
+        etcd: How to reach etcd (the first endpoint is used, as the schedulers do).
         pool: The API's pool (cluster_status also reads the dispatch lag).
         cluster: The cluster name (etcd prefix ``/sundial/<cluster>/``).
         timeout_s: Bound on connecting and on each read.
@@ -65,13 +65,13 @@ class EtcdMembership:
 
     def __init__(
         self,
-        endpoints: tuple[str, ...],
+        etcd: EtcdConfig,
         pool: asyncpg.Pool,
         cluster: str,
         *,
         timeout_s: float = 5.0,
     ) -> None:
-        self._config = EtcdConfig(etcd_endpoints=endpoints)
+        self._config = etcd
         self._pool = pool
         self._cluster = cluster
         self._timeout_s = timeout_s

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from sundial.core.config import (
     ConfigError,
     DatabaseConfig,
+    EtcdAccessConfig,
     EtcdConfig,
     LogConfig,
     ServerConfig,
@@ -15,7 +16,7 @@ from sundial.core.telemetry import TelemetryConfig
 
 
 @dataclass(frozen=True, kw_only=True)
-class ApiConfig(DatabaseConfig, ServerConfig, LogConfig, TelemetryConfig):
+class ApiConfig(DatabaseConfig, ServerConfig, LogConfig, TelemetryConfig, EtcdAccessConfig):
     """Everything the API service reads at start."""
 
     admin_token: str = field(default="", repr=False)
@@ -57,17 +58,22 @@ class ApiConfig(DatabaseConfig, ServerConfig, LogConfig, TelemetryConfig):
     request_id_purge_interval_s: float = 600.0
     """Seconds between purges of request ids older than the retention."""
 
+    def etcd(self) -> EtcdConfig:
+        """How ClusterStatus reaches etcd (``etcd_endpoints`` must be set)."""
+        return EtcdConfig(etcd_endpoints=self.etcd_endpoints, **self.etcd_access())
+
     def __post_init__(self) -> None:
         DatabaseConfig.__post_init__(self)
         ServerConfig.__post_init__(self)
         LogConfig.__post_init__(self)
         TelemetryConfig.__post_init__(self)
+        EtcdAccessConfig.__post_init__(self)
         if self.admin_token and len(self.admin_token) < 16:
             raise ConfigError("admin_token", "must be at least 16 characters")
         if not self.cluster.replace("-", "").replace("_", "").isalnum():
             raise ConfigError("cluster", "use letters, digits, '-' and '_' only")
         if self.etcd_endpoints:
-            EtcdConfig(etcd_endpoints=self.etcd_endpoints)  # validates host:port
+            self.etcd()  # validates host:port
         if self.target_resolve_timeout_s <= 0:
             raise ConfigError("target_resolve_timeout_s", "must be > 0")
         if not 1 <= self.default_max_jobs <= 100_000_000:

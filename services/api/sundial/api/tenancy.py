@@ -6,7 +6,6 @@ returned exactly once; tokens are stored as their sha256 only.
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 import uuid
 from datetime import datetime, timedelta
@@ -22,6 +21,7 @@ from sundial.api.model import (
     TenantChanges,
 )
 from sundial.api.store import Store
+from sundial.core.auth import token_hash
 from sundial.core.clock import Clock
 from sundial.core.errors import InvalidArgument, NotFound
 
@@ -33,11 +33,6 @@ TOKEN_PREFIX_CHARS = 12
 """ApiToken.prefix: the token's first characters."""
 MAX_OVERLAP = timedelta(days=7)
 DEFAULT_OVERLAP = timedelta(hours=24)
-
-
-def token_hash(token: str) -> bytes:
-    """sha256 of the token's UTF-8 bytes: what ``api_tokens.token_hash`` stores."""
-    return hashlib.sha256(token.encode()).digest()
 
 
 def _new_signing_secret() -> str:

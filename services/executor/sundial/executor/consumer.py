@@ -50,9 +50,9 @@ from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from nats.js.errors import BadRequestError
+from nats.js.errors import BadRequestError, NotFoundError
 
-from sundial.core.bus import RUNS_STREAM, RUNS_SUBJECT_PREFIX, ensure_streams
+from sundial.core.bus import RUNS_STREAM, RUNS_SUBJECT_PREFIX
 from sundial.core.clock import Clock, SystemClock
 from sundial.executor.config import ExecutorConfig
 from sundial.executor.convert import decode_dispatch
@@ -165,6 +165,33 @@ class Consumer:
             # it is shared, so bind to it as it is.
             return await self._js.pull_subscribe_bind(durable=self._durable, stream=RUNS_STREAM)
 
+    async def _await_stream(self) -> bool:
+        """Wait until SUNDIAL_RUNS exists (schedulers create it; executors may not).
+
+        Returns:
+            False when stopped first.
+        """
+        failures = 0
+        while not self._stopping.is_set():
+            try:
+                await self._js.stream_info(RUNS_STREAM)
+                return True
+            except NotFoundError:
+                problem = "does not exist yet (a scheduler creates it)"
+            except NatsError as exc:
+                problem = f"cannot be read ({type(exc).__name__}: {exc})"
+            failures += 1
+            delay = _FETCH_BACKOFF.delay(failures, self._rng)
+            log.warning(
+                "stream %s %s; retrying in %.1f s",
+                RUNS_STREAM,
+                problem,
+                delay,
+                extra={"action": "consume.no_stream", "failures": failures},
+            )
+            await sleep_unless(self._clock, delay, self._stopping)
+        return False
+
     async def run(self, started: Callable[[], None]) -> None:
         """Fetch, lease and start runs until stopped."""
         self._running = True
@@ -174,7 +201,8 @@ class Consumer:
         # ~700 runs/s with one batch at a time).
         room = asyncio.Semaphore(self._pipeline)
         try:
-            await ensure_streams(self._js)
+            if not await self._await_stream():
+                return  # stopped before the stream existed
             subscription = await self._subscribe()
             started()
             fetch_failures = 0

@@ -64,6 +64,8 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+_CREDENTIAL_CODES = frozenset({grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED})
+
 TRANSIENT_CODES = frozenset(
     {
         grpc.StatusCode.UNAVAILABLE,
@@ -248,6 +250,14 @@ class LedgerClient:
             if code in SERVER_ERROR_CODES:
                 server_errors += 1
             elif code not in TRANSIENT_CODES:
+                if code in _CREDENTIAL_CODES:
+                    log.error(
+                        "the ledger refused this executor's credentials (%s: %s): check "
+                        "SUNDIAL_LEDGER_TOKEN (an executor token) and the TLS settings",
+                        code.name,
+                        details,
+                        extra={"action": "ledger.refused", "grpc_code": code.name, **extra},
+                    )
                 raise LedgerError(operation, code, details, gave_up=False)  # refused
             delay = self.backoff(failures)
             budget_spent = server_errors > policy.server_error_retries

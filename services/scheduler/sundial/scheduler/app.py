@@ -34,7 +34,7 @@ SERVICE_NAMES = (ledger_pb2.DESCRIPTOR.services_by_name["RunLedger"].full_name,)
 async def build(config: SchedulerConfig) -> Service:
     """Connect to PostgreSQL, NATS and etcd and build the scheduler's graph."""
     if config.migrate_on_start:
-        await migrate(config.database_url)
+        await migrate(config.database_url, password=config.database_password)
     async with contextlib.AsyncExitStack() as resources:
         # The scheduler takes only transaction-scoped advisory locks and sets nothing per
         # session: skip asyncpg's reset query on every release (a round trip each).

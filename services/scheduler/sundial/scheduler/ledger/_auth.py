@@ -1,4 +1,4 @@
-"""RunLedger authentication: executor tokens only (docs/design.md section 11).
+"""RunLedger authentication: executor tokens only (docs/design.md section 7).
 
 Every RunLedger call and the Heartbeat stream must carry an executor token
 (``authorization: Bearer <token>``, TOKEN_ROLE_EXECUTOR issued by AdminService). The
