@@ -80,6 +80,7 @@ from sundial.scheduler.ledger import (
     LedgerAuthInterceptor,
     completion_in,
     completion_result,
+    current_token_id,
     executor_id_in,
     lease_id_in,
     lease_ttl_in,
@@ -147,7 +148,8 @@ class _TokenTable:
         role = self.tokens.get(token)
         if role is None:
             raise Unauthenticated("invalid, revoked or expired token")
-        return Credential(role=role, tenant_id=None, token_id=None)
+        # A stable id per token, as api_tokens.token_id is.
+        return Credential(role=role, tenant_id=None, token_id=uuid.uuid5(uuid.NAMESPACE_OID, token))
 
 
 EXECUTOR_TOKEN = "double-executor-token"
@@ -347,10 +349,12 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
             if state is not None:
                 cap = self.tenant_cap.get(state.tenant_id)
                 states[run] = replace(state, max_concurrent_runs=cap)
+        token_id = current_token_id()
         answers = decide_leases(
             refs,
             states,
             executor_id=executor_id,
+            token_id=token_id,
             now=now,
             running=self._running(),
             capacity_retry=timedelta(seconds=self.capacity_retry_s),
@@ -358,7 +362,7 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
         results = []
         for wire_ref, answer in zip(request.runs, answers, strict=True):
             if isinstance(answer, Grant):
-                state = self._write_grant(answer, executor_id, lease_until)
+                state = self._write_grant(answer, executor_id, token_id, lease_until)
                 grant = self._grant(state, lease_until, now)
                 results.append(ledger_pb2.LeaseResult(run=wire_ref, grant=grant))
                 continue
@@ -368,7 +372,9 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
             await context.abort(grpc.StatusCode.UNAVAILABLE, "double: answer lost")
         return ledger_pb2.LeaseRunsResponse(results=results)
 
-    def _write_grant(self, grant: Grant, executor_id: str, lease_until: datetime) -> RunState:
+    def _write_grant(
+        self, grant: Grant, executor_id: str, token_id: str, lease_until: datetime
+    ) -> RunState:
         """A new attempt, or (re-grant) the holder's lease extended at the same one, as
         the real store's ``grant_runs``/``regrant_leases`` write them (a new attempt
         draws a new lease id)."""
@@ -382,6 +388,7 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
                 attempt=state.attempt + 1,
                 executor_id=executor_id,
                 lease_id=str(uuid.uuid4()),
+                lease_token_id=token_id,
                 lease_until=lease_until,
                 next_attempt_at=None,
             )

@@ -88,6 +88,8 @@ class RunState:
     lease_id: str | None = None
     """The current lease's id (drawn with each new attempt); None before the first
     grant."""
+    lease_token_id: str | None = None
+    """The credential (token id) the current lease was granted to."""
     lease_until: datetime | None = None
     next_attempt_at: datetime | None = None
     cancel_requested: bool = False
@@ -180,6 +182,7 @@ def decide_leases(
     states: Mapping[RunRef, RunState],
     *,
     executor_id: str,
+    token_id: str,
     now: datetime,
     running: Mapping[str, int],
     capacity_retry: timedelta,
@@ -190,6 +193,8 @@ def decide_leases(
         refs: The runs asked for (a run may appear twice: the second is a duplicate).
         states: The locked states of those that exist.
         executor_id: The caller.
+        token_id: The caller's credential: a live lease is re-granted (lease id and all)
+            only to the same executor id under the same credential.
         now: The transaction's "now".
         running: RUNNING runs per tenant before this call (the cap counts them).
         capacity_retry: retry_after of a TENANT_AT_CAPACITY rejection.
@@ -208,6 +213,7 @@ def decide_leases(
             and rejection.reason is RejectReason.LEASED_ELSEWHERE
             and state is not None
             and state.executor_id == executor_id
+            and (state.lease_token_id or "") == token_id
         ):
             # Idempotent re-grant: this executor already holds the live lease, so this is
             # a retried LeaseRuns whose answer was lost (deadline, broken connection)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import asyncpg
 from nats.js.errors import NotFoundError
 
+from sundial.core.auth import Role, token_hash
 from sundial.core.bus import DEAD_STREAM, RUNS_STREAM, dead_subject
 from sundial.core.partition import partition_of
 from sundial.run import JobPolicies, policies_to_json, schedule_to_json
@@ -189,3 +191,20 @@ async def read_dispatches(jetstream: Any, from_seq: int) -> tuple[list[Any], int
             return messages, seq
         messages.append(events_pb2.RunDispatch.FromString(raw.data))
         seq = raw.seq + 1
+
+
+async def issue_token(pool: asyncpg.Pool, role: Role) -> str:
+    """A token of ``role`` in ``api_tokens``, as AdminService.CreateApiToken writes it."""
+    token = f"sundial-test-{secrets.token_urlsafe(16)}"
+    tenant = None
+    if role is Role.TENANT:
+        tenant = f"owner-{secrets.token_hex(4)}"
+        await add_tenant(pool, tenant)
+    await pool.execute(
+        "INSERT INTO api_tokens (tenant_id, role, token_hash, prefix) VALUES ($1, $2, $3, $4)",
+        tenant,
+        role.value,
+        token_hash(token),
+        token[:12],
+    )
+    return token

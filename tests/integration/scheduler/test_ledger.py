@@ -15,19 +15,21 @@ import grpc
 import pytest
 from google.protobuf import duration_pb2
 
+from sundial.core.auth import Role, Tokens
 from sundial.core.bus import Bus
-from sundial.core.clock import ManualClock
+from sundial.core.clock import ManualClock, SystemClock
 from sundial.core.config import ServerConfig
 from sundial.core.grpc import build_server
 from sundial.core.wire import timestamp
 from sundial.devstack import Stack
 from sundial.run import JobPolicies
 from sundial.schedule import CronSpec, Schedule
-from sundial.scheduler.ledger import RunLedgerServicer
+from sundial.scheduler.ledger import LedgerAuthInterceptor, RunLedgerServicer
 from sundial.scheduler.publisher import RunPublisher
 from sundial.scheduler.store import SchedulerStore
 from sundial.scheduler.sweeper import Sweeper
 from sundial.v1 import events_pb2, ledger_pb2, ledger_pb2_grpc, run_pb2
+from tests.helpers.bearer import bearer_interceptors
 from tests.helpers.eventually import assert_eventually
 from tests.integration.scheduler.conftest import scheduler_config
 from tests.integration.scheduler.support import (
@@ -35,6 +37,7 @@ from tests.integration.scheduler.support import (
     dead_letters,
     insert_jobs,
     insert_queued_runs,
+    issue_token,
 )
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -48,16 +51,23 @@ def clock() -> ManualClock:
 
 
 @contextlib.asynccontextmanager
-async def serve(servicer: RunLedgerServicer) -> AsyncIterator[ledger_pb2_grpc.RunLedgerStub]:
-    """``servicer`` behind a real gRPC server on a free port, and a stub calling it."""
+async def serve(
+    servicer: RunLedgerServicer, pool: asyncpg.Pool
+) -> AsyncIterator[ledger_pb2_grpc.RunLedgerStub]:
+    """``servicer`` behind a real gRPC server on a free port (with its authentication),
+    and a stub calling it with an executor token."""
     server = build_server(
         ServerConfig(listen="127.0.0.1:0"),
         services=[(ledger_pb2_grpc.add_RunLedgerServicer_to_server, servicer)],
         service_names=["sundial.v1.RunLedger"],
+        interceptors=[LedgerAuthInterceptor(Tokens(pool, SystemClock()))],
     )
     await server.start()
+    token = await issue_token(pool, Role.EXECUTOR)
     try:
-        async with grpc.aio.insecure_channel(server.address) as channel:
+        async with grpc.aio.insecure_channel(
+            server.address, interceptors=bearer_interceptors(token)
+        ) as channel:
             yield ledger_pb2_grpc.RunLedgerStub(channel)
     finally:
         await server.stop(0)
@@ -71,7 +81,7 @@ async def ledger(
     servicer = RunLedgerServicer(
         SchedulerStore(pool), bus.jetstream, config, clock, random.Random(7)
     )
-    async with serve(servicer) as stub:
+    async with serve(servicer, pool) as stub:
         yield stub
 
 
@@ -347,7 +357,7 @@ async def test_dead_letter_the_ledger_could_not_publish_is_sent_by_the_sweeper(
     [job] = await insert_jobs(pool, DAILY, first_due=T0, policies=policies)
     await insert_queued_runs(pool, job, [T0])
     # A ledger without NATS: the run dies, its letter is not acknowledged.
-    async with serve(RunLedgerServicer(store, None, config, clock)) as cut_off:
+    async with serve(RunLedgerServicer(store, None, config, clock), pool) as cut_off:
         [grant] = await lease(cut_off, [ref(job, T0)])
         dead = await complete(
             cut_off,

@@ -52,7 +52,12 @@ from sundial.v1 import ledger_pb2, ledger_pb2_grpc, run_pb2
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.ledger_double import LedgerDouble, ref
 from tests.integration.scheduler.conftest import scheduler_config
-from tests.integration.scheduler.support import add_tenant, insert_jobs, insert_queued_runs
+from tests.integration.scheduler.support import (
+    add_tenant,
+    insert_jobs,
+    insert_queued_runs,
+    issue_token,
+)
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 """scheduled_at of the seeded runs (leases run on the real clock, not on this)."""
@@ -208,23 +213,6 @@ class DoubleLedger:
 
     async def request_cancel(self, run: run_pb2.RunRef) -> None:
         self._double.cancel(run)
-
-
-async def issue_token(pool: asyncpg.Pool, role: Role) -> str:
-    """A token of ``role`` in ``api_tokens``, as AdminService.CreateApiToken writes it."""
-    token = f"sundial-test-{secrets.token_urlsafe(16)}"
-    tenant = None
-    if role is Role.TENANT:
-        tenant = f"owner-{secrets.token_hex(4)}"
-        await add_tenant(pool, tenant)
-    await pool.execute(
-        "INSERT INTO api_tokens (tenant_id, role, token_hash, prefix) VALUES ($1, $2, $3, $4)",
-        tenant,
-        role.value,
-        token_hash(token),
-        token[:12],
-    )
-    return token
 
 
 @pytest.fixture
@@ -733,3 +721,21 @@ async def test_only_the_holder_can_heartbeat_its_lease(ledger: Ledger) -> None:
     answer = await beat(ledger, "ex-1", [real], ttl=LEASE)
     [extension] = answer.extended
     assert wire.timestamp_in(extension.lease_until, "lease_until") < until + 2 * LEASE
+
+
+async def test_the_holders_executor_id_under_another_token_gets_no_regrant(
+    ledger: Ledger,
+) -> None:
+    # executor_id is chosen by the caller; claiming the holder's must not hand out its
+    # lease (and lease id): the re-grant also requires the credential of the grant.
+    run = await ledger.queued_run()
+    grant = await granted(ledger, run, "ex-1")
+    other = await ledger.issue_token(Role.EXECUTOR)
+    answer = await ledger.stub.LeaseRuns(
+        ledger_pb2.LeaseRunsRequest(executor_id="ex-1", runs=[run]), metadata=auth(other)
+    )
+    [result] = answer.results
+    assert rejection(result) == ledger_pb2.REJECT_REASON_LEASED_ELSEWHERE
+    assert grant.lease_id not in str(answer)
+    # The holder's own retry is still granted again, lease id and all.
+    assert (await granted(ledger, run, "ex-1")).lease_id == grant.lease_id

@@ -61,6 +61,7 @@ RETRY = RetryPolicy(
 LONG_RETRY = replace(RETRY, max_attempts=10)
 ME, OTHER = "executor-a", "executor-b"
 LEASE_ID, OTHER_LEASE_ID = str(uuid.UUID(int=101)), str(uuid.UUID(int=102))
+MY_TOKEN, OTHER_TOKEN = str(uuid.UUID(int=201)), str(uuid.UUID(int=202))
 TENANT = "acme"
 
 REF = RunRef(uuid.UUID(int=1), datetime(2026, 3, 1, 11, 0, tzinfo=UTC))
@@ -85,6 +86,7 @@ def live(attempt: int = 1, executor: str = ME, **fields: Any) -> RunState:
         attempt=attempt,
         executor_id=executor,
         lease_id=fields.pop("lease_id", LEASE_ID),
+        lease_token_id=fields.pop("lease_token_id", MY_TOKEN),
         lease_until=NOW + timedelta(seconds=30),
         **fields,
     )
@@ -113,12 +115,16 @@ def verdict(s: RunState | None) -> Callable[[], object]:
 
 
 def leases(
-    refs: Sequence[RunRef], states: Sequence[RunState], running: Mapping[str, int] | None = None
+    refs: Sequence[RunRef],
+    states: Sequence[RunState],
+    running: Mapping[str, int] | None = None,
+    token_id: str = MY_TOKEN,
 ) -> Callable[[], object]:
     return lambda: decide_leases(
         refs,
         {s.ref: s for s in states},
         executor_id=ME,
+        token_id=token_id,
         now=NOW,
         running=running or {},
         capacity_retry=CAPACITY_RETRY,
@@ -290,6 +296,16 @@ CASES = [
     Case(
         "lease/leased elsewhere",
         leases([REF], [live(executor=OTHER)], running={TENANT: 1}),
+        [LEASED],
+    ),
+    Case(
+        "lease/the holder's executor id under another credential is not re-granted",
+        leases([REF], [live(executor=ME)], running={TENANT: 1}, token_id=OTHER_TOKEN),
+        [LEASED],
+    ),
+    Case(
+        "lease/a lease from before credentials were recorded is not re-granted",
+        leases([REF], [live(executor=ME, lease_token_id=None)], running={TENANT: 1}),
         [LEASED],
     ),
     Case(

@@ -270,7 +270,7 @@ SELECT tenant_id, count(*) AS running_runs
 -- Rows that do not exist are simply absent.
 SELECT r.job_id, r.scheduled_at, r.tenant_id, r.partition_id, r.kind, r.status,
        r.attempt, r.attempt_base, r.lease_until, r.next_attempt_at, r.executor_id,
-       r.lease_id, r.cancel_requested, r.started_at, r.created_at, r.lateness_ms, r.last_error,
+       r.lease_id, r.lease_token_id, r.cancel_requested, r.started_at, r.created_at, r.lateness_ms, r.last_error,
        j.job_id IS NOT NULL AS job_exists, j.name AS job_name,
        d.target, d.payload, d.policies::text AS policies, d.labels,
        t.max_concurrent_runs, t.signing_secret,
@@ -317,12 +317,12 @@ SELECT r.job_id, r.scheduled_at, r.tenant_id, r.kind, r.attempt, r.executor_id,
  WHERE r.status = 'dead' AND r.check_at IS NOT NULL;
 
 -- name: grant_runs
--- Leases the runs to executor $3 until $4: a new attempt (the fencing token) under a new
--- random lease id (only its receiver can heartbeat or complete it).
+-- Leases the runs to executor $3 (credential $6) until $4: a new attempt (the fencing
+-- token) under a new random lease id (only its receiver can heartbeat or complete it).
 UPDATE job_runs r
    SET status = 'running', attempt = r.attempt + 1, lease_until = $4, check_at = $4,
-       executor_id = $3, lease_id = gen_random_uuid(), started_at = coalesce(r.started_at, $5),
-       next_attempt_at = NULL, updated_at = $5
+       executor_id = $3, lease_id = gen_random_uuid(), lease_token_id = $6::uuid,
+       started_at = coalesce(r.started_at, $5), next_attempt_at = NULL, updated_at = $5
   FROM unnest($1::uuid[], $2::timestamptz[]) AS g(job_id, scheduled_at)
  WHERE r.job_id = g.job_id AND r.scheduled_at = g.scheduled_at
 RETURNING r.job_id, r.scheduled_at, r.attempt, r.lease_id::text AS lease_id;

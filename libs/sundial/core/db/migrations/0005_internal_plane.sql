@@ -14,3 +14,9 @@ ALTER TABLE api_tokens
 -- so no caller but the holder can extend or end an attempt. NULL on runs never leased
 -- (and on rows leased before this migration: those are fenced by attempt and executor).
 ALTER TABLE job_runs ADD COLUMN lease_id uuid;
+
+-- The credential (api_tokens.token_id) the lease was granted to. executor_id is chosen by
+-- the caller, so the idempotent re-grant (which returns the lease id) also requires the
+-- same token: an executor holding another token cannot obtain a lease by claiming its
+-- holder's executor_id.
+ALTER TABLE job_runs ADD COLUMN lease_token_id uuid;

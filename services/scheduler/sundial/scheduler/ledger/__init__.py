@@ -6,7 +6,7 @@ transaction; signing and the dead-letter fast path are modules of their own.
 :class:`LedgerAuthInterceptor` admits only executor tokens.
 """
 
-from sundial.scheduler.ledger._auth import LedgerAuthInterceptor
+from sundial.scheduler.ledger._auth import LedgerAuthInterceptor, current_token_id
 from sundial.scheduler.ledger._servicer import (
     MAX_BATCH,
     MAX_HELD,
@@ -29,6 +29,7 @@ __all__ = [
     "RunLedgerServicer",
     "completion_in",
     "completion_result",
+    "current_token_id",
     "executor_id_in",
     "lease_id_in",
     "lease_ttl_in",

@@ -45,6 +45,7 @@ from sundial.run import (
     decide_leases,
 )
 from sundial.scheduler.config import SchedulerConfig
+from sundial.scheduler.ledger._auth import current_token_id
 from sundial.scheduler.ledger._dead_letters import send_dead_letters
 from sundial.scheduler.ledger._signing import signature
 from sundial.scheduler.model import LeaseCandidate, WrittenLease
@@ -178,17 +179,24 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
         lease_until = now + ttl
         async with self._store.transaction() as tx:
             lock = await tx.lock_for_lease(refs)
+            token_id = current_token_id()
             answers = decide_leases(
                 refs,
                 {ref: c.state for ref, c in lock.candidates.items()},
                 executor_id=executor_id,
+                token_id=token_id,
                 now=now,
                 running=lock.running,
                 capacity_retry=timedelta(seconds=self._config.capacity_retry_s),
             )
             grants = [a for a in answers if isinstance(a, Grant)]
             leases = await tx.write_grants(
-                grants, lock, executor_id=executor_id, lease_until=lease_until, now=now
+                grants,
+                lock,
+                executor_id=executor_id,
+                token_id=token_id,
+                lease_until=lease_until,
+                now=now,
             )
         results = []
         for ref, wire_ref, answer in zip(refs, request.runs, answers, strict=True):

@@ -70,6 +70,7 @@ def run_state(row: Record, *, tenant_cap: bool = False) -> RunState:
         attempt_base=row["attempt_base"],
         executor_id=get("executor_id"),
         lease_id=str(lease_id) if (lease_id := get("lease_id")) is not None else None,
+        lease_token_id=str(token) if (token := get("lease_token_id")) is not None else None,
         lease_until=get("lease_until"),
         next_attempt_at=get("next_attempt_at"),
         cancel_requested=row["cancel_requested"],

@@ -310,6 +310,7 @@ class Transaction:
         lock: LeaseLock,
         *,
         executor_id: str,
+        token_id: str,
         lease_until: datetime,
         now: datetime,
     ) -> dict[RunRef, WrittenLease]:
@@ -338,7 +339,13 @@ class Transaction:
         if fresh:
             job_ids, times = unzip(fresh)
             rows = await self._conn.fetch(
-                queries.grant_runs, job_ids, times, executor_id, lease_until, now
+                queries.grant_runs,
+                job_ids,
+                times,
+                executor_id,
+                lease_until,
+                now,
+                token_id or None,
             )
             leases.update({ref_of(r): WrittenLease(r["attempt"], r["lease_id"]) for r in rows})
         return leases
