@@ -13,7 +13,7 @@ TENANT, AdminService ADMIN, the scheduler's RunLedger EXECUTOR. A call presents
   nothing about the request it sent (no existence oracle).
 """
 
-from sundial.core.auth._interceptor import Admitted, RoleInterceptor
+from sundial.core.auth._interceptor import Admitted, RoleInterceptor, current_credential
 from sundial.core.auth._tokens import (
     MAX_TOKEN_CHARS,
     Authenticator,
@@ -35,5 +35,6 @@ __all__ = [
     "Tokens",
     "authorize",
     "bearer",
+    "current_credential",
     "token_hash",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -11,6 +12,27 @@ import grpc
 from sundial.core.auth._tokens import Authenticator, Credential, Role, authorize
 
 Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
+
+_credential: ContextVar[Credential | None] = ContextVar("sundial_credential", default=None)
+
+
+def current_credential() -> Credential | None:
+    """Who is calling the unary RPC being served (set by :class:`RoleInterceptor`);
+    None outside one (a handler reached without the interceptor)."""
+    return _credential.get()
+
+
+def _with_credential(behavior: Callable[..., Any], credential: Credential) -> Callable[..., Any]:
+    # Callable[..., Any]: grpc's stubs type a handler's behaviour as synchronous, while
+    # every Sundial servicer method is a coroutine function (awaited here).
+    async def handler(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        token = _credential.set(credential)
+        try:
+            return await behavior(request, context)
+        finally:
+            _credential.reset(token)
+
+    return handler
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,8 +57,9 @@ class RoleInterceptor(grpc.aio.ServerInterceptor):
             role it accepts. Methods under no prefix (health, reflection) need no token.
 
     The check raises ``Unauthenticated``/``PermissionDenied`` from ``intercept_service``,
-    before the handler exists, so the request is never read. Subclasses override
-    :meth:`wrap` to give the handler what it needs (the caller, a re-check per message).
+    before the handler exists, so the request is never read. A unary handler runs with
+    the caller in :func:`current_credential`; subclasses override :meth:`wrap` for what
+    else a handler needs (a re-check per stream message).
     """
 
     def __init__(self, tokens: Authenticator, roles: Mapping[str, Role]) -> None:
@@ -59,6 +82,12 @@ class RoleInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None:
             return None
+        if handler.unary_unary is not None:
+            handler = grpc.unary_unary_rpc_method_handler(
+                _with_credential(handler.unary_unary, credential),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
         return self.wrap(handler, Admitted(credential, metadata, role, service))
 
     def wrap(self, handler: Handler, call: Admitted) -> Handler:

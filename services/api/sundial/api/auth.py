@@ -15,27 +15,20 @@ are for the scheduler's RunLedger.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from contextvars import ContextVar
-from typing import Any
-
-import grpc
 
 from sundial.api.model import Principal
-from sundial.core.auth import Admitted, Authenticator, Role, RoleInterceptor
+from sundial.core.auth import Authenticator, Role, RoleInterceptor, current_credential
 from sundial.core.errors import PermissionDenied, Unauthenticated
 
 log = logging.getLogger(__name__)
 
-_principal: ContextVar[Principal | None] = ContextVar("sundial_principal", default=None)
-
 
 def current_principal() -> Principal:
     """The caller of the RPC being served (set by :class:`AuthInterceptor`)."""
-    principal = _principal.get()
-    if principal is None:  # a handler reached without the interceptor: a wiring bug
+    who = current_credential()
+    if who is None:  # a handler reached without the interceptor: a wiring bug
         raise Unauthenticated("missing credentials")
-    return principal
+    return Principal(role=who.role, tenant_id=who.tenant_id, token_id=who.token_id)
 
 
 def current_tenant() -> str:
@@ -46,19 +39,6 @@ def current_tenant() -> str:
     return tenant_id
 
 
-def _with_principal(behavior: Callable[..., Any], principal: Principal) -> Callable[..., Any]:
-    # Callable[..., Any]: grpc's stubs type a handler's behaviour as synchronous, while
-    # every Sundial servicer method is a coroutine function (awaited here).
-    async def handler(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        token = _principal.set(principal)
-        try:
-            return await behavior(request, context)
-        finally:
-            _principal.reset(token)
-
-    return handler
-
-
 class AuthInterceptor(RoleInterceptor):
     """Authenticates JobService (TENANT role) and AdminService (ADMIN role) calls and
     gives their handlers the caller (:func:`current_principal`)."""
@@ -67,17 +47,4 @@ class AuthInterceptor(RoleInterceptor):
         super().__init__(
             tokens,
             {"/sundial.v1.JobService/": Role.TENANT, "/sundial.v1.AdminService/": Role.ADMIN},
-        )
-
-    def wrap(
-        self, handler: grpc.RpcMethodHandler[Any, Any], call: Admitted
-    ) -> grpc.RpcMethodHandler[Any, Any]:
-        if handler.unary_unary is None:
-            return handler  # every JobService and AdminService method is unary
-        who = call.credential
-        principal = Principal(role=who.role, tenant_id=who.tenant_id, token_id=who.token_id)
-        return grpc.unary_unary_rpc_method_handler(
-            _with_principal(handler.unary_unary, principal),
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
         )

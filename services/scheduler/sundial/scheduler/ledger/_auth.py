@@ -12,23 +12,27 @@ executor), so a revoked token also ends streams already open at their next beat.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from contextvars import ContextVar
 from typing import Any
 
 import grpc
 
-from sundial.core.auth import Admitted, Authenticator, Role, RoleInterceptor, authorize
-
-_token_id: ContextVar[str | None] = ContextVar("sundial_ledger_token_id", default=None)
+from sundial.core.auth import (
+    Admitted,
+    Authenticator,
+    Role,
+    RoleInterceptor,
+    authorize,
+    current_credential,
+)
 
 
 def current_token_id() -> str:
     """The calling executor's token id (set by :class:`LedgerAuthInterceptor`): a lease
     is re-granted only under the credential it was granted to."""
-    token_id = _token_id.get()
-    if token_id is None:  # a handler reached without the interceptor: a wiring bug
+    who = current_credential()
+    if who is None:  # a handler reached without the interceptor: a wiring bug
         raise RuntimeError("RunLedger served without LedgerAuthInterceptor")
-    return token_id
+    return str(who.token_id or "")
 
 
 class LedgerAuthInterceptor(RoleInterceptor):
@@ -40,22 +44,6 @@ class LedgerAuthInterceptor(RoleInterceptor):
     def wrap(
         self, handler: grpc.RpcMethodHandler[Any, Any], call: Admitted
     ) -> grpc.RpcMethodHandler[Any, Any]:
-        token_id = str(call.credential.token_id or "")
-        if handler.unary_unary is not None:
-            unary: Callable[..., Any] = handler.unary_unary
-
-            async def with_token(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-                reset = _token_id.set(token_id)
-                try:
-                    return await unary(request, context)
-                finally:
-                    _token_id.reset(reset)
-
-            return grpc.unary_unary_rpc_method_handler(
-                with_token,
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
         if handler.stream_stream is None:
             return handler
         behavior: Callable[..., Any] = handler.stream_stream
