@@ -32,8 +32,9 @@ from sundial.core.bus import (
 )
 from sundial.core.config import EtcdConfig, NatsConfig
 from sundial.core.coord import connect_etcd
-from sundial.devstack import EtcdServer, NatsServer, ServerTls, Stack
+from sundial.devstack import EtcdServer, NatsServer, ServerTls, Stack, inbox_prefix
 from tests.helpers.certs import Authority, Issued
+from tests.helpers.eventually import assert_eventually
 from tests.helpers.stack import nats_options
 
 pytestmark = pytest.mark.timeout(60)
@@ -108,6 +109,30 @@ async def test_a_scheduler_publishes_runs_but_cannot_consume_them(
                 )
                 await subscription.fetch(1, timeout=REFUSED_WITHIN_S)
     assert await stream_count(stack, RUNS_STREAM) == before + 1  # nothing was taken
+
+
+async def test_no_user_can_read_replies_sent_to_another(stack: Stack, streams: None) -> None:
+    # Fetched messages and API answers travel as replies; each user subscribes under its
+    # own inbox prefix only, so a scheduler cannot eavesdrop on what executors fetch.
+    executor_inbox = stack.nats_config("executor").nats_inbox_prefix
+    errors: list[str] = []
+
+    async def record(exc: Exception) -> None:
+        errors.append(str(exc).lower())
+
+    client = await nats.connect(**nats_options(stack, "scheduler"), error_cb=record)
+    try:
+        for subject in (f"{executor_inbox}.>", "_INBOX.>", ">"):
+            await client.subscribe(subject)
+
+            def refused(subject: str = subject) -> None:
+                assert any("permissions violation" in e and subject.lower() in e for e in errors), (
+                    errors
+                )
+
+            await assert_eventually(refused, timeout_s=5, what=f"{subject} refused")
+    finally:
+        await client.close()
 
 
 async def test_an_executor_consumes_runs_but_cannot_publish_them_or_read_dead_letters(
@@ -215,6 +240,7 @@ async def _use_both_over_tls(
         nats_url=f"tls://127.0.0.1:{port}",
         nats_user=user,
         nats_password=password,
+        nats_inbox_prefix=inbox_prefix(user),
         nats_tls_ca_file=ca.cert_file,
         nats_tls_cert_file=client.cert_file,
         nats_tls_key_file=client.key_file,

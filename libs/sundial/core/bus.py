@@ -93,7 +93,7 @@ async def connect_bus(config: NatsConfig, *, name: str) -> Bus:
     Authenticates with ``nats_user``/``nats_password`` or ``nats_creds_file`` and dials
     TLS when configured (:attr:`NatsConfig.nats_tls`).
     """
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {"inbox_prefix": config.nats_inbox_prefix}
     if config.nats_user:
         options.update(user=config.nats_user, password=config.nats_password)
     if config.nats_creds_file is not None:

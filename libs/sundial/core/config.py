@@ -409,6 +409,11 @@ class NatsConfig(EnvConfig):
     nats_password: str = field(default="", repr=False)
     """Password of ``nats_user``."""
 
+    nats_inbox_prefix: str = "_INBOX"
+    """Prefix of this connection's reply subjects. Give each NATS user its own (and allow
+    it to subscribe under that prefix only) so no user can read another's replies; the
+    local stack uses ``_INBOX_<user>``."""
+
     nats_creds_file: Path | None = None
     """A NATS ``.creds`` file (JWT + NKey seed, decentralised auth) instead of a user and
     password."""
@@ -427,15 +432,16 @@ class NatsConfig(EnvConfig):
         urls = [u.strip() for u in self.nats_url.split(",") if u.strip()]
         _check(bool(urls), "nats_url", "must not be empty")
         for url in urls:
-            _check(
-                url.startswith(("nats://", "tls://", "ws://", "wss://")),
-                "nats_url",
-                f"expected nats://, tls://, ws:// or wss://, got {url!r}",
-            )
+            # First, so an error below never quotes a URL that holds a password.
             _check(
                 "@" not in url.split("://", 1)[-1].split("/", 1)[0],
                 "nats_url",
                 "must not hold credentials: set nats_user and nats_password instead",
+            )
+            _check(
+                url.startswith(("nats://", "tls://", "ws://", "wss://")),
+                "nats_url",
+                f"expected nats://, tls://, ws:// or wss://, got {url!r}",
             )
         _check(
             bool(self.nats_user) == bool(self.nats_password),

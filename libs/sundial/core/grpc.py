@@ -135,6 +135,29 @@ def _check_decoded(request: Any) -> None:
         )
 
 
+def _checking_stream(behavior: Callable[..., Any]) -> Callable[..., Any]:
+    """``behavior`` reading a request stream whose undecodable messages raise
+    InvalidArgument where the handler reads them (mapped like any handler error)."""
+
+    async def checked(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        async for request in requests:
+            _check_decoded(request)
+            yield request
+
+    if inspect.isasyncgenfunction(behavior):
+
+        async def streaming(requests: Any, context: Any) -> AsyncIterator[Any]:
+            async for response in behavior(checked(requests), context):
+                yield response
+
+        return streaming
+
+    async def unary(requests: Any, context: Any) -> Any:
+        return await behavior(checked(requests), context)
+
+    return unary
+
+
 def _wrap_unary_response(behavior: Callable[..., Any], mapper: _Mapper) -> Callable[..., Any]:
     # Serves unary-unary, stream-unary, and streaming responses written with
     # `await context.write()` (a coroutine that returns None).
@@ -199,8 +222,10 @@ def _rebuild(
         return handler
     deserializer = handler.request_deserializer
     wrapped = inspect.iscoroutinefunction(behavior) or inspect.isasyncgenfunction(behavior)
-    if wrapped and not handler.request_streaming:  # one message, checked by the wrapper
+    if wrapped:  # one message checked by the wrapper, or each of a stream as it is read
         deserializer = _tolerant(deserializer)
+        if handler.request_streaming:
+            behavior = _checking_stream(behavior)
     return make(
         _wrap(behavior, mapper),
         request_deserializer=deserializer,

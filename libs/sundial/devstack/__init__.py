@@ -17,7 +17,7 @@ from sundial.devstack._demo_target import (
     start_demo_target,
 )
 from sundial.devstack._etcd import EtcdServer
-from sundial.devstack._nats import NatsServer
+from sundial.devstack._nats import NatsServer, inbox_prefix
 from sundial.devstack._process import ServerTls, StackError, free_port
 from sundial.devstack._services import SERVICE_NAMES, ServiceProcess, Services, health_status
 from sundial.devstack._stack import Stack, runtime_dir
@@ -37,6 +37,7 @@ __all__ = [
     "StackError",
     "free_port",
     "health_status",
+    "inbox_prefix",
     "runtime_dir",
     "start_demo_target",
 ]

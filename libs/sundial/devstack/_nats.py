@@ -38,7 +38,20 @@ def nats_server_binary() -> Path:
 
 
 _JS = "$JS.API"
-_INBOX = "_INBOX.>"  # replies: publish acknowledgements, JetStream API answers, fetches
+
+
+def inbox_prefix(user: str) -> str:
+    """The reply-subject prefix of ``user``'s connections (``SUNDIAL_NATS_INBOX_PREFIX``).
+
+    Replies (publish acknowledgements, JetStream API answers, fetched messages) go to a
+    subject under it; each user may subscribe under its own prefix only, so no user reads
+    the replies another receives (with the shared ``_INBOX.>`` a scheduler could read the
+    runs executors fetch).
+    """
+    return f"_INBOX_{user.replace('-', '_')}"
+
+
+_CONSUMER = "sundial-executors"  # the executors' durable consumer (SUNDIAL_CONSUMER_NAME)
 
 PERMISSIONS: dict[str, dict[str, dict[str, list[str]]]] = {
     "scheduler": {
@@ -54,21 +67,23 @@ PERMISSIONS: dict[str, dict[str, dict[str, list[str]]]] = {
                 ),
             ]
         },
-        "subscribe": {"allow": [_INBOX]},
+        "subscribe": {"allow": [f"{inbox_prefix('sundial-scheduler')}.>"]},
     },
     "executor": {
         "publish": {
             "allow": [
                 f"{_JS}.INFO",
                 f"{_JS}.STREAM.INFO.SUNDIAL_RUNS",
-                f"{_JS}.CONSUMER.INFO.SUNDIAL_RUNS.>",
-                f"{_JS}.CONSUMER.CREATE.SUNDIAL_RUNS.>",
-                f"{_JS}.CONSUMER.DURABLE.CREATE.SUNDIAL_RUNS.>",
-                f"{_JS}.CONSUMER.MSG.NEXT.SUNDIAL_RUNS.>",
-                "$JS.ACK.SUNDIAL_RUNS.>",
+                # Its one durable consumer only (created by the first executor).
+                f"{_JS}.CONSUMER.INFO.SUNDIAL_RUNS.{_CONSUMER}",
+                f"{_JS}.CONSUMER.CREATE.SUNDIAL_RUNS.{_CONSUMER}",
+                f"{_JS}.CONSUMER.CREATE.SUNDIAL_RUNS.{_CONSUMER}.>",
+                f"{_JS}.CONSUMER.DURABLE.CREATE.SUNDIAL_RUNS.{_CONSUMER}",
+                f"{_JS}.CONSUMER.MSG.NEXT.SUNDIAL_RUNS.{_CONSUMER}",
+                f"$JS.ACK.SUNDIAL_RUNS.{_CONSUMER}.>",
             ]
         },
-        "subscribe": {"allow": [_INBOX]},
+        "subscribe": {"allow": [f"{inbox_prefix('sundial-executor')}.>"]},
     },
 }
 """Subject permissions of the scheduler and executor NATS users."""

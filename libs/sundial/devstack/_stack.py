@@ -19,7 +19,7 @@ from types import TracebackType
 
 from sundial.core.config import EtcdConfig, NatsConfig
 from sundial.devstack._etcd import EtcdServer
-from sundial.devstack._nats import NatsServer
+from sundial.devstack._nats import PERMISSIONS, NatsServer, inbox_prefix
 from sundial.devstack._postgres import PostgresServer
 from sundial.devstack._process import StackError
 
@@ -113,7 +113,11 @@ class Stack:
         role = _NATS_ROLE.get(service)
         if role is not None and role in self.nats_users:
             user, password = self.nats_users[role]
-            env.update(SUNDIAL_NATS_USER=user, SUNDIAL_NATS_PASSWORD=password)
+            env.update(
+                SUNDIAL_NATS_USER=user,
+                SUNDIAL_NATS_PASSWORD=password,
+                SUNDIAL_NATS_INBOX_PREFIX=inbox_prefix(user),
+            )
         if service in _ETCD_SERVICES and self.etcd_user is not None:
             user, password = self.etcd_user
             env.update(SUNDIAL_ETCD_USER=user, SUNDIAL_ETCD_PASSWORD=password)
@@ -124,7 +128,12 @@ class Stack:
         executor: what those services may do)."""
         if role in self.nats_users:
             user, password = self.nats_users[role]
-            return NatsConfig(nats_url=self.nats_url, nats_user=user, nats_password=password)
+            return NatsConfig(
+                nats_url=self.nats_url,
+                nats_user=user,
+                nats_password=password,
+                nats_inbox_prefix=inbox_prefix(user) if role in PERMISSIONS else "_INBOX",
+            )
         return NatsConfig.from_env(environ={**os.environ, NATS_URL_VAR: self.nats_url})
 
     def etcd_config(self) -> EtcdConfig:

@@ -34,6 +34,9 @@ SCHEDULED_AT = datetime(2026, 3, 8, 14, 0, tzinfo=UTC)
 
 LEASE_ID = "5d2f6a1e-0c4b-4f7e-9a3d-2b8c1e6f4a90"
 """The lease id of :func:`make_lease`'s leases."""
+EXECUTION_ID = "f530aeb2-7132-526f-af82-d4a3de8539e1"
+"""What targets are told for it (Sundial-Execution-Id): pinned, so a change of the
+derivation is seen."""
 
 
 def make_lease(
@@ -113,6 +116,7 @@ async def start_executor(
             nats_url=nats.nats_url,
             nats_user=nats.nats_user,
             nats_password=nats.nats_password,
+            nats_inbox_prefix=nats.nats_inbox_prefix,
             ledger_address=ledger.address,
             ledger_token=ledger.token,
             node_id="test-executor",

@@ -13,7 +13,7 @@ from sundial.executor.runner import Runner
 from sundial.executor.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCaller
 from sundial.run import ErrorClass, GrpcTarget, OutcomeStatus
 from tests.helpers.grpc_target import GrpcTargetServer
-from tests.integration.executor.conftest import LEASE_ID, make_lease
+from tests.integration.executor.conftest import EXECUTION_ID, LEASE_ID, make_lease
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -43,8 +43,8 @@ async def test_execute_receives_the_run_and_metadata(
     assert call.request.scheduled_at.ToJsonString() == "2026-03-08T14:00:00Z"
     assert call.metadata["idempotency-key"] == lease.run_key
     assert call.metadata["sundial-attempt"] == "2"
-    assert call.metadata["sundial-execution-id"] == LEASE_ID
-    assert call.request.execution_id == LEASE_ID
+    assert call.metadata["sundial-execution-id"] == EXECUTION_ID != LEASE_ID
+    assert call.request.execution_id == EXECUTION_ID
     assert call.metadata["sundial-scheduled-at"] == "2026-03-08T14:00:00Z"
     assert call.metadata["sundial-signature"] == lease.signature
     assert call.metadata["traceparent"].startswith("00-")

@@ -18,7 +18,7 @@ from sundial.executor.targets import AddressPolicy, CircuitBreaker, GrpcCaller, 
 from sundial.run import ErrorClass, HttpTarget, OutcomeStatus
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.target_server import RecordingTarget
-from tests.integration.executor.conftest import LEASE_ID, make_lease
+from tests.integration.executor.conftest import EXECUTION_ID, LEASE_ID, make_lease
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -39,7 +39,7 @@ async def test_success_sends_payload_and_sundial_headers(
     assert headers["idempotency-key"] == lease.run_key
     assert headers["sundial-scheduled-at"] == "2026-03-08T14:00:00Z"
     assert headers["sundial-attempt"] == "3"
-    assert headers["sundial-execution-id"] == LEASE_ID
+    assert headers["sundial-execution-id"] == EXECUTION_ID != LEASE_ID
     assert headers["sundial-signature"] == "t=1772978400,v1=abc123"
     assert re.fullmatch(r"00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]", headers["traceparent"])
     assert headers["content-type"] == "application/octet-stream"

@@ -43,6 +43,7 @@ def scheduler_config(database_url: str, stack: Stack, **overrides: Any) -> Sched
         "nats_url": nats.nats_url,
         "nats_user": nats.nats_user,
         "nats_password": nats.nats_password,
+        "nats_inbox_prefix": nats.nats_inbox_prefix,
         "etcd_endpoints": etcd.etcd_endpoints,
         **etcd.etcd_access(),
         "cluster": f"t{uuid.uuid4().hex[:10]}",

@@ -77,6 +77,8 @@ class Ledger(Protocol):
     """One RunLedger implementation, as the contract tests see it."""
 
     stub: Stub
+    channel: grpc.aio.Channel
+    """The stub's channel (for raw bytes)."""
     token: str
     """A valid executor token."""
     leases: dict[tuple[str, int], str]
@@ -114,8 +116,9 @@ class Ledger(Protocol):
 class RealLedger:
     """The real ledger: rows in PostgreSQL, written as the API and a dispatch do."""
 
-    def __init__(self, pool: asyncpg.Pool, stub: Stub, token: str) -> None:
-        self.stub = stub
+    def __init__(self, pool: asyncpg.Pool, channel: grpc.aio.Channel, token: str) -> None:
+        self.stub = Stub(channel)
+        self.channel = channel
         self.token = token
         self.leases: dict[tuple[str, int], str] = {}
         self._pool = pool
@@ -179,8 +182,9 @@ class RealLedger:
 class DoubleLedger:
     """The test double: runs seeded with ``add_job`` + ``add_run``."""
 
-    def __init__(self, double: LedgerDouble, stub: Stub) -> None:
-        self.stub = stub
+    def __init__(self, double: LedgerDouble, channel: grpc.aio.Channel) -> None:
+        self.stub = Stub(channel)
+        self.channel = channel
         self.token = double.token
         self.leases: dict[tuple[str, int], str] = {}
         self._double = double
@@ -234,7 +238,7 @@ async def real_ledger(
     token = await issue_token(pool, Role.EXECUTOR)
     try:
         async with grpc.aio.insecure_channel(server.address) as channel:
-            yield RealLedger(pool, Stub(channel), token)
+            yield RealLedger(pool, channel, token)
     finally:
         await server.stop(0)
 
@@ -244,7 +248,7 @@ async def double_ledger() -> AsyncIterator[Ledger]:
     async with LedgerDouble(implicit_runs=False) as double:
         double.capacity_retry_s = CAPACITY_RETRY.total_seconds()
         async with grpc.aio.insecure_channel(double.address) as channel:
-            yield DoubleLedger(double, Stub(channel))
+            yield DoubleLedger(double, channel)
 
 
 @pytest.fixture(params=["real_ledger", "double_ledger"], ids=["real", "double"])
@@ -739,3 +743,16 @@ async def test_the_holders_executor_id_under_another_token_gets_no_regrant(
     assert grant.lease_id not in str(answer)
     # The holder's own retry is still granted again, lease id and all.
     assert (await granted(ledger, run, "ex-1")).lease_id == grant.lease_id
+
+
+async def test_an_undecodable_heartbeat_is_an_invalid_argument(ledger: Ledger) -> None:
+    good = ledger_pb2.HeartbeatRequest(executor_id="ZZZZ").SerializeToString()
+    bad = good.replace(b"ZZZZ", b"\xff\xfe\xfd\xfc")  # not UTF-8 in a string field
+    call = ledger.channel.stream_stream("/sundial.v1.RunLedger/Heartbeat")(
+        metadata=auth(ledger.token)
+    )
+    await call.write(bad)
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await call.read()
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "not a valid message" in (refused.value.details() or "")

@@ -12,6 +12,7 @@ the etcd keys do not carry yet (address, lease, since, version) are left empty.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import Counter
 from typing import Protocol
 
@@ -78,6 +79,12 @@ class EtcdMembership:
         self._client: aetcd.Client | None = None
         self._lock = asyncio.Lock()
 
+    async def _drop_client(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(Exception):  # it is broken already
+                await client.close()
+
     async def membership(self) -> Membership:
         """Members (node ids; owned-partition counts) and the owner of each partition."""
         try:
@@ -87,6 +94,9 @@ class EtcdMembership:
                         self._client = await connect_etcd(self._config, timeout_s=self._timeout_s)
                 snapshot = await cluster_status(self._client, self._pool, self._cluster)
         except (aetcd.exceptions.ClientError, OSError, TimeoutError) as exc:
+            # The next call connects afresh: etcd forgets authentication tokens when it
+            # restarts or after five idle minutes, and aetcd never asks for a new one.
+            await self._drop_client()
             raise Unavailable(f"cannot read cluster membership from etcd: {exc}") from exc
         owners = dict(enumerate(snapshot.owners))
         owned = Counter(owner for owner in owners.values() if owner)

@@ -8,6 +8,7 @@ The run's identity, vocabulary, target and outcome are :mod:`sundial.run`'s (``R
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -26,6 +27,10 @@ __all__ = [
     "Rejected",
     "UnusableGrant",
 ]
+
+
+_EXECUTION_IDS = uuid.UUID("6f1d3c1e-5a57-4e0b-9d3c-1b2a0e7c5f41")
+"""The uuid5 namespace execution ids are derived in."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +52,15 @@ class Lease:
     """None when the ledger did not say (or said something newer than this executor)."""
     lease_id: str = ""
     """The lease's id from the grant: sent back with heartbeats and the outcome (only the
-    holder's are accepted) and to the target as Sundial-Execution-Id."""
+    holder's are accepted). Never sent to the target: see :attr:`execution_id`."""
+
+    @property
+    def execution_id(self) -> str:
+        """What the target is told identifies this execution (Sundial-Execution-Id): a
+        UUID derived one-way from the lease id (uuid5), never the lease id itself, which
+        with an executor token is what completes the run; a target, its logs or a hop in
+        between learn nothing usable. Empty when the grant had no lease id."""
+        return str(uuid.uuid5(_EXECUTION_IDS, self.lease_id)) if self.lease_id else ""
 
 
 @dataclass(frozen=True, slots=True)

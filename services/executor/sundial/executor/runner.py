@@ -61,7 +61,7 @@ def sundial_headers(lease: Lease) -> dict[str, str]:
         **_traceparent(),
     }
     if lease.lease_id:
-        headers["Sundial-Execution-Id"] = lease.lease_id
+        headers["Sundial-Execution-Id"] = lease.execution_id
     if lease.signature:
         headers["Sundial-Signature"] = lease.signature
     return headers

@@ -108,7 +108,7 @@ class GrpcCaller:
             scheduled_at=wire.timestamp(lease.run.scheduled_at),
             attempt=lease.attempt,
             payload=lease.payload,
-            execution_id=lease.lease_id,
+            execution_id=lease.execution_id,
         )
         stub = target_pb2_grpc.TargetServiceStub(channel)
         # Sundial's keys win over the job's (the API refuses those names anyway).

@@ -5,8 +5,8 @@ Every RunLedger call and the Heartbeat stream must carry an executor token
 check runs in an interceptor, before the handler reads the request: without a valid
 token a caller gets UNAUTHENTICATED whatever it asked, so it learns nothing about which
 runs exist; a tenant or admin token gets PERMISSION_DENIED. A Heartbeat stream checks the
-token again with every message after the first (one index probe every 10 s per
-executor), so a revoked token also ends streams already open at their next beat.
+token again with every message (one index probe every 10 s per executor), so a revoked
+token also ends streams already open at their next beat.
 """
 
 from __future__ import annotations
@@ -52,14 +52,11 @@ class LedgerAuthInterceptor(RoleInterceptor):
         async def reverifying(
             requests: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]
         ) -> AsyncIterator[Any]:
-            # The servicer reads the stream's requests; each one after the first is let
-            # through only while the token that opened the stream is still valid.
+            # The servicer reads the stream's requests; each one is let through only while
+            # the token that opened the stream is still valid.
             async def checked() -> AsyncIterator[Any]:
-                first = True
                 async for request in requests:
-                    if not first:
-                        await authorize(tokens, call.metadata, call.role, call.service)
-                    first = False
+                    await authorize(tokens, call.metadata, call.role, call.service)
                     yield request
 
             async for response in behavior(checked(), context):
