@@ -12,6 +12,7 @@ waits for in-flight runs while outcomes can still be reported and leases extende
 from __future__ import annotations
 
 import contextlib
+import json
 import secrets
 
 from sundial.core.bus import connect_bus
@@ -35,12 +36,16 @@ from sundial.v1 import ledger_pb2_grpc
 # the channel "READY" for the kernel's TCP timeout (minutes): LeaseRuns and CompleteRuns
 # would only notice by their deadlines, and the Heartbeat stream never. The scheduler's
 # server accepts pings this often (sundial.core.grpc.build_server).
-LEDGER_CHANNEL_OPTIONS: tuple[tuple[str, int], ...] = (
+LEDGER_CHANNEL_OPTIONS: tuple[tuple[str, int | str], ...] = (
     ("grpc.keepalive_time_ms", 10_000),
     ("grpc.keepalive_timeout_ms", 5_000),
     ("grpc.keepalive_permit_without_calls", 1),
     # Keep pinging however long no data flows (the default stops after 2 pings).
     ("grpc.http2.max_pings_without_data", 0),
+    # Every address of the ledger (a name resolving to each scheduler, or a list): each
+    # call, and each (re)opened heartbeat stream, goes to the next connected one, so a
+    # frozen or lost scheduler costs a retry, not the leases held through it.
+    ("grpc.service_config", json.dumps({"loadBalancingConfig": [{"round_robin": {}}]})),
 )
 
 
@@ -63,7 +68,7 @@ async def build(config: ExecutorConfig, *, clock: Clock | None = None) -> Servic
         # The channel connects lazily and reconnects by itself; the ledger may start later.
         # TLS files are read here, once: a missing or unreadable one fails the start.
         ledger_channel = dial(
-            config.ledger_address, config.ledger_channel_tls, LEDGER_CHANNEL_OPTIONS
+            config.ledger_target, config.ledger_channel_tls, LEDGER_CHANNEL_OPTIONS
         )
         resources.push_async_callback(ledger_channel.close)
         ledger = LedgerClient(

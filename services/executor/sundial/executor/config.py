@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 from dataclasses import dataclass, field
@@ -12,12 +13,21 @@ from sundial.core.telemetry import TelemetryConfig
 from sundial.core.tls import ClientTls
 
 
+def _is_ipv4(host: str) -> bool:
+    try:
+        return isinstance(ipaddress.ip_address(host), ipaddress.IPv4Address)
+    except ValueError:
+        return False
+
+
 @dataclass(frozen=True, kw_only=True)
 class ExecutorConfig(NatsConfig, ServerConfig, LogConfig, TelemetryConfig):
     """Everything the executor service reads at start."""
 
     ledger_address: str
-    """host:port of the scheduler service's RunLedger (a load-balanced address)."""
+    """Where the schedulers' RunLedger is: ``host:port`` (a name resolving to every
+    scheduler, e.g. a headless Service, is best: calls and heartbeat streams then spread
+    over all of them and move off a frozen one) or several ``ip:port`` comma-separated."""
 
     ledger_token: str = field(repr=False)
     """The executor token presented on every RunLedger call (TOKEN_ROLE_EXECUTOR, issued
@@ -102,9 +112,17 @@ class ExecutorConfig(NatsConfig, ServerConfig, LogConfig, TelemetryConfig):
         TelemetryConfig.__post_init__(self)
         if not self.ledger_token or len(self.ledger_token) > 512 or not self.ledger_token.isascii():
             raise ConfigError("ledger_token", "must be an executor token (printable ASCII)")
-        host, sep, port = self.ledger_address.rpartition(":")
-        if not (sep and host and port.isdigit()):
-            raise ConfigError("ledger_address", f"expected host:port, got {self.ledger_address!r}")
+        addresses = [a.strip() for a in self.ledger_address.split(",") if a.strip()]
+        for address in addresses or [""]:
+            host, sep, port = address.rpartition(":")
+            if not (sep and host and port.isdigit()):
+                raise ConfigError("ledger_address", f"expected host:port, got {address!r}")
+            if len(addresses) > 1 and not _is_ipv4(host):
+                raise ConfigError(
+                    "ledger_address",
+                    "a list must hold IPv4 addresses (ip:port); give one host name that "
+                    "resolves to every scheduler instead",
+                )
         for name in (
             "max_in_flight",
             "fetch_batch",
@@ -144,6 +162,15 @@ class ExecutorConfig(NatsConfig, ServerConfig, LogConfig, TelemetryConfig):
             )
         if not self.node_id:
             object.__setattr__(self, "node_id", f"{socket.gethostname()}-{os.getpid()}")
+
+    @property
+    def ledger_target(self) -> str:
+        """The gRPC target of the ledger channel: the address, or for a list of IPv4
+        addresses gRPC's ``ipv4:a:p,b:p`` form (the channel balances round robin)."""
+        addresses = [a.strip() for a in self.ledger_address.split(",") if a.strip()]
+        if len(addresses) == 1:
+            return addresses[0]
+        return "ipv4:" + ",".join(addresses)
 
     @property
     def ledger_channel_tls(self) -> ClientTls | None:
