@@ -12,7 +12,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Clock", "ManualClock", "SystemClock"]
+__all__ = ["Clock", "ManualClock", "OffsetClock", "SystemClock"]
 
 
 @runtime_checkable
@@ -94,3 +94,30 @@ class ManualClock:
         for deadline, future in self._sleepers:
             if deadline <= self._monotonic and not future.done():
                 future.set_result(None)
+
+
+class OffsetClock:
+    """Another clock's wall time moved by an offset that can be updated; monotonic time
+    and sleeping are the base clock's.
+
+    :class:`sundial.core.dbclock.DatabaseTime` keeps the offset at what separates the
+    base clock from PostgreSQL's, so every scheduler decides due times and lease
+    deadlines on one time source, however wrong its host's clock is.
+    """
+
+    def __init__(self, base: Clock | None = None) -> None:
+        self.base: Clock = base or SystemClock()
+        self.offset = timedelta(0)
+        """Added to the base clock's wall time."""
+
+    def now(self) -> datetime:
+        """The base clock's instant plus :attr:`offset`."""
+        return self.base.now() + self.offset
+
+    def monotonic(self) -> float:
+        """The base clock's monotonic time (offsets never move it)."""
+        return self.base.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        """The base clock's sleep."""
+        await self.base.sleep(seconds)
