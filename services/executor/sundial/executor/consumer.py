@@ -30,7 +30,11 @@ retried under its policy; refused or given up, the messages of the chunk are nak
 with ``capacity_retry_s`` of delay and come back later.
 
 A failed fetch (JetStream or the connection unavailable) is logged and retried after
-a bounded, jittered backoff; it never stops the executor.
+a bounded, jittered backoff; it never stops the executor. A lost stream takes the
+durable consumer with it (docs/design.md section 6, "A lost stream"): after a failed
+fetch, and every :data:`CONSUMER_CHECK_S` seconds, the consumer is looked up, and when
+it is gone the executor waits for a scheduler to recreate the stream, then creates the
+consumer again and fetches from it.
 
 Stop: fetching stops at once, messages not yet fully leased are nak'ed (no delay:
 another executor takes them), then the held runs get the rest of the grace period to
@@ -42,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -62,13 +67,16 @@ from sundial.executor.model import Lease, LeaseResult, UnusableGrant
 from sundial.executor.timing import Backoff, sleep_unless
 from sundial.run import Completion, ErrorClass, Outcome, OutcomeStatus, RejectReason, RunRef
 
-__all__ = ["Consumer", "MessageStats"]
+__all__ = ["CONSUMER_CHECK_S", "Consumer", "MessageStats"]
 
 log = logging.getLogger(__name__)
 
 _MAX_LEASE_BATCH = 500  # LeaseRuns takes 1-500 runs
 _FETCH_WAIT_S = 1.0  # how long one fetch waits for messages (stop is noticed this fast)
 _FETCH_BACKOFF = Backoff(first_s=0.1, max_s=5.0)  # between fetches that failed
+CONSUMER_CHECK_S = 5.0
+"""Seconds between checks that the durable consumer still exists (also looked up after
+every failed fetch)."""
 # Rejections that resolve a run for good here: another executor holds it, or it needs
 # no call (anything else, TENANT_AT_CAPACITY or a reason newer than us, comes back).
 _ACK_REASONS = frozenset(
@@ -115,6 +123,7 @@ class Consumer:
         inflight: Holds the granted runs and calls their targets.
         submit: Reports a grant that cannot be acted on (the completer's ``submit``).
         clock: Times the in-progress pings and the fetch backoff.
+        consumer_check_s: Seconds between checks that the durable consumer exists.
     """
 
     name = "consumer"
@@ -128,8 +137,10 @@ class Consumer:
         *,
         submit: Submit | None = None,
         clock: Clock | None = None,
+        consumer_check_s: float = CONSUMER_CHECK_S,
     ) -> None:
         self._js = jetstream
+        self._consumer_check_s = consumer_check_s
         self._ledger = ledger
         self._inflight = inflight
         self._durable = config.consumer_name
@@ -144,6 +155,8 @@ class Consumer:
         self._running = False
         self._fetching_done = asyncio.Event()
         self.stats = MessageStats()
+        self.rebound = 0
+        """Times the durable consumer was found gone and created again (for tests)."""
         self._background: set[asyncio.Future[object]] = set()
 
     async def _subscribe(self) -> JetStreamContext.PullSubscription:
@@ -206,7 +219,14 @@ class Consumer:
             subscription = await self._subscribe()
             started()
             fetch_failures = 0
+            checked_at = time.monotonic()
             while not self._stopping.is_set():
+                if time.monotonic() - checked_at >= self._consumer_check_s:
+                    checked_at = time.monotonic()
+                    fresh = await self._rebind_if_gone(subscription)
+                    if fresh is None:
+                        break  # stopped while waiting for the stream
+                    subscription = fresh
                 free = await self._inflight.reserve(self._fetch_batch, stop=self._stopping)
                 if free == 0:
                     break
@@ -233,6 +253,15 @@ class Consumer:
                         delay,
                         extra={"action": "consume.fetch_error", "failures": fetch_failures},
                     )
+                    # A missing consumer answers every fetch at once (503): look it up
+                    # instead of fetching from nothing until the next periodic check.
+                    checked_at = time.monotonic()
+                    fresh = await self._rebind_if_gone(subscription)
+                    if fresh is None:
+                        break
+                    if fresh is not subscription:
+                        subscription, fetch_failures = fresh, 0
+                        continue
                     await sleep_unless(self._clock, delay, self._stopping)
                     continue
                 fetch_failures = 0
@@ -247,6 +276,53 @@ class Consumer:
                 task.cancel()
             self._inflight.draining = True
             self._fetching_done.set()
+
+    async def _rebind_if_gone(
+        self, subscription: JetStreamContext.PullSubscription
+    ) -> JetStreamContext.PullSubscription | None:
+        """``subscription`` while its durable consumer exists (or cannot be looked up:
+        JetStream unavailable); else a new one once the stream is back and the consumer
+        created again. None when stopped while waiting for the stream."""
+        try:
+            await self._js.consumer_info(RUNS_STREAM, self._durable)
+            return subscription
+        except NotFoundError:
+            pass
+        except (NatsError, TimeoutError) as exc:
+            log.debug("consumer check failed: %s", exc, extra={"action": "consume.check"})
+            return subscription
+        log.warning(
+            "consumer %s on %s is gone (the stream was lost?); waiting for the stream",
+            self._durable,
+            RUNS_STREAM,
+            extra={"action": "consume.rebind"},
+        )
+        try:
+            await subscription.unsubscribe()
+        except (NatsError, TimeoutError) as exc:
+            log.debug("unsubscribe failed: %s", exc, extra={"action": "consume.rebind"})
+        failures = 0
+        while await self._await_stream():
+            try:
+                fresh = await self._subscribe()
+            except (NatsError, TimeoutError) as exc:  # gone again, or JetStream busy
+                failures += 1
+                delay = _FETCH_BACKOFF.delay(failures, self._rng)
+                log.warning(
+                    "creating consumer %s failed: %s; retrying in %.1f s",
+                    self._durable,
+                    exc,
+                    delay,
+                    extra={"action": "consume.rebind", "failures": failures},
+                )
+                await sleep_unless(self._clock, delay, self._stopping)
+                continue
+            self.rebound += 1
+            log.warning(
+                "consumer %s created again", self._durable, extra={"action": "consume.rebind"}
+            )
+            return fresh
+        return None
 
     @staticmethod
     def _batch_done(

@@ -1,7 +1,7 @@
 """Composition root of the scheduler service.
 
-pool, bus, etcd -> store -> membership -> dispatcher, sweeper, maintenance, ledger ->
-server. Components start in that order (membership first: the others ask it which
+pool, bus, etcd -> store -> membership -> stream keeper, maintenance, dispatcher, sweeper,
+ledger -> server. Components start in that order (membership first: the others ask it which
 partitions are theirs) and stop in reverse, so on SIGTERM the server stops taking RPCs,
 dispatch and sweeps finish their batch, and the etcd lease is revoked last, handing the
 partitions over at once.
@@ -25,6 +25,7 @@ from sundial.scheduler.maintenance import Maintenance
 from sundial.scheduler.membership import Membership
 from sundial.scheduler.publisher import RunPublisher
 from sundial.scheduler.store import SchedulerStore
+from sundial.scheduler.streams import StreamKeeper
 from sundial.scheduler.sweeper import Sweeper
 from sundial.v1 import ledger_pb2, ledger_pb2_grpc
 
@@ -51,9 +52,10 @@ async def build(config: SchedulerConfig) -> Service:
         resources.push_async_callback(etcd.close)
 
         store = SchedulerStore(pool)
-        publisher = RunPublisher(bus.jetstream, config.node_id)
         membership = Membership(etcd, config)
         owned = membership.owned
+        streams = StreamKeeper(bus.jetstream, store, owned)
+        publisher = RunPublisher(bus.jetstream, config.node_id, streams=streams)
         server = build_server(
             config,
             services=[
@@ -70,6 +72,7 @@ async def build(config: SchedulerConfig) -> Service:
             server=server,
             components=[
                 membership,
+                streams,
                 Maintenance(store, owned, config),
                 Dispatcher(store, publisher, owned, config),
                 Sweeper(store, publisher, owned, config),

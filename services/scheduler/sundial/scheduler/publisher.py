@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -14,6 +15,7 @@ from sundial.core.bus import DEAD_STREAM, RUNS_STREAM, dead_subject, runs_subjec
 from sundial.scheduler.convert import encode_dead_letter, encode_run_dispatch, message_id
 from sundial.scheduler.model import DeadLetterRun, PublishBatch
 from sundial.scheduler.store import HeldRun
+from sundial.scheduler.streams import StreamKeeper, stream_missing
 
 log = logging.getLogger(__name__)
 
@@ -25,10 +27,20 @@ class RunPublisher:
         jetstream: The JetStream context.
         node_id: This scheduler, written into each message for debugging.
         timeout_s: How long one publish waits for the stream's acknowledgement.
+        streams: Recreates a lost stream when a publish finds none (then the publish is
+            tried once more); None: a failed publish is only left to the sweeper.
     """
 
-    def __init__(self, jetstream: JetStreamContext, node_id: str, timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        jetstream: JetStreamContext,
+        node_id: str,
+        timeout_s: float = 5.0,
+        *,
+        streams: StreamKeeper | None = None,
+    ) -> None:
         self._js = jetstream
+        self._streams = streams
         self.jetstream = jetstream
         """The JetStream context (dead letters are published through it too)."""
         self._node_id = node_id
@@ -40,17 +52,20 @@ class RunPublisher:
         """Publish one batch; True once JetStream stored it (or dropped it as a duplicate).
 
         Never raises for a NATS problem: the batch's runs keep their ``check_at``, so the
-        sweeper publishes them again under a new dispatch sequence.
+        sweeper publishes them again under a new dispatch sequence. When no stream took
+        it, the keeper recreates the streams and the batch is published once more.
         """
         msg_id = message_id(batch)
+        started = time.monotonic()
         try:
-            await self._js.publish(
-                runs_subject(batch.partition),
-                encode_run_dispatch(batch, self._node_id, now),
-                timeout=self._timeout_s,
-                stream=RUNS_STREAM,
-                headers={"Nats-Msg-Id": msg_id},
-            )
+            try:
+                await self._publish(batch, msg_id, now)
+            except (NatsError, TimeoutError, OSError) as exc:
+                if self._streams is None or not stream_missing(exc):
+                    raise
+                if not await self._streams.after_failure(started):
+                    raise
+                await self._publish(batch, msg_id, now)
         except (NatsError, TimeoutError, OSError) as exc:
             log.warning(
                 "publish of dispatch %s failed: %s; the sweeper will retry",
@@ -60,6 +75,15 @@ class RunPublisher:
             )
             return False
         return True
+
+    async def _publish(self, batch: PublishBatch, msg_id: str, now: datetime) -> None:
+        await self._js.publish(
+            runs_subject(batch.partition),
+            encode_run_dispatch(batch, self._node_id, now),
+            timeout=self._timeout_s,
+            stream=RUNS_STREAM,
+            headers={"Nats-Msg-Id": msg_id},
+        )
 
     async def publish_all(
         self, batches: Sequence[PublishBatch], now: datetime

@@ -134,6 +134,16 @@ UPDATE job_runs r
  WHERE r.job_id = p.job_id AND r.scheduled_at = p.scheduled_at
    AND r.dispatch_seq = p.seq AND r.status = 'queued';
 
+-- name: republish_queued
+-- SUNDIAL_RUNS was lost and is back empty: every published run of owned partitions $1
+-- still waiting unleased may have gone with it, so it is due for the sweeper's republish
+-- now ($2) instead of unleased_republish_s after its publish. A jittered run not
+-- published yet (dispatch_seq 0) keeps its due time.
+UPDATE job_runs
+   SET check_at = $2
+ WHERE partition_id = ANY($1::smallint[]) AND status = 'queued'
+   AND dispatch_seq > 0 AND check_at > $2;
+
 -- name: lock_due_checks
 -- Runs of owned partitions $1 whose check_at passed ($3): unconfirmed or unleased
 -- publishes, deferred (jittered) or released runs, expired leases, due retries. With
@@ -247,6 +257,18 @@ UPDATE job_runs r
   FROM unnest($1::uuid[], $2::timestamptz[], $3::int[]) AS a(job_id, scheduled_at, attempt)
  WHERE r.job_id = a.job_id AND r.scheduled_at = a.scheduled_at
    AND r.status = 'dead' AND r.attempt = a.attempt;
+
+-- name: durable_commit
+-- Run first in a transaction that hands out or ends an attempt (LeaseRuns, CompleteRuns):
+-- its COMMIT returns only once the commit record is flushed (and, where
+-- synchronous_standby_names names standbys, flushed there too), whatever the server's
+-- default; remote_apply, stronger still, is kept. For this transaction only (is_local).
+-- docs/design.md section 10, "Commits that hand out attempts".
+SELECT set_config(
+         'synchronous_commit',
+         CASE current_setting('synchronous_commit') WHEN 'remote_apply' THEN 'remote_apply'
+                                                    ELSE 'on' END,
+         true);
 
 -- name: lock_tenants
 -- Serialises LeaseRuns per tenant (sorted: no deadlock), so the concurrent-run cap holds

@@ -177,7 +177,7 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
         ttl = lease_ttl_in(request, self._config.run_lease_s)
         now = self._clock.now()
         lease_until = now + ttl
-        async with self._store.transaction() as tx:
+        async with self._store.transaction(durable=True) as tx:
             lock = await tx.lock_for_lease(refs)
             token_id = current_token_id()
             answers = decide_leases(
@@ -340,7 +340,7 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
         completions = [completion_in(o, f"outcomes[{i}]") for i, o in enumerate(request.outcomes)]
         now = self._clock.now()
         dead_letter_at = now + timedelta(seconds=self._config.publish_confirm_s)
-        async with self._store.transaction() as tx:
+        async with self._store.transaction(durable=True) as tx:
             states = await tx.lock_for_completion([c.ref for c in completions])
             answers = decide_completions(
                 completions,

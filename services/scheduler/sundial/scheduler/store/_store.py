@@ -47,10 +47,21 @@ class SchedulerStore:
         self._pool = pool
 
     @contextlib.asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Transaction]:
+    async def transaction(self, *, durable: bool = False) -> AsyncIterator[Transaction]:
         """One connection in one transaction: committed when the block ends, rolled
-        back when it raises."""
+        back when it raises.
+
+        Args:
+            durable: Commit synchronously (``synchronous_commit`` at least ``on`` for this
+                transaction), so an acknowledged commit survives a crash of the server
+                even where it runs with ``synchronous_commit=off``. For the writes that
+                hand out or end an attempt: a lost grant would hand the same attempt out
+                again, a lost outcome would run a finished run again (docs/design.md
+                section 10).
+        """
         async with translate_db_errors(), self._pool.acquire() as conn, conn.transaction():
+            if durable:
+                await conn.execute(queries.durable_commit)
             yield Transaction(conn)
 
     @translate_db_errors()
@@ -64,6 +75,15 @@ class SchedulerStore:
         job_ids, times = unzip(refs)
         seqs = [batch.dispatch_seq for batch in batches for _ in batch.runs]
         await self._pool.execute(queries.confirm_published, job_ids, times, seqs, recheck_at)
+
+    @translate_db_errors()
+    async def republish_queued(self, partitions: Sequence[int], now: datetime) -> int:
+        """Make the published, unleased runs of ``partitions`` due for republishing at
+        ``now`` (their messages went with a lost stream); returns how many."""
+        if not partitions:
+            return 0
+        status = await self._pool.execute(queries.republish_queued, list(partitions), now)
+        return int(status.split()[-1])
 
     @translate_db_errors()
     async def extend_leases(
