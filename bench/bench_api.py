@@ -267,7 +267,7 @@ async def api_batches(address: str, batches: int) -> dict[str, float]:
 
 async def main(creates: int, batches: int) -> dict[str, dict[str, float]]:
     results: dict[str, dict[str, float]] = {}
-    with Stack() as stack:
+    with Stack(durable=False) as stack:  # fsync off, as the tests run it
         url = await fresh_database(stack, "sql")
         results["bare_sql_create_8"] = await bare_sql_create(url, creates, CLIENTS)
         results["bare_sql_batch"] = await bare_sql_batch(url, batches)

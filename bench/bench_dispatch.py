@@ -243,7 +243,7 @@ async def scheduler_run(stack: Stack, url: str, count: int, replicas: int) -> di
 
 async def main(jobs: int) -> dict[str, dict[str, float]]:
     results: dict[str, dict[str, float]] = {}
-    with Stack() as stack:
+    with Stack(durable=False) as stack:  # fsync off, as the tests run it
         for connections in (1, 2):
             url = await fresh_database(stack, f"sql{connections}")
             results[f"bare_sql_{connections}"] = await bare_sql(url, jobs, connections)

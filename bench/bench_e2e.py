@@ -211,7 +211,7 @@ async def main(
 ) -> dict[str, object]:
     results: dict[str, object] = {}
     recorder = Recorder()
-    with Stack() as stack:
+    with Stack(durable=False) as stack:  # fsync off, as the tests run it
         name = f"bench_e2e_{uuid.uuid4().hex[:8]}"
         admin = await asyncpg.connect(stack.database_url)
         try:

@@ -28,7 +28,8 @@ def with_database(url: str, name: str) -> str:
 
 @pytest.fixture(scope="session")
 def stack() -> Iterator[Stack]:
-    with Stack() as running:
+    # Throwaway databases: the fast, non-durable PostgreSQL settings.
+    with Stack(durable=False) as running:
         yield running
 
 

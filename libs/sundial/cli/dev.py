@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import secrets
 import signal
+import sys
 import threading
 from pathlib import Path
 from typing import Annotated
@@ -100,13 +102,26 @@ def dev(
     keep: Annotated[bool, typer.Option(help="Keep the data folder after stopping.")] = False,
 ) -> None:
     """Start PostgreSQL, NATS JetStream, etcd and the three services; Ctrl-C stops all."""
-    admin_token = f"sundial-admin-{secrets.token_urlsafe(24)}"
-    stop = threading.Event()
+    # Redirected to a file or a pipe, stdout would be block-buffered: a script waiting
+    # for the addresses and tokens would see them only at exit.
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)
+    # SIGINT (Ctrl-C) and SIGTERM stop it at any point, while starting too:
+    # KeyboardInterrupt unwinds through the `finally` below, which stops what already
+    # started. Both are set explicitly: a shell starting it in the background (`&` in a
+    # script) leaves SIGINT ignored, and Python then installs no handler of its own. A
+    # second Ctrl-C while stopping interrupts the stop; the children then die with this
+    # process (they are started with a parent-death signal, see sundial.devstack).
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, signal.default_int_handler)
+    admin_token = f"sundial-admin-{secrets.token_urlsafe(24)}"
     stack = Stack(data_dir=data_dir, keep_data=keep or data_dir is not None)
-    with console.status("starting PostgreSQL, NATS JetStream and etcd..."):
-        stack.start()
+    try:
+        with console.status("starting PostgreSQL, NATS JetStream and etcd..."):
+            stack.start()
+    except KeyboardInterrupt:
+        console.print("[bold]stopped.[/]")  # Stack.start stopped what it had started
+        raise typer.Exit(130) from None
     assert stack.data_dir is not None
     services = Services(
         stack,
@@ -120,9 +135,9 @@ def dev(
     )
     demo: DemoTarget | None = None
     try:
+        demo = start_demo_target(stack.data_dir / "logs")
         with console.status("starting the API, scheduler and executor services..."):
             services.start()
-        demo = start_demo_target(stack.data_dir / "logs")
         api_address = services.processes["api"].address
         with (
             console.status("creating the dev tenant and the demo job..."),
@@ -133,7 +148,9 @@ def dev(
         _print_endpoints(stack, services, admin_token)
         _print_demo(api_address, token, job, stack.data_dir / "logs" / "demo-target.log")
         console.print("[bold green]Sundial is running.[/] Press Ctrl-C to stop everything.")
-        stop.wait()
+        threading.Event().wait()  # until Ctrl-C or SIGTERM raises KeyboardInterrupt
+    except KeyboardInterrupt:
+        pass  # the way to stop it: clean up below and exit 0
     finally:
         console.print("stopping services...")
         if demo is not None:

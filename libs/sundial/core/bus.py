@@ -10,18 +10,21 @@ Two streams (docs/design.md section 6):
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
 from dataclasses import dataclass
 from typing import Any
 
-import nats
 from nats.aio.client import Client as NatsClient
+from nats.errors import AuthorizationError, ConnectionClosedError, NoRespondersError
 from nats.js import JetStreamContext
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
-from nats.js.errors import NotFoundError
+from nats.js.errors import NotFoundError, ServiceUnavailableError
+from nats.protocol.parser import AUTHORIZATION_VIOLATION
 
 from sundial.core.config import NatsConfig
+from sundial.core.dependency import Dependency, safe_address
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +34,8 @@ DEAD_STREAM = "SUNDIAL_DEAD"
 DEAD_SUBJECT_PREFIX = "sundial.dead"
 DUPLICATE_WINDOW_S = 120.0
 DEAD_LETTER_MAX_AGE_S = 30 * 24 * 3600.0
+FIRST_CONNECT_S = 5.0
+"""How long :func:`connect_bus` tries the servers before reporting a failed attempt."""
 
 
 def runs_subject(partition: int) -> str:
@@ -87,11 +92,47 @@ def _tls_context(config: NatsConfig) -> ssl.SSLContext | None:
     return context
 
 
-async def connect_bus(config: NatsConfig, *, name: str) -> Bus:
+class NatsUnavailable(ConnectionError):
+    """No NATS server accepted a connection within the first-connect window."""
+
+
+# What a NATS that is not up yet answers with: no server within the first-connect window,
+# a refused or reset socket, and, on a server still starting, JetStream not answering
+# yet (no responders, 503, a timeout). A rejected user or password is not here.
+CONNECT_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,  # NatsUnavailable, refused, reset; also TimeoutError and nats' TimeoutError
+    NoRespondersError,
+    ServiceUnavailableError,
+    ConnectionClosedError,
+)
+
+
+def nats_dependency(config: NatsConfig) -> Dependency:
+    """NATS as a dependency to wait for at start (see :mod:`sundial.core.dependency`)."""
+    return Dependency("NATS", safe_address(config.nats_url), CONNECT_ERRORS)
+
+
+def _is_authorization_error(exc: Exception) -> bool:
+    # nats.py 2.x reports a refused CONNECT as a plain Error carrying the server's
+    # "-ERR 'Authorization Violation'" text (its own FIXME says so); its parser's
+    # constant is the only marker there is.
+    return isinstance(exc, AuthorizationError) or AUTHORIZATION_VIOLATION in str(exc).lower()
+
+
+async def connect_bus(
+    config: NatsConfig, *, name: str, first_connect_s: float = FIRST_CONNECT_S
+) -> Bus:
     """Connect to NATS and return the JetStream context (streams are not touched).
 
     Authenticates with ``nats_user``/``nats_password`` or ``nats_creds_file`` and dials
-    TLS when configured (:attr:`NatsConfig.nats_tls`).
+    TLS when configured (:attr:`NatsConfig.nats_tls`). Once connected, the client
+    reconnects by itself for ever; the first connect, though, gives up after
+    ``first_connect_s`` so the caller can report and retry it (nats.py would otherwise
+    loop inside ``connect`` without end, since reconnects are unlimited).
+
+    Raises:
+        NatsUnavailable: No server accepted the connection in time.
+        AuthorizationError: A server refused the credentials.
     """
     options: dict[str, Any] = {"inbox_prefix": config.nats_inbox_prefix}
     if config.nats_user:
@@ -101,12 +142,37 @@ async def connect_bus(config: NatsConfig, *, name: str) -> Bus:
     tls = _tls_context(config)
     if tls is not None:
         options["tls"] = tls
-    client = await nats.connect(
-        servers=[u.strip() for u in config.nats_url.split(",") if u.strip()],
-        name=name,
-        max_reconnect_attempts=-1,  # a NATS restart must not end the service
-        **options,
-    )
+    first_errors: list[Exception] = []
+    connected = False
+
+    async def on_error(exc: Exception) -> None:
+        if not connected:  # the caller reports the first connect's failure, once
+            first_errors.append(exc)
+            return
+        log.warning("NATS connection error: %s", exc, extra={"action": "bus.error"})
+
+    client = NatsClient()
+    try:
+        async with asyncio.timeout(first_connect_s):
+            await client.connect(
+                servers=[u.strip() for u in config.nats_url.split(",") if u.strip()],
+                name=name,
+                max_reconnect_attempts=-1,  # a NATS restart must not end the service
+                error_cb=on_error,
+                **options,
+            )
+    except BaseException as exc:
+        await client.close()
+        refused = [e for e in first_errors if _is_authorization_error(e)]
+        if refused:
+            raise AuthorizationError(str(refused[-1])) from None
+        if isinstance(exc, TimeoutError):
+            last = f": {first_errors[-1]}" if first_errors else ""
+            raise NatsUnavailable(
+                f"no NATS server accepted a connection within {first_connect_s:g} s{last}"
+            ) from None
+        raise
+    connected = True
     return Bus(client, client.jetstream())
 
 

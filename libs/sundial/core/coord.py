@@ -14,6 +14,22 @@ import grpc
 from aetcd import rpc, watcher
 
 from sundial.core.config import EtcdConfig
+from sundial.core.dependency import Dependency
+
+# What an etcd that is not up yet answers with: UNAVAILABLE (aetcd's
+# ConnectionFailedError), no answer in time, a refused socket. A rejected user or
+# password (InvalidArgumentError, UnauthenticatedError) is not here.
+CONNECT_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    aetcd.exceptions.ConnectionFailedError,
+    aetcd.exceptions.ConnectionTimeoutError,
+)
+
+
+def etcd_dependency(config: EtcdConfig) -> Dependency:
+    """etcd as a dependency to wait for at start (see :mod:`sundial.core.dependency`)."""
+    endpoints = ",".join(e.split("://", 1)[-1].rstrip("/") for e in config.etcd_endpoints)
+    return Dependency("etcd", endpoints, CONNECT_ERRORS)
 
 
 def _read(path: Path | None) -> bytes | None:
@@ -87,8 +103,9 @@ async def connect_etcd(config: EtcdConfig, *, timeout_s: float = 5.0) -> aetcd.C
         client = _TlsClient(credentials=credentials, **kwargs)
     else:
         client = aetcd.Client(**kwargs)
-    await client.connect()
     try:
+        # Authentication happens in connect(): close the channel if it fails too.
+        await client.connect()
         await client.status()
     except BaseException:
         await client.close()

@@ -16,19 +16,20 @@ absolute import, which is the only kind this code base uses, so the names never 
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from sundial.core.config import ServerConfig
-from sundial.core.errors import InvalidArgument, SundialError
+from sundial.core.errors import InvalidArgument, SundialError, Unavailable
 from sundial.core.logging import request_id_var
 from sundial.core.tls import ServerCertificates
 
@@ -61,6 +62,12 @@ _REQUEST_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _SERVER_SIDE_CODES = frozenset(
     {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNKNOWN}
 )
+
+if TYPE_CHECKING:  # RpcMethodHandler is generic only in the type stubs
+    _Continuation = Callable[
+        [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
+    ]
+    """What a server interceptor's ``intercept_service`` calls to go on down the chain."""
 
 ServiceRegistration = tuple[Callable[[Any, grpc.aio.Server], None], Any]
 """``(add_XServicer_to_server, servicer)`` as generated ``*_pb2_grpc`` modules define."""
@@ -253,9 +260,7 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[
-            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
-        ],
+        continuation: _Continuation,
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
         request_id = _request_id(handler_call_details.invocation_metadata)
@@ -281,12 +286,93 @@ def _aborting_handler(mapper: _Mapper, exc: Exception) -> grpc.RpcMethodHandler[
     return grpc.stream_stream_rpc_method_handler(abort)
 
 
+class _LateServices(grpc.GenericRpcHandler):
+    """Services and interceptors registered after the server started listening.
+
+    A service starts its server before it connects to PostgreSQL, NATS and etcd (health
+    answers NOT_SERVING while it waits), but its servicers exist only once those are
+    connected. This handler stands in for them: until :meth:`activate`, every call to one
+    of the service's methods fails UNAVAILABLE; afterwards calls go through the late
+    interceptors to the late servicers.
+    """
+
+    def __init__(self, service_names: Sequence[str]) -> None:
+        self._prefixes = tuple(f"/{name}/" for name in service_names)
+        self._pending: list[grpc.GenericRpcHandler] = []
+        self._pending_interceptors: list[grpc.aio.ServerInterceptor] = []
+        self._handlers: tuple[grpc.GenericRpcHandler, ...] = ()
+        self.interceptors: tuple[grpc.aio.ServerInterceptor, ...] = ()
+        self.active = False
+
+    # The two methods generated ``add_XServicer_to_server`` functions call on a server.
+    def add_generic_rpc_handlers(self, handlers: Iterable[grpc.GenericRpcHandler]) -> None:
+        self._pending.extend(handlers)
+
+    def add_registered_method_handlers(self, service: str, handlers: object) -> None:
+        """Ignored: the generic handler added alongside serves the same methods."""
+
+    def register(
+        self,
+        services: Sequence[ServiceRegistration],
+        interceptors: Sequence[grpc.aio.ServerInterceptor],
+    ) -> None:
+        for add, servicer in services:
+            # It has the two methods those functions call on a grpc.aio.Server.
+            add(servicer, self)  # type: ignore[arg-type]
+        self._pending_interceptors.extend(interceptors)
+
+    def activate(self) -> None:
+        self._handlers = tuple(self._pending)
+        self.interceptors = tuple(self._pending_interceptors)
+        self.active = True
+
+    def service(
+        self, handler_call_details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        if not self.active:
+            if handler_call_details.method.startswith(self._prefixes):
+                return _STARTING
+            return None
+        for handler in self._handlers:
+            found = handler.service(handler_call_details)
+            if found is not None:
+                return found
+        return None
+
+
+async def _starting(_requests: Any, _context: grpc.aio.ServicerContext[Any, Any]) -> None:
+    # Stream-stream so that it answers a call of any shape (see _aborting_handler).
+    raise Unavailable("the service is starting: it is waiting for its dependencies")
+
+
+_STARTING: grpc.RpcMethodHandler[Any, Any] = grpc.stream_stream_rpc_method_handler(_starting)
+
+
+class _LateInterceptors(grpc.aio.ServerInterceptor):
+    """Runs :attr:`_LateServices.interceptors` (empty until activated), in order."""
+
+    def __init__(self, late: _LateServices) -> None:
+        self._late = late
+
+    async def intercept_service(
+        self,
+        continuation: _Continuation,
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        chain = continuation
+        for interceptor in reversed(self._late.interceptors):
+            chain = functools.partial(interceptor.intercept_service, chain)
+        return await chain(handler_call_details)
+
+
 class Server:
     """A ``grpc.aio`` server with health and reflection, bound at construction.
 
     Health starts NOT_SERVING for ``""`` and every service; the app calls
     :meth:`set_serving` once every component is ready. Also a lifecycle component:
-    :meth:`run` starts it and serves until :meth:`stop`.
+    :meth:`run` starts it and serves until :meth:`stop`. A service may :meth:`start` it
+    before it connects to its dependencies (health NOT_SERVING while it waits) and hand
+    it the servicers afterwards with :meth:`add_services`.
 
     With ``config.tls_cert_file`` set the port serves TLS only, and with
     ``config.tls_client_ca_file`` too, only to clients presenting a certificate from that
@@ -307,8 +393,11 @@ class Server:
     ) -> None:
         self._config = config
         self._service_names = tuple(service_names)
+        # Built without its services, the server is waiting for add_services: until
+        # then calls to those services answer UNAVAILABLE, not UNIMPLEMENTED.
+        self._late = _LateServices(() if services else self._service_names)
         self._server = grpc.aio.server(
-            interceptors=[ErrorInterceptor(), *interceptors],
+            interceptors=[ErrorInterceptor(), *interceptors, _LateInterceptors(self._late)],
             # gRPC sets SO_REUSEPORT by default, which lets a second process bind the
             # same fixed port silently and steal half the traffic; fail loudly instead.
             options=[
@@ -320,6 +409,7 @@ class Server:
         )
         for add, servicer in services:
             add(servicer, self._server)
+        self._server.add_generic_rpc_handlers((self._late,))
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
         reflection.enable_server_reflection(
@@ -408,11 +498,30 @@ class Server:
         grace = self._config.grace_period_s if grace_s is None else grace_s
         await self._server.stop(grace)
 
+    def add_services(
+        self,
+        services: Sequence[ServiceRegistration],
+        *,
+        interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    ) -> None:
+        """Register services (and interceptors for them) built after the server was.
+
+        A service builds and starts its server first (:meth:`start`), so health answers
+        NOT_SERVING while it waits for its dependencies, and adds the servicers that
+        need those dependencies here. They are served from :meth:`run` on (when the app
+        starts the server as its last component, as before); until then their methods
+        answer UNAVAILABLE. Their names must be among ``service_names``; ``interceptors``
+        run after the ones given at construction, for every call.
+        """
+        self._late.register(services, interceptors)
+
     async def run(self, started: Callable[[], None]) -> None:
-        """Lifecycle entry point: start, report started, serve until stopped."""
+        """Lifecycle entry point: start (unless started early), serve the services added
+        with :meth:`add_services`, report started, serve until stopped."""
         await self.start()
         if self._stopped:  # stop() came first: there is nothing to serve
             return
+        self._late.activate()
         started()
         await self._server.wait_for_termination()
 

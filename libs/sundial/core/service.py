@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,8 +35,10 @@ class Service:
 
     Attributes:
         name: ``api``, ``scheduler`` or ``executor``; used in logs.
-        server: The gRPC server; started last, so health turns SERVING only once every
-            other component reported ready.
+        server: The gRPC server. The builder may start it before connecting to the
+            dependencies (health NOT_SERVING while it waits); it serves the service's
+            RPCs from when the app starts it, last, and health turns SERVING only once
+            every other component reported ready.
         components: Long-lived parts started before the server, in dependency order.
         grace_period_s: Each component's share of the shutdown time.
         resources: Closed after every component stopped (pool, NATS, etcd clients), in
@@ -65,6 +68,46 @@ class Service:
             await self.resources.aclose()
 
 
+async def _build_until_signal(
+    name: str, build: Callable[[ConfigT], Awaitable[Service]], config: ConfigT
+) -> Service | None:
+    """``build(config)``, or None when SIGTERM/SIGINT arrived while it was building.
+
+    Building waits for the dependencies without a deadline (:mod:`sundial.core.dependency`):
+    a signal must end that wait as cleanly as it ends a running service, not leave the
+    process to the default handlers (an abrupt exit, or a KeyboardInterrupt traceback).
+    """
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    received: list[signal.Signals] = []
+
+    def on_signal(sig: signal.Signals) -> None:
+        if not received:
+            task.cancel()
+        received.append(sig)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig)
+    try:
+        return await build(config)
+    except asyncio.CancelledError:
+        if not received:
+            raise
+        # The cancellation was ours; clear it so the rest of this task runs normally.
+        task.uncancel()
+        log.info(
+            "received %s while starting; %s stopped",
+            received[0].name,
+            name,
+            extra={"action": "lifecycle", "signal": received[0].name, "transition": "stopped"},
+        )
+        return None
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+
+
 def main(
     name: str,
     load_config: Callable[[], ConfigT],
@@ -73,7 +116,8 @@ def main(
     """Process entry point: load config, configure logging, build, run, exit.
 
     A configuration error is printed as one line naming the variable (exit code 2);
-    nothing is started.
+    nothing is started. A dependency that is not up yet is waited for, not an error
+    (``build`` waits); SIGTERM or SIGINT during that wait exits with 0.
     """
     try:
         config = load_config()
@@ -84,7 +128,9 @@ def main(
     telemetry = configure_telemetry(config, name) if isinstance(config, TelemetryConfig) else None
 
     async def serve() -> int:
-        service = await build(config)
+        service = await _build_until_signal(name, build, config)
+        if service is None:
+            return 0
         return await service.run()
 
     try:

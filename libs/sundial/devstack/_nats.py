@@ -112,9 +112,11 @@ class NatsServer:
     listens, so there is no race between choosing a port and binding it.
     """
 
-    def __init__(self, data_dir: Path, *, tls: ServerTls | None = None) -> None:
+    def __init__(self, data_dir: Path, *, tls: ServerTls | None = None, port: int = -1) -> None:
         self.data_dir = data_dir
         self.tls = tls
+        self.port = port
+        """The client port to listen on; -1 (default): one the server picks."""
         """Serve clients over mutual TLS with these files (tests of the TLS path)."""
         self.url = ""
         self.users: dict[str, tuple[str, str]] = {
@@ -142,7 +144,7 @@ class NatsServer:
                 "--addr",
                 "127.0.0.1",
                 "--port",
-                "-1",
+                str(self.port),
                 "--http_port",
                 "-1",
                 "--jetstream",

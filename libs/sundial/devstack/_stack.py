@@ -51,6 +51,9 @@ class Stack:
 
     data_dir: Path | None = None
     keep_data: bool = False
+    durable: bool = True
+    """Run the PostgreSQL it starts durably (fsync and synchronous commit on); tests and
+    benchmarks pass False for speed (see :class:`PostgresServer`)."""
     database_url: str = ""
     nats_url: str = ""
     etcd_endpoints: tuple[str, ...] = ()
@@ -81,7 +84,7 @@ class Stack:
     def _start_servers(self, data_dir: Path) -> None:
         self.database_url = os.environ.get(DATABASE_URL_VAR, "")
         if not self.database_url:
-            postgres = PostgresServer(data_dir)
+            postgres = PostgresServer(data_dir, durable=self.durable)
             self._started.append(postgres)
             postgres.start()
             self.database_url = postgres.url

@@ -1,7 +1,9 @@
 """PostgreSQL access shared by the services: pool, named queries, errors, schema.
 
 - :func:`create_pool` / :func:`close_pool`: the asyncpg pool with Sundial's session
-  settings (UTC, statement and idle-in-transaction timeouts) and JSON codecs.
+  settings (UTC, statement and idle-in-transaction timeouts) and JSON codecs;
+  :func:`open_pool` waits for a PostgreSQL that is not up yet (:func:`database_dependency`),
+  migrates and opens the pool, as the services do at start.
 - :class:`Queries`: named SQL blocks loaded from a package's ``queries.sql``.
 - :class:`translate_db_errors`: asyncpg errors -> :class:`~sundial.core.errors.SundialError`
   by SQLSTATE, at the store boundary.
@@ -21,15 +23,24 @@ from sundial.core.db._migrate import (
     load_migrations,
     migrate,
 )
+from sundial.core.db._open import open_pool
 from sundial.core.db._partitions import (
     drop_run_partitions_before,
     ensure_run_partitions,
     run_partition_name,
 )
-from sundial.core.db._pool import close_pool, create_pool, init_connection, session_settings
+from sundial.core.db._pool import (
+    CONNECT_ERRORS,
+    close_pool,
+    create_pool,
+    database_dependency,
+    init_connection,
+    session_settings,
+)
 from sundial.core.db._queries import Queries, Query, QueryFileError, UnknownQueryError
 
 __all__ = [
+    "CONNECT_ERRORS",
     "MIGRATION_LOCK_KEY",
     "Migration",
     "MigrationError",
@@ -39,12 +50,14 @@ __all__ = [
     "UnknownQueryError",
     "close_pool",
     "create_pool",
+    "database_dependency",
     "drop_run_partitions_before",
     "ensure_run_partitions",
     "init_connection",
     "load_migrations",
     "map_db_error",
     "migrate",
+    "open_pool",
     "run_partition_name",
     "session_settings",
     "translate_db_errors",

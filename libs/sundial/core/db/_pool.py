@@ -9,8 +9,27 @@ import logging
 import asyncpg
 
 from sundial.core.config import DatabaseConfig
+from sundial.core.dependency import Dependency, safe_address
 
 log = logging.getLogger(__name__)
+
+# What a PostgreSQL that is not up yet (or restarting) answers a connect with: refused,
+# reset or unresolvable (OSError), no answer in time, "the database system is starting
+# up" / "shutting down" (57P0x), "too many clients" (53xxx), a connection closed during
+# the handshake (08xxx). Authentication failures (28xxx) and a missing database (3D000)
+# are not here: waiting would not fix them.
+CONNECT_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    TimeoutError,
+    asyncpg.OperatorInterventionError,
+    asyncpg.InsufficientResourcesError,
+    asyncpg.PostgresConnectionError,
+)
+
+
+def database_dependency(config: DatabaseConfig) -> Dependency:
+    """PostgreSQL as a dependency to wait for at start (see :mod:`sundial.core.dependency`)."""
+    return Dependency("PostgreSQL", safe_address(config.database_url), CONNECT_ERRORS)
 
 
 def session_settings(config: DatabaseConfig, application_name: str) -> dict[str, str]:

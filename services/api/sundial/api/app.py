@@ -18,7 +18,7 @@ from sundial.api.tenancy import TenantManager
 from sundial.api.validation import TargetGuard, TargetPolicy
 from sundial.core.auth import Role, Tokens
 from sundial.core.clock import Clock, SystemClock
-from sundial.core.db import close_pool, create_pool, migrate
+from sundial.core.db import close_pool, open_pool
 from sundial.core.grpc import build_server
 from sundial.core.service import Service
 from sundial.v1 import admin_pb2, admin_pb2_grpc, job_service_pb2, job_service_pb2_grpc
@@ -35,7 +35,7 @@ async def build(
     clock: Clock | None = None,
     membership: MembershipSource | None = None,
 ) -> Service:
-    """Connect to PostgreSQL and build the API service's graph.
+    """Start the server (NOT_SERVING), wait for PostgreSQL and build the API's graph.
 
     Args:
         config: The service's configuration.
@@ -44,12 +44,19 @@ async def build(
             when ``config.etcd_endpoints`` is set (see :mod:`sundial.api.cluster`).
     """
     clock = clock or SystemClock()
-    if config.migrate_on_start:
-        await migrate(config.database_url, password=config.database_password)
+    # Listening first: health answers NOT_SERVING while PostgreSQL is waited for.
+    server = build_server(config, services=[], service_names=SERVICE_NAMES)
     async with contextlib.AsyncExitStack() as resources:
+        resources.push_async_callback(server.stop, 0.0)
+        await server.start()
         # The API never changes session state (no SET, LISTEN, session advisory locks or
         # cursors outside transactions): skip asyncpg's reset round trip per acquire.
-        pool = await create_pool(config, application_name="sundial-api", reset_on_release=False)
+        pool = await open_pool(
+            config,
+            apply_migrations=config.migrate_on_start,
+            application_name="sundial-api",
+            reset_on_release=False,
+        )
         resources.push_async_callback(close_pool, pool, config.grace_period_s)
         store = Store(pool)
         retention = timedelta(seconds=config.request_id_retention_s)
@@ -74,13 +81,11 @@ async def build(
             default_max_jobs=config.default_max_jobs,
             default_max_concurrent_runs=config.default_max_concurrent_runs,
         )
-        server = build_server(
-            config,
-            services=[
+        server.add_services(
+            [
                 (job_service_pb2_grpc.add_JobServiceServicer_to_server, JobServicer(jobs, runs)),
                 (admin_pb2_grpc.add_AdminServiceServicer_to_server, AdminServicer(tenants)),
             ],
-            service_names=SERVICE_NAMES,
             interceptors=[
                 AuthInterceptor(Tokens(pool, clock, bootstrap={config.admin_token: Role.ADMIN}))
             ],

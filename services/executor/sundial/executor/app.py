@@ -15,7 +15,7 @@ import contextlib
 import json
 import secrets
 
-from sundial.core.bus import connect_bus
+from sundial.core.bus import connect_bus, nats_dependency
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.grpc import build_server
 from sundial.core.service import Service
@@ -55,15 +55,21 @@ def executor_id(config: ExecutorConfig) -> str:
 
 
 async def build(config: ExecutorConfig, *, clock: Clock | None = None) -> Service:
-    """Connect to NATS and the ledger and build the executor's graph.
+    """Start the server (NOT_SERVING), wait for NATS and build the executor's graph.
 
     Args:
         config: The executor's configuration.
         clock: The time every part reads (the system clock if None).
     """
     clock = clock or SystemClock()
+    # Listening first: health answers NOT_SERVING while NATS is waited for.
+    server = build_server(config, services=[], service_names=())
     async with contextlib.AsyncExitStack() as resources:
-        bus = await connect_bus(config, name=f"sundial-executor-{config.node_id}")
+        resources.push_async_callback(server.stop, 0.0)
+        await server.start()
+        bus = await nats_dependency(config).wait(
+            lambda: connect_bus(config, name=f"sundial-executor-{config.node_id}")
+        )
         resources.push_async_callback(bus.close)
         # The channel connects lazily and reconnects by itself; the ledger may start later.
         # TLS files are read here, once: a missing or unreadable one fails the start.
@@ -96,7 +102,6 @@ async def build(config: ExecutorConfig, *, clock: Clock | None = None) -> Servic
         consumer = Consumer(
             config, bus.jetstream, ledger, inflight, submit=completer.submit, clock=clock
         )
-        server = build_server(config, services=[], service_names=())
         return Service(
             "executor",
             server=server,

@@ -12,10 +12,10 @@ from __future__ import annotations
 import contextlib
 
 from sundial.core.auth import Tokens
-from sundial.core.bus import connect_bus, ensure_streams
+from sundial.core.bus import Bus, connect_bus, ensure_streams, nats_dependency
 from sundial.core.clock import SystemClock
-from sundial.core.coord import connect_etcd
-from sundial.core.db import close_pool, create_pool, migrate
+from sundial.core.coord import connect_etcd, etcd_dependency
+from sundial.core.db import close_pool, open_pool
 from sundial.core.grpc import build_server
 from sundial.core.service import Service
 from sundial.scheduler.config import SchedulerConfig
@@ -32,23 +32,42 @@ from sundial.v1 import ledger_pb2, ledger_pb2_grpc
 SERVICE_NAMES = (ledger_pb2.DESCRIPTOR.services_by_name["RunLedger"].full_name,)
 
 
+async def _connect_bus(config: SchedulerConfig) -> Bus:
+    """NATS with the streams in place: one attempt, for the start-up wait to repeat.
+
+    A NATS that just started may accept connections before JetStream answers, so the
+    streams are part of the attempt; a failed attempt closes its connection.
+    """
+    bus = await connect_bus(config, name=f"sundial-scheduler-{config.node_id}")
+    try:
+        await ensure_streams(bus.jetstream)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await bus.client.close()
+        raise
+    return bus
+
+
 async def build(config: SchedulerConfig) -> Service:
-    """Connect to PostgreSQL, NATS and etcd and build the scheduler's graph."""
-    if config.migrate_on_start:
-        await migrate(config.database_url, password=config.database_password)
+    """Start the server (NOT_SERVING), wait for PostgreSQL, NATS and etcd, and build the
+    scheduler's graph."""
+    # Listening first: health answers NOT_SERVING while the dependencies are waited for.
+    server = build_server(config, services=[], service_names=SERVICE_NAMES)
     async with contextlib.AsyncExitStack() as resources:
+        resources.push_async_callback(server.stop, 0.0)
+        await server.start()
         # The scheduler takes only transaction-scoped advisory locks and sets nothing per
         # session: skip asyncpg's reset query on every release (a round trip each).
-        pool = await create_pool(
+        pool = await open_pool(
             config,
+            apply_migrations=config.migrate_on_start,
             application_name=f"sundial-scheduler-{config.node_id}",
             reset_on_release=False,
         )
         resources.push_async_callback(close_pool, pool, config.grace_period_s)
-        bus = await connect_bus(config, name=f"sundial-scheduler-{config.node_id}")
+        bus = await nats_dependency(config).wait(lambda: _connect_bus(config))
         resources.push_async_callback(bus.close)
-        await ensure_streams(bus.jetstream)
-        etcd = await connect_etcd(config)
+        etcd = await etcd_dependency(config).wait(lambda: connect_etcd(config))
         resources.push_async_callback(etcd.close)
 
         store = SchedulerStore(pool)
@@ -56,15 +75,13 @@ async def build(config: SchedulerConfig) -> Service:
         owned = membership.owned
         streams = StreamKeeper(bus.jetstream, store, owned)
         publisher = RunPublisher(bus.jetstream, config.node_id, streams=streams)
-        server = build_server(
-            config,
-            services=[
+        server.add_services(
+            [
                 (
                     ledger_pb2_grpc.add_RunLedgerServicer_to_server,
                     RunLedgerServicer(store, bus.jetstream, config),
                 )
             ],
-            service_names=SERVICE_NAMES,
             interceptors=[LedgerAuthInterceptor(Tokens(pool, SystemClock()))],
         )
         return Service(
