@@ -1,7 +1,8 @@
 """Composition root of the scheduler service.
 
-pool, bus, etcd -> store -> membership -> stream keeper, maintenance, dispatcher, sweeper,
-ledger -> server. Components start in that order (membership first: the others ask it which
+pool, bus, etcd -> store -> database time -> membership -> stream keeper, maintenance,
+dispatcher, sweeper, ledger -> server. Components start in that order (the database's
+time first: every later one reads "now" from it; then membership: the others ask it which
 partitions are theirs) and stop in reverse, so on SIGTERM the server stops taking RPCs,
 dispatch and sweeps finish their batch, and the etcd lease is revoked last, handing the
 partitions over at once.
@@ -13,9 +14,10 @@ import contextlib
 
 from sundial.core.auth import Tokens
 from sundial.core.bus import Bus, connect_bus, ensure_streams, nats_dependency
-from sundial.core.clock import SystemClock
+from sundial.core.clock import OffsetClock, SystemClock
 from sundial.core.coord import connect_etcd, etcd_dependency
 from sundial.core.db import close_pool, open_pool
+from sundial.core.dbclock import DatabaseTime
 from sundial.core.grpc import build_server
 from sundial.core.service import Service
 from sundial.scheduler.config import SchedulerConfig
@@ -72,14 +74,17 @@ async def build(config: SchedulerConfig) -> Service:
 
         store = SchedulerStore(pool)
         membership = Membership(etcd, config)
+        # Due times and lease deadlines on the database's clock, not this host's.
+        clock = OffsetClock()
+        database_time = DatabaseTime(pool, clock)
         owned = membership.owned
-        streams = StreamKeeper(bus.jetstream, store, owned)
+        streams = StreamKeeper(bus.jetstream, store, owned, clock=clock)
         publisher = RunPublisher(bus.jetstream, config.node_id, streams=streams)
         server.add_services(
             [
                 (
                     ledger_pb2_grpc.add_RunLedgerServicer_to_server,
-                    RunLedgerServicer(store, bus.jetstream, config),
+                    RunLedgerServicer(store, bus.jetstream, config, clock),
                 )
             ],
             interceptors=[LedgerAuthInterceptor(Tokens(pool, SystemClock()))],
@@ -88,11 +93,12 @@ async def build(config: SchedulerConfig) -> Service:
             "scheduler",
             server=server,
             components=[
+                database_time,
                 membership,
                 streams,
-                Maintenance(store, owned, config),
-                Dispatcher(store, publisher, owned, config),
-                Sweeper(store, publisher, owned, config),
+                Maintenance(store, owned, config, clock),
+                Dispatcher(store, publisher, owned, config, clock),
+                Sweeper(store, publisher, owned, config, clock),
             ],
             grace_period_s=config.grace_period_s,
             resources=resources.pop_all(),
