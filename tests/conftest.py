@@ -93,13 +93,32 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.fixturenames.append("_fail_on_background_errors")
 
 
+def _grpc_poller_noise(context: dict[str, object]) -> bool:
+    """grpc.aio's completion-queue poller bound to an earlier test's (closed) event loop.
+
+    grpc.aio keeps one process-wide poller that schedules its wake-ups on the loop it was
+    bound to; pytest-asyncio gives each test a loop of its own, so a late wake-up for an
+    earlier loop surfaces here as "Event loop is closed" (or BlockingIOError when two
+    loops share the socket): grpc/grpc issues 25364 and 34139. Nothing of this test's is
+    involved, so it is not this test's error.
+    """
+    handle = str(context.get("handle", "")) + str(context.get("message", ""))
+    exception = context.get("exception")
+    return "PollerCompletionQueue._handle_events" in handle and (
+        isinstance(exception, BlockingIOError)
+        or (isinstance(exception, RuntimeError) and "Event loop is closed" in str(exception))
+    )
+
+
 @pytest.fixture
 async def _fail_on_background_errors() -> AsyncIterator[None]:
     """Fail a test when a background task or callback raised and nobody looked."""
     loop = asyncio.get_running_loop()
     errors: list[dict[str, object]] = []
     previous = loop.get_exception_handler()
-    loop.set_exception_handler(lambda _loop, context: errors.append(context))
+    loop.set_exception_handler(
+        lambda _loop, context: None if _grpc_poller_noise(context) else errors.append(context)
+    )
     yield
     loop.set_exception_handler(previous)
     if errors:
