@@ -44,7 +44,7 @@ def _dev_env() -> dict[str, str]:
     return env
 
 
-def _start(out: Path) -> subprocess.Popen[bytes]:
+def _start(out: Path, *args: str) -> subprocess.Popen[bytes]:
     """``sundial dev > out &`` as a shell script runs it: a background job of a
     non-interactive shell starts with SIGINT ignored (inherited through exec), and
     ``sundial dev`` must still stop on it."""
@@ -52,7 +52,7 @@ def _start(out: Path) -> subprocess.Popen[bytes]:
     try:
         with open(out, "wb") as stdout:
             return subprocess.Popen(
-                [sys.executable, "-m", "sundial.cli", "dev"],
+                [sys.executable, "-m", "sundial.cli", "dev", *args],
                 stdin=subprocess.DEVNULL,
                 stdout=stdout,
                 stderr=subprocess.STDOUT,
@@ -149,6 +149,39 @@ def test_dev_starts_shows_its_addresses_at_once_and_stops_on_ctrl_c(tmp_path: Pa
             raise
         _interrupt_and_wait(dev, children)
         assert "stopped." in out.read_text()
+
+
+@pytest.mark.timeout(2 * UP_TIMEOUT_S + STOP_TIMEOUT_S + 30)
+def test_dev_cluster_runs_the_demo_on_three_node_clusters(tmp_path: Path) -> None:
+    out = tmp_path / "dev.out"
+    dev = _start(out, "--cluster")
+    try:
+
+        def up() -> bool:
+            assert dev.poll() is None, f"sundial dev exited:\n{out.read_text()}"
+            return "Sundial is running" in out.read_text()
+
+        wait_until_sync(up, timeout_s=UP_TIMEOUT_S, what="sundial dev --cluster")
+        text = out.read_text()
+        nats_line = next(line for line in text.splitlines() if "NATS JetStream" in line)
+        etcd_line = next(line for line in text.splitlines() if "etcd" in line.split())
+        assert nats_line.count("nats://") == 3, nats_line
+        assert etcd_line.count("127.0.0.1:") == 3, etcd_line
+        children = _children(dev.pid)
+        # PostgreSQL, 3 NATS, 3 etcd, the API, 2 schedulers, 2 executors, the demo target.
+        assert len(children) >= 13, children
+        data_line = next(line for line in text.splitlines() if "data and logs" in line)
+        demo_log = Path(data_line.split()[-2]) / "logs" / "demo-target.log"
+
+        def demo_called() -> bool:
+            return demo_log.exists() and '"path": "/demo"' in demo_log.read_text()
+
+        wait_until_sync(demo_called, timeout_s=UP_TIMEOUT_S, what="a demo run")
+    except BaseException:
+        dev.kill()
+        dev.wait()
+        raise
+    _interrupt_and_wait(dev, children)
 
 
 @pytest.mark.timeout(UP_TIMEOUT_S + STOP_TIMEOUT_S + 30)

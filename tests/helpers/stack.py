@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from sundial.devstack import Stack
@@ -12,9 +15,23 @@ def nats_options(stack: Stack, role: str = "admin") -> dict[str, Any]:
     subject; scheduler, executor: what those services may do)."""
     config = stack.nats_config(role)
     options: dict[str, Any] = {
-        "servers": [config.nats_url],
+        "servers": [url.strip() for url in config.nats_url.split(",") if url.strip()],
         "inbox_prefix": config.nats_inbox_prefix,
     }
     if config.nats_user:
         options.update(user=config.nats_user, password=config.nats_password)
     return options
+
+
+_SERVER_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stack-servers")
+
+
+async def in_server_thread(start: Callable[[], object]) -> None:
+    """Run ``start`` (a server's start or restart) in a thread that lives as long as the
+    test session.
+
+    A child process dies with the thread that started it (``ManagedProcess``): started
+    from ``asyncio.to_thread``, a restarted server would be killed when the test's event
+    loop closes its executor.
+    """
+    await asyncio.get_running_loop().run_in_executor(_SERVER_THREAD, start)

@@ -1,4 +1,4 @@
-"""The executor's ledger address: one address, or several IPv4 ones balanced round robin."""
+"""The executor's ledger address: one address, or several IP ones balanced round robin."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ BASE = {"nats_url": "nats://127.0.0.1:4222", "ledger_token": "executor-token"}
         ("sundial-ledger.ns.svc:50051", "sundial-ledger.ns.svc:50051"),
         ("10.0.0.1:50051,10.0.0.2:50051", "ipv4:10.0.0.1:50051,10.0.0.2:50051"),
         (" 10.0.0.1:1 , 10.0.0.2:2 ", "ipv4:10.0.0.1:1,10.0.0.2:2"),
+        ("[fd00::1]:1,[fd00::2]:2", "ipv6:[fd00::1]:1,[fd00::2]:2"),
     ],
 )
 def test_the_ledger_target(address: str, target: str) -> None:

@@ -100,6 +100,13 @@ def dev(
         typer.Option(help="Folder for server data and logs (default: a new temporary one)."),
     ] = None,
     keep: Annotated[bool, typer.Option(help="Keep the data folder after stopping.")] = False,
+    cluster: Annotated[
+        bool,
+        typer.Option(
+            help="Run NATS and etcd as three-node clusters (streams at 3 replicas) and two "
+            "schedulers and two executors: the shape of a production deployment."
+        ),
+    ] = False,
 ) -> None:
     """Start PostgreSQL, NATS JetStream, etcd and the three services; Ctrl-C stops all."""
     # Redirected to a file or a pipe, stdout would be block-buffered: a script waiting
@@ -115,7 +122,9 @@ def dev(
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.default_int_handler)
     admin_token = f"sundial-admin-{secrets.token_urlsafe(24)}"
-    stack = Stack(data_dir=data_dir, keep_data=keep or data_dir is not None)
+    stack = Stack(
+        data_dir=data_dir, keep_data=keep or data_dir is not None, cluster_size=3 if cluster else 1
+    )
     try:
         with console.status("starting PostgreSQL, NATS JetStream and etcd..."):
             stack.start()
@@ -137,7 +146,7 @@ def dev(
     try:
         demo = start_demo_target(stack.data_dir / "logs")
         with console.status("starting the API, scheduler and executor services..."):
-            services.start()
+            services.start(replicas=2 if cluster else 1)
         api_address = services.processes["api"].address
         with (
             console.status("creating the dev tenant and the demo job..."),

@@ -48,8 +48,13 @@ def dead_subject(tenant_id: str) -> str:
     return f"{DEAD_SUBJECT_PREFIX}.{tenant_id}"
 
 
-def stream_configs() -> dict[str, StreamConfig]:
-    """The desired configuration of both streams, by stream name."""
+def stream_configs(replicas: int = 1) -> dict[str, StreamConfig]:
+    """The desired configuration of both streams, by stream name.
+
+    Args:
+        replicas: Copies of each stream in a NATS cluster (1, or 3 or 5 for a cluster
+            that survives losing one or two servers); the executors' consumer inherits it.
+    """
     return {
         RUNS_STREAM: StreamConfig(
             name=RUNS_STREAM,
@@ -57,6 +62,7 @@ def stream_configs() -> dict[str, StreamConfig]:
             retention=RetentionPolicy.WORK_QUEUE,
             storage=StorageType.FILE,
             duplicate_window=DUPLICATE_WINDOW_S,
+            num_replicas=replicas,
         ),
         DEAD_STREAM: StreamConfig(
             name=DEAD_STREAM,
@@ -65,6 +71,7 @@ def stream_configs() -> dict[str, StreamConfig]:
             storage=StorageType.FILE,
             duplicate_window=DUPLICATE_WINDOW_S,
             max_age=DEAD_LETTER_MAX_AGE_S,
+            num_replicas=replicas,
         ),
     }
 
@@ -176,9 +183,10 @@ async def connect_bus(
     return Bus(client, client.jetstream())
 
 
-async def ensure_streams(jetstream: JetStreamContext) -> None:
-    """Create the streams, or bring an existing one to the desired configuration."""
-    for name, config in stream_configs().items():
+async def ensure_streams(jetstream: JetStreamContext, *, replicas: int = 1) -> None:
+    """Create the streams, or bring an existing one to the desired configuration (a
+    changed replica count included: NATS scales a stream up or down in place)."""
+    for name, config in stream_configs(replicas).items():
         try:
             await jetstream.stream_info(name)
         except NotFoundError:

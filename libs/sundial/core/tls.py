@@ -23,6 +23,8 @@ once, when the channel is made.
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import logging
 import os
 import ssl
@@ -34,9 +36,49 @@ from typing import Any
 
 import grpc
 
-__all__ = ["ClientTls", "ServerCertificates", "TlsError", "dial", "dial_sync"]
+__all__ = [
+    "ROUND_ROBIN",
+    "ClientTls",
+    "ServerCertificates",
+    "TlsError",
+    "balanced_target",
+    "dial",
+    "dial_sync",
+]
 
 log = logging.getLogger(__name__)
+
+ROUND_ROBIN = (
+    "grpc.service_config",
+    json.dumps({"loadBalancingConfig": [{"round_robin": {}}]}),
+)
+"""Channel option: balance calls over every address of the target (each call, and each
+(re)opened stream, goes to the next connected one; a lost address is skipped)."""
+
+
+def balanced_target(addresses: Sequence[str]) -> str | None:
+    """The gRPC target reaching every one of ``addresses`` (``host:port``), or None.
+
+    One address is dialled as it is (gRPC's resolver yields every address of a name, so
+    a headless Service reaches every replica); several IP addresses become one ``ipv4:``
+    or ``ipv6:`` target. None for several names, or IPv4 and IPv6 mixed: gRPC has no
+    target for those (the caller resolves the names, or refuses them).
+    """
+    bare = [a.split("://", 1)[-1].rstrip("/") for a in addresses]
+    if len(bare) == 1:
+        return bare[0]
+    versions = set()
+    for address in bare:
+        try:
+            versions.add(ipaddress.ip_address(address.rpartition(":")[0].strip("[]")).version)
+        except ValueError:
+            return None
+    if versions == {4}:
+        return "ipv4:" + ",".join(bare)
+    if versions == {6}:
+        return "ipv6:" + ",".join(bare)
+    return None
+
 
 ChannelOptions = Sequence[tuple[str, Any]]
 """gRPC channel arguments, ``(name, value)`` pairs."""

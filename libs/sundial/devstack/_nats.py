@@ -21,9 +21,10 @@ import secrets
 import shutil
 import sysconfig
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from sundial.devstack._process import ManagedProcess, ServerTls, StackError
+from sundial.devstack._process import ManagedProcess, ServerTls, StackError, free_port
 
 
 def nats_server_binary() -> Path:
@@ -92,50 +93,92 @@ ROLES = ("scheduler", "executor", "admin")
 
 
 def nats_config_text(
-    users: Mapping[str, tuple[str, str]], permissions: Mapping[str, object]
+    users: Mapping[str, tuple[str, str]],
+    permissions: Mapping[str, object],
+    cluster: Mapping[str, object] | None = None,
 ) -> str:
-    """A nats-server config file granting each role's user its permissions (JSON is
-    valid NATS configuration syntax)."""
+    """A nats-server config file granting each role's user its permissions, and the
+    ``cluster`` block of a clustered node (JSON is valid NATS configuration syntax)."""
     entries = []
     for role, (user, password) in users.items():
         entry: dict[str, object] = {"user": user, "password": password}
         if role in permissions:
             entry["permissions"] = permissions[role]
         entries.append(entry)
-    return json.dumps({"authorization": {"users": entries}}, indent=2)
+    config: dict[str, object] = {"authorization": {"users": entries}}
+    if cluster is not None:
+        config.update(cluster)
+    return json.dumps(config, indent=2)
+
+
+@dataclass(frozen=True)
+class _Cluster:
+    """How a node joins a NATS cluster: its name, route port and every route."""
+
+    node: str
+    route_port: int
+    routes: tuple[int, ...]
+    route_user: tuple[str, str] = field(repr=False)
+
+    def block(self) -> dict[str, object]:
+        user, password = self.route_user
+        return {
+            "server_name": self.node,
+            "cluster": {
+                "name": "sundial-dev",
+                "listen": f"127.0.0.1:{self.route_port}",
+                # Routes authenticate too: nobody else joins the cluster.
+                "authorization": {"user": user, "password": password},
+                "routes": [f"nats://{user}:{password}@127.0.0.1:{port}" for port in self.routes],
+            },
+        }
 
 
 class NatsServer:
-    """A single JetStream-enabled NATS server storing its streams in ``data_dir``.
+    """A JetStream-enabled NATS server storing its streams in ``data_dir``: alone, or a
+    node of a cluster (:func:`nats_cluster`).
 
     The server picks its own port (``-p -1``) and writes it to a ports file once it
-    listens, so there is no race between choosing a port and binding it.
+    listens, so there is no race between choosing a port and binding it. :meth:`stop`
+    then :meth:`start` restarts it on the same port with the same store.
     """
 
-    def __init__(self, data_dir: Path, *, tls: ServerTls | None = None, port: int = -1) -> None:
+    def __init__(
+        self, data_dir: Path, *, tls: ServerTls | None = None, port: int = -1, name: str = "nats"
+    ) -> None:
         self.data_dir = data_dir
         self.tls = tls
-        self.port = port
-        """The client port to listen on; -1 (default): one the server picks."""
         """Serve clients over mutual TLS with these files (tests of the TLS path)."""
+        self.port = port
+        """The client port to listen on; -1 (default): one the server picks (then kept
+        for restarts)."""
+        self.name = name
+        self.cluster: _Cluster | None = None
         self.url = ""
         self.users: dict[str, tuple[str, str]] = {
             role: (f"sundial-{role}", secrets.token_urlsafe(24)) for role in ROLES
         }
         """(user, password) by role: scheduler, executor, admin."""
-        self._ports_dir = data_dir / "nats-ports"
+        self._ports_dir = data_dir / f"{name}-ports"
         self._process: ManagedProcess | None = None
 
-    def start(self, timeout_s: float = 30.0) -> None:
+    @property
+    def pid(self) -> int | None:
+        """The server's process id (to signal it in fault tests), None before a start."""
+        return self._process.pid if self._process else None
+
+    def launch(self) -> None:
+        """Start the process without waiting for it (nodes of a cluster start together)."""
         self._ports_dir.mkdir(parents=True, exist_ok=True)
         for stale in self._ports_dir.glob("*.ports"):
             stale.unlink()
-        config = self.data_dir / "nats.conf"
+        config = self.data_dir / f"{self.name}.conf"
         fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as out:
-            out.write(nats_config_text(self.users, PERMISSIONS))
+            cluster = self.cluster.block() if self.cluster else None
+            out.write(nats_config_text(self.users, PERMISSIONS, cluster))
         self._process = ManagedProcess(
-            "nats-server",
+            f"nats-server {self.name}",
             [
                 str(nats_server_binary()),
                 "--config",
@@ -149,14 +192,24 @@ class NatsServer:
                 "-1",
                 "--jetstream",
                 "--store_dir",
-                str(self.data_dir / "nats"),
+                str(self.data_dir / self.name),
                 "--ports_file_dir",
                 str(self._ports_dir),
             ],
-            log_path=self.data_dir / "nats.log",
+            log_path=self.data_dir / f"{self.name}.log",
         )
         self._process.start()
+
+    def wait_ready(self, timeout_s: float = 30.0) -> None:
+        """Wait until it listens for clients."""
+        assert self._process is not None
         self._process.wait_ready(self._read_ports, timeout_s)
+        self.port = int(self.url.rsplit(":", 1)[1])
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        """Start (or restart on the same port and store) and wait until it listens."""
+        self.launch()
+        self.wait_ready(timeout_s)
 
     def _tls_flags(self) -> list[str]:
         if self.tls is None:
@@ -186,3 +239,33 @@ class NatsServer:
     def stop(self) -> None:
         if self._process is not None:
             self._process.stop()
+
+
+def nats_cluster(data_dir: Path, size: int = 3, timeout_s: float = 30.0) -> list[NatsServer]:
+    """Start ``size`` JetStream nodes forming one cluster; they share their users.
+
+    Streams created with ``num_replicas`` up to ``size`` are replicated across them
+    (``SUNDIAL_STREAM_REPLICAS``). The nodes start together; JetStream may need a few
+    seconds more to elect its meta leader, which the services' start-up wait covers.
+    """
+    nodes = [NatsServer(data_dir, name=f"nats-{i}", port=free_port()) for i in range(size)]
+    route_ports = [free_port() for _ in nodes]
+    route_user = ("sundial-route", secrets.token_urlsafe(24))
+    for i, node in enumerate(nodes):
+        node.users = nodes[0].users
+        node.cluster = _Cluster(
+            node=f"sundial-{i}",
+            route_port=route_ports[i],
+            routes=tuple(route_ports),
+            route_user=route_user,
+        )
+    try:
+        for node in nodes:
+            node.launch()
+        for node in nodes:
+            node.wait_ready(timeout_s)
+    except BaseException:
+        for node in nodes:
+            node.stop()
+        raise
+    return nodes

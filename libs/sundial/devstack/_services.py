@@ -85,8 +85,9 @@ class Services:
         env = {**os.environ, **self.stack.env(name), **self.extra_env}
         env["SUNDIAL_LISTEN"] = address
         env.setdefault("SUNDIAL_NODE_ID", f"{name}-{address.rsplit(':', 1)[1]}")
-        if "scheduler" in self.processes:
-            env.setdefault("SUNDIAL_LEDGER_ADDRESS", self.processes["scheduler"].address)
+        schedulers = [p.address for p in self.processes.values() if p.name == "scheduler"]
+        if schedulers:  # executors balance over every ledger
+            env.setdefault("SUNDIAL_LEDGER_ADDRESS", ",".join(schedulers))
         for key, value in _ledger_tls_env(self.client_tls).items():
             env.setdefault(key, value)
         return env
@@ -137,10 +138,13 @@ class Services:
         self.executor_token = answer.secret
         return self.executor_token
 
-    def start(self) -> Services:
+    def start(self, replicas: int = 1) -> Services:
+        """Start the API, then ``replicas`` schedulers, then ``replicas`` executors (they
+        need the schedulers' ledger addresses)."""
         try:
-            for name in SERVICE_NAMES:  # the executor needs the scheduler's ledger address
-                self.add(name)
+            for name in SERVICE_NAMES:
+                for _ in range(1 if name == "api" else replicas):
+                    self.add(name)
         except BaseException:
             self.stop()
             raise

@@ -1,5 +1,9 @@
 """The local stack: PostgreSQL, NATS JetStream and etcd in one data folder.
 
+With ``cluster_size=3`` NATS is a three-node JetStream cluster (the streams at three
+replicas) and etcd a three-member cluster: what a production deployment runs, so that
+losing any one node can be tried here.
+
 NATS and etcd run with authentication (the servers' modules say how); :meth:`Stack.env`
 gives each service the credentials of its own user, and :meth:`Stack.nats_config` /
 :meth:`Stack.etcd_config` give tests and tools theirs. PostgreSQL accepts its superuser
@@ -18,8 +22,8 @@ from pathlib import Path
 from types import TracebackType
 
 from sundial.core.config import EtcdConfig, NatsConfig
-from sundial.devstack._etcd import EtcdServer
-from sundial.devstack._nats import PERMISSIONS, NatsServer, inbox_prefix
+from sundial.devstack._etcd import EtcdServer, etcd_cluster
+from sundial.devstack._nats import PERMISSIONS, NatsServer, inbox_prefix, nats_cluster
 from sundial.devstack._postgres import PostgresServer
 from sundial.devstack._process import StackError
 
@@ -45,8 +49,8 @@ class Stack:
     """Connection details of a running stack, and the servers it started itself.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`. Servers named by
-    ``SUNDIAL_DATABASE_URL``, ``SUNDIAL_NATS_URL`` or ``SUNDIAL_ETCD_ENDPOINTS`` are
-    used as they are and never stopped.
+    ``SUNDIAL_DATABASE_URL``, ``SUNDIAL_NATS_URL`` or ``SUNDIAL_ETCD_ENDPOINTS`` (or a
+    ``database_url`` given here) are used as they are and never stopped.
     """
 
     data_dir: Path | None = None
@@ -54,18 +58,34 @@ class Stack:
     durable: bool = True
     """Run the PostgreSQL it starts durably (fsync and synchronous commit on); tests and
     benchmarks pass False for speed (see :class:`PostgresServer`)."""
+    cluster_size: int = 1
+    """NATS nodes and etcd members to start: 1, or 3 for clusters (streams at replicas 3)."""
     database_url: str = ""
     nats_url: str = ""
+    """Comma-separated URLs of every NATS node (what ``SUNDIAL_NATS_URL`` takes)."""
     etcd_endpoints: tuple[str, ...] = ()
     startup_s: float = 0.0
     nats_users: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False)
     """(user, password) by role (scheduler, executor, admin) of the NATS it started."""
     etcd_user: tuple[str, str] | None = field(default=None, repr=False)
     """(user, password) the services use on the etcd it started."""
+    postgres: PostgresServer | None = None
+    """The PostgreSQL it started (None when ``SUNDIAL_DATABASE_URL`` named one)."""
+    nats_nodes: list[NatsServer] = field(default_factory=list)
+    """The NATS servers it started, one per node."""
+    etcd_members: list[EtcdServer] = field(default_factory=list)
+    """The etcd members it started."""
     _started: list[PostgresServer | NatsServer | EtcdServer] = field(default_factory=list)
     _own_dir: bool = False
 
+    @property
+    def stream_replicas(self) -> int:
+        """Replicas the streams get on this stack's NATS (``SUNDIAL_STREAM_REPLICAS``)."""
+        return len(self.nats_nodes) if len(self.nats_nodes) > 1 else 1
+
     def start(self) -> Stack:
+        if self.cluster_size not in (1, 3):
+            raise StackError(f"cluster_size must be 1 or 3, not {self.cluster_size}")
         began = time.monotonic()
         if self.data_dir is None:
             self.data_dir = Path(tempfile.mkdtemp(prefix="stack-", dir=runtime_dir()))
@@ -82,28 +102,34 @@ class Stack:
         return self
 
     def _start_servers(self, data_dir: Path) -> None:
-        self.database_url = os.environ.get(DATABASE_URL_VAR, "")
+        self.database_url = self.database_url or os.environ.get(DATABASE_URL_VAR, "")
         if not self.database_url:
-            postgres = PostgresServer(data_dir, durable=self.durable)
-            self._started.append(postgres)
-            postgres.start()
-            self.database_url = postgres.url
+            self.postgres = PostgresServer(data_dir, durable=self.durable)
+            self._started.append(self.postgres)
+            self.postgres.start()
+            self.database_url = self.postgres.url
         self.nats_url = os.environ.get(NATS_URL_VAR, "")
         if not self.nats_url:
-            nats = NatsServer(data_dir)
-            self._started.append(nats)
-            nats.start()
-            self.nats_url = nats.url
-            self.nats_users = dict(nats.users)
+            if self.cluster_size > 1:
+                self.nats_nodes = nats_cluster(data_dir, self.cluster_size)
+            else:
+                self.nats_nodes = [NatsServer(data_dir)]
+                self.nats_nodes[0].start()
+            self._started.extend(self.nats_nodes)
+            self.nats_url = ",".join(node.url for node in self.nats_nodes)
+            self.nats_users = dict(self.nats_nodes[0].users)
         endpoints = os.environ.get(ETCD_ENDPOINTS_VAR, "")
         if endpoints:
             self.etcd_endpoints = tuple(e.strip() for e in endpoints.split(",") if e.strip())
         else:
-            etcd = EtcdServer(data_dir)
-            self._started.append(etcd)
-            etcd.start()
-            self.etcd_endpoints = (etcd.endpoint,)
-            self.etcd_user = etcd.user
+            if self.cluster_size > 1:
+                self.etcd_members = etcd_cluster(data_dir, self.cluster_size)
+            else:
+                self.etcd_members = [EtcdServer(data_dir)]
+                self.etcd_members[0].start()
+            self._started.extend(self.etcd_members)
+            self.etcd_endpoints = tuple(member.endpoint for member in self.etcd_members)
+            self.etcd_user = self.etcd_members[0].user
 
     def env(self, service: str = "") -> dict[str, str]:
         """The ``SUNDIAL_*`` variables that point ``service`` (api, scheduler, executor)
@@ -124,6 +150,8 @@ class Stack:
         if service in _ETCD_SERVICES and self.etcd_user is not None:
             user, password = self.etcd_user
             env.update(SUNDIAL_ETCD_USER=user, SUNDIAL_ETCD_PASSWORD=password)
+        if service == "scheduler":
+            env["SUNDIAL_STREAM_REPLICAS"] = str(self.stream_replicas)
         return env
 
     def nats_config(self, role: str = "admin") -> NatsConfig:

@@ -15,7 +15,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from sundial.core.config import ConfigError, ServerConfig
 from sundial.core.grpc import Server, build_server
-from sundial.core.tls import ClientTls, TlsError, dial, dial_sync
+from sundial.core.tls import ClientTls, TlsError, balanced_target, dial, dial_sync
 from sundial.executor.config import ExecutorConfig
 from tests.helpers.certs import Authority, Issued, peer_serial, write_atomically
 
@@ -330,3 +330,18 @@ def test_executor_refuses_half_a_ledger_tls_setup(env: dict[str, str], variable:
     with pytest.raises(ConfigError) as caught:
         ExecutorConfig.from_env(environ={**_EXECUTOR_ENV, **env})
     assert caught.value.name == variable
+
+
+@pytest.mark.parametrize(
+    ("addresses", "target"),
+    [
+        (["etcd:2379"], "etcd:2379"),
+        (["http://10.0.0.1:2379/"], "10.0.0.1:2379"),
+        (["127.0.0.1:1", "https://127.0.0.2:2"], "ipv4:127.0.0.1:1,127.0.0.2:2"),
+        (["[::1]:1", "[::2]:2"], "ipv6:[::1]:1,[::2]:2"),
+        (["etcd-0:2379", "etcd-1:2379"], None),  # names: the caller resolves them
+        (["127.0.0.1:1", "[::1]:2"], None),  # no gRPC target mixes the families
+    ],
+)
+def test_a_balanced_target_reaches_every_address(addresses: list[str], target: str | None) -> None:
+    assert balanced_target(addresses) == target

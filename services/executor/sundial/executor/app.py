@@ -12,14 +12,13 @@ waits for in-flight runs while outcomes can still be reported and leases extende
 from __future__ import annotations
 
 import contextlib
-import json
 import secrets
 
 from sundial.core.bus import connect_bus, nats_dependency
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.grpc import build_server
 from sundial.core.service import Service
-from sundial.core.tls import dial
+from sundial.core.tls import ROUND_ROBIN, dial
 from sundial.executor.completer import Completer
 from sundial.executor.config import ExecutorConfig
 from sundial.executor.consumer import Consumer
@@ -45,7 +44,7 @@ LEDGER_CHANNEL_OPTIONS: tuple[tuple[str, int | str], ...] = (
     # Every address of the ledger (a name resolving to each scheduler, or a list): each
     # call, and each (re)opened heartbeat stream, goes to the next connected one, so a
     # frozen or lost scheduler costs a retry, not the leases held through it.
-    ("grpc.service_config", json.dumps({"loadBalancingConfig": [{"round_robin": {}}]})),
+    ROUND_ROBIN,
 )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import socket
 from dataclasses import dataclass, field
@@ -10,14 +9,7 @@ from pathlib import Path
 
 from sundial.core.config import ConfigError, LogConfig, NatsConfig, ServerConfig
 from sundial.core.telemetry import TelemetryConfig
-from sundial.core.tls import ClientTls
-
-
-def _is_ipv4(host: str) -> bool:
-    try:
-        return isinstance(ipaddress.ip_address(host), ipaddress.IPv4Address)
-    except ValueError:
-        return False
+from sundial.core.tls import ClientTls, balanced_target
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,12 +109,12 @@ class ExecutorConfig(NatsConfig, ServerConfig, LogConfig, TelemetryConfig):
             host, sep, port = address.rpartition(":")
             if not (sep and host and port.isdigit()):
                 raise ConfigError("ledger_address", f"expected host:port, got {address!r}")
-            if len(addresses) > 1 and not _is_ipv4(host):
-                raise ConfigError(
-                    "ledger_address",
-                    "a list must hold IPv4 addresses (ip:port); give one host name that "
-                    "resolves to every scheduler instead",
-                )
+        if balanced_target(addresses) is None:
+            raise ConfigError(
+                "ledger_address",
+                "a list must hold IP addresses of one family (ip:port); give one host "
+                "name that resolves to every scheduler instead",
+            )
         for name in (
             "max_in_flight",
             "fetch_batch",
@@ -167,10 +159,9 @@ class ExecutorConfig(NatsConfig, ServerConfig, LogConfig, TelemetryConfig):
     def ledger_target(self) -> str:
         """The gRPC target of the ledger channel: the address, or for a list of IPv4
         addresses gRPC's ``ipv4:a:p,b:p`` form (the channel balances round robin)."""
-        addresses = [a.strip() for a in self.ledger_address.split(",") if a.strip()]
-        if len(addresses) == 1:
-            return addresses[0]
-        return "ipv4:" + ",".join(addresses)
+        target = balanced_target([a.strip() for a in self.ledger_address.split(",") if a.strip()])
+        assert target is not None  # __post_init__ refused anything else
+        return target
 
     @property
     def ledger_channel_tls(self) -> ClientTls | None:

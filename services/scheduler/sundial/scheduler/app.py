@@ -42,7 +42,7 @@ async def _connect_bus(config: SchedulerConfig) -> Bus:
     """
     bus = await connect_bus(config, name=f"sundial-scheduler-{config.node_id}")
     try:
-        await ensure_streams(bus.jetstream)
+        await ensure_streams(bus.jetstream, replicas=config.stream_replicas)
     except BaseException:
         with contextlib.suppress(Exception):
             await bus.client.close()
@@ -78,7 +78,14 @@ async def build(config: SchedulerConfig) -> Service:
         clock = OffsetClock()
         database_time = DatabaseTime(pool, clock)
         owned = membership.owned
-        streams = StreamKeeper(bus.jetstream, store, owned, clock=clock)
+        streams = StreamKeeper(
+            bus.jetstream,
+            store,
+            owned,
+            check_interval_s=config.stream_check_s,
+            replicas=config.stream_replicas,
+            clock=clock,
+        )
         publisher = RunPublisher(bus.jetstream, config.node_id, streams=streams)
         server.add_services(
             [

@@ -79,6 +79,15 @@ class SchedulerConfig(
     maintenance_interval_s: float = 3600.0
     """Seconds between partition maintenance passes."""
 
+    stream_replicas: int = 1
+    """Copies of SUNDIAL_RUNS and SUNDIAL_DEAD kept by a NATS JetStream cluster: 1 for a
+    single server, 3 (or 5) for a cluster that survives losing one (or two) servers.
+    Applied to existing streams at start (NATS scales them in place)."""
+
+    stream_check_s: float = 5.0
+    """Seconds between checks that both streams exist (a lost one is recreated and its
+    unleased runs republished); a failed publish checks at once."""
+
     def __post_init__(self) -> None:
         DatabaseConfig.__post_init__(self)
         NatsConfig.__post_init__(self)
@@ -102,11 +111,14 @@ class SchedulerConfig(
             "capacity_retry_s",
             "cancel_poll_s",
             "maintenance_interval_s",
+            "stream_check_s",
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(name, "must be > 0")
         if not 10 <= self.run_lease_s <= 300:
             raise ConfigError("run_lease_s", "must be between 10 and 300 seconds")
+        if self.stream_replicas not in (1, 2, 3, 4, 5):
+            raise ConfigError("stream_replicas", "must be between 1 and 5 (NATS's limit)")
         if self.retention_days < 1:
             raise ConfigError("retention_days", "must be at least 1")
         if not 1 <= self.partitions_ahead_days <= 90:

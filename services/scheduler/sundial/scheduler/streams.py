@@ -6,7 +6,7 @@ without its store. Then every publish fails (no stream answers the subject) and
 executors fetch from a consumer that went with it. The keeper recreates both streams
 (idempotently: a scheduler that finds one present changes nothing) when a publish fails
 that way (:meth:`StreamKeeper.after_failure`, called by the publisher, which then
-publishes once more) and every :data:`STREAM_CHECK_S` seconds in its own loop, so an
+publishes once more) and every ``stream_check_s`` seconds in its own loop, so an
 idle cluster or a lost SUNDIAL_DEAD is noticed too.
 
 Runs whose messages went with the stream are restored by the sweeper: when the keeper
@@ -34,12 +34,9 @@ from sundial.core.clock import Clock, SystemClock
 from sundial.core.loop import PassLoop
 from sundial.scheduler.store import TRANSIENT_ERRORS, SchedulerStore
 
-__all__ = ["STREAM_CHECK_S", "StreamKeeper", "stream_missing"]
+__all__ = ["StreamKeeper", "stream_missing"]
 
 log = logging.getLogger(__name__)
-
-STREAM_CHECK_S = 5.0
-"""Seconds between the keeper's checks that both streams exist."""
 
 _MISSING = (NoStreamResponseError, NoRespondersError, ServiceUnavailableError, NotFoundError)
 
@@ -59,6 +56,7 @@ class StreamKeeper(PassLoop):
         store: Where the runs of a lost stream are made due for republishing.
         owned: The partitions this scheduler acts on now.
         check_interval_s: Seconds between checks.
+        replicas: The streams' replica count when it creates them.
         clock: The source of "now" for the republish.
     """
 
@@ -75,7 +73,8 @@ class StreamKeeper(PassLoop):
         store: SchedulerStore,
         owned: Callable[[], Collection[int]],
         *,
-        check_interval_s: float = STREAM_CHECK_S,
+        check_interval_s: float = 5.0,
+        replicas: int = 1,
         clock: Clock | None = None,
     ) -> None:
         super().__init__()
@@ -83,6 +82,7 @@ class StreamKeeper(PassLoop):
         self._store = store
         self._owned = owned
         self._interval_s = check_interval_s
+        self._replicas = replicas
         self._clock = clock or SystemClock()
         self._lock = asyncio.Lock()
         self._checked_at = float("-inf")  # monotonic end of the last completed check
@@ -125,7 +125,7 @@ class StreamKeeper(PassLoop):
         async with self._lock:
             if unless_since is not None and self._checked_at >= unless_since:
                 return
-            for name, config in stream_configs().items():
+            for name, config in stream_configs(self._replicas).items():
                 created = False
                 try:
                     info = await self._js.stream_info(name)
