@@ -24,7 +24,7 @@ from sundial.run import (
 )
 from sundial.schedule import CronSpec, IntervalSpec, MisfirePolicy, Schedule
 from sundial.scheduler import planning
-from sundial.scheduler.dispatcher import Dispatcher
+from sundial.scheduler.dispatcher import MIN_WAIT_S, Dispatcher
 from sundial.scheduler.model import ClaimedJob
 from sundial.scheduler.planning import DefinitionCache
 from sundial.scheduler.publisher import RunPublisher
@@ -336,3 +336,51 @@ async def test_dispatch_records_each_runs_lateness(
     ]
     assert point.count == 3
     assert point.sum == pytest.approx(90.0)
+
+
+@pytest.fixture
+def patient_dispatcher(
+    pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
+) -> Dispatcher:
+    """A dispatcher whose poll interval (60 s) is far longer than any wait below."""
+    config = scheduler_config(migrated_database_url, stack, poll_interval_s=60.0)
+    return Dispatcher(
+        SchedulerStore(pool), RunPublisher(bus.jetstream, "test"), lambda: ALL, config, clock
+    )
+
+
+async def test_between_passes_the_dispatcher_sleeps_until_the_next_due_instant(
+    pool: asyncpg.Pool, patient_dispatcher: Dispatcher, clock: ManualClock
+) -> None:
+    # Nothing scheduled: the poll interval.
+    assert await patient_dispatcher.pass_once() == 60.0
+    [soon] = await insert_jobs(pool, HOURLY, first_due=T0 + timedelta(seconds=3.25))
+    [paused] = await insert_jobs(pool, HOURLY, first_due=T0 + timedelta(seconds=1))
+    await pool.execute("UPDATE jobs SET paused = true WHERE job_id = $1", paused)
+    # The paused job does not count; the next due one does, to the microsecond.
+    assert await patient_dispatcher.pass_once() == 3.25
+    clock.advance(3.25)
+    # Dispatched on the instant; the next fire (13:00) is beyond the poll interval.
+    assert await patient_dispatcher.pass_once() == 60.0
+    [run] = await runs_of(pool, soon)
+    assert run["scheduled_at"] == T0 + timedelta(seconds=3.25) and run["lateness_ms"] == 0
+
+
+async def test_a_quarantined_job_wakes_the_dispatcher_when_its_quarantine_ends(
+    pool: asyncpg.Pool, patient_dispatcher: Dispatcher, clock: ManualClock
+) -> None:
+    [job] = await insert_jobs(pool, HOURLY, first_due=T0 - timedelta(minutes=1))
+    await pool.execute(
+        "UPDATE jobs SET dispatch_not_before = $2 WHERE job_id = $1", job, T0 + timedelta(seconds=2)
+    )
+    assert await patient_dispatcher.pass_once() == 2.0
+
+
+async def test_a_due_job_another_transaction_holds_is_looked_at_again_soon(
+    pool: asyncpg.Pool, patient_dispatcher: Dispatcher
+) -> None:
+    [job] = await insert_jobs(pool, HOURLY, first_due=T0)
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("SELECT 1 FROM jobs WHERE job_id = $1 FOR UPDATE", job)
+        # Skipped (SKIP LOCKED) yet due: neither the poll interval nor a busy spin.
+        assert await patient_dispatcher.pass_once() == MIN_WAIT_S

@@ -39,7 +39,9 @@ class SchedulerConfig(
     """Seconds between ownership reconciliations (a watch on etcd wakes it earlier)."""
 
     poll_interval_s: float = 0.5
-    """Seconds the dispatcher waits after a pass that found nothing more due."""
+    """Longest wait between dispatcher passes: between them it sleeps until the next due
+    instant of its partitions, and looks again after this long at most (a job created,
+    updated or resumed meanwhile to come due sooner is seen by then)."""
 
     batch_size: int = 500
     """Jobs claimed per dispatch transaction (and runs per RunDispatch message)."""

@@ -6,6 +6,10 @@ NOTHING``), advance ``next_run_at``; commit. Then one RunDispatch per partition 
 published and the acknowledged runs' ``check_at`` moves forward. Publishing overlaps the
 next batch's transaction (a bounded number in flight) so the database never waits on NATS.
 
+Between passes it sleeps until the next due instant of its partitions (``next_due_at``,
+one index probe per partition), at most ``poll_interval_s``: an idle scheduler starts a
+run within milliseconds of its due time instead of up to a poll interval late.
+
 Ownership is asked before every batch: when the etcd lease is lost the owned set is
 empty and dispatch stops at once. A stale owner cannot duplicate a run anyway: the row
 lock, the advanced ``next_run_at`` and the run key primary key stop it.
@@ -39,6 +43,9 @@ from sundial.scheduler.store import TRANSIENT_ERRORS, SchedulerStore
 log = logging.getLogger(__name__)
 
 MAX_PUBLISHES_IN_FLIGHT = 4
+
+MIN_WAIT_S = 0.002
+"""Shortest wait between passes that found less than a batch."""
 
 
 class Dispatcher(PassLoop):
@@ -101,10 +108,19 @@ class Dispatcher(PassLoop):
         return self._config.poll_interval_s
 
     async def pass_once(self) -> float:
-        """One pass; the wait before the next (0 when the pass was full)."""
+        """One pass; the wait before the next: 0 when the pass was full (more is due right
+        now), else until the next job of the owned partitions comes due, at most
+        ``poll_interval_s`` (a job created or resumed meanwhile is seen by then)."""
         outcome = await self.dispatch_once(wait_for_publish=False)
-        # A full batch: more is due right now.
-        return 0.0 if outcome.claimed >= self._config.batch_size else self._config.poll_interval_s
+        if outcome.claimed >= self._config.batch_size:
+            return 0.0
+        poll_s = self._config.poll_interval_s
+        due = await self._store.next_due_at(sorted(self._owned()))
+        if due is None:
+            return poll_s
+        # Due already yet not claimed: another worker holds it (SKIP LOCKED), or the
+        # database clock is a hair behind ours; look again very soon, without spinning.
+        return min(poll_s, max(MIN_WAIT_S, (due - self._clock.now()).total_seconds()))
 
     async def dispatch_once(self, *, wait_for_publish: bool = True) -> DispatchOutcome:
         """Run one dispatch transaction and publish its batches.

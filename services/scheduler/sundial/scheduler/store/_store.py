@@ -77,6 +77,14 @@ class SchedulerStore:
         await self._pool.execute(queries.confirm_published, job_ids, times, seqs, recheck_at)
 
     @translate_db_errors()
+    async def next_due_at(self, partitions: Sequence[int]) -> datetime | None:
+        """When the next job of ``partitions`` comes due (None: none scheduled)."""
+        if not partitions:
+            return None
+        due: datetime | None = await self._pool.fetchval(queries.next_due_at, list(partitions))
+        return due
+
+    @translate_db_errors()
     async def republish_queued(self, partitions: Sequence[int], now: datetime) -> int:
         """Make the published, unleased runs of ``partitions`` due for republishing at
         ``now`` (their messages went with a lost stream); returns how many."""
