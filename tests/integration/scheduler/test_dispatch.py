@@ -64,8 +64,13 @@ async def test_due_job_gets_one_run_and_advances(
     assert again.claimed == 0
     [run] = await runs_of(pool, job)
     assert run["scheduled_at"] == T0 and run["status"] == "queued"
-    # The acknowledged publish moved check_at to the lost-message recheck.
-    assert run["check_at"] == T0 + timedelta(seconds=120)
+    # The acknowledged publish is one dispatch_acks row (recheck after the lost-message
+    # wait), not a run-row update: check_at is still the confirm deadline.
+    assert run["check_at"] == T0 + timedelta(seconds=10)
+    acks = await pool.fetch("SELECT dispatch_seq, recheck_at FROM dispatch_acks")
+    assert [(a["dispatch_seq"], a["recheck_at"]) for a in acks] == [
+        (outcome.batches[0].dispatch_seq, T0 + timedelta(seconds=120))
+    ]
     assert run["lateness_ms"] == 0
     job_row = await pool.fetchrow("SELECT next_run_at, fired_count FROM jobs WHERE job_id=$1", job)
     assert job_row["next_run_at"] == T0 + timedelta(hours=1)

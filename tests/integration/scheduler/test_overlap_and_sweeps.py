@@ -102,7 +102,11 @@ async def test_buffer_one(pool: asyncpg.Pool, parts: Parts) -> None:
     await parts.sweeper.sweep_once()
     runs = await runs_of(pool, job)
     assert runs[1]["status"] == "queued" and runs[1]["dispatch_seq"] > 0
-    assert runs[1]["check_at"] == parts.clock.now() + timedelta(seconds=120)
+    # Published and acknowledged: its confirm deadline stands, the ack holds the recheck.
+    assert runs[1]["check_at"] == parts.clock.now() + timedelta(seconds=10)
+    assert await pool.fetchval(
+        "SELECT recheck_at FROM dispatch_acks WHERE dispatch_seq = $1", runs[1]["dispatch_seq"]
+    ) == parts.clock.now() + timedelta(seconds=120)
 
 
 async def test_buffer_all(pool: asyncpg.Pool, parts: Parts) -> None:
@@ -170,12 +174,37 @@ async def test_expired_lease_makes_the_run_leasable_and_republishes(
 async def test_unconfirmed_publish_is_republished(pool: asyncpg.Pool, parts: Parts) -> None:
     [job] = await insert_jobs(pool, Schedule(IntervalSpec(timedelta(days=1))), first_due=T0)
     await parts.tick(0)
-    # As if the scheduler died between commit and publish: check_at still at confirm time.
+    # As if the scheduler died between commit and publish: no ack, check_at due.
+    await pool.execute("DELETE FROM dispatch_acks")
     await pool.execute("UPDATE job_runs SET check_at = $2 WHERE job_id = $1", job, T0)
     seq = (await runs_of(pool, job))[0]["dispatch_seq"]
     await parts.sweeper.sweep_once()
     [run] = await runs_of(pool, job)
-    assert run["dispatch_seq"] > seq and run["check_at"] == T0 + timedelta(seconds=120)
+    # Published again under a new dispatch, and that publish was acknowledged.
+    assert run["dispatch_seq"] > seq and run["check_at"] == T0 + timedelta(seconds=10)
+    assert await pool.fetchval(
+        "SELECT recheck_at FROM dispatch_acks WHERE dispatch_seq = $1", run["dispatch_seq"]
+    ) == T0 + timedelta(seconds=120)
+
+
+async def test_an_acknowledged_publish_waits_for_the_lost_message_recheck(
+    pool: asyncpg.Pool, parts: Parts
+) -> None:
+    [job] = await insert_jobs(pool, Schedule(IntervalSpec(timedelta(days=1))), first_due=T0)
+    await parts.tick(0)
+    seq = (await runs_of(pool, job))[0]["dispatch_seq"]
+    # Unleased past the confirm deadline, but acknowledged: not published again, looked
+    # at again at the recheck.
+    await parts.tick(11)
+    [run] = await runs_of(pool, job)
+    assert run["dispatch_seq"] == seq and run["check_at"] == T0 + timedelta(seconds=120)
+    # Still unleased at the recheck: the message was lost; published again.
+    await parts.tick(110)
+    [run] = await runs_of(pool, job)
+    assert run["dispatch_seq"] > seq and run["status"] == "queued"
+    # The old ack is gone once its recheck passed (purged by the sweep).
+    acks = await pool.fetchval("SELECT count(*) FROM dispatch_acks WHERE dispatch_seq = $1", seq)
+    assert acks == 0
 
 
 async def test_lease_expired_on_the_last_attempt_is_dead_with_a_dead_letter(

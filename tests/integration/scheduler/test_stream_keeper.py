@@ -71,7 +71,15 @@ async def test_a_failed_publish_recreates_the_stream_and_goes_through(
     assert dispatcher.dispatched == 1  # the publish after the recreation was acknowledged
     assert await published_runs(bus, job) == 1
     [run] = await runs_of(pool, job)
-    assert run["check_at"] == T0 + timedelta(seconds=config.unleased_republish_s)  # confirmed
+    # Confirmed: the ack holds the lost-message recheck.
+    assert await acked_recheck(pool, run["dispatch_seq"]) == T0 + timedelta(
+        seconds=config.unleased_republish_s
+    )
+
+
+async def acked_recheck(pool: asyncpg.Pool, seq: int) -> object:
+    """The recheck time JetStream's ack of dispatch ``seq`` recorded (None: no ack)."""
+    return await pool.fetchval("SELECT recheck_at FROM dispatch_acks WHERE dispatch_seq = $1", seq)
 
 
 async def test_runs_the_lost_stream_held_are_republished_by_every_owner(
@@ -106,6 +114,8 @@ async def test_runs_the_lost_stream_held_are_republished_by_every_owner(
     assert keeper_b.recreated == 0
     [run] = await runs_of(pool, job)
     assert run["status"] == "queued" and run["check_at"] == clock.now()  # due at once
+    # Its ack went with the stream's message: the sweeper must not trust it.
+    assert await acked_recheck(pool, run["dispatch_seq"]) is None
     [waiting] = await runs_of(pool, jittered)
     assert waiting["check_at"] == T0 + timedelta(minutes=5)  # not published early
 
@@ -115,4 +125,7 @@ async def test_runs_the_lost_stream_held_are_republished_by_every_owner(
     # Checking again finds the same stream: nothing is republished a second time.
     await keeper_b.check()
     [run] = await runs_of(pool, job)
-    assert run["check_at"] == clock.now() + timedelta(seconds=config.unleased_republish_s)
+    assert run["check_at"] == clock.now() + timedelta(seconds=config.publish_confirm_s)
+    assert await acked_recheck(pool, run["dispatch_seq"]) == clock.now() + timedelta(
+        seconds=config.unleased_republish_s
+    )

@@ -172,3 +172,5 @@ class SweepOutcome:
     dead_letters: list[DeadLetterRun] = field(default_factory=list)
     """Dead runs whose DeadLetter is due (the outbox): the caller publishes each, then
     clears it (:meth:`SchedulerStore.clear_dead_letters`)."""
+    checked: int = 0
+    """Runs whose check came due in this pass (republished, deferred or ended)."""

@@ -139,33 +139,57 @@ ON CONFLICT (job_id) DO UPDATE
        updated_at = EXCLUDED.updated_at;
 
 -- name: confirm_published
--- JetStream acknowledged these publishes (run $1/$2 under dispatch sequence $3): look
--- at the runs again only if still unleased at $4 (a lost message).
+-- JetStream acknowledged the dispatches $1: their runs, while still unleased, are looked
+-- at again only at $2 (a lost message). One row per dispatch, not per run (0006).
+INSERT INTO dispatch_acks (dispatch_seq, recheck_at)
+SELECT unnest($1::bigint[]), $2
+ON CONFLICT (dispatch_seq) DO NOTHING;
+
+-- name: purge_dispatch_acks
+-- Up to $2 acks whose recheck passed at $1: a run still queued under one is published
+-- again on its check anyway, so the ack says nothing any more.
+DELETE FROM dispatch_acks
+ WHERE dispatch_seq IN (SELECT dispatch_seq FROM dispatch_acks WHERE recheck_at < $1
+                         ORDER BY recheck_at LIMIT $2);
+
+-- name: defer_checks
+-- Runs $1/$2 (locked by this transaction) whose publish was acknowledged: look at them
+-- again at $3[i] (the lost-message recheck), nothing else changes.
 UPDATE job_runs r
-   SET check_at = $4
-  FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[]) AS p(job_id, scheduled_at, seq)
- WHERE r.job_id = p.job_id AND r.scheduled_at = p.scheduled_at
-   AND r.dispatch_seq = p.seq AND r.status = 'queued';
+   SET check_at = u.check_at
+  FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[])
+       AS u(job_id, scheduled_at, check_at)
+ WHERE r.job_id = u.job_id AND r.scheduled_at = u.scheduled_at;
 
 -- name: republish_queued
 -- SUNDIAL_RUNS was lost and is back empty: every published run of owned partitions $1
 -- still waiting unleased may have gone with it, so it is due for the sweeper's republish
 -- now ($2) instead of unleased_republish_s after its publish. A jittered run not
 -- published yet (dispatch_seq 0) keeps its due time.
-UPDATE job_runs
-   SET check_at = $2
- WHERE partition_id = ANY($1::smallint[]) AND status = 'queued'
-   AND dispatch_seq > 0 AND check_at > $2;
+WITH due AS (
+    UPDATE job_runs
+       SET check_at = $2
+     WHERE partition_id = ANY($1::smallint[]) AND status = 'queued'
+       AND dispatch_seq > 0 AND check_at > $2
+    RETURNING dispatch_seq
+), unacked AS (
+    -- Their messages are gone: the sweeper must publish them, not trust the ack.
+    DELETE FROM dispatch_acks WHERE dispatch_seq IN (SELECT dispatch_seq FROM due)
+)
+SELECT count(*) FROM due;
 
 -- name: lock_due_checks
 -- Runs of owned partitions $1 whose check_at passed ($3): unconfirmed or unleased
--- publishes, deferred (jittered) or released runs, expired leases, due retries. With
+-- publishes (acked_until: when an acknowledged one is due for the lost-message check),
+-- deferred (jittered) or released runs, expired leases, due retries. With
 -- each, its job's policies as text: the retry budget an expired lease is charged against
 -- is decided in Python (sundial.run.lease_expiry), not read out of the JSON here.
 SELECT r.job_id, r.scheduled_at, r.partition_id, r.status, r.cancel_requested,
-       r.attempt, r.attempt_base, d.policies::text AS policies
+       r.attempt, r.attempt_base, d.policies::text AS policies,
+       a.recheck_at AS acked_until
   FROM job_runs r
   LEFT JOIN job_definitions d ON d.job_id = r.job_id
+  LEFT JOIN dispatch_acks a ON a.dispatch_seq = r.dispatch_seq AND r.status = 'queued'
  WHERE r.partition_id = ANY($1::smallint[])
    AND r.status IN ('queued', 'running', 'retrying')
    AND r.check_at <= $3

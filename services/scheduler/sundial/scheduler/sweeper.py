@@ -69,7 +69,7 @@ class Sweeper(PassLoop):
     async def pass_once(self) -> float:
         """One pass; the wait before the next (0 when the pass was full)."""
         outcome = await self.sweep_once()
-        done = max(sum(len(b.runs) for b in outcome.batches), len(outcome.dead_letters))
+        done = max(outcome.checked, len(outcome.dead_letters))
         # A full pass: more is due right now.
         return 0.0 if done >= self._config.batch_size else self._config.sweep_interval_s
 
@@ -85,12 +85,24 @@ class Sweeper(PassLoop):
             # Released first, so they are published by the next pass.
             released = await tx.release_pending(owned, limit, now)
             due = await tx.lock_due_checks(owned, limit, now)
-            transitions = [(due_check(state, now), partition) for state, partition in due]
+            # A queued run whose publish was acknowledged waits for its lost-message
+            # recheck; the others are decided by the run machine.
+            deferred = [
+                (state.ref, acked_until)
+                for state, _, acked_until in due
+                if acked_until is not None and acked_until > now
+            ]
+            await tx.defer_checks(deferred)
+            transitions = [
+                (due_check(state, now), partition)
+                for state, partition, acked_until in due
+                if acked_until is None or acked_until <= now
+            ]
             batches = await tx.apply_checks(transitions, now, confirm_until=confirm_until)
             # Last, so runs that died in this pass are in it.
             letters = await tx.claim_dead_letters(owned, limit, now, retry_at=confirm_until)
         cancelled = sum(t.status is RunStatus.CANCELLED for t, _ in transitions)
-        outcome = SweepOutcome(batches, cancelled, released, letters)
+        outcome = SweepOutcome(batches, cancelled, released, letters, checked=len(due))
         # The republished batches and the dead-letter outbox go out together, each
         # publish bounded by a timeout, so a NATS outage stalls a pass by one timeout.
         acked, sent = await asyncio.gather(
@@ -113,4 +125,5 @@ class Sweeper(PassLoop):
             )
         if sent:
             await self._store.clear_dead_letters(sent)
+        await self._store.purge_dispatch_acks(now, limit)
         return outcome

@@ -68,13 +68,16 @@ class SchedulerStore:
     async def confirm_published(
         self, batches: Sequence[PublishBatch], recheck_at: datetime
     ) -> None:
-        """Record that JetStream acknowledged ``batches``: look again at ``recheck_at``."""
-        refs = [ref for batch in batches for ref in batch.runs]
-        if not refs:
-            return
-        job_ids, times = unzip(refs)
-        seqs = [batch.dispatch_seq for batch in batches for _ in batch.runs]
-        await self._pool.execute(queries.confirm_published, job_ids, times, seqs, recheck_at)
+        """Record that JetStream acknowledged ``batches``: their runs, while unleased, are
+        looked at again at ``recheck_at`` (one row per batch, see 0006_dispatch_acks)."""
+        if batches:
+            seqs = sorted({batch.dispatch_seq for batch in batches})
+            await self._pool.execute(queries.confirm_published, seqs, recheck_at)
+
+    @translate_db_errors()
+    async def purge_dispatch_acks(self, now: datetime, limit: int) -> None:
+        """Delete up to ``limit`` acks whose recheck passed."""
+        await self._pool.execute(queries.purge_dispatch_acks, now, limit)
 
     @translate_db_errors()
     async def next_due_at(self, partitions: Sequence[int]) -> datetime | None:
@@ -90,8 +93,8 @@ class SchedulerStore:
         ``now`` (their messages went with a lost stream); returns how many."""
         if not partitions:
             return 0
-        status = await self._pool.execute(queries.republish_queued, list(partitions), now)
-        return int(status.split()[-1])
+        count: int = await self._pool.fetchval(queries.republish_queued, list(partitions), now)
+        return count
 
     @translate_db_errors()
     async def extend_leases(

@@ -218,15 +218,25 @@ class Transaction:
     @translate_db_errors()
     async def lock_due_checks(
         self, owned: Sequence[int], limit: int, now: datetime
-    ) -> list[tuple[RunState, int]]:
+    ) -> list[tuple[RunState, int, datetime | None]]:
         """Lock the runs of ``owned`` whose ``check_at`` passed (SKIP LOCKED): unconfirmed
         or unleased publishes, deferred or released runs, expired leases, due retries.
 
         Returns:
-            Each run's state and partition.
+            Each run's state, partition, and for a queued run whose publish JetStream
+            acknowledged, the ack's recheck time (else None).
         """
         rows = await self._conn.fetch(queries.lock_due_checks, list(owned), limit, now)
-        return [(run_state(r), r["partition_id"]) for r in rows]
+        return [(run_state(r), r["partition_id"], r["acked_until"]) for r in rows]
+
+    @translate_db_errors()
+    async def defer_checks(self, deferred: Sequence[tuple[RunRef, datetime]]) -> None:
+        """Move the ``check_at`` of runs this transaction locked to the given times."""
+        if deferred:
+            job_ids, times = unzip(ref for ref, _ in deferred)
+            await self._conn.execute(
+                queries.defer_checks, job_ids, times, [at for _, at in deferred]
+            )
 
     @translate_db_errors()
     async def apply_checks(
