@@ -36,7 +36,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 
 from sundial.core.bus import RUNS_STREAM, connect_bus, ensure_streams
-from sundial.core.config import DatabaseConfig, EtcdConfig, NatsConfig
+from sundial.core.config import DatabaseConfig
 from sundial.core.coord import connect_etcd
 from sundial.core.db import close_pool, create_pool, migrate
 from sundial.core.partition import PARTITION_COUNT, partition_of
@@ -185,10 +185,10 @@ async def scheduler_run(stack: Stack, url: str, count: int, replicas: int) -> di
         "SUNDIAL_LOG_LEVEL": "WARNING",
         "SUNDIAL_BATCH_SIZE": str(BATCH),
     }
-    bus = await connect_bus(NatsConfig(nats_url=stack.nats_url), name="bench")
+    bus = await connect_bus(stack.nats_config("admin"), name="bench")
     await ensure_streams(bus.jetstream)
     await bus.jetstream.purge_stream(RUNS_STREAM)
-    etcd = await connect_etcd(EtcdConfig(etcd_endpoints=tuple(stack.etcd_endpoints)))
+    etcd = await connect_etcd(stack.etcd_config())
     with tempfile.TemporaryDirectory(prefix="bench-dispatch-") as logs:
         services = Services(stack, Path(logs), env)
         try:
@@ -209,6 +209,7 @@ async def scheduler_run(stack: Stack, url: str, count: int, replicas: int) -> di
             )
             due = await make_due(url, 3.0)
             arrivals: dict[str, float] = {}
+            duplicates = 0
             deadline = time.monotonic() + 600
             while len(arrivals) < count and time.monotonic() < deadline:
                 try:
@@ -220,7 +221,9 @@ async def scheduler_run(stack: Stack, url: str, count: int, replicas: int) -> di
                     dispatch = events_pb2.RunDispatch.FromString(message.data)
                     for ref in dispatch.runs:
                         at = timestamp_in(ref.scheduled_at, "scheduled_at")
-                        arrivals.setdefault(f"{ref.job_id}@{at.isoformat()}", now)
+                        key = f"{ref.job_id}@{at.isoformat()}"
+                        duplicates += key in arrivals
+                        arrivals.setdefault(key, now)
                     await message.ack()
             await sub.unsubscribe()
             await bus.jetstream.delete_consumer(RUNS_STREAM, consumer)
@@ -230,6 +233,9 @@ async def scheduler_run(stack: Stack, url: str, count: int, replicas: int) -> di
             await bus.close()
     if len(arrivals) < count:
         raise RuntimeError(f"only {len(arrivals)} of {count} runs arrived")
+    rows = await run_rows(url)
+    if rows != count:
+        raise RuntimeError(f"{rows} run rows for {count} occurrences")
     lateness = sorted(t - due.timestamp() for t in arrivals.values())
     elapsed = lateness[-1]
     return {
@@ -238,12 +244,24 @@ async def scheduler_run(stack: Stack, url: str, count: int, replicas: int) -> di
         "runs_per_s": round(len(arrivals) / elapsed),
         "lateness_p50_s": round(statistics.quantiles(lateness, n=100)[49], 3),
         "lateness_p99_s": round(statistics.quantiles(lateness, n=100)[98], 3),
+        "missing": count - len(arrivals),
+        "duplicate_messages": duplicates,
     }
 
 
-async def main(jobs: int) -> dict[str, dict[str, float]]:
+async def run_rows(url: str) -> int:
+    """Run rows in the database: one per occurrence (the primary key is the run key)."""
+    conn = await asyncpg.connect(url)
+    try:
+        count: int = await conn.fetchval("SELECT count(*) FROM job_runs")
+        return count
+    finally:
+        await conn.close()
+
+
+async def main(jobs: int, durable: bool) -> dict[str, dict[str, float]]:
     results: dict[str, dict[str, float]] = {}
-    with Stack(durable=False) as stack:  # fsync off, as the tests run it
+    with Stack(durable=durable) as stack:
         for connections in (1, 2):
             url = await fresh_database(stack, f"sql{connections}")
             results[f"bare_sql_{connections}"] = await bare_sql(url, jobs, connections)
@@ -255,21 +273,38 @@ async def main(jobs: int) -> dict[str, dict[str, float]]:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=100_000)
+    parser.add_argument(
+        "--jobs", default="10000,100000", help="herd sizes, comma-separated (default: 10k, 100k)"
+    )
+    parser.add_argument(
+        "--settings",
+        default="fast,durable",
+        help="PostgreSQL settings to run under: fast (fsync and synchronous_commit off, as "
+        "the tests run), durable (both on), or both (default)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    figures = asyncio.run(main(args.jobs))
-    if args.json:
-        json.dump(figures, sys.stdout, indent=2)
-        print()
-    else:
-        print(f"dispatch of {args.jobs} jobs due at one instant (batch {BATCH})")
-        for name, values in figures.items():
-            print(f"  {name:14s} " + "  ".join(f"{k}={v}" for k, v in values.items()))
-        for replicas in (1, 2):
-            rate = figures[f"scheduler_{replicas}"]["runs_per_s"]
-            ratios = ", ".join(
-                f"{rate / figures[f'bare_sql_{n}']['runs_per_s']:.0%} of bare_sql_{n}"
-                for n in (1, 2)
+    every: dict[str, dict[str, dict[str, float]]] = {}
+    for settings in args.settings.split(","):
+        for jobs in (int(n) for n in args.jobs.split(",")):
+            figures = asyncio.run(main(jobs, durable=settings == "durable"))
+            every[f"{settings}/{jobs}"] = figures
+            if args.json:
+                continue
+            switches = "on" if settings == "durable" else "off"
+            print(
+                f"dispatch of {jobs} jobs due at one instant (batch {BATCH}), PostgreSQL "
+                f"{settings} (fsync and synchronous_commit {switches})"
             )
-            print(f"  scheduler_{replicas}: {ratios}")
+            for name, values in figures.items():
+                print(f"  {name:14s} " + "  ".join(f"{k}={v}" for k, v in values.items()))
+            for replicas in (1, 2):
+                rate = figures[f"scheduler_{replicas}"]["runs_per_s"]
+                ratios = ", ".join(
+                    f"{rate / figures[f'bare_sql_{n}']['runs_per_s']:.2f} x bare_sql_{n}"
+                    for n in (1, 2)
+                )
+                print(f"  scheduler_{replicas}: {ratios}")
+    if args.json:
+        json.dump(every, sys.stdout, indent=2)
+        print()

@@ -72,9 +72,16 @@ async def test_due_job_gets_one_run_and_advances(
         (outcome.batches[0].dispatch_seq, T0 + timedelta(seconds=120))
     ]
     assert run["lateness_ms"] == 0
-    job_row = await pool.fetchrow("SELECT next_run_at, fired_count FROM jobs WHERE job_id=$1", job)
+    job_row = await pool.fetchrow(
+        "SELECT next_run_at, fired_count, last_fire_at, last_lateness_ms FROM jobs"
+        " WHERE job_id = $1",
+        job,
+    )
     assert job_row["next_run_at"] == T0 + timedelta(hours=1)
     assert job_row["fired_count"] == 1
+    assert (job_row["last_fire_at"], job_row["last_lateness_ms"]) == (T0, 0)
+    # Nothing dropped or skipped: the dispatch wrote no stats row.
+    assert await pool.fetchval("SELECT count(*) FROM job_stats WHERE job_id = $1", job) == 0
 
 
 async def test_not_due_job_is_left_alone(pool: asyncpg.Pool, dispatcher: Dispatcher) -> None:
@@ -106,7 +113,10 @@ async def test_outage_of_three_hourly_occurrences(
         assert [r["scheduled_at"] for r in runs] == [T0 + timedelta(hours=h) for h in range(3)]
     next_run_at = await pool.fetchval("SELECT next_run_at FROM jobs WHERE job_id = $1", job)
     assert next_run_at == T0 + timedelta(hours=3)
-    missed = await pool.fetchval("SELECT missed_count FROM job_stats WHERE job_id = $1", job)
+    # No stats row: nothing dropped (the API reads it as 0).
+    missed = await pool.fetchval(
+        "SELECT coalesce((SELECT missed_count FROM job_stats WHERE job_id = $1), 0)", job
+    )
     assert missed == 3 - expected
 
 

@@ -12,7 +12,7 @@
 SELECT j.job_id, j.tenant_id, j.name, j.partition_id, j.next_run_at, j.paused, j.version,
        j.fired_count, j.created_at, j.updated_at,
        d.schedule, d.target, d.policies, d.payload, d.labels, d.description, d.pause_note,
-       s.last_fire_at, s.last_success_at, s.last_failure_at, s.last_lateness_ms,
+       j.last_fire_at, s.last_success_at, s.last_failure_at, j.last_lateness_ms,
        s.succeeded_count, s.dead_count, s.skipped_count, s.missed_count, s.cancelled_count
   FROM jobs j
   JOIN job_definitions d ON d.job_id = j.job_id
@@ -24,7 +24,7 @@ SELECT j.job_id, j.tenant_id, j.name, j.partition_id, j.next_run_at, j.paused, j
 SELECT j.job_id, j.tenant_id, j.name, j.partition_id, j.next_run_at, j.paused, j.version,
        j.fired_count, j.created_at, j.updated_at,
        d.schedule, d.target, d.policies, d.payload, d.labels, d.description, d.pause_note,
-       s.last_fire_at, s.last_success_at, s.last_failure_at, s.last_lateness_ms,
+       j.last_fire_at, s.last_success_at, s.last_failure_at, j.last_lateness_ms,
        s.succeeded_count, s.dead_count, s.skipped_count, s.missed_count, s.cancelled_count
   FROM jobs j
   JOIN job_definitions d ON d.job_id = j.job_id
@@ -38,7 +38,7 @@ SELECT j.job_id, j.tenant_id, j.name, j.partition_id, j.next_run_at, j.paused, j
 SELECT j.job_id, j.tenant_id, j.name, j.partition_id, j.next_run_at, j.paused, j.version,
        j.fired_count, j.created_at, j.updated_at,
        d.schedule, d.target, d.policies, d.payload, d.labels, d.description, d.pause_note,
-       s.last_fire_at, s.last_success_at, s.last_failure_at, s.last_lateness_ms,
+       j.last_fire_at, s.last_success_at, s.last_failure_at, j.last_lateness_ms,
        s.succeeded_count, s.dead_count, s.skipped_count, s.missed_count, s.cancelled_count
   FROM jobs j
   JOIN job_definitions d ON d.job_id = j.job_id

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from google.protobuf import timestamp_pb2
+
 from sundial.core import wire
 from sundial.run import RunStatus
 from sundial.scheduler.model import DeadLetterRun, PublishBatch
@@ -22,13 +24,20 @@ def message_id(batch: PublishBatch) -> str:
 
 def encode_run_dispatch(batch: PublishBatch, node_id: str, now: datetime) -> bytes:
     """The RunDispatch message body of ``batch``."""
-    return events_pb2.RunDispatch(
+    message = events_pb2.RunDispatch(
         partition=batch.partition,
         dispatch_seq=batch.dispatch_seq,
         dispatched_at=wire.timestamp(now),
-        runs=[wire.run_ref(ref) for ref in batch.runs],
         node_id=node_id,
-    ).SerializeToString()
+    )
+    # A herd's runs share a few instants: convert each once (wire.run_ref per run).
+    stamps: dict[datetime, timestamp_pb2.Timestamp] = {}
+    for ref in batch.runs:
+        stamp = stamps.get(ref.scheduled_at)
+        if stamp is None:
+            stamp = stamps[ref.scheduled_at] = wire.timestamp(ref.scheduled_at)
+        message.runs.add(job_id=str(ref.job_id), scheduled_at=stamp)
+    return message.SerializeToString()
 
 
 def encode_dead_letter(letter: DeadLetterRun, now: datetime) -> bytes:

@@ -44,9 +44,11 @@ SELECT min(greatest(j.next_run_at, coalesce(j.dispatch_not_before, j.next_run_at
 -- a few distinct documents, decoded once each). Read in a statement of its own after the
 -- lock: READ COMMITTED gives it a fresh snapshot, so a definition changed by an UpdateJob
 -- that committed while the claim waited is seen with the jobs row it belongs to.
-SELECT job_id, schedule::text AS schedule, policies::text AS policies
+-- Grouped by document: a herd sharing one schedule and one policy set is one row.
+SELECT schedule::text AS schedule, policies::text AS policies, array_agg(job_id) AS job_ids
   FROM job_definitions
- WHERE job_id = ANY($1::uuid[]);
+ WHERE job_id = ANY($1::uuid[])
+ GROUP BY 1, 2;
 
 -- name: live_run_counts
 -- Unfinished and buffered runs of the jobs $1 (their overlap policies need them): one
@@ -93,7 +95,8 @@ SELECT (SELECT count(*) FROM running) AS asked, (SELECT count(*) FROM waiting) A
 
 -- name: insert_runs
 -- Inserts the planned run rows; a run key that already exists is left alone (the
--- primary key is what makes dispatch once per run key). Returns the rows inserted.
+-- primary key is what makes dispatch once per run key). The command tag counts the rows
+-- inserted (runs_of_dispatches tells which, when not all were).
 INSERT INTO job_runs (job_id, scheduled_at, tenant_id, partition_id, kind, status,
                       dispatch_seq, check_at, lateness_ms, skip_reason, finished_at,
                       created_at, updated_at)
@@ -104,37 +107,40 @@ SELECT r.job_id, r.scheduled_at, r.tenant_id, r.partition_id, 'scheduled', r.sta
               $6::bigint[], $7::timestamptz[], $8::bigint[], $9::text[])
        AS r(job_id, scheduled_at, tenant_id, partition_id, status, dispatch_seq, check_at,
             lateness_ms, skip_reason)
-ON CONFLICT (job_id, scheduled_at) DO NOTHING
-RETURNING job_id, scheduled_at, partition_id, status, dispatch_seq;
+ON CONFLICT (job_id, scheduled_at) DO NOTHING;
+
+-- name: runs_of_dispatches
+-- Of the run keys $1/$2, those written under the dispatch sequences $3 (all fresh, so
+-- exactly the rows this transaction inserted): asked only when insert_runs inserted
+-- fewer rows than it was given.
+SELECT r.job_id, r.scheduled_at, r.dispatch_seq
+  FROM unnest($1::uuid[], $2::timestamptz[]) AS k(job_id, scheduled_at)
+  JOIN job_runs r ON r.job_id = k.job_id AND r.scheduled_at = k.scheduled_at
+ WHERE r.dispatch_seq = ANY($3::bigint[]);
 
 -- name: advance_jobs
 -- Moves each claimed job to its next nominal fire time (NULL: schedule exhausted), counts
--- the occurrences it consumed (for max_runs), and records its dispatch counters (last
--- fire, lateness, misfires dropped, overlaps skipped): one round trip. Arrays come in
--- job_id order so concurrent stats upserts lock rows in the same order.
-WITH u AS (
-    SELECT *
-      FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::timestamptz[],
-                  $5::bigint[], $6::bigint[], $7::bigint[])
-           AS u(job_id, next_run_at, fired, last_fire_at, lateness_ms, missed, skipped)
-), advanced AS (
-    UPDATE jobs j
-       SET next_run_at = u.next_run_at, fired_count = j.fired_count + u.fired,
-           dispatch_not_before = NULL
-      FROM u
-     WHERE j.job_id = u.job_id
-)
-INSERT INTO job_stats AS s (job_id, last_fire_at, last_dispatch_at, last_lateness_ms,
-                            missed_count, skipped_count, updated_at)
-SELECT u.job_id, u.last_fire_at, $8, u.lateness_ms, u.missed, u.skipped, $8
-  FROM u
+-- the occurrences it consumed (for max_runs) and records its last fire and lateness (a
+-- job that fired nothing keeps them). One round trip; arrays in job_id order.
+UPDATE jobs j
+   SET next_run_at = u.next_run_at, fired_count = j.fired_count + u.fired,
+       dispatch_not_before = NULL,
+       last_fire_at = coalesce(u.last_fire_at, j.last_fire_at),
+       last_lateness_ms = coalesce(u.lateness_ms, j.last_lateness_ms)
+  FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::timestamptz[], $5::bigint[])
+       AS u(job_id, next_run_at, fired, last_fire_at, lateness_ms)
+ WHERE j.job_id = u.job_id;
+
+-- name: count_dispatch_drops
+-- Misfired occurrences dropped ($2) and overlapping ones skipped ($3) by the dispatch of
+-- jobs $1 (only jobs with any: most dispatches have none), in job_id order so
+-- concurrent stats upserts lock rows in the same order.
+INSERT INTO job_stats AS s (job_id, missed_count, skipped_count, updated_at)
+SELECT u.job_id, u.missed, u.skipped, $4
+  FROM unnest($1::uuid[], $2::bigint[], $3::bigint[]) AS u(job_id, missed, skipped)
  ORDER BY u.job_id
 ON CONFLICT (job_id) DO UPDATE
-   SET last_fire_at = coalesce(EXCLUDED.last_fire_at, s.last_fire_at),
-       last_dispatch_at = CASE WHEN EXCLUDED.last_fire_at IS NULL THEN s.last_dispatch_at
-                               ELSE EXCLUDED.last_dispatch_at END,
-       last_lateness_ms = coalesce(EXCLUDED.last_lateness_ms, s.last_lateness_ms),
-       missed_count = s.missed_count + EXCLUDED.missed_count,
+   SET missed_count = s.missed_count + EXCLUDED.missed_count,
        skipped_count = s.skipped_count + EXCLUDED.skipped_count,
        updated_at = EXCLUDED.updated_at;
 

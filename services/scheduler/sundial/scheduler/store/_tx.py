@@ -86,28 +86,28 @@ class Transaction:
         if not rows:
             return []
         ids = [r["job_id"] for r in rows]
-        definitions = {
-            d["job_id"]: d for d in await self._conn.fetch(queries.job_definitions_of, ids)
-        }
-        claimed = []
-        for r in rows:
-            definition = definitions.get(r["job_id"])
-            claimed.append(
-                ClaimedJob(
-                    job_id=r["job_id"],
-                    tenant_id=r["tenant_id"],
-                    partition_id=r["partition_id"],
-                    next_run_at=r["next_run_at"],
-                    fired_count=r["fired_count"],
-                    version=r["version"],
-                    # A job without a definition row fails planning: quarantined.
-                    schedule=definition["schedule"] if definition else "null",
-                    policies=definition["policies"] if definition else "null",
-                    unfinished=0,
-                    pending=0,
-                )
+        documents: dict[uuid.UUID, tuple[str, str]] = {}
+        for d in await self._conn.fetch(queries.job_definitions_of, ids):
+            pair = (d["schedule"], d["policies"])
+            for job_id in d["job_ids"]:
+                documents[job_id] = pair
+        # A job without a definition row fails planning: quarantined.
+        missing = ("null", "null")
+        return [
+            ClaimedJob(
+                job_id=r["job_id"],
+                tenant_id=r["tenant_id"],
+                partition_id=r["partition_id"],
+                next_run_at=r["next_run_at"],
+                fired_count=r["fired_count"],
+                version=r["version"],
+                schedule=(pair := documents.get(r["job_id"], missing))[0],
+                policies=pair[1],
+                unfinished=0,
+                pending=0,
             )
-        return claimed
+            for r in rows
+        ]
 
     @translate_db_errors()
     async def count_live_runs(
@@ -176,18 +176,24 @@ class Transaction:
             )
             for col, value in zip(cols, values, strict=True):
                 col.append(value)
-        inserted = await self._conn.fetch(queries.insert_runs, *cols, now)
+        status = await self._conn.execute(queries.insert_runs, *cols, now)
+        inserted = int(status.split()[-1])
+        if inserted == len(runs):  # the usual case: every run key was new
+            return inserted, [
+                PublishBatch(partition, seq, tuple(chunk))
+                for (partition, chunk), seq in zip(chunks, seqs, strict=True)
+            ]
+        # Only the runs this transaction inserted: an existing run key is not ours.
         published: dict[int, set[RunRef]] = defaultdict(set)
-        for row in inserted:
-            if row["dispatch_seq"]:
+        if seqs:
+            for row in await self._conn.fetch(queries.runs_of_dispatches, cols[0], cols[1], seqs):
                 published[row["dispatch_seq"]].add(ref_of(row))
         batches = []
         for (partition, chunk), seq in zip(chunks, seqs, strict=True):
-            # Only the runs this transaction inserted: an existing run key is not ours.
             mine = tuple(ref for ref in chunk if ref in published.get(seq, ()))
             if mine:
                 batches.append(PublishBatch(partition, seq, mine))
-        return len(inserted), batches
+        return inserted, batches
 
     @translate_db_errors()
     async def advance_jobs(self, advances: Sequence[JobAdvance], now: datetime) -> None:
@@ -203,10 +209,16 @@ class Transaction:
             [a.fired for a in ordered],
             [a.last_fire_at for a in ordered],
             [a.lateness_ms for a in ordered],
-            [a.missed for a in ordered],
-            [a.skipped for a in ordered],
-            now,
         )
+        dropped = [a for a in ordered if a.missed or a.skipped]
+        if dropped:
+            await self._conn.execute(
+                queries.count_dispatch_drops,
+                [a.job_id for a in dropped],
+                [a.missed for a in dropped],
+                [a.skipped for a in dropped],
+                now,
+            )
 
     # --- sweeps -------------------------------------------------------------------
 
