@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test generate verify lint typecheck bench clean
+.PHONY: help setup run test generate verify lint typecheck bench chaos clean
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -40,6 +40,9 @@ typecheck: setup ## Type-check with mypy (what it checks is [tool.mypy] in pypro
 
 bench: setup ## Run the benchmarks under bench/ (results printed and written to bench/results)
 	$(BIN)/python bench/run.py
+
+chaos: setup ## Long seeded fault soak (SUNDIAL_SOAK_SEEDS=1,2 SUNDIAL_SOAK_SECONDS=300); reports in bench/results
+	$(BIN)/python -m tests.fault.soak
 
 clean: ## Remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis
