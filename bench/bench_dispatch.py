@@ -119,6 +119,13 @@ async def seed(url: str, count: int) -> None:
                     TARGET,
                     POLICIES,
                 )
+                # The digest the API writes with a definition (migration 0008).
+                await conn.execute(
+                    "UPDATE jobs j SET definition_digest ="
+                    " md5(d.schedule::text || ' ' || d.policies::text)::uuid"
+                    " FROM job_definitions d WHERE d.job_id = j.job_id AND j.job_id = ANY($1)",
+                    ids,
+                )
         await pool.execute("VACUUM ANALYZE jobs")
     finally:
         await close_pool(pool, 5.0)

@@ -713,3 +713,37 @@ async def test_update_and_resume_lift_a_dispatch_quarantine(api: Api, tenant: Te
     await quarantine()
     await api.jobs.ResumeJob(pb.ResumeJobRequest(job_id=job.job_id), metadata=tenant.md)
     assert not await quarantined()
+
+
+async def test_every_definition_write_records_its_digest(api: Api, tenant: Tenant) -> None:
+    """The scheduler plans a job from the document its digest names (migration 0008):
+    creates, batch creates and updates of the schedule or the policies keep it exact."""
+    digests = """
+        SELECT j.definition_digest AS stored,
+               md5(d.schedule::text || ' ' || d.policies::text)::uuid AS actual
+          FROM jobs j JOIN job_definitions d USING (job_id) WHERE j.job_id = $1
+    """
+    job = await create(api, tenant, make_job("digest"))
+    await api.jobs.BatchCreateJobs(
+        pb.BatchCreateJobsRequest(jobs=[make_job("digest-a"), make_job("digest-b")]),
+        metadata=tenant.md,
+    )
+    [created] = await api.sql(digests, uuid.UUID(job.job_id))
+    assert created["stored"] == created["actual"] is not None
+    for paths, change in (
+        (["schedule"], job_pb2.Job(schedule=job_pb2.Schedule(cron="5 4 * * *"))),
+        (["policies.overlap"], job_pb2.Job(policies=job_pb2.Policies(overlap=4))),
+    ):
+        change.job_id = job.job_id
+        await api.jobs.UpdateJob(
+            pb.UpdateJobRequest(job=change, update_mask=field_mask_pb2.FieldMask(paths=paths)),
+            metadata=tenant.md,
+        )
+        [row] = await api.sql(digests, uuid.UUID(job.job_id))
+        assert row["stored"] == row["actual"] != created["stored"]
+    batch = await api.sql(
+        "SELECT count(*) AS n FROM jobs j JOIN job_definitions d USING (job_id)"
+        " WHERE j.name LIKE 'digest-%'"
+        " AND j.definition_digest = md5(d.schedule::text || ' ' || d.policies::text)::uuid"
+    )
+    assert batch[0]["n"] == 2

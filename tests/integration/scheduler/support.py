@@ -31,6 +31,13 @@ async def add_tenant(pool: asyncpg.Pool, tenant_id: str = TENANT, cap: int = 100
     )
 
 
+RECORD_DIGESTS = (
+    "UPDATE jobs j SET definition_digest = md5(d.schedule::text || ' ' || d.policies::text)::uuid"
+    " FROM job_definitions d WHERE d.job_id = j.job_id AND j.job_id = ANY($1)"
+)
+"""The jobs $1 get their definitions' digests, as the API writes them (migration 0008)."""
+
+
 async def insert_jobs(
     pool: asyncpg.Pool,
     schedule: Schedule,
@@ -42,8 +49,10 @@ async def insert_jobs(
     tenant_id: str = TENANT,
     payload: bytes = b"{}",
     name_prefix: str = "job",
+    digest: bool = True,
 ) -> list[uuid.UUID]:
-    """Create jobs as the API would: definition rows plus the first next_run_at.
+    """Create jobs as the API would: definition rows plus the first next_run_at, and the
+    definition's digest unless ``digest`` is False (a row written before migration 0008).
 
     The first fire time is ``first_due`` or the schedule's first fire after ``after``.
     """
@@ -78,6 +87,8 @@ async def insert_jobs(
             pol_doc,
             payload,
         )
+        if digest:
+            await conn.execute(RECORD_DIGESTS, ids)
     return ids
 
 
@@ -208,3 +219,12 @@ async def issue_token(pool: asyncpg.Pool, role: Role) -> str:
         token[:12],
     )
     return token
+
+
+async def set_schedule(conn: Any, job_id: uuid.UUID, schedule: object) -> None:
+    """Write a job's schedule document and its digest, as the API's update_job does
+    (``schedule``: the jsonb value, a dict or JSON text)."""
+    await conn.execute(
+        "UPDATE job_definitions SET schedule = $2 WHERE job_id = $1", job_id, schedule
+    )
+    await conn.execute(RECORD_DIGESTS, [job_id])

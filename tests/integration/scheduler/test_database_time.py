@@ -18,7 +18,7 @@ from sundial.core.bus import Bus
 from sundial.core.clock import OffsetClock, SystemClock
 from sundial.core.dbclock import DatabaseTime
 from sundial.devstack import Stack
-from sundial.schedule import CronSpec, Schedule
+from sundial.schedule import CronSpec, IntervalSpec, Schedule
 from sundial.scheduler.dispatcher import Dispatcher
 from sundial.scheduler.ledger import RunLedgerServicer
 from sundial.scheduler.publisher import RunPublisher
@@ -29,6 +29,9 @@ from tests.integration.scheduler.test_ledger import lease, ref, serve
 
 ALL = list(range(256))
 HOURLY = Schedule(CronSpec("0 * * * *"))
+# Its next fire is a day after the one due: a clock a minute off never sees two due (an
+# hourly schedule would when the test runs in the minute before a full hour).
+DAILY = Schedule(IntervalSpec(timedelta(days=1)))
 SKEWS = [timedelta(seconds=-60), timedelta(seconds=60)]
 
 
@@ -73,7 +76,7 @@ async def test_a_job_is_not_dispatched_before_it_is_due_by_the_database(
     config = scheduler_config(migrated_database_url, stack)
     store = SchedulerStore(pool)
     due = (await db_now(pool)) + timedelta(seconds=30)
-    [job] = await insert_jobs(pool, HOURLY, first_due=due)
+    [job] = await insert_jobs(pool, DAILY, first_due=due)
     clock = await corrected(pool, skew)
     dispatcher = Dispatcher(store, RunPublisher(bus.jetstream, "t"), lambda: ALL, config, clock)
     outcome = await dispatcher.dispatch_once()

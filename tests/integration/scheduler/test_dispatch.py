@@ -31,7 +31,7 @@ from sundial.scheduler.publisher import RunPublisher
 from sundial.scheduler.store import SchedulerStore, queries
 from sundial.scheduler.sweeper import Sweeper
 from tests.integration.scheduler.conftest import scheduler_config
-from tests.integration.scheduler.support import insert_jobs, runs_of
+from tests.integration.scheduler.support import insert_jobs, runs_of, set_schedule
 
 ALL = range(256)
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -197,9 +197,7 @@ async def test_unplannable_job_is_quarantined_and_the_rest_dispatch(
     good = await insert_jobs(pool, HOURLY, first_due=T0, count=3)
     [unreadable, failing] = await insert_jobs(pool, HOURLY, first_due=T0, count=2)
     # One stored definition no longer decodes; the other makes planning itself fail.
-    await pool.execute(
-        "UPDATE job_definitions SET schedule = '{\"cron\": 42}' WHERE job_id = $1", unreadable
-    )
+    await set_schedule(pool, unreadable, {"cron": 42})
     real_plan_job = planning._plan_job
 
     def plan_job(job: ClaimedJob, now: object, cache: object) -> object:
@@ -281,11 +279,7 @@ async def test_update_of_the_schedule_takes_effect_at_the_next_dispatch(
             job,
             T0 + timedelta(minutes=30),
         )
-        await conn.execute(
-            "UPDATE job_definitions SET schedule = $2 WHERE job_id = $1",
-            job,
-            schedule_to_json(new),
-        )
+        await set_schedule(conn, job, schedule_to_json(new))
     clock.advance(31 * 60)
     assert (await dispatcher.dispatch_once()).claimed == 1
     assert [r["scheduled_at"] for r in await runs_of(pool, job)] == [
@@ -399,3 +393,34 @@ async def test_a_due_job_another_transaction_holds_is_looked_at_again_soon(
         await conn.execute("SELECT 1 FROM jobs WHERE job_id = $1 FOR UPDATE", job)
         # Skipped (SKIP LOCKED) yet due: neither the poll interval nor a busy spin.
         assert await patient_dispatcher.pass_once() == MIN_WAIT_S
+
+
+async def test_a_herd_sharing_one_document_is_planned_from_one_read(
+    pool: asyncpg.Pool, dispatcher: Dispatcher
+) -> None:
+    jobs = await insert_jobs(pool, HOURLY, first_due=T0, count=40)
+    [legacy] = await insert_jobs(pool, HOURLY, first_due=T0, digest=False)
+    outcome = await dispatcher.dispatch_once()
+    assert (outcome.claimed, outcome.inserted) == (41, 41)
+    for job in [*jobs, legacy]:
+        [run] = await runs_of(pool, job)
+        assert run["scheduled_at"] == T0
+    # One document, one digest: one cache entry serves the whole herd.
+    assert len(dispatcher._documents._entries) == 1
+
+
+async def test_a_changed_definition_is_planned_with_its_new_document(
+    pool: asyncpg.Pool, dispatcher: Dispatcher, clock: ManualClock
+) -> None:
+    [job, other] = await insert_jobs(pool, HOURLY, first_due=T0, count=2)
+    await dispatcher.dispatch_once()  # the hourly document is cached now
+    # As UpdateJob writes it: the new schedule and its digest (queries.sql update_job).
+    every_minute = schedule_to_json(Schedule(CronSpec("* * * * *")))
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("UPDATE jobs SET version = version + 1 WHERE job_id = $1", job)
+        await set_schedule(conn, job, every_minute)
+    clock.advance(3600)
+    await dispatcher.dispatch_once()
+    next_of = "SELECT next_run_at FROM jobs WHERE job_id = $1"
+    assert await pool.fetchval(next_of, job) == T0 + timedelta(hours=1, minutes=1)
+    assert await pool.fetchval(next_of, other) == T0 + timedelta(hours=2)

@@ -80,8 +80,10 @@ WITH quota AS (
      WHERE EXISTS (SELECT 1 FROM quota)
 ), new_jobs AS (
     INSERT INTO jobs (job_id, tenant_id, name, partition_id, next_run_at, paused,
-                      created_at, updated_at)
-    SELECT job_id, $1, name, partition_id, next_run_at, paused, $14, $14 FROM input
+                      created_at, updated_at, definition_digest)
+    SELECT job_id, $1, name, partition_id, next_run_at, paused, $14, $14,
+           md5(schedule::text || ' ' || policies::text)::uuid  -- as migration 0008
+      FROM input
     RETURNING job_id
 ), new_definitions AS (
     INSERT INTO job_definitions (job_id, schedule, target, policies, payload, labels,
@@ -139,6 +141,7 @@ WITH changed AS (
            next_run_at = CASE WHEN $5::boolean THEN $6::timestamptz ELSE next_run_at END,
            -- A changed definition may be the fix for a job the scheduler quarantined.
            dispatch_not_before = NULL,
+           definition_digest = md5($8::jsonb::text || ' ' || $10::jsonb::text)::uuid,
            version = version + 1,
            updated_at = $7
      WHERE job_id = $1 AND tenant_id = $2 AND version = $3

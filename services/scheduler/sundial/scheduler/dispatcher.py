@@ -38,7 +38,7 @@ from sundial.scheduler.planning import (
     with_live_counts,
 )
 from sundial.scheduler.publisher import RunPublisher
-from sundial.scheduler.store import TRANSIENT_ERRORS, SchedulerStore
+from sundial.scheduler.store import TRANSIENT_ERRORS, DocumentCache, SchedulerStore
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,7 @@ class Dispatcher(PassLoop):
         self._config = config
         self._clock = clock or SystemClock()
         self._cache = DefinitionCache()
+        self._documents = DocumentCache()
         self._lateness = lateness_histogram(
             meter or metrics.get_meter("sundial.scheduler"),
             DISPATCH_LATENESS,
@@ -140,7 +141,7 @@ class Dispatcher(PassLoop):
         now = self._clock.now()
         outcome = DispatchOutcome()
         async with self._store.transaction() as tx:
-            claimed = await tx.claim_due_jobs(owned, self._config.batch_size, now)
+            claimed = await tx.claim_due_jobs(owned, self._config.batch_size, now, self._documents)
             if not claimed:
                 return outcome
             outcome.claimed = len(claimed)

@@ -12,10 +12,12 @@
 -- partition_id = ANY(...) would read and sort all of them for each batch of a herd).
 -- Rows another scheduler holds are skipped, not waited for. Definitions are read after
 -- the lock, in another statement (job_definitions_of).
-SELECT j.job_id, j.tenant_id, j.partition_id, j.next_run_at, j.fired_count, j.version
+SELECT j.job_id, j.tenant_id, j.partition_id, j.next_run_at, j.fired_count, j.version,
+       j.definition_digest
   FROM unnest($1::smallint[]) AS p(id)
  CROSS JOIN LATERAL (
-        SELECT job_id, tenant_id, partition_id, next_run_at, fired_count, version
+        SELECT job_id, tenant_id, partition_id, next_run_at, fired_count, version,
+               definition_digest
           FROM jobs
          WHERE partition_id = p.id
            AND NOT paused
@@ -40,15 +42,17 @@ SELECT min(greatest(j.next_run_at, coalesce(j.dispatch_not_before, j.next_run_at
          LIMIT 1) AS j;
 
 -- name: job_definitions_of
--- The definitions of the jobs $1 this transaction has locked, as JSON text (a herd shares
--- a few distinct documents, decoded once each). Read in a statement of its own after the
--- lock: READ COMMITTED gives it a fresh snapshot, so a definition changed by an UpdateJob
--- that committed while the claim waited is seen with the jobs row it belongs to.
--- Grouped by document: a herd sharing one schedule and one policy set is one row.
-SELECT schedule::text AS schedule, policies::text AS policies, array_agg(job_id) AS job_ids
+-- The definitions of jobs $1 this transaction has locked (those whose digest the
+-- dispatcher has not cached: one job per digest), as JSON text grouped by document, with
+-- the document's digest computed as migration 0008 does. Read in a statement of its own
+-- after the lock: READ COMMITTED gives it a fresh snapshot, so a definition changed by an
+-- UpdateJob that committed while the claim waited is seen with the jobs row (and digest)
+-- it belongs to; the locks keep it from changing until the commit.
+SELECT md5(schedule::text || ' ' || policies::text)::uuid AS digest,
+       schedule::text AS schedule, policies::text AS policies, array_agg(job_id) AS job_ids
   FROM job_definitions
  WHERE job_id = ANY($1::uuid[])
- GROUP BY 1, 2;
+ GROUP BY 1, 2, 3;
 
 -- name: live_run_counts
 -- Unfinished and buffered runs of the jobs $1 (their overlap policies need them): one

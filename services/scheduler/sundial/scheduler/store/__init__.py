@@ -7,11 +7,12 @@ callbacks, and no asyncpg row leaves this package.
 
 from sundial.scheduler.store._queries import queries
 from sundial.scheduler.store._store import TRANSIENT_ERRORS, HeldLease, HeldRun, SchedulerStore
-from sundial.scheduler.store._tx import MAX_RUNS_PER_MESSAGE, Transaction
+from sundial.scheduler.store._tx import MAX_RUNS_PER_MESSAGE, DocumentCache, Transaction
 
 __all__ = [
     "MAX_RUNS_PER_MESSAGE",
     "TRANSIENT_ERRORS",
+    "DocumentCache",
     "HeldLease",
     "HeldRun",
     "SchedulerStore",

@@ -12,7 +12,7 @@ Lock order everywhere: jobs, then job_runs (in primary-key order), then job_stat
 from __future__ import annotations
 
 import uuid
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -62,6 +62,39 @@ def _chunks(
     ]
 
 
+class DocumentCache:
+    """Definition documents (schedule and policies as JSON text) by their digest
+    (migration 0008), least recently used dropped first. Shared by a scheduler's
+    dispatch workers: a digest names one document forever, so an entry never goes stale."""
+
+    def __init__(self, max_entries: int = 10_000) -> None:
+        self._entries: OrderedDict[uuid.UUID, tuple[str, str]] = OrderedDict()
+        self._max = max_entries
+
+    def get(self, digest: uuid.UUID) -> tuple[str, str] | None:
+        found = self._entries.get(digest)
+        if found is not None:
+            self._entries.move_to_end(digest)
+        return found
+
+    def put(self, digest: uuid.UUID, document: tuple[str, str]) -> None:
+        self._entries[digest] = document
+        self._entries.move_to_end(digest)
+        while len(self._entries) > self._max:
+            self._entries.popitem(last=False)
+
+
+def _document(
+    row: asyncpg.Record, read: dict[uuid.UUID, tuple[str, str]], cache: DocumentCache
+) -> tuple[str, str] | None:
+    """A claimed job's document: its own definition when it was read, else the cached
+    document of its digest (None: no definition row)."""
+    own = read.get(row["job_id"])
+    if own is not None or row["definition_digest"] is None:
+        return own
+    return cache.get(row["definition_digest"])
+
+
 class Transaction:
     """One open transaction of the scheduler (see the module doc)."""
 
@@ -77,20 +110,40 @@ class Transaction:
 
     @translate_db_errors()
     async def claim_due_jobs(
-        self, owned: Sequence[int], limit: int, now: datetime
+        self,
+        owned: Sequence[int],
+        limit: int,
+        now: datetime,
+        documents: DocumentCache | None = None,
     ) -> list[ClaimedJob]:
         """Lock up to ``limit`` due jobs of ``owned`` (SKIP LOCKED), with their
         definitions read after the lock (never an old definition with a new jobs row).
-        Their live-run counts are zero until :meth:`count_live_runs` fills them."""
+        Their live-run counts are zero until :meth:`count_live_runs` fills them.
+
+        Args:
+            documents: Documents already read, by digest (migration 0008): only one job
+                per digest not in it has its definition read (and it is added).
+        """
         rows = await self._conn.fetch(queries.claim_due_jobs, list(owned), limit, now, limit)
         if not rows:
             return []
-        ids = [r["job_id"] for r in rows]
-        documents: dict[uuid.UUID, tuple[str, str]] = {}
-        for d in await self._conn.fetch(queries.job_definitions_of, ids):
-            pair = (d["schedule"], d["policies"])
-            for job_id in d["job_ids"]:
-                documents[job_id] = pair
+        cache = documents if documents is not None else DocumentCache()
+        by_job: dict[uuid.UUID, tuple[str, str]] = {}
+        unknown: dict[uuid.UUID, uuid.UUID] = {}  # digest -> one job to read it from
+        read = []
+        for r in rows:
+            digest = r["definition_digest"]
+            if digest is None:
+                read.append(r["job_id"])  # written before 0008 and not backfilled
+            elif cache.get(digest) is None:
+                unknown.setdefault(digest, r["job_id"])
+        read.extend(unknown.values())
+        if read:
+            for d in await self._conn.fetch(queries.job_definitions_of, read):
+                pair = (d["schedule"], d["policies"])
+                cache.put(d["digest"], pair)
+                for job_id in d["job_ids"]:
+                    by_job[job_id] = pair
         # A job without a definition row fails planning: quarantined.
         missing = ("null", "null")
         return [
@@ -101,7 +154,7 @@ class Transaction:
                 next_run_at=r["next_run_at"],
                 fired_count=r["fired_count"],
                 version=r["version"],
-                schedule=(pair := documents.get(r["job_id"], missing))[0],
+                schedule=(pair := _document(r, by_job, cache) or missing)[0],
                 policies=pair[1],
                 unfinished=0,
                 pending=0,
