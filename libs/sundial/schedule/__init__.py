@@ -24,7 +24,7 @@ Validation errors are :class:`sundial.core.errors.InvalidArgument` naming the fi
 """
 
 from ._cache import CacheStats, cache_info, clear_caches
-from ._compile import CompiledSchedule, compile_schedule
+from ._compile import CompiledSchedule, compile_schedule, depends_on_job_id
 from ._cron import MACROS, ParsedCron, parse_cron
 from ._jitter import jitter_offset
 from ._misfire import (
@@ -72,6 +72,7 @@ __all__ = [
     "cache_info",
     "clear_caches",
     "compile_schedule",
+    "depends_on_job_id",
     "jitter_offset",
     "load_zone",
     "parse_cron",

@@ -180,6 +180,21 @@ class CompiledSchedule:
         return self.end_time is None or at <= self.end_time
 
 
+def depends_on_job_id(schedule: Schedule) -> bool:
+    """Whether compiling ``schedule`` for different jobs can give different results
+    (jitter, or a cron field using Jenkins ``H``). When not, one compilation serves every
+    job with this schedule (a herd, a batch import). An expression that does not parse
+    counts as dependent: compiling it per job reports the error."""
+    if schedule.jitter:
+        return True
+    if isinstance(schedule.spec, CronSpec):
+        try:
+            return _cache.parsed_cron(schedule.spec.expression).uses_hash
+        except InvalidArgument:
+            return True
+    return False
+
+
 def compile_schedule(schedule: Schedule, *, job_id: str) -> CompiledSchedule:
     """Validate ``schedule`` and compile it for ``job_id``.
 

@@ -747,3 +747,41 @@ async def test_every_definition_write_records_its_digest(api: Api, tenant: Tenan
         " AND j.definition_digest = md5(d.schedule::text || ' ' || d.policies::text)::uuid"
     )
     assert batch[0]["n"] == 2
+
+
+async def test_a_batch_checks_each_shared_schedule_once_and_hashed_ones_per_job(
+    api: Api, tenant: Tenant
+) -> None:
+    jobs = [make_job(f"shared-{i}", cron="0 3 * * *") for i in range(10)]
+    jobs += [make_job(f"hashed-{i}", cron="H H * * *") for i in range(20)]
+    created = (
+        await api.jobs.BatchCreateJobs(pb.BatchCreateJobsRequest(jobs=jobs), metadata=tenant.md)
+    ).jobs
+    shared = {j.next_run_at.ToDatetime() for j in created if j.name.startswith("shared-")}
+    hashed = [j.next_run_at.ToDatetime() for j in created if j.name.startswith("hashed-")]
+    assert len(shared) == 1
+    # H spreads jobs by their own id: twenty jobs never all land on one minute of the day.
+    assert len(set(hashed)) > 1
+    # Each equals what the schedule gives that job alone.
+    for job in created:
+        assert (
+            job.next_run_at
+            == (
+                await api.jobs.GetJob(pb.GetJobRequest(job_id=job.job_id), metadata=tenant.md)
+            ).job.next_run_at
+        )
+
+
+async def test_a_bad_schedule_shared_in_a_batch_names_the_first_job_that_has_it(
+    api: Api, tenant: Tenant
+) -> None:
+    jobs = [
+        make_job("good-0"),
+        make_job("bad-1", cron="61 * * * *"),
+        make_job("bad-2", cron="61 * * * *"),
+    ]
+    await expect_error(
+        api.jobs.BatchCreateJobs(pb.BatchCreateJobsRequest(jobs=jobs), metadata=tenant.md),
+        INVALID,
+        field="jobs[1].schedule.cron",
+    )

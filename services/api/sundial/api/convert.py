@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -252,29 +252,59 @@ def _stats_out(stats: JobStats) -> job_pb2.JobStats:
     return message
 
 
-def job_out(job: Job) -> job_pb2.Job:
-    """A stored job as its wire form, defaults filled in."""
+def job_out(job: Job, memo: dict[object, Any] | None = None) -> job_pb2.Job:
+    """A stored job as its wire form, defaults filled in.
+
+    Args:
+        memo: Shared by the jobs of one answer (:func:`jobs_out`): each distinct
+            schedule, target, policy set, instant and stats value is converted once.
+    """
     spec = job.spec
+    once = _Once(memo if memo is not None else {})
     message = job_pb2.Job(
         job_id=str(job.job_id),
         tenant_id=job.tenant_id,
         name=spec.name,
         description=spec.description,
-        schedule=schedule_out(spec.schedule),
-        target=wire.target(spec.target),
+        schedule=once(schedule_out, spec.schedule),
+        target=once(wire.target, spec.target),
         payload=spec.payload,
-        policies=policies_out(spec.policies),
+        policies=once(policies_out, spec.policies),
         labels=dict(spec.labels),
         paused=spec.paused,
         pause_note=spec.pause_note,
         version=job.version,
-        create_time=wire.timestamp(job.create_time),
-        update_time=wire.timestamp(job.update_time),
-        stats=_stats_out(job.stats),
+        create_time=once(wire.timestamp, job.create_time),
+        update_time=once(wire.timestamp, job.update_time),
+        stats=once(_stats_out, job.stats),
     )
     if job.next_run_at is not None:
-        message.next_run_at.CopyFrom(wire.timestamp(job.next_run_at))
+        message.next_run_at.CopyFrom(once(wire.timestamp, job.next_run_at))
     return message
+
+
+def jobs_out(jobs: Sequence[Job]) -> list[job_pb2.Job]:
+    """Many jobs as their wire forms (a batch shares most of its values)."""
+    memo: dict[object, Any] = {}
+    return [job_out(job, memo) for job in jobs]
+
+
+class _Once:
+    """``convert(value)`` once per distinct (converter, value); the messages built are
+    copied into each job (protobuf copies a sub-message it is given)."""
+
+    def __init__(self, memo: dict[object, Any]) -> None:
+        self._memo = memo
+
+    def __call__(self, convert: Callable[[Any], Any], value: Any) -> Any:
+        try:
+            key = (convert, value)
+            found = self._memo.get(key)
+        except TypeError:  # unhashable: converted on its own
+            return convert(value)
+        if found is None:
+            found = self._memo[key] = convert(value)
+        return found
 
 
 def job_filter_in(request: job_service_pb2.ListJobsRequest) -> JobFilter:

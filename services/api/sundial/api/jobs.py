@@ -185,15 +185,36 @@ class JobManager:
 
     # --- create ---------------------------------------------------------------------------
 
-    def _prepare(self, spec: JobSpec, now: datetime, prefix: str = "") -> NewJob:
+    def _prepare(
+        self,
+        spec: JobSpec,
+        now: datetime,
+        prefix: str = "",
+        shared: validation.SharedChecks | None = None,
+        fires: dict[int, tuple[CompiledSchedule, datetime | None]] | None = None,
+    ) -> NewJob:
+        """Validate one new job and compute its first fire time.
+
+        Args:
+            shared: Checks shared by the jobs of one request (BatchCreateJobs).
+            fires: First fire times by compiled schedule (``id``), shared likewise: a
+                schedule compiled once for many jobs fires first at the same instant.
+        """
         job_id = uuid.uuid4()
         with field_prefix(prefix):
-            spec, compiled = validation.check_job_spec(spec, str(job_id), now=now)
+            spec, compiled = validation.check_job_spec(spec, str(job_id), now=now, shared=shared)
+        known = fires.get(id(compiled)) if fires is not None else None
+        if known is not None and known[0] is compiled:
+            next_run_at = known[1]
+        else:
+            next_run_at = first_fire(compiled, spec.schedule, now)
+            if fires is not None:  # holding the schedule keeps its id from being reused
+                fires[id(compiled)] = (compiled, next_run_at)
         return NewJob(
             job_id=job_id,
             spec=spec,
             partition_id=partition_of(job_id),
-            next_run_at=first_fire(compiled, spec.schedule, now),
+            next_run_at=next_run_at,
         )
 
     @staticmethod
@@ -251,7 +272,11 @@ class JobManager:
         if replayed is not None:
             return replayed
         now = self._clock.now()
-        prepared = [self._prepare(spec, now, f"jobs[{i}].") for i, spec in enumerate(specs)]
+        shared = validation.SharedChecks()
+        fires: dict[int, tuple[CompiledSchedule, datetime | None]] = {}
+        prepared = [
+            self._prepare(spec, now, f"jobs[{i}].", shared, fires) for i, spec in enumerate(specs)
+        ]
         first_index: dict[str, int] = {}
         for i, new in enumerate(prepared):
             seen = first_index.setdefault(new.spec.name, i)

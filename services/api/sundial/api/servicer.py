@@ -144,7 +144,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
             request_id=request.request_id,
             request_hash=request_hash("BatchCreateJobs", request.jobs),
         )
-        return pb.BatchCreateJobsResponse(jobs=[convert.job_out(job) for job in jobs])
+        return pb.BatchCreateJobsResponse(jobs=convert.jobs_out(jobs))
 
     async def GetJob(
         self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext
@@ -173,7 +173,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
             page_token=request.page_token,
         )
         return pb.ListJobsResponse(
-            jobs=[convert.job_out(job) for job in page.items],
+            jobs=convert.jobs_out(page.items),
             next_page_token=page.next_page_token,
         )
 

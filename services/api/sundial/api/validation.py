@@ -44,6 +44,7 @@ from sundial.schedule import (
     OnceSpec,
     Schedule,
     compile_schedule,
+    depends_on_job_id,
 )
 
 # --- limits (job.proto, job_service.proto, admin.proto) -----------------------------------
@@ -428,8 +429,42 @@ def check_target(target: Target | None) -> Target:
     return check_grpc_target(target)
 
 
+class SharedChecks:
+    """The checks many jobs of one request share, done once each (BatchCreateJobs): a
+    schedule that does not depend on the job id is checked and compiled once per
+    distinct schedule and misfire threshold, a target once per distinct target. Only
+    successes are kept, so every failing job still reports its own field."""
+
+    def __init__(self) -> None:
+        self._schedules: dict[tuple[Schedule, timedelta], CompiledSchedule] = {}
+        self._targets: dict[Target, Target] = {}
+
+    def schedule(
+        self, schedule: Schedule, job_id: str, *, now: datetime | None, threshold: timedelta
+    ) -> CompiledSchedule:
+        if depends_on_job_id(schedule):
+            return check_schedule(schedule, job_id, now=now, misfire_threshold=threshold)
+        key = (schedule, threshold)
+        found = self._schedules.get(key)
+        if found is None:
+            found = check_schedule(schedule, job_id, now=now, misfire_threshold=threshold)
+            self._schedules[key] = found
+        return found
+
+    def target(self, target: Target | None) -> Target:
+        if target is None:
+            return check_target(target)
+        try:
+            found = self._targets.get(target)
+        except TypeError:  # unhashable (a headers mapping): checked on its own
+            return check_target(target)
+        if found is None:
+            found = self._targets[target] = check_target(target)
+        return found
+
+
 def check_job_spec(
-    spec: JobSpec, job_id: str, *, now: datetime | None
+    spec: JobSpec, job_id: str, *, now: datetime | None, shared: SharedChecks | None = None
 ) -> tuple[JobSpec, CompiledSchedule]:
     """Check every input field of a job; returns the normalised spec and its schedule.
 
@@ -439,14 +474,18 @@ def check_job_spec(
         now: When the schedule is new or changed: a ``once`` must then not be earlier
             than ``now - misfire_threshold``. None for an update that keeps the
             schedule (a ``once`` that already fired must not block other edits).
+        shared: Checks shared with the other jobs of the same request.
     """
     check_name(spec.name)
     check_text(spec.description, "description", MAX_DESCRIPTION_CHARS)
     check_policies(spec.policies)
-    compiled = check_schedule(
-        spec.schedule, job_id, now=now, misfire_threshold=spec.policies.misfire_threshold
-    )
-    target = check_target(spec.target)
+    threshold = spec.policies.misfire_threshold
+    if shared is None:
+        compiled = check_schedule(spec.schedule, job_id, now=now, misfire_threshold=threshold)
+        target = check_target(spec.target)
+    else:
+        compiled = shared.schedule(spec.schedule, job_id, now=now, threshold=threshold)
+        target = shared.target(spec.target)
     if len(spec.payload) > MAX_PAYLOAD_BYTES:
         raise _fail(
             "payload", f"{len(spec.payload)} bytes, more than {MAX_PAYLOAD_BYTES} (256 KiB)"

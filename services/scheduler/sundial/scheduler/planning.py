@@ -40,11 +40,10 @@ from sundial.run import (
 )
 from sundial.schedule import (
     CompiledSchedule,
-    CronSpec,
     MisfirePlan,
     Schedule,
     compile_schedule,
-    parse_cron,
+    depends_on_job_id,
     plan_misfire,
 )
 from sundial.scheduler.model import BatchPlan, ClaimedJob, JobAdvance, PlannedRun
@@ -104,9 +103,7 @@ def _shared_compiled(text: str) -> CompiledSchedule | None:
     """One compiled schedule for every job with this document, when nothing in it depends
     on the job id (no jitter, no ``H``); None otherwise. A herd then costs one compile."""
     schedule = _schedule(text)
-    if schedule.jitter:
-        return None
-    if isinstance(schedule.spec, CronSpec) and parse_cron(schedule.spec.expression).uses_hash:
+    if depends_on_job_id(schedule):
         return None
     return compile_schedule(schedule, job_id="")
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,6 +38,21 @@ from sundial.run import (
     target_to_json,
 )
 from sundial.schedule import Schedule
+
+
+def _each(encode: Callable[[Any], Any], values: Sequence[Any]) -> list[Any]:
+    """``encode`` of every value, once per distinct value (a batch of 1,000 jobs shares a
+    few schedules and policies; an unhashable value is encoded on its own)."""
+    done: dict[Any, Any] = {}
+    out = []
+    for value in values:
+        try:
+            if value not in done:
+                done[value] = encode(value)
+            out.append(done[value])
+        except TypeError:
+            out.append(encode(value))
+    return out
 
 
 class JobStore:
@@ -148,9 +163,9 @@ class JobStore:
             [job.partition_id for job in jobs],
             [job.next_run_at for job in jobs],
             [job.spec.paused for job in jobs],
-            [schedule_to_json(job.spec.schedule) for job in jobs],
-            [target_to_json(job.spec.target) for job in jobs],  # type: ignore[arg-type]
-            [policies_to_json(job.spec.policies) for job in jobs],
+            _each(schedule_to_json, [job.spec.schedule for job in jobs]),
+            _each(target_to_json, [job.spec.target for job in jobs]),
+            _each(policies_to_json, [job.spec.policies for job in jobs]),
             [job.spec.payload for job in jobs],
             [dict(job.spec.labels) for job in jobs],
             [job.spec.description for job in jobs],
