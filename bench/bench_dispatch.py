@@ -34,6 +34,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
+from bench_idle import peak_rss_mb  # bench/ is the script's folder
 
 from sundial.core.bus import RUNS_STREAM, connect_bus, ensure_streams
 from sundial.core.config import DatabaseConfig
@@ -234,6 +235,9 @@ async def scheduler_run(stack: Stack, url: str, count: int, replicas: int) -> di
                     await message.ack()
             await sub.unsubscribe()
             await bus.jetstream.delete_consumer(RUNS_STREAM, consumer)
+            peak_mb = max(
+                peak_rss_mb(p.process.pid) for p in services.processes.values() if p.process.pid
+            )
         finally:
             await asyncio.to_thread(services.stop)
             await etcd.close()
@@ -253,6 +257,7 @@ async def scheduler_run(stack: Stack, url: str, count: int, replicas: int) -> di
         "lateness_p99_s": round(statistics.quantiles(lateness, n=100)[98], 3),
         "missing": count - len(arrivals),
         "duplicate_messages": duplicates,
+        "scheduler_peak_rss_mb": peak_mb,
     }
 
 
