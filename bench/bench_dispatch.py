@@ -34,7 +34,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
-from bench_idle import peak_rss_mb  # bench/ is the script's folder
+from bench_idle import cpu_seconds, family_cpu, peak_rss_mb  # bench/: the script's folder
 
 from sundial.core.bus import RUNS_STREAM, connect_bus, ensure_streams
 from sundial.core.config import DatabaseConfig
@@ -146,8 +146,8 @@ async def make_due(url: str, delay_s: float) -> datetime:
         await conn.close()
 
 
-async def bare_sql(url: str, count: int, connections: int) -> dict[str, float]:
-    """Runs per second of the bare claim-insert-advance loop."""
+async def bare_sql(url: str, count: int, connections: int, postgres: int) -> dict[str, float]:
+    """Runs per second of the bare claim-insert-advance loop, and PostgreSQL's CPU."""
     await seed(url, count)
     due = await make_due(url, 0)
     partitions = list(range(PARTITION_COUNT))
@@ -176,11 +176,16 @@ async def bare_sql(url: str, count: int, connections: int) -> dict[str, float]:
         finally:
             await conn.close()
 
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), family_cpu(postgres)
     runs = sum(await asyncio.gather(*(loop() for _ in range(connections))))
-    elapsed = time.perf_counter() - began
+    elapsed, cpu = time.perf_counter() - began, family_cpu(postgres) - cpu
     assert runs == count, (runs, count)
-    return {"runs": runs, "seconds": round(elapsed, 3), "runs_per_s": round(runs / elapsed)}
+    return {
+        "runs": runs,
+        "seconds": round(elapsed, 3),
+        "runs_per_s": round(runs / elapsed),
+        "postgres_cpu_ms_per_1k": round(cpu / count * 1e6, 1),
+    }
 
 
 async def scheduler_run(stack: Stack, url: str, count: int, replicas: int) -> dict[str, float]:
@@ -216,6 +221,11 @@ async def scheduler_run(stack: Stack, url: str, count: int, replicas: int) -> di
                 "sundial.runs.>", durable=consumer, stream=RUNS_STREAM
             )
             due = await make_due(url, 3.0)
+            schedulers = [p.process.pid for p in services.processes.values() if p.process.pid]
+            assert stack.postgres is not None and stack.postgres._process is not None
+            postgres = stack.postgres._process.pid
+            assert postgres is not None
+            cpu_before = (sum(map(cpu_seconds, schedulers)), family_cpu(postgres))
             arrivals: dict[str, float] = {}
             duplicates = 0
             deadline = time.monotonic() + 600
@@ -233,6 +243,12 @@ async def scheduler_run(stack: Stack, url: str, count: int, replicas: int) -> di
                         duplicates += key in arrivals
                         arrivals.setdefault(key, now)
                     await message.ack()
+            # CPU from 3 s before the due instant to the last arrival: the idle wait is
+            # negligible (bench_idle), so this is the herd's cost.
+            cpu = (
+                sum(map(cpu_seconds, schedulers)) - cpu_before[0],
+                family_cpu(postgres) - cpu_before[1],
+            )
             await sub.unsubscribe()
             await bus.jetstream.delete_consumer(RUNS_STREAM, consumer)
             peak_mb = max(
@@ -258,6 +274,9 @@ async def scheduler_run(stack: Stack, url: str, count: int, replicas: int) -> di
         "missing": count - len(arrivals),
         "duplicate_messages": duplicates,
         "scheduler_peak_rss_mb": peak_mb,
+        # CPU per 1,000 runs dispatched: the scheduler processes, and PostgreSQL.
+        "scheduler_cpu_ms_per_1k": round(cpu[0] / count * 1e6, 1),
+        "postgres_cpu_ms_per_1k": round(cpu[1] / count * 1e6, 1),
     }
 
 
@@ -276,7 +295,10 @@ async def main(jobs: int, durable: bool) -> dict[str, dict[str, float]]:
     with Stack(durable=durable) as stack:
         for connections in (1, 2):
             url = await fresh_database(stack, f"sql{connections}")
-            results[f"bare_sql_{connections}"] = await bare_sql(url, jobs, connections)
+            assert stack.postgres is not None and stack.postgres._process is not None
+            postgres = stack.postgres._process.pid
+            assert postgres is not None
+            results[f"bare_sql_{connections}"] = await bare_sql(url, jobs, connections, postgres)
         for replicas in (1, 2):
             url = await fresh_database(stack, f"sched{replicas}")
             results[f"scheduler_{replicas}"] = await scheduler_run(stack, url, jobs, replicas)

@@ -77,7 +77,11 @@ def family(root: int) -> list[int]:
 
 
 def family_cpu(root: int) -> float:
-    total = 0.0
+    """CPU seconds of ``root`` and its children, those that exited included (a closed
+    connection's backend is gone, its CPU counted in the postmaster's cutime/cstime)."""
+    with open(f"/proc/{root}/stat") as stat:
+        fields = stat.read().rsplit(") ", 1)[1].split()
+    total = (int(fields[13]) + int(fields[14])) / TICKS
     for pid in family(root):
         try:
             total += cpu_seconds(pid)
