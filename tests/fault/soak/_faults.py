@@ -17,14 +17,15 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import asyncpg
 
 from sundial.devstack import EtcdServer, NatsServer, ServiceProcess, Stack
+from sundial.devstack._postgres import PostgresServer
 from sundial.devstack._process import ManagedProcess
 from tests.fault.soak._plan import FaultKind, PlannedFault
 from tests.helpers.eventually import assert_eventually
@@ -55,35 +56,23 @@ class FaultWindow:
 
 @dataclass
 class StackServers:
-    """The servers a :class:`Stack` started, reached through the attributes that exist.
+    """The servers a :class:`Stack` started (``Stack.postgres``, ``nats_nodes``,
+    ``etcd_members``)."""
 
-    ``Stack.postgres``, ``Stack.nats_nodes`` and ``Stack.etcd_members`` where the stack
-    has them; otherwise the servers it keeps in the order it started them.
-    """
-
-    postgres: Any
+    postgres: PostgresServer
     nats_nodes: list[NatsServer]
     etcd_members: list[EtcdServer]
 
     @classmethod
     def of(cls, stack: Stack) -> StackServers:
-        started = list(getattr(stack, "_started", []))
-        postgres = getattr(stack, "postgres", None) or next(
-            (s for s in started if not isinstance(s, NatsServer | EtcdServer)), None
-        )
-        nats = list(getattr(stack, "nats_nodes", []) or []) or [
-            s for s in started if isinstance(s, NatsServer)
-        ]
-        etcd = list(getattr(stack, "etcd_members", []) or []) or [
-            s for s in started if isinstance(s, EtcdServer)
-        ]
-        if postgres is None or not nats or not etcd:
+        if stack.postgres is None or not stack.nats_nodes or not stack.etcd_members:
             raise RuntimeError("the soak needs a stack that started all three servers itself")
-        return cls(postgres, nats, etcd)
+        return cls(stack.postgres, list(stack.nats_nodes), list(stack.etcd_members))
 
 
-def server_process(server: Any) -> ManagedProcess:
-    """The :class:`ManagedProcess` of a stack server (``server._process``)."""
+def server_process(server: PostgresServer | NatsServer | EtcdServer) -> ManagedProcess:
+    """The :class:`ManagedProcess` of a stack server (``server._process``: the servers
+    expose their pid, and the injectors also wait for the process to end)."""
     process = server._process
     if not isinstance(process, ManagedProcess) or process.proc is None:
         raise RuntimeError(f"{server!r} has no running process")
@@ -122,14 +111,12 @@ class Injector:
 
     def __init__(self, deployment: Deployment) -> None:
         self.d = deployment
-
-    async def inject(self, fault: PlannedFault) -> FaultWindow:
-        kind = fault.kind
-        handlers: dict[FaultKind, Callable[[PlannedFault], Any]] = {
-            FaultKind.KILL_SCHEDULER: lambda f: self._kill_service(f, self.d.schedulers),
-            FaultKind.KILL_EXECUTOR: lambda f: self._kill_service(f, self.d.executors),
-            FaultKind.STOP_SCHEDULER: lambda f: self._freeze_service(f, self.d.schedulers),
-            FaultKind.STOP_EXECUTOR: lambda f: self._freeze_service(f, self.d.executors),
+        d = deployment
+        self._handlers: dict[FaultKind, Callable[[PlannedFault], Awaitable[FaultWindow]]] = {
+            FaultKind.KILL_SCHEDULER: lambda f: self._kill_service(f, d.schedulers),
+            FaultKind.KILL_EXECUTOR: lambda f: self._kill_service(f, d.executors),
+            FaultKind.STOP_SCHEDULER: lambda f: self._freeze_service(f, d.schedulers),
+            FaultKind.STOP_EXECUTOR: lambda f: self._freeze_service(f, d.executors),
             FaultKind.RESTART_POSTGRES: self._restart_postgres,
             FaultKind.RESTART_NATS: self._restart_nats,
             FaultKind.CUT_POSTGRES: lambda f: self._cut(f, "postgres"),
@@ -138,11 +125,13 @@ class Injector:
             FaultKind.BLACKHOLE_POSTGRES: lambda f: self._blackhole(f, "postgres"),
             FaultKind.BLACKHOLE_NATS: lambda f: self._blackhole(f, "nats"),
             FaultKind.BLACKHOLE_ETCD: lambda f: self._blackhole(f, "etcd"),
-            FaultKind.LOSE_NATS_NODE: lambda f: self._lose_node(f, self.d.servers.nats_nodes),
-            FaultKind.LOSE_ETCD_MEMBER: lambda f: self._lose_node(f, self.d.servers.etcd_members),
+            FaultKind.LOSE_NATS_NODE: lambda f: self._lose_node(f, d.servers.nats_nodes),
+            FaultKind.LOSE_ETCD_MEMBER: lambda f: self._lose_node(f, d.servers.etcd_members),
         }
-        window: FaultWindow = await handlers[kind](fault)
-        return window
+
+    async def inject(self, fault: PlannedFault) -> FaultWindow:
+        """Break what ``fault`` says for its length; returns when it is over."""
+        return await self._handlers[fault.kind](fault)
 
     # --- processes ------------------------------------------------------------------
 
@@ -285,8 +274,5 @@ async def _kill_server(server: NatsServer | EtcdServer) -> None:
 
 def _start_again(server: NatsServer | EtcdServer) -> None:
     """Start a killed server again on its port(s) and data."""
-    if isinstance(server, NatsServer) and server.port in (-1, 0) and server.url:
-        # A stack whose NATS picked its own port: ask for that port again.
-        server.port = int(server.url.rsplit(":", 1)[1])
     server.stop()  # reaps the killed process; nothing else to stop
     server.start()

@@ -318,7 +318,7 @@ async def _soak(
     windows: list[FaultWindow] = []
     skipped: list[PlannedFault] = []
     # Direct, never through a proxy; a pool, since PostgreSQL restarts under it.
-    pool = await asyncpg.create_pool(stack.database_url, min_size=1, max_size=2)
+    pool = await asyncpg.create_pool(stack.database_url, min_size=0, max_size=2)
     try:
         async with SoakTarget() as target:
             began = time.monotonic()
