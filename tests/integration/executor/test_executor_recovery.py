@@ -75,6 +75,28 @@ async def test_a_run_granted_again_while_held_is_not_called_twice(
     assert free_slots(executor) == executor.heartbeat._inflight.max_in_flight
 
 
+async def test_a_run_granted_again_after_it_finished_is_reported_not_called_again(
+    start_executor, ledger: LedgerDouble, target: RecordingTarget, jetstream: JetStreamContext
+) -> None:
+    refs = add_jobs(ledger, target, 1)
+    # The report is refused and given up: the run stays RUNNING under this executor's
+    # lease, and a redelivered message makes the ledger grant the same lease again.
+    ledger.fail_complete_codes = [grpc.StatusCode.INVALID_ARGUMENT]
+    executor = await start_executor()
+    await publish(jetstream, refs, seq=1)
+    await assert_eventually(lambda: called(target, 1), timeout_s=10)
+    await assert_eventually(lambda: holds(executor, 0), timeout_s=10)
+    assert statuses(ledger, refs) == ["RUNNING"]
+    await publish(jetstream, refs, seq=2)
+    await assert_eventually(lambda: succeeded(ledger, refs[0]), timeout_s=10)
+    assert executor.consumer.stats.granted == 2
+    # One call for the one attempt; its kept outcome answered the re-grant.
+    assert len(target.calls) == 1
+    assert [o.attempt for o in ledger.outcomes] == [1]
+    await assert_eventually(lambda: acked(executor, 2), timeout_s=5)
+    assert free_slots(executor) == executor.heartbeat._inflight.max_in_flight
+
+
 async def test_complete_calls_failing_internal_or_unknown_are_retried(
     start_executor, ledger: LedgerDouble, target: RecordingTarget, jetstream: JetStreamContext
 ) -> None:

@@ -14,6 +14,9 @@ How a held run ends:
   would be fenced out: another attempt owns the run now). If the call had already ended,
   its report may be on its way; the ledger fences it out (STALE_ATTEMPT), which is
   harmless;
+- a re-grant of an attempt that already finished under the same lease (its report was
+  given up, or is still on its way, and a redelivered message asked again): the target
+  is not called again; the kept outcome is reported once more;
 - shutdown past the grace period: the call is cancelled and nothing is reported. The
   lease expires and the ledger retries the run (ERROR_CLASS_LEASE_EXPIRED): a stopping
   executor never reports a run as failed.
@@ -23,6 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -36,6 +41,13 @@ from sundial.run import Completion, ErrorClass, Outcome, OutcomeStatus, RunRef
 __all__ = ["Held", "InFlight", "Submit"]
 
 log = logging.getLogger(__name__)
+
+FINISHED_MARGIN_S = 30.0
+"""How long past its lease (at least ``run_lease_s``) a finished attempt's outcome is kept
+for a re-grant of that lease."""
+
+MAX_FINISHED = 100_000
+"""Finished outcomes kept at most (the oldest go first)."""
 
 Submit = Callable[[Completion], Awaitable[object]]
 """Hands an outcome to the completer and waits until the ledger answered it."""
@@ -77,6 +89,11 @@ class InFlight:
         self._free = config.max_in_flight
         self._freed = asyncio.Event()
         self._held: dict[HeldRun, Held] = {}
+        self._finished: OrderedDict[HeldLease, tuple[Completion, float]] = OrderedDict()
+        """Outcomes of attempts called under each lease, until that lease has surely
+        expired (monotonic time): a re-grant of one is answered from here."""
+        self._keep_finished_s = config.run_lease_s + FINISHED_MARGIN_S
+        self._reports: set[asyncio.Future[object]] = set()
         self._closed = False
         self.draining = False
         """True once the executor stopped leasing (reported on heartbeats)."""
@@ -149,10 +166,48 @@ class InFlight:
                 },
             )
             return False
+        finished = self._finished_outcome(lease)
+        if finished is not None:
+            # Called already under this very lease: its report did not reach the ledger
+            # (given up, or still on its way). Report it again, never call again.
+            log.info(
+                "granted again after it finished; reporting its outcome again",
+                extra={
+                    "action": "lease.regrant_finished",
+                    "run_key": lease.run_key,
+                    "attempt": lease.attempt,
+                },
+            )
+            task: asyncio.Future[object] = asyncio.ensure_future(self._submit(finished))
+            self._reports.add(task)
+            task.add_done_callback(self._reports.discard)
+            return False
         held = Held(lease)
         self._held[(lease.run, lease.attempt)] = held
         held.task = asyncio.create_task(self._execute(held), name=f"run {lease.run_key}")
         return True
+
+    def _finished_outcome(self, lease: Lease) -> Completion | None:
+        """The outcome already called under ``lease`` (same run, attempt and lease id)."""
+        now = time.monotonic()
+        while self._finished:  # oldest first: forget what expired
+            _, (_, forget_at) = next(iter(self._finished.items()))
+            if forget_at > now:
+                break
+            self._finished.popitem(last=False)
+        found = self._finished.get((lease.run, lease.attempt, lease.lease_id))
+        return found[0] if found is not None else None
+
+    def _remember(self, completion: Completion, lease: Lease) -> None:
+        remaining = (lease.lease_until - self._clock.now()).total_seconds()
+        key = (lease.run, lease.attempt, lease.lease_id)
+        self._finished[key] = (
+            completion,
+            time.monotonic() + max(remaining, 0.0) + self._keep_finished_s,
+        )
+        self._finished.move_to_end(key)
+        while len(self._finished) > MAX_FINISHED:
+            self._finished.popitem(last=False)
 
     def cancel(self, run: RunRef, attempt: int, reason: str) -> bool:
         """A cancel order: stop the call and report CANCELLED. False if not held/in call."""
@@ -244,9 +299,9 @@ class InFlight:
             if held.lost:
                 return
             _log_outcome(lease, outcome)
-            await self._submit(
-                Completion(lease.run, lease.attempt, outcome, lease_id=lease.lease_id)
-            )
+            completion = Completion(lease.run, lease.attempt, outcome, lease_id=lease.lease_id)
+            self._remember(completion, lease)
+            await self._submit(completion)
         except asyncio.CancelledError:
             if held.call is not None and not held.call.done():
                 held.call.cancel()
