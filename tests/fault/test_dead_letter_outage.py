@@ -7,8 +7,6 @@ closes and reopens.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -29,6 +27,7 @@ from sundial.scheduler.publisher import RunPublisher
 from sundial.scheduler.store import SchedulerStore
 from sundial.scheduler.sweeper import Sweeper
 from tests.helpers.eventually import assert_eventually
+from tests.helpers.tcp_proxy import TcpProxy
 from tests.integration.scheduler.conftest import scheduler_config
 from tests.integration.scheduler.support import add_tenant, dead_letters, insert_jobs
 
@@ -37,56 +36,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 DYING = 40
 PUBLISH_TIMEOUT_S = 1.0
-
-
-class TcpProxy:
-    """Forwards 127.0.0.1:<port> to ``target``; :meth:`cut` drops every connection and
-    refuses new ones until :meth:`restore`, on the same port."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self._target = (host, port)
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-        self.port = 0
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def cut(self) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            server.close()
-        for writer in list(self._writers):
-            writer.transport.abort()
-        if server is not None:
-            await server.wait_closed()
-
-    async def restore(self) -> None:
-        await self.start()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            up_reader, up_writer = await asyncio.open_connection(*self._target)
-        except OSError:
-            writer.transport.abort()
-            return
-        self._writers |= {writer, up_writer}
-
-        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-            with contextlib.suppress(OSError, asyncio.IncompleteReadError):
-                while data := await src.read(65536):
-                    dst.write(data)
-                    await dst.drain()
-            dst.transport.abort()
-
-        try:
-            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
-        finally:
-            self._writers -= {writer, up_writer}
 
 
 @pytest.fixture
@@ -150,7 +99,7 @@ async def test_dead_letters_survive_a_nats_outage_without_stalling_the_sweep(
     publisher = RunPublisher(cut_bus.jetstream, "cut", timeout_s=PUBLISH_TIMEOUT_S)
     sweeper = Sweeper(SchedulerStore(pool), publisher, lambda: range(256), config, clock)
 
-    await proxy.cut()
+    proxy.blackhole()  # NATS unreachable: nothing is forwarded either way
     began = time.monotonic()
     await sweeper.sweep_once()
     # The letters went out together: one timeout for the pass, not one per letter.
@@ -159,7 +108,7 @@ async def test_dead_letters_survive_a_nats_outage_without_stalling_the_sweep(
     assert len(rows) == DYING and all(r["status"] == "dead" for r in rows)
     assert all(r["check_at"] is not None for r in rows), "an unsent letter left the outbox"
 
-    await proxy.restore()
+    proxy.restore()
     wanted = {str(job) for job in jobs}
 
     async def all_letters_out() -> None:

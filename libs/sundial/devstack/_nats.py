@@ -130,6 +130,9 @@ class _Cluster:
                 # Routes authenticate too: nobody else joins the cluster.
                 "authorization": {"user": user, "password": password},
                 "routes": [f"nats://{user}:{password}@127.0.0.1:{port}" for port in self.routes],
+                # Clients use the URLs they were given (every node, or the fault tests'
+                # proxies), not the ones the cluster would advertise to them.
+                "no_advertise": True,
             },
         }
 
