@@ -1,91 +1,334 @@
 """Benchmark Sundial end to end: schedule -> dispatch -> lease -> target call -> outcome.
 
 Run: ``python bench/bench_e2e.py [--rates 200,1000] [--seconds 20] [--herd 20000]
-[--executors 1] [--json]``.
+[--executors 1] [--concurrency 64] [--durable] [--clients-only] [--json]``.
 
 Everything is real: ``sundial-api``, ``sundial-scheduler`` and ``sundial-executor``
-processes on the local stack, and an HTTP target in this process (the demo target's
-server) that timestamps every call. Reported, all in the same run:
+processes on the local stack, and a fast HTTP target in a process of its own (a bare
+``asyncio.Protocol`` server on uvloop, ``--serve-target``) that records every call:
+its ``Idempotency-Key``, ``Sundial-Scheduled-At`` and arrival time. Reported, all in
+the same run against that one target:
 
-* ``bare_http``: the machine's limit for the last hop. A pooled httpx client (64 calls
-  in flight) posting to the same target for 5 s: calls per second.
+* ``client_<name>``: the machine's limit for the last hop. A plain client of each kind
+  (httpx when installed, aiohttp on asyncio and on uvloop, pyreqwest when installed, on
+  asyncio and on uvloop), each in a fresh process, ``--concurrency`` calls in flight,
+  posting for 5 s with the headers a Sundial call carries: calls per second. The best
+  of them is the ceiling the end-to-end figures are compared with.
 * ``steady_<rate>``: jobs created so that ``rate`` runs fall due every second (interval
   schedules of 10 s with whole-second offsets: ``rate`` jobs per offset). After a warm-up,
   for ``--seconds``: runs per second seen by the target and end-to-end lateness p50/p99
   (arrival at the target minus the run's scheduled time, which includes dispatch,
   leasing and the call).
-* ``herd``: ``--herd`` one-time jobs all due at one instant: seconds from that instant
-  until the target saw the last run, and until the last run was SUCCEEDED in the
-  database.
+* ``herd``: ``--herd`` one-time jobs all due at one instant, through ``--executors``
+  executors: seconds from that instant until the target saw the last run and until the
+  last run was SUCCEEDED in the database (its ``finished_at``), runs per second over the
+  latter, and the count of missing (due, never called) and duplicate (called more than
+  once) run keys, both expected to be 0. The ratio to the best plain client follows.
 
-Each phase has its own tenant (quotas raised) and pauses its jobs when done.
+PostgreSQL runs with the devstack's fast settings (fsync, synchronous_commit and
+full_page_writes off) unless ``--durable`` (all three on); the settings are printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import importlib.util
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import typing
 import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import grpc
-import httpx
 
-from sundial.devstack import HttpRequest, HttpResponse, HttpTargetServer, Services, Stack
+from sundial.devstack import Services, Stack
 from sundial.v1 import admin_pb2, admin_pb2_grpc, job_pb2, job_service_pb2, job_service_pb2_grpc
 
 ADMIN_TOKEN = "bench-admin-token-0123456789abcdef"
 PERIOD_S = 10  # interval of the steady-rate jobs; rate jobs share each offset second
 WARMUP_S = 12.0
+CLIENT_SECONDS = 5.0
+RECORDS_PATH = "/_records"
+
+# ---------------------------------------------------------------------------------------
+# The fast target (its own process)
+# ---------------------------------------------------------------------------------------
+
+_OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+
+
+class _TargetProtocol(asyncio.Protocol):
+    """HTTP/1.1 with Content-Length bodies, keep-alive and pipelining; nothing more.
+
+    Every request is answered 200 at once and recorded as (idempotency key, scheduled-at,
+    arrival time); ``GET /_records?from=N`` returns records N.. as tab-separated lines.
+    """
+
+    def __init__(self, records: list[tuple[bytes, bytes, float]]) -> None:
+        self._records = records
+        self._buffer = bytearray()
+        self._transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self._transport = typing.cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        while True:
+            end = buffer.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            lines = bytes(buffer[:end]).split(b"\r\n")
+            length = 0
+            key = scheduled = b""
+            for line in lines[1:]:
+                name, _, value = line.partition(b":")
+                name = name.strip().lower()
+                if name == b"content-length":
+                    length = int(value)
+                elif name == b"idempotency-key":
+                    key = value.strip()
+                elif name == b"sundial-scheduled-at":
+                    scheduled = value.strip()
+                elif name == b"transfer-encoding":  # not needed by any client measured
+                    assert self._transport is not None
+                    self._transport.close()
+                    return
+            total = end + 4 + length
+            if len(buffer) < total:
+                return
+            del buffer[:total]
+            assert self._transport is not None
+            if lines[0].startswith(b"GET " + RECORDS_PATH.encode()):
+                self._transport.write(self._dump(lines[0]))
+            else:
+                self._records.append((key, scheduled, time.time()))
+                self._transport.write(_OK)
+
+    def _dump(self, request_line: bytes) -> bytes:
+        start = int(request_line.split(b"from=", 1)[1].split(b" ", 1)[0])
+        body = b"".join(
+            b"%s\t%s\t%.6f\n" % record for record in self._records[start : len(self._records)]
+        )
+        return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+async def _serve_target() -> None:
+    records: list[tuple[bytes, bytes, float]] = []
+    loop = asyncio.get_running_loop()
+    # A deep backlog: executors open many connections at once, and a dropped SYN costs a
+    # 1 s retransmit that would look like Sundial being slow.
+    server = await loop.create_server(
+        lambda: _TargetProtocol(records), "127.0.0.1", 0, backlog=4096
+    )
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await loop.run_in_executor(None, sys.stdin.read)  # until the parent closes stdin
+
+
+def _run(
+    main: Callable[[], Coroutine[typing.Any, typing.Any, object]], *, use_uvloop: bool
+) -> object:
+    if use_uvloop:
+        import uvloop  # noqa: PLC0415 (only where asked for)
+
+        return uvloop.run(main())
+    return asyncio.run(main())
+
+
+class FastTarget:
+    """The target process: its URL, and the calls it recorded."""
+
+    def __init__(self) -> None:
+        self._process = subprocess.Popen(
+            [sys.executable, __file__, "--serve-target"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self._process.stdout is not None
+        port = int(self._process.stdout.readline())
+        self.url = f"http://127.0.0.1:{port}"
+        self._seen = 0
+
+    async def new_records(self) -> list[tuple[str, str, float]]:
+        """The calls recorded since the last time this was asked."""
+        host, port = urlsplit(self.url).hostname, urlsplit(self.url).port
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            writer.write(f"GET {RECORDS_PATH}?from={self._seen} HTTP/1.1\r\n\r\n".encode())
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(head.split(b"Content-Length: ", 1)[1].split(b"\r\n", 1)[0])
+            body = await reader.readexactly(length)
+        finally:
+            writer.close()
+        records = []
+        for line in body.decode().splitlines():
+            key, scheduled, at = line.split("\t")
+            records.append((key, scheduled, float(at)))
+        self._seen += len(records)
+        return records
+
+    def stop(self) -> None:
+        assert self._process.stdin is not None
+        self._process.stdin.close()
+        self._process.wait(10)
 
 
 class Recorder:
-    """The target's handler: arrival time and lateness per run key."""
+    """What the target saw: calls per run key, first arrival and lateness."""
 
-    def __init__(self) -> None:
+    def __init__(self, target: FastTarget) -> None:
+        self._target = target
+        self.calls: Counter[str] = Counter()
         self.arrivals: dict[str, float] = {}
         self.lateness: dict[str, float] = {}
 
-    async def __call__(self, request: HttpRequest) -> HttpResponse:
-        now = time.time()
-        key = request.headers.get("idempotency-key", "")
-        scheduled = request.headers.get("sundial-scheduled-at")
-        if key and key not in self.arrivals:
-            self.arrivals[key] = now
-            if scheduled:
-                at = datetime.fromisoformat(scheduled.replace("Z", "+00:00")).timestamp()
-                self.lateness[key] = now - at
-        return HttpResponse(200, b"{}")
+    async def update(self) -> None:
+        for key, scheduled, at in await self._target.new_records():
+            self.calls[key] += 1
+            if key not in self.arrivals:
+                self.arrivals[key] = at
+                if scheduled:
+                    due = datetime.fromisoformat(scheduled.replace("Z", "+00:00")).timestamp()
+                    self.lateness[key] = at - due
+
+
+# ---------------------------------------------------------------------------------------
+# Plain clients (each in a fresh process: python bench_e2e.py --client NAME URL)
+# ---------------------------------------------------------------------------------------
+
+
+def _headers(i: int) -> dict[str, str]:
+    """The headers of a Sundial call (bench keys, which the recorder ignores)."""
+    return {
+        "Content-Type": "application/octet-stream",
+        "Idempotency-Key": f"bare-{i}",
+        "Sundial-Scheduled-At": "2026-03-08T14:00:00Z",
+        "Sundial-Attempt": "1",
+        "Sundial-Execution-Id": "f530aeb2-7132-526f-af82-d4a3de8539e1",
+        "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        "Sundial-Signature": "t=1772978400,v1=" + "ab" * 32,
+        "User-Agent": "sundial-bench/1",
+    }
+
+
+async def _drive(call: Callable[[int], Awaitable[None]], concurrency: int) -> float:
+    done = 0
+    deadline = time.monotonic() + CLIENT_SECONDS
+
+    async def worker() -> None:
+        nonlocal done
+        while time.monotonic() < deadline:
+            await call(done)
+            done += 1
+
+    started = time.monotonic()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return done / (time.monotonic() - started)
+
+
+async def _httpx(url: str, concurrency: int) -> float:
+    import httpx  # noqa: PLC0415 (optional)
+
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(trust_env=False, limits=limits) as client:
+
+        async def call(i: int) -> None:
+            (await client.post(url, content=b"{}", headers=_headers(i))).raise_for_status()
+
+        return await _drive(call, concurrency)
+
+
+async def _aiohttp(url: str, concurrency: int) -> float:
+    import aiohttp  # noqa: PLC0415
+
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector, trust_env=False) as session:
+
+        async def call(i: int) -> None:
+            async with session.post(url, data=b"{}", headers=_headers(i)) as response:
+                await response.read()
+                response.raise_for_status()
+
+        return await _drive(call, concurrency)
+
+
+async def _pyreqwest(url: str, concurrency: int) -> float:
+    from pyreqwest.client import ClientBuilder  # noqa: PLC0415 (optional)
+
+    client = ClientBuilder().max_connections(concurrency).follow_redirects(False).build()
+    async with client:
+
+        async def call(i: int) -> None:
+            response = await client.post(url).headers(_headers(i)).body_bytes(b"{}").build().send()
+            await response.bytes()
+            response.error_for_status()
+
+        return await _drive(call, concurrency)
+
+
+# name -> (module that must be importable, function, on uvloop)
+CLIENTS: dict[
+    str, tuple[str, Callable[[str, int], Coroutine[typing.Any, typing.Any, float]], bool]
+] = {
+    "httpx": ("httpx", _httpx, False),
+    "aiohttp": ("aiohttp", _aiohttp, False),
+    "aiohttp_uvloop": ("aiohttp", _aiohttp, True),
+    "pyreqwest": ("pyreqwest", _pyreqwest, False),
+    "pyreqwest_uvloop": ("pyreqwest", _pyreqwest, True),
+}
+
+
+EXECUTOR_CLIENT = "aiohttp_uvloop"
+"""The client and loop the executor calls targets with."""
+
+
+def measure_client(name: str, url: str, concurrency: int) -> dict[str, object]:
+    """Calls per second of plain client ``name`` in a fresh process (or why not)."""
+    module, _, on_uvloop = CLIENTS[name]
+    if importlib.util.find_spec(module) is None or (
+        on_uvloop and importlib.util.find_spec("uvloop") is None
+    ):
+        return {"skipped": "not installed"}
+    result = subprocess.run(
+        [sys.executable, __file__, "--client", name, url, "--concurrency", str(concurrency)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    printed = result.stdout.split()
+    if not printed:
+        return {"failed": result.stderr.strip().splitlines()[-1:]}
+    values: dict[str, object] = {"calls_per_s": round(float(printed[-1]))}
+    if result.returncode != 0:  # measured, then crashed on the way out
+        values["exit_status"] = result.returncode
+    return values
+
+
+# ---------------------------------------------------------------------------------------
+# Sundial end to end
+# ---------------------------------------------------------------------------------------
 
 
 def quantile(values: list[float], q: int) -> float:
     if len(values) < 2:
         return round(values[0], 3) if values else float("nan")
     return round(statistics.quantiles(values, n=100)[q - 1], 3)
-
-
-async def bare_http(url: str, seconds: float = 5.0, concurrency: int = 64) -> dict[str, float]:
-    """The last hop's limit: a pooled client hammering the target."""
-    done = 0
-    deadline = time.monotonic() + seconds
-    async with httpx.AsyncClient(trust_env=False) as client:
-
-        async def worker() -> None:
-            nonlocal done
-            while time.monotonic() < deadline:
-                await client.post(url, content=b"{}")
-                done += 1
-
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return {"calls_per_s": round(done / seconds)}
 
 
 class Api:
@@ -134,7 +377,7 @@ async def pause_tenant(database_url: str, tenant_id: str) -> None:
 
 async def steady(
     api: Api, recorder: Recorder, url: str, database_url: str, *, rate: int, seconds: float
-) -> dict[str, float]:
+) -> dict[str, object]:
     tenant_id, md = await api.tenant()
     jobs = []
     for i in range(rate * PERIOD_S):
@@ -143,11 +386,12 @@ async def steady(
         schedule.interval.offset.FromSeconds(i % PERIOD_S)
         jobs.append(job_pb2.Job(name=f"steady-{i}", schedule=schedule, target=http_target(url)))
     await api.create(md, jobs)
-    await asyncio.sleep(WARMUP_S)
+    await asyncio.sleep(WARMUP_S)  # the load's ramp-up, not waiting for an outcome
     start = time.time()
-    await asyncio.sleep(seconds)
+    await asyncio.sleep(seconds)  # the measured window
     end = time.time()
     await pause_tenant(database_url, tenant_id)
+    await recorder.update()
     window = [
         recorder.lateness[k]
         for k, t in recorder.arrivals.items()
@@ -163,7 +407,7 @@ async def steady(
 
 async def herd(
     api: Api, recorder: Recorder, url: str, database_url: str, count: int
-) -> dict[str, float]:
+) -> dict[str, object]:
     tenant_id, md = await api.tenant()
     due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=max(30, count // 250))
     jobs = []
@@ -176,100 +420,232 @@ async def herd(
     key_suffix = "@" + due.strftime("%Y-%m-%dT%H:%M:%SZ")
     conn = await asyncpg.connect(database_url)
     try:
+        await asyncio.sleep(max(0.0, due.timestamp() - time.time()))  # until the instant
+        cpu_before = cpu_by_process()
         deadline = time.time() + 900
-        seen_all = None
         while time.time() < deadline:
-            arrived = sum(1 for k in recorder.arrivals if k.endswith(key_suffix))
-            if arrived >= count and seen_all is None:
-                seen_all = max(t for k, t in recorder.arrivals.items() if k.endswith(key_suffix))
             succeeded = await conn.fetchval(
                 "SELECT count(*) FROM job_runs WHERE tenant_id = $1 AND status = 'succeeded'",
                 tenant_id,
             )
             if succeeded >= count:
                 break
-            await asyncio.sleep(0.2)
-        finished = time.time()
+            await asyncio.sleep(0.2)  # a poll interval: the figures are read from timestamps
+        keys = {
+            f"{job_id}{key_suffix}"
+            for job_id in await conn.fetchval(
+                "SELECT array_agg(job_id::text) FROM jobs WHERE tenant_id = $1", tenant_id
+            )
+        }
+        last_finished = await conn.fetchval(
+            "SELECT max(finished_at) FROM job_runs WHERE tenant_id = $1", tenant_id
+        )
+        cpu_after = cpu_by_process()
     finally:
         await conn.close()
     await pause_tenant(database_url, tenant_id)
+    await recorder.update()
+    called = [recorder.arrivals[k] for k in keys if k in recorder.arrivals]
+    finished_s = (last_finished.timestamp() if last_finished else time.time()) - due.timestamp()
     return {
         "runs": count,
-        "all_called_s": round((seen_all or finished) - due.timestamp(), 2),
-        "all_succeeded_s": round(finished - due.timestamp(), 2),
-        "runs_per_s": round(count / max(finished - due.timestamp(), 1e-9)),
+        "succeeded": succeeded,
+        "all_called_s": round(max(called, default=float("nan")) - due.timestamp(), 2),
+        "all_succeeded_s": round(finished_s, 2),
+        "runs_per_s": round(count / max(finished_s, 1e-9)),
+        "missing": len(keys) - len(called),
+        "duplicate": sum(1 for k in keys if recorder.calls[k] > 1),
         "created_after_due": created_late,
+        # CPU time each process (with its children) used from the instant to the end.
+        "cpu_us_per_run": {
+            kind: round((cpu_after[kind] - cpu_before.get(kind, 0.0)) / count * 1e6)
+            for kind in sorted(cpu_after)
+        },
+        "cores_used": round(
+            (sum(cpu_after.values()) - sum(cpu_before.values())) / max(finished_s, 1e-9), 2
+        ),
     }
+
+
+_KINDS = (
+    ("sundial.executor", "executor"),
+    ("sundial.scheduler", "scheduler"),
+    ("sundial.api", "api"),
+    ("--serve-target", "target"),
+    ("postgres", "postgres"),
+    ("nats-server", "nats"),
+    ("etcd", "etcd"),
+)
+
+
+def cpu_by_process() -> dict[str, float]:
+    """CPU seconds used so far by each kind of process this benchmark started, each
+    with its descendants (PostgreSQL's backends count as PostgreSQL). Linux (/proc)."""
+    hz = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[int, float, str]] = {}  # pid -> (parent, cpu seconds, command)
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:  # gone meanwhile
+            continue
+        cpu_s = (int(fields[11]) + int(fields[12])) / hz  # utime + stime
+        stats[int(entry)] = (int(fields[1]), cpu_s, argv.decode(errors="replace"))
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _, _) in stats.items():
+        children.setdefault(parent, []).append(pid)
+
+    def tree(pid: int) -> float:
+        return stats[pid][1] + sum(tree(child) for child in children.get(pid, ()))
+
+    used: dict[str, float] = {}
+    for pid in children.get(os.getpid(), ()):
+        kind = next((k for needle, k in _KINDS if needle in stats[pid][2]), "other")
+        used[kind] = used.get(kind, 0.0) + tree(pid)
+    return used
 
 
 def with_database(url: str, name: str) -> str:
     return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
 
 
-async def main(
-    rates: list[int], seconds: float, herd_size: int, executors: int
-) -> dict[str, object]:
+async def main(args: argparse.Namespace) -> dict[str, object]:
     results: dict[str, object] = {}
-    recorder = Recorder()
-    with Stack(durable=False) as stack:  # fsync off, as the tests run it
-        name = f"bench_e2e_{uuid.uuid4().hex[:8]}"
-        admin = await asyncpg.connect(stack.database_url)
-        try:
-            await admin.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await admin.close()
-        database_url = with_database(stack.database_url, name)
-        async with HttpTargetServer(recorder) as target:
-            url = f"{target.url}/bench"
-            results["bare_http"] = await bare_http(url)
-            recorder.arrivals.clear()
-            with tempfile.TemporaryDirectory(prefix="bench-e2e-") as logs:
-                services = Services(
-                    stack,
-                    Path(logs),
-                    extra_env={
-                        "SUNDIAL_DATABASE_URL": database_url,
-                        "SUNDIAL_ADMIN_TOKEN": ADMIN_TOKEN,
-                        "SUNDIAL_ALLOW_LOOPBACK_TARGETS": "1",
-                        "SUNDIAL_LOG_LEVEL": "WARNING",
-                        "SUNDIAL_MAX_IN_FLIGHT": "256",
-                    },
-                )
-                try:
-                    await asyncio.to_thread(services.start)
-                    for _ in range(executors - 1):
-                        await asyncio.to_thread(services.add, "executor")
-                    async with grpc.aio.insecure_channel(
-                        services.processes["api"].address
-                    ) as channel:
-                        api = Api(channel)
-                        for rate in rates:
-                            results[f"steady_{rate}"] = await steady(
-                                api, recorder, url, database_url, rate=rate, seconds=seconds
-                            )
-                        if herd_size:
-                            results["herd"] = await herd(
-                                api, recorder, url, database_url, herd_size
-                            )
-                finally:
-                    await asyncio.to_thread(services.stop)
+    target = FastTarget()
+    try:
+        url = f"{target.url}/bench"
+        for name in CLIENTS:
+            results[f"client_{name}"] = await asyncio.to_thread(
+                measure_client, name, url, args.concurrency
+            )
+        if args.clients_only:
+            return results
+        recorder = Recorder(target)
+        await recorder.update()  # the plain clients' calls are not runs
+        with Stack(durable=args.durable) as stack:
+            await sundial_phases(args, stack, recorder, url, results)
+    finally:
+        target.stop()
     return results
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+async def sundial_phases(
+    args: argparse.Namespace, stack: Stack, recorder: Recorder, url: str, results: dict[str, object]
+) -> None:
+    name = f"bench_e2e_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(stack.database_url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        settings = await admin.fetch(
+            "SELECT name, setting FROM pg_settings WHERE name = ANY($1) ORDER BY name",
+            ["fsync", "synchronous_commit", "full_page_writes", "shared_buffers"],
+        )
+    finally:
+        await admin.close()
+    results["postgresql"] = {row["name"]: row["setting"] for row in settings}
+    database_url = with_database(stack.database_url, name)
+    with tempfile.TemporaryDirectory(prefix="bench-e2e-") as logs:
+        services = Services(
+            stack,
+            Path(logs),
+            extra_env={
+                "SUNDIAL_DATABASE_URL": database_url,
+                "SUNDIAL_ADMIN_TOKEN": ADMIN_TOKEN,
+                "SUNDIAL_ALLOW_LOOPBACK_TARGETS": "1",
+                "SUNDIAL_LOG_LEVEL": "WARNING",
+                "SUNDIAL_MAX_IN_FLIGHT": str(args.max_in_flight),
+            },
+        )
+        try:
+            await asyncio.to_thread(services.start)
+            for _ in range(args.executors - 1):
+                await asyncio.to_thread(services.add, "executor")
+            async with grpc.aio.insecure_channel(services.processes["api"].address) as channel:
+                api = Api(channel)
+                for rate in args.rates:
+                    results[f"steady_{rate}"] = await steady(
+                        api, recorder, url, database_url, rate=rate, seconds=args.seconds
+                    )
+                if args.herd:
+                    results["herd"] = await herd(api, recorder, url, database_url, args.herd)
+        finally:
+            await asyncio.to_thread(services.stop)
+
+
+def best_client(results: dict[str, object]) -> tuple[str, float] | None:
+    rates = [
+        (name.removeprefix("client_"), float(values["calls_per_s"]))
+        for name, values in results.items()
+        if name.startswith("client_") and isinstance(values, dict) and "calls_per_s" in values
+    ]
+    return max(rates, key=lambda item: item[1]) if rates else None
+
+
+def report(results: dict[str, object], args: argparse.Namespace) -> None:
+    print(
+        f"end to end through {args.executors} executor(s) "
+        f"(SUNDIAL_MAX_IN_FLIGHT={args.max_in_flight}); plain clients with "
+        f"{args.concurrency} calls in flight, {CLIENT_SECONDS:g} s each; one target process"
+    )
+    for phase, values in results.items():
+        if isinstance(values, dict):
+            text = "  ".join(f"{k}={v}" for k, v in values.items())
+        else:
+            text = str(values)
+        print(f"  {phase:24s} {text}")
+    best = best_client(results)
+    herd_values = results.get("herd")
+    if best is not None and isinstance(herd_values, dict):
+        ratio = float(herd_values["runs_per_s"]) / best[1]
+        print(
+            f"  herd: {herd_values['runs_per_s']} runs/s = {ratio:.2f} x the best plain "
+            f"client ({best[0]}, {best[1]:.0f} calls/s)"
+        )
+        own = results.get(f"client_{EXECUTOR_CLIENT}")
+        if isinstance(own, dict) and "calls_per_s" in own:
+            ratio = float(herd_values["runs_per_s"]) / float(own["calls_per_s"])
+            print(
+                f"  herd: {ratio:.2f} x the executor's own client alone "
+                f"({EXECUTOR_CLIENT}, {own['calls_per_s']} calls/s)"
+            )
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rates", default="200,1000")
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--herd", type=int, default=20_000)
     parser.add_argument("--executors", type=int, default=1)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--max-in-flight", type=int, default=256)
+    parser.add_argument("--durable", action="store_true")
+    parser.add_argument("--clients-only", action="store_true")
     parser.add_argument("--json", action="store_true")
+    # Internal: the target process, and one plain client's process.
+    parser.add_argument("--serve-target", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--client", nargs=2, metavar=("NAME", "URL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    figures = asyncio.run(
-        main([int(r) for r in args.rates.split(",") if r], args.seconds, args.herd, args.executors)
-    )
-    if args.json:
-        json.dump(figures, sys.stdout, indent=2)
+    args.rates = [int(r) for r in args.rates.split(",") if r]
+    return args
+
+
+if __name__ == "__main__":
+    options = parse_args()
+    if options.serve_target:
+        with contextlib.suppress(KeyboardInterrupt):
+            _run(_serve_target, use_uvloop=importlib.util.find_spec("uvloop") is not None)
+        raise SystemExit(0)
+    if options.client:
+        client_name, client_url = options.client
+        _, function, uvloop_wanted = CLIENTS[client_name]
+        rate = _run(lambda: function(client_url, options.concurrency), use_uvloop=uvloop_wanted)
+        print(rate, flush=True)
+        raise SystemExit(0)
+    figures = asyncio.run(main(options))
+    if options.json:
+        json.dump(figures, sys.stdout, indent=2, default=str)
         print()
     else:
-        for phase, values in figures.items():
-            print(f"{phase:12s} {values}")
+        report(figures, options)

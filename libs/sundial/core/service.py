@@ -108,6 +108,16 @@ async def _build_until_signal(
             loop.remove_signal_handler(sig)
 
 
+def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop where it is installed (it has wheels for Linux and macOS),
+    else None: asyncio's own. grpc.aio, asyncpg, nats-py and aiohttp all run on it."""
+    try:
+        import uvloop  # noqa: PLC0415 (optional: a platform without it runs asyncio's loop)
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
 def main(
     name: str,
     load_config: Callable[[], ConfigT],
@@ -134,7 +144,8 @@ def main(
         return await service.run()
 
     try:
-        code = asyncio.run(serve())
+        with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+            code = runner.run(serve())
     except Exception:
         log.exception("%s crashed while starting", name, extra={"action": "lifecycle"})
         code = 1

@@ -6,7 +6,7 @@ import asyncio
 import json
 from pathlib import Path
 
-import httpx
+import aiohttp
 import pytest
 
 from sundial.devstack import start_demo_target
@@ -18,13 +18,15 @@ pytestmark = pytest.mark.timeout(30)
 async def test_demo_target_answers_and_logs_each_call(tmp_path: Path) -> None:
     demo = await asyncio.to_thread(start_demo_target, tmp_path)
     try:
-        async with httpx.AsyncClient(trust_env=False) as client:
-            answer = await client.post(
+        async with (
+            aiohttp.ClientSession(trust_env=False) as client,
+            client.post(
                 f"{demo.url}/hook",
-                content=b'{"report":"usage"}',
+                data=b'{"report":"usage"}',
                 headers={"Idempotency-Key": "job@2026-03-08T14:00:00Z", "Sundial-Attempt": "1"},
-            )
-        assert answer.status_code == 200
+            ) as answer,
+        ):
+            assert answer.status == 200
 
         def logged() -> dict[str, object]:
             lines = [

@@ -9,6 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from sundial.core.clock import ManualClock
 from sundial.core.telemetry import RUN_START_LATENESS
@@ -216,3 +219,32 @@ async def test_outcomes_are_stamped_by_the_injected_clock(target: RecordingTarge
         await grpc_caller.aclose()
     assert (outcome.started_at, outcome.finished_at) == (at, at)
     assert outcome.retry_after == timedelta(seconds=30)
+
+
+async def test_a_traced_attempt_passes_its_span_to_the_target(target: RecordingTarget) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    policy = AddressPolicy(allow_loopback=True)
+    http, grpc_caller = HttpCaller(policy), GrpcCaller(policy)
+    runner = Runner(
+        http, grpc_caller, CircuitBreaker(failures=3, open_s=1), tracer=provider.get_tracer("t")
+    )
+    untraced = Runner(http, grpc_caller, CircuitBreaker(failures=3, open_s=1))
+    try:
+        lease = make_lease(HttpTarget(f"{target.url}/traced"), attempt=2)
+        await runner.run(lease)
+        await untraced.run(lease)  # no tracer provider configured: no span, a fresh id
+    finally:
+        await http.aclose()
+        await grpc_caller.aclose()
+    [span] = exporter.get_finished_spans()
+    assert span.name == "sundial.run"
+    assert span.attributes is not None
+    assert span.attributes["sundial.run_key"] == lease.run_key
+    assert span.attributes["sundial.attempt"] == 2
+    context = span.get_span_context()
+    traced, fresh = (call.request.headers["traceparent"] for call in target.calls)
+    assert traced == f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
+    assert re.fullmatch(r"00-[0-9a-f]{32}-[0-9a-f]{16}-01", fresh)
+    assert fresh.split("-")[1] != traced.split("-")[1]

@@ -7,6 +7,7 @@ cancellation through, which is how cancel orders, lost leases and shutdown stop 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 from datetime import timedelta
 
@@ -38,6 +39,8 @@ _GRPC_SLACK_S = 1.0
 
 _tracer = trace.get_tracer("sundial.executor")
 _propagator = TraceContextTextMapPropagator()
+# What the global tracer provider is until telemetry configures one (tracing off).
+_UNCONFIGURED = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
 
 
 def _traceparent() -> dict[str, str]:
@@ -76,6 +79,8 @@ class Runner:
         breaker: Holds calls to failing targets back.
         meter: Records the first attempts' start lateness (the global meter if None).
         clock: Stamps the outcomes and measures the lateness.
+        tracer: Traces each attempt (the global tracer if None, and no span at all
+            while no tracer provider is configured).
     """
 
     def __init__(
@@ -86,8 +91,10 @@ class Runner:
         meter: metrics.Meter | None = None,
         *,
         clock: Clock | None = None,
+        tracer: trace.Tracer | None = None,
     ) -> None:
         self._http = http
+        self._tracer = tracer
         self._grpc = grpc_caller
         self._breaker = breaker
         self._clock = clock or SystemClock()
@@ -122,15 +129,7 @@ class Runner:
             self._start_lateness.record(
                 max(0.0, (started - lease.run.scheduled_at).total_seconds())
             )
-        with _tracer.start_as_current_span(
-            "sundial.run",
-            kind=trace.SpanKind.CLIENT,
-            attributes={
-                "sundial.run_key": lease.run_key,
-                "sundial.attempt": lease.attempt,
-                "sundial.tenant_id": lease.tenant_id,
-            },
-        ):
+        with self._span(lease):
             try:
                 outcome = await self._call(lease, target)
             except TimeoutError:
@@ -147,6 +146,25 @@ class Runner:
         # A final failure (a 4xx) is an answer: the target is up.
         self._breaker.record(key, failed=outcome.status.retryable)
         return outcome
+
+    def _span(self, lease: Lease) -> contextlib.AbstractContextManager[object]:
+        """The attempt's span, or nothing when tracing is off: a no-op span cost about
+        8% of the executor's CPU in the herd benchmark and gives the target nothing
+        (it gets a fresh trace id either way)."""
+        tracer = self._tracer
+        if tracer is None:
+            if isinstance(trace.get_tracer_provider(), _UNCONFIGURED):
+                return contextlib.nullcontext()
+            tracer = _tracer
+        return tracer.start_as_current_span(
+            "sundial.run",
+            kind=trace.SpanKind.CLIENT,
+            attributes={
+                "sundial.run_key": lease.run_key,
+                "sundial.attempt": lease.attempt,
+                "sundial.tenant_id": lease.tenant_id,
+            },
+        )
 
     async def _call(self, lease: Lease, target: Target) -> Outcome:
         headers = sundial_headers(lease)

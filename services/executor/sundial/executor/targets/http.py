@@ -1,23 +1,33 @@
-"""Calling HTTP targets: one pooled ``httpx.AsyncClient`` for every target.
+"""Calling HTTP targets: one pooled ``aiohttp.ClientSession`` for every target.
 
-The SSRF rules are enforced where the connection is made: the pool's network backend
-resolves the host, checks every address (:class:`AddressPolicy`) and connects to the
-address it checked, so DNS cannot change between check and connect. TLS still verifies
-the certificate against the URL's host name (httpcore passes the origin host as SNI).
-Pooled connections were checked when they were opened.
+The SSRF rules are enforced where the connection is made. A target named by host name
+is resolved by the connector's resolver (:class:`_GuardedResolver`, aiohttp's
+``AbstractResolver`` hook), which checks every address (:class:`AddressPolicy`) and
+hands the connector only those, as numeric addresses: the connector connects to the
+address that was checked, so DNS cannot change between check and connect. aiohttp does
+not call a resolver for an IP literal; :meth:`HttpCaller.call` checks that address
+itself, and it is the one connected to. The connector's DNS cache is off, so the host is
+resolved and checked again at every new connection; pooled connections were checked when
+they were opened. TLS verifies the certificate against the URL's host name (aiohttp
+passes it as SNI and for the hostname check), with the system's trusted roots.
 
 Redirects are not followed (a 3xx is a final failure: following one would bypass the
-address check and change the method); environment proxies are ignored (``trust_env``
-off) for the same reason.
+address check and change the method); environment proxies and netrc are ignored
+(``trust_env`` off) for the same reason; no cookies are kept (one tenant's target must
+not set cookies that another tenant's calls carry); bodies are neither advertised nor
+decoded as compressed, so the bounded read is a bound on what is received.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 import ssl
-import typing
 
-import httpcore
-import httpx
+import aiohttp
+import aiohttp.abc
+from multidict import CIMultiDict
+from yarl import URL
 
 from sundial.core.clock import Clock, SystemClock
 from sundial.executor.targets.address import AddressPolicy, TargetRefused
@@ -30,92 +40,70 @@ __all__ = ["HttpCaller", "breaker_key"]
 _ERROR_BODY_BYTES = 1024
 # Most of a successful response body read (to reuse the connection); beyond, it is closed.
 _MAX_BODY_BYTES = 64 * 1024
+# Bound on opening one connection: TCP connect and TLS handshake (the name lookup has its
+# own bound, RESOLVE_TIMEOUT_S). The run timeout (enforced by the runner) bounds the
+# whole call; waiting for a free pooled connection is not a connection failure.
 _CONNECT_TIMEOUT_S = 10.0
-_CONNECTIONS_PER_POOL = 4
+_KEEPALIVE_S = 30.0
+# The client's automatic headers, none of which a target needs: Accept-Encoding would
+# invite compressed bodies (see the module docstring); the runner sets User-Agent.
+_SKIPPED_AUTO_HEADERS = ("Accept-Encoding", "User-Agent")
 
 
-class _GuardedBackend(httpcore.AsyncNetworkBackend):
-    """httpcore's network backend with the SSRF check at connect time."""
+class _GuardedResolver(aiohttp.abc.AbstractResolver):
+    """The connector's resolver: every address of a host name, checked by the policy."""
 
     def __init__(self, policy: AddressPolicy) -> None:
         self._policy = policy
-        self._inner = httpcore.AnyIOBackend()
 
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
-        local_address: str | None = None,
-        socket_options: typing.Iterable[typing.Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[aiohttp.abc.ResolveResult]:
+        """Resolve ``host`` and check every address (``family`` is not used: the
+        policy's resolution returns both families, in the resolver's order).
+
+        Raises:
+            TargetRefused: Any resolved address is forbidden (aiohttp passes it on as
+                it is: it is no ``OSError``).
+            OSError: The name does not resolve now (aiohttp wraps it as a connection
+                error).
+        """
         addresses = await self._policy.resolve(host, port)
-        last_error: Exception | None = None
-        for address in addresses:  # every one was checked; try them in resolver order
-            try:
-                return await self._inner.connect_tcp(
-                    address, port, timeout, local_address, socket_options
-                )
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
-                last_error = exc
-        assert last_error is not None
-        raise last_error
+        numeric = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
+        return [
+            {
+                "hostname": host,
+                "host": address,
+                "port": port,
+                "family": socket.AF_INET6 if ":" in address else socket.AF_INET,
+                "proto": socket.IPPROTO_TCP,
+                "flags": numeric,
+            }
+            for address in addresses
+        ]
 
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
-        socket_options: typing.Iterable[typing.Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        raise TargetRefused("unix sockets are not targets")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
-class _GuardedTransport(httpx.AsyncHTTPTransport):
-    """httpx's transport with :class:`_GuardedBackend` in its pool.
-
-    httpx does not expose the pool's network backend, so the pool is rebuilt with it;
-    httpx is pinned exactly, and the rest of the transport (request and response
-    mapping, error translation) is httpx's own.
-    """
-
-    def __init__(
-        self, policy: AddressPolicy, limits: httpx.Limits, ssl_context: ssl.SSLContext
-    ) -> None:
-        super().__init__(verify=ssl_context, trust_env=False, limits=limits)
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=ssl_context,
-            max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
-            network_backend=_GuardedBackend(policy),
-        )
+    async def close(self) -> None:
+        """Nothing to release: lookups run on the event loop's resolver."""
 
 
 def breaker_key(target: HttpTarget) -> str:
     """The circuit breaker key of an HTTP target: its origin (scheme, host, port)."""
     try:
-        url = httpx.URL(target.url)
-    except httpx.InvalidURL:
+        url = URL(target.url)
+    except (ValueError, TypeError):
+        return target.url
+    if not url.absolute:
         return target.url
     return f"{url.scheme}://{url.host}:{url.port or (443 if url.scheme == 'https' else 80)}"
 
 
 class HttpCaller:
-    """Makes one HTTP request per attempt through shared connection pools.
-
-    The connections are split over many small pools: httpcore matches waiting requests
-    to connections in time proportional to requests x connections on every request and
-    response, which at 256 connections in one pool costs more CPU than the calls
-    themselves (bench: 16 calls/s with one pool of 256, 380 with pools of 4). Each
-    request goes to the pool with the fewest calls in flight, so a pool held by slow
-    calls never makes a request wait while another pool has room.
+    """Makes one HTTP request per attempt through one shared connection pool.
 
     Args:
         policy: The SSRF rules, applied where each connection is made.
-        max_connections: Connections of all pools together.
+        max_connections: Open connections of the pool, all targets together; a request
+            finding all of them busy waits for one.
         clock: Stamps the outcomes and reads HTTP-date Retry-After values.
     """
 
@@ -123,64 +111,76 @@ class HttpCaller:
         self, policy: AddressPolicy, *, max_connections: int = 256, clock: Clock | None = None
     ) -> None:
         self._clock = clock or SystemClock()
-        pools = max(1, -(-max_connections // _CONNECTIONS_PER_POOL))
-        per_pool = -(-max_connections // pools)
-        limits = httpx.Limits(
-            max_connections=per_pool,
-            max_keepalive_connections=per_pool,
-            keepalive_expiry=30.0,
-        )
-        # One TLS context for all pools: building one loads the CA bundle (~10 ms).
-        ssl_context = httpx.create_ssl_context(trust_env=False)
-        self._clients = [
-            httpx.AsyncClient(
-                transport=_GuardedTransport(policy, limits, ssl_context),
-                follow_redirects=False,
-                trust_env=False,
-                # The run timeout (enforced by the runner) bounds the whole call; only
-                # connecting gets its own, shorter limit.
-                timeout=httpx.Timeout(None, connect=_CONNECT_TIMEOUT_S),
+        self._policy = policy
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    def _pool(self) -> aiohttp.ClientSession:
+        """The session, opened by the first call (it belongs to the running loop)."""
+        if self._session is None:
+            connector = aiohttp.TCPConnector(
+                limit=self._max_connections,
+                limit_per_host=0,
+                keepalive_timeout=_KEEPALIVE_S,
+                resolver=_GuardedResolver(self._policy),
+                # Resolve (and so check) at every new connection: a name's addresses can
+                # change, and the policy must see what is connected to.
+                use_dns_cache=False,
+                # The system's trusted roots, hostname checked (aiohttp's default
+                # verifies too; spelled out so that no default can turn it off).
+                ssl=ssl.create_default_context(),
             )
-            for _ in range(pools)
-        ]
-        self._in_flight = [0] * pools
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                trust_env=False,
+                cookie_jar=aiohttp.DummyCookieJar(),
+                auto_decompress=False,
+                skip_auto_headers=_SKIPPED_AUTO_HEADERS,
+                raise_for_status=False,
+                timeout=aiohttp.ClientTimeout(
+                    total=None, connect=None, sock_connect=_CONNECT_TIMEOUT_S, sock_read=None
+                ),
+            )
+        return self._session
 
     async def aclose(self) -> None:
         """Close every pooled connection."""
-        for client in self._clients:
-            await client.aclose()
+        if self._session is not None:
+            await self._session.close()
 
     async def call(self, target: HttpTarget, payload: bytes, headers: dict[str, str]) -> Outcome:
         """Send ``payload`` to ``target`` with ``headers`` (Sundial's, added to the job's).
 
         Never raises for a failed call: the failure is the outcome. Cancellation (run
-        timeout, cancel order, shutdown) propagates.
+        timeout, cancel order, shutdown) propagates, and closes the request's connection.
         """
         started = self._clock.now()
         # Case-insensitive merge: Sundial's headers replace any spelling of the same name.
         # The job's are sorted so that two spellings of one name always merge alike.
-        request_headers = httpx.Headers({"Content-Type": "application/octet-stream"})
+        request_headers: CIMultiDict[str] = CIMultiDict(
+            {"Content-Type": "application/octet-stream"}
+        )
         for name, value in (*sorted(target.headers.items()), *headers.items()):
             request_headers[name] = value
         try:
-            pool = min(range(len(self._clients)), key=self._in_flight.__getitem__)
-            self._in_flight[pool] += 1
-            try:
-                async with self._clients[pool].stream(
-                    target.method, target.url, content=payload, headers=request_headers
-                ) as response:
-                    body = await _read_some(response, succeeded=response.is_success)
-            finally:
-                self._in_flight[pool] -= 1
+            self._check_literal(target.url)
+            async with self._pool().request(
+                target.method,
+                target.url,
+                data=payload,
+                headers=request_headers,
+                allow_redirects=False,
+            ) as response:
+                body = await _read_some(response, succeeded=200 <= response.status < 300)
         except TargetRefused as exc:
             return failure(
                 started, self._clock.now(), OutcomeStatus.FAILED_FINAL, ErrorClass.REFUSED, str(exc)
             )
-        except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
+        except aiohttp.InvalidURL as exc:  # an unsupported scheme included
             return failure(
                 started, self._clock.now(), OutcomeStatus.FAILED_FINAL, ErrorClass.FINAL, str(exc)
             )
-        except (httpx.TransportError, OSError) as exc:  # timeouts included
+        except (aiohttp.ClientError, OSError) as exc:  # timeouts and TLS failures included
             message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             return failure(
                 started,
@@ -189,18 +189,22 @@ class HttpCaller:
                 ErrorClass.CONNECTION,
                 message,
             )
+        except ValueError as exc:  # a request that cannot be sent (a header aiohttp refuses)
+            return failure(
+                started, self._clock.now(), OutcomeStatus.FAILED_FINAL, ErrorClass.FINAL, str(exc)
+            )
         finished = self._clock.now()
-        status, error_class = classify_http(response.status_code)
+        status, error_class = classify_http(response.status)
         if status is OutcomeStatus.SUCCEEDED:
             return Outcome(
                 status=status,
                 started_at=started,
                 finished_at=finished,
-                http_status=response.status_code,
+                http_status=response.status,
             )
-        reason = response.reason_phrase or ""
+        reason = response.reason or ""
         detail = body[:_ERROR_BODY_BYTES].decode(errors="replace").strip()
-        error = f"HTTP {response.status_code} {reason}".strip()
+        error = f"HTTP {response.status} {reason}".strip()
         if detail:
             error = f"{error}: {detail}"
         return Outcome(
@@ -209,19 +213,40 @@ class HttpCaller:
             finished_at=finished,
             error=error,
             error_class=error_class,
-            retry_after=parse_retry_after(response.headers.get("retry-after"), finished),
-            http_status=response.status_code,
+            retry_after=parse_retry_after(response.headers.get("Retry-After"), finished),
+            http_status=response.status,
         )
 
+    def _check_literal(self, url: str) -> None:
+        """Check a URL whose host is an IP address (the connector resolves only names).
 
-async def _read_some(response: httpx.Response, *, succeeded: bool) -> bytes:
-    """Read at most a bounded prefix of the body: a target cannot make us buffer GBs."""
+        Raises:
+            TargetRefused: The address may not be called.
+            ValueError: ``url`` is not a URL.
+        """
+        host = URL(url).raw_host
+        if host is None:
+            return  # aiohttp refuses a URL without a host (InvalidURL)
+        try:
+            address = ipaddress.ip_address(host.split("%", 1)[0])
+        except ValueError:
+            return  # a name: the connector's resolver checks what it resolves to
+        self._policy.check(address)
+
+
+async def _read_some(response: aiohttp.ClientResponse, *, succeeded: bool) -> bytes:
+    """Read at most a bounded prefix of the body: a target cannot make us buffer GBs.
+
+    What is left unread closes the connection when the response is released (aiohttp
+    pools only connections whose response was read to its end).
+    """
     limit = _MAX_BODY_BYTES if succeeded else _ERROR_BODY_BYTES
     chunks: list[bytes] = []
     size = 0
-    async for chunk in response.aiter_raw():
+    while size < limit:
+        chunk = await response.content.read(limit - size)
+        if not chunk:
+            break
         chunks.append(chunk)
         size += len(chunk)
-        if size >= limit:
-            break
     return b"".join(chunks)
