@@ -3,7 +3,8 @@
 Every record carries ``ts`` (UTC, RFC 3339, milliseconds), ``level``, ``logger`` and
 ``msg``, then every field passed with ``extra=`` (by convention an ``action`` and the ids
 involved: ``job_id``, ``run_key``, ``component``...), then ``request_id`` and ``run_key``
-taken from the context variables below when the call did not pass them. A record with an
+taken from the context variables below when the call did not pass them, and inside an
+OpenTelemetry span its ``trace_id`` and ``span_id``. A record with an
 exception adds ``error`` (type and message) and ``traceback``.
 
 Usage::
@@ -29,6 +30,8 @@ from contextvars import ContextVar
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
+
+from opentelemetry import trace
 
 from sundial.core.config import LogConfig
 
@@ -60,6 +63,9 @@ _RECORD_ATTRS = frozenset(
     vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys() | {"message", "asctime"}
 )
 _BASE_KEYS = ("ts", "level", "logger", "msg")
+
+QUIET_LOGGERS = ("httpx", "httpcore", "aiohttp.access", "aiohttp.client", "hpack", "nats")
+"""Third-party loggers held at WARNING (their per-call INFO lines drown the services')."""
 _HANDLER_MARK = "_sundial_handler"
 
 
@@ -76,6 +82,12 @@ class ContextFilter(logging.Filter):
             value = var.get()
             if value is not None and not hasattr(record, name):
                 setattr(record, name, value)
+        # Inside a span (OpenTelemetry's current context): its ids, in the W3C hex form
+        # trace backends search by, so a line leads to its trace and back.
+        context = trace.get_current_span().get_span_context()
+        if context.is_valid and not hasattr(record, "trace_id"):
+            record.trace_id = format(context.trace_id, "032x")
+            record.span_id = format(context.span_id, "016x")
         return True
 
 
@@ -181,4 +193,10 @@ def configure_logging(config: LogConfig, *, stream: TextIO | None = None) -> log
     handler.setFormatter(JsonFormatter() if config.log_format == "json" else TextFormatter())
     root.addHandler(handler)
     root.setLevel(config.log_level)
+    # Libraries that log a line per call or per connection at INFO: quiet unless the
+    # service itself is asked for DEBUG.
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(
+            logging.NOTSET if config.log_level == "DEBUG" else logging.WARNING
+        )
     return handler

@@ -10,9 +10,10 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
 
 from sundial.core.config import LogConfig
-from sundial.core.logging import configure_logging, request_id_var, run_key_var
+from sundial.core.logging import QUIET_LOGGERS, configure_logging, request_id_var, run_key_var
 
 
 @pytest.fixture
@@ -125,3 +126,44 @@ def test_reconfiguring_replaces_the_handler_and_honours_the_level() -> None:
     [text] = second.getvalue().splitlines()
     assert "WARNING sundial.test: shown" in text
     assert "action=x count=2" in text
+
+
+def test_lines_inside_a_span_carry_its_trace_and_span_ids(
+    capture: tuple[io.StringIO, logging.Logger],
+) -> None:
+    stream, log = capture
+    tracer = TracerProvider().get_tracer("test")  # a recording tracer, not the global one
+    with tracer.start_as_current_span("run") as span:
+        log.info("inside")
+        with tracer.start_as_current_span("call") as child:
+            log.info("nested")
+    log.info("outside")
+    inside, nested, outside = _lines(stream)
+    context = span.get_span_context()
+    assert inside["trace_id"] == format(context.trace_id, "032x")
+    assert inside["span_id"] == format(context.span_id, "016x")
+    assert nested["trace_id"] == inside["trace_id"]
+    assert nested["span_id"] == format(child.get_span_context().span_id, "016x")
+    assert "trace_id" not in outside and "span_id" not in outside
+
+
+def test_chatty_libraries_are_quiet_unless_debugging() -> None:
+    root = logging.getLogger()
+    level = root.level
+    stream = io.StringIO()
+    configure_logging(LogConfig(log_level="INFO"), stream=stream)
+    try:
+        logging.getLogger("aiohttp.access").info("GET /hook 200")
+        logging.getLogger("httpx").info("HTTP Request: POST")
+        logging.getLogger("httpx").warning("a real problem")
+        assert [line["msg"] for line in _lines(stream)] == ["a real problem"]
+        configure_logging(LogConfig(log_level="DEBUG"), stream=stream)
+        logging.getLogger("httpx").info("now shown")
+        assert _lines(stream)[-1]["msg"] == "now shown"
+    finally:
+        for current in list(root.handlers):
+            if getattr(current, "_sundial_handler", False):
+                root.removeHandler(current)
+        root.setLevel(level)
+        for name in QUIET_LOGGERS:
+            logging.getLogger(name).setLevel(logging.NOTSET)
