@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test generate verify lint typecheck bench chaos clean
+.PHONY: help setup run test generate verify lint typecheck deploy-check bench chaos clean
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -37,6 +37,9 @@ lint: setup typecheck ## Ruff lint and format check, and the type check
 
 typecheck: setup ## Type-check with mypy (what it checks is [tool.mypy] in pyproject.toml)
 	$(BIN)/mypy
+
+deploy-check: setup ## Render deploy/k8s's overlays and validate every object (kubernetes-validate --strict)
+	VENV=$(VENV) deploy/check.sh
 
 bench: setup ## Run the benchmarks under bench/ (results printed and written to bench/results)
 	$(BIN)/python bench/run.py
