@@ -1,7 +1,8 @@
 """Benchmark Sundial end to end: schedule -> dispatch -> lease -> target call -> outcome.
 
 Run: ``python bench/bench_e2e.py [--rates 200,1000] [--seconds 20] [--herd 20000]
-[--executors 1] [--concurrency 64] [--durable] [--clients-only] [--json]``.
+[--executors 1] [--executor-processes 1] [--concurrency 64] [--durable] [--clients-only]
+[--json]``.
 
 Everything is real: ``sundial-api``, ``sundial-scheduler`` and ``sundial-executor``
 processes on the local stack, and a fast HTTP target in a process of its own (a bare
@@ -556,6 +557,7 @@ async def sundial_phases(
                 "SUNDIAL_ALLOW_LOOPBACK_TARGETS": "1",
                 "SUNDIAL_LOG_LEVEL": "WARNING",
                 "SUNDIAL_MAX_IN_FLIGHT": str(args.max_in_flight),
+                "SUNDIAL_EXECUTOR_PROCESSES": str(args.executor_processes),
             },
         )
         try:
@@ -586,7 +588,8 @@ def best_client(results: dict[str, object]) -> tuple[str, float] | None:
 def report(results: dict[str, object], args: argparse.Namespace) -> None:
     print(
         f"end to end through {args.executors} executor(s) "
-        f"(SUNDIAL_MAX_IN_FLIGHT={args.max_in_flight}); plain clients with "
+        f"(SUNDIAL_MAX_IN_FLIGHT={args.max_in_flight}, "
+        f"SUNDIAL_EXECUTOR_PROCESSES={args.executor_processes}); plain clients with "
         f"{args.concurrency} calls in flight, {CLIENT_SECONDS:g} s each; one target process"
     )
     for phase, values in results.items():
@@ -620,6 +623,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--executors", type=int, default=1)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--max-in-flight", type=int, default=256)
+    parser.add_argument("--executor-processes", type=int, default=1)
     parser.add_argument("--durable", action="store_true")
     parser.add_argument("--clients-only", action="store_true")
     parser.add_argument("--json", action="store_true")

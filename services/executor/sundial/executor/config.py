@@ -30,7 +30,12 @@ class ExecutorConfig(NatsConfig, ServerConfig, LogConfig, TelemetryConfig):
     process start, so a restarted executor never passes for its predecessor."""
 
     max_in_flight: int = 64
-    """Most runs this executor calls targets for at once."""
+    """Most runs this executor calls targets for at once (each worker process's own)."""
+
+    executor_processes: int = 1
+    """Worker processes of this executor, each a whole executor on its own core, started
+    and restarted by a supervisor that serves health at SUNDIAL_LISTEN; 0: one per core
+    (also ``sundial-executor --processes N``)."""
 
     consumer_name: str = "sundial-executors"
     """The durable JetStream pull consumer on SUNDIAL_RUNS shared by all executors."""
@@ -124,6 +129,8 @@ class ExecutorConfig(NatsConfig, ServerConfig, LogConfig, TelemetryConfig):
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(name, "must be >= 1")
+        if self.executor_processes < 0:
+            raise ConfigError("executor_processes", "must be >= 0 (0: one per core)")
         if not 1 <= self.complete_batch_size <= 500:
             raise ConfigError("complete_batch_size", "must be between 1 and 500")
         if not 10 <= self.run_lease_s <= 300:

@@ -1,0 +1,167 @@
+"""An executor of several worker processes (SUNDIAL_EXECUTOR_PROCESSES=2) as a real
+process tree: the workers run the runs, a killed worker is replaced, SIGTERM drains
+every worker before the supervisor exits."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from sundial.devstack import Stack, health_status
+from sundial.v1 import job_pb2, run_pb2
+from tests.helpers.cluster import Cluster, Tenant, running_cluster
+from tests.helpers.eventually import assert_eventually
+from tests.helpers.target_server import RecordingTarget
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
+
+WORKERS = 2
+
+
+@pytest.fixture
+async def cluster(
+    stack: Stack, migrated_database_url: str, tmp_path: Path
+) -> AsyncIterator[Cluster]:
+    async with running_cluster(
+        stack, migrated_database_url, tmp_path, SUNDIAL_EXECUTOR_PROCESSES=str(WORKERS)
+    ) as running:
+        yield running
+
+
+def children(pid: int) -> set[int]:
+    """The live child processes of ``pid``."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.add(int(entry))
+    return found
+
+
+def supervisor(cluster: Cluster) -> subprocess.Popen[bytes]:
+    proc = cluster.services.processes["executor"].process.proc
+    assert proc is not None
+    return proc
+
+
+async def workers_of(pid: int, *, not_in: frozenset[int] = frozenset()) -> set[int]:
+    def check() -> set[int]:
+        found = children(pid)
+        assert len(found) == WORKERS, f"workers {found}"
+        assert not found & not_in, f"still {found & not_in}"
+        return found
+
+    return await assert_eventually(check, timeout_s=30)
+
+
+async def one_time_jobs(tenant: Tenant, url: str, count: int, *, in_s: int = 2) -> list[str]:
+    when = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=in_s)
+    ids = []
+    for i in range(count):
+        schedule = job_pb2.Schedule()
+        schedule.once.FromDatetime(when)
+        job = job_pb2.Job(
+            name=f"job-{i}-{when.timestamp():.0f}",
+            schedule=schedule,
+            target=job_pb2.Target(http=job_pb2.HttpTarget(url=url)),
+        )
+        ids.append((await tenant.create_job(job)).job_id)  # type: ignore[attr-defined]
+    return ids
+
+
+async def succeeded(tenant: Tenant, job_ids: list[str]) -> list[run_pb2.Run]:
+    runs = []
+    for job_id in job_ids:
+        done = [r for r in await tenant.runs(job_id) if r.status == run_pb2.RUN_STATUS_SUCCEEDED]
+        assert done, f"job {job_id} has no succeeded run yet"
+        runs.extend(done)
+    return runs
+
+
+async def test_the_workers_run_the_runs_and_a_killed_worker_is_replaced(
+    cluster: Cluster, target: RecordingTarget
+) -> None:
+    pid = supervisor(cluster).pid
+    first = await workers_of(pid)
+    tenant = await cluster.tenant()
+    jobs = await one_time_jobs(tenant, f"{target.url}/a", 20)
+    runs = await assert_eventually(lambda: succeeded(tenant, jobs), timeout_s=40, interval_s=0.5)
+    node = f"{cluster.services.processes['executor'].address.rsplit(':', 1)[1]}"
+    for run in runs:
+        # The workers' node ids: the executor's own, with the worker's index.
+        assert any(f"-{node}-{i}/" in run.executor_id for i in range(WORKERS)), run.executor_id
+    assert sorted(target.keys("/a")) == sorted(r.run_key for r in runs)
+
+    killed = min(first)
+    os.kill(killed, signal.SIGKILL)
+    replaced = await workers_of(pid, not_in=frozenset({killed}))
+    assert len(replaced & first) == WORKERS - 1
+    address = cluster.services.processes["executor"].address
+
+    def serving() -> None:
+        assert health_status(address) == "SERVING"
+
+    await assert_eventually(serving, timeout_s=30)
+    later = await one_time_jobs(tenant, f"{target.url}/b", 10)
+    await assert_eventually(lambda: succeeded(tenant, later), timeout_s=40, interval_s=0.5)
+
+
+async def test_sigterm_drains_every_worker_then_the_supervisor_exits_0(
+    cluster: Cluster, target: RecordingTarget
+) -> None:
+    proc = supervisor(cluster)
+    workers = await workers_of(proc.pid)
+    target.hold("/slow")
+    tenant = await cluster.tenant()
+    [job_id] = await one_time_jobs(tenant, f"{target.url}/slow", 1, in_s=1)
+
+    def called() -> None:
+        assert target.calls_to("/slow"), "not called yet"
+
+    await assert_eventually(called, timeout_s=30)
+    proc.send_signal(signal.SIGTERM)
+    # Draining: the held call is let finish within the grace period and reported.
+    await assert_eventually(lambda: _not_serving(cluster), timeout_s=10)
+    target.release("/slow")
+    code = await asyncio.to_thread(proc.wait, 20)
+    assert code == 0
+    assert all(_gone(w) for w in workers)
+    [run] = await succeeded(tenant, [job_id])
+    assert run.attempt == 1
+
+
+def _not_serving(cluster: Cluster) -> None:
+    address = cluster.services.processes["executor"].address
+    assert health_status(address) != "SERVING"
+
+
+def _gone(pid: int) -> bool:
+    """Exited (a zombie until reaped, or reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+async def test_workers_do_not_outlive_a_killed_supervisor(cluster: Cluster) -> None:
+    proc = supervisor(cluster)
+    workers = await workers_of(proc.pid)
+    proc.kill()
+    await asyncio.to_thread(proc.wait, 10)
+
+    def all_gone() -> None:
+        assert all(_gone(w) for w in workers), "a worker is still running"
+
+    await assert_eventually(all_gone, timeout_s=20)
