@@ -139,6 +139,26 @@ async def test_concurrent_target_calls_are_bounded_by_max_in_flight(
     assert max(len(r.runs) for r in ledger.lease_requests) <= 2
 
 
+async def test_a_full_executor_waits_for_slots_rather_than_giving_a_message_back(
+    start_executor, ledger: LedgerDouble, target: RecordingTarget, jetstream: JetStreamContext
+) -> None:
+    """Slots free up within milliseconds with a fast target: giving the message back
+    at once would have it fetched and its finished runs leased again."""
+    target.script("/hook", delay_s=0.05)
+    refs = add_jobs(ledger, target, 6)
+    executor = await start_executor(max_in_flight=2)
+    await publish(jetstream, refs)
+
+    def all_succeeded() -> None:
+        assert statuses(ledger, refs) == ["SUCCEEDED"] * 6
+
+    await assert_eventually(all_succeeded, timeout_s=20)
+    await assert_eventually(lambda: acked(executor, 1), timeout_s=5)
+    assert executor.consumer.stats.naked == 0
+    assert executor.consumer.stats.rejected == {}
+    assert sum(len(r.runs) for r in ledger.lease_requests) == 6  # each run leased once
+
+
 async def test_outcomes_are_batched_into_few_complete_calls(
     start_executor, ledger: LedgerDouble, target: RecordingTarget, jetstream: JetStreamContext
 ) -> None:

@@ -299,8 +299,9 @@ async def test_runs_that_do_not_fit_are_left_to_an_executor_with_free_slots(
     busy = await start_executor(max_in_flight=2)
     await publish(jetstream, refs)
     await assert_eventually(lambda: called(target, 2), timeout_s=10)
-    # The busy executor leased what fit and gave the message back at once: the other
-    # executor takes the three runs it could not start, while the first two still run.
+    # The busy executor leased what fit, waited a moment for a slot and gave the message
+    # back: the other executor takes the three runs it could not start, while the first
+    # two still run.
     await start_executor(max_in_flight=8)
     await assert_eventually(lambda: called(target, 5), timeout_s=15)
     assert target.max_active == 5

@@ -74,6 +74,12 @@ log = logging.getLogger(__name__)
 _MAX_LEASE_BATCH = 500  # LeaseRuns takes 1-500 runs
 _FETCH_WAIT_S = 1.0  # how long one fetch waits for messages (stop is noticed this fast)
 _FETCH_BACKOFF = Backoff(first_s=0.1, max_s=5.0)  # between fetches that failed
+# How long a fetched batch waits for free slots before giving its unleased runs back
+# (another executor may have room). Calls to a fast target free slots within
+# milliseconds: giving the message back at once made a full executor fetch, decode and
+# lease the same runs again (bench_e2e, a 20k herd at 256 slots: 1,936 messages given
+# back, 2,917 finished runs leased again; with the wait none).
+_SLOT_WAIT_S = 1.0
 CONSUMER_CHECK_S = 5.0
 """Seconds between checks that the durable consumer still exists (also looked up after
 every failed fetch)."""
@@ -386,7 +392,11 @@ class Consumer:
                 most = min(len(work) - position, _MAX_LEASE_BATCH)
                 slots = self._inflight.take(most)
                 if slots == 0:
-                    out_of_slots = True
+                    slots = await self._inflight.reserve(
+                        most, stop=self._stopping, timeout_s=_SLOT_WAIT_S
+                    )
+                if slots == 0:
+                    out_of_slots = not self._stopping.is_set()
                     break
                 used = 0
                 try:

@@ -105,18 +105,27 @@ class InFlight:
         """Slots not taken."""
         return self._free
 
-    async def reserve(self, most: int, *, stop: asyncio.Event) -> int:
+    async def reserve(
+        self, most: int, *, stop: asyncio.Event, timeout_s: float | None = None
+    ) -> int:
         """Wait for at least one free slot, then take up to ``most``.
 
         Returns:
-            The slots taken; 0 when ``stop`` was set first.
+            The slots taken; 0 when ``stop`` was set first or ``timeout_s`` passed.
         """
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout_s is None else loop.time() + timeout_s
         while self._free == 0 and not stop.is_set():
+            left = None if deadline is None else deadline - loop.time()
+            if left is not None and left <= 0:
+                return 0
             self._freed.clear()
             freed = asyncio.ensure_future(self._freed.wait())
             stopped = asyncio.ensure_future(stop.wait())
             try:
-                await asyncio.wait([freed, stopped], return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(
+                    [freed, stopped], timeout=left, return_when=asyncio.FIRST_COMPLETED
+                )
             finally:
                 freed.cancel()
                 stopped.cancel()

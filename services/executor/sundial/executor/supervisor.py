@@ -106,11 +106,6 @@ class Supervisor:
         self._workers = [_Worker(i) for i in range(count)]
         self._stopping = asyncio.Event()
 
-    @property
-    def pids(self) -> list[int]:
-        """The running workers' process ids."""
-        return [w.process.pid for w in self._workers if w.process and w.process.returncode is None]
-
     async def run(
         self, *, install_signal_handlers: bool = True, stop_event: asyncio.Event | None = None
     ) -> int:
