@@ -46,9 +46,10 @@ class SchedulerConfig(
     batch_size: int = 500
     """Jobs claimed per dispatch transaction (and runs per RunDispatch message)."""
 
-    dispatch_workers: int = 2
+    dispatch_workers: int = 4
     """Concurrent dispatch transactions per scheduler (SKIP LOCKED keeps them apart), so
-    planning in Python overlaps the database's work on another batch."""
+    planning in Python and each statement's round trip overlap the database's work on
+    other batches (a 100k herd: 24k runs/s with 2, 31k with 4 on the reference machine)."""
 
     publish_confirm_s: float = 10.0
     """Seconds before a dispatch whose publish was not confirmed is published again."""
