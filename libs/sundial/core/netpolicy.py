@@ -19,6 +19,7 @@ could connect to either.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import re
 import socket
@@ -147,8 +148,11 @@ _DNS_NAME = re.compile(
 _HOST_PORT = "must be host:port ([v6-address]:port for IPv6)"
 
 
+@functools.lru_cache(maxsize=4096)
 def ip_literal(host: str) -> IPAddress | None:
-    """``host`` as an IP address (brackets and an IPv6 zone allowed), or None for a name."""
+    """``host`` as an IP address (brackets and an IPv6 zone allowed), or None for a name.
+
+    Cached: a batch of a thousand jobs names a few hosts, and the answer never changes."""
     try:
         return ipaddress.ip_address(host.strip("[]"))
     except ValueError:

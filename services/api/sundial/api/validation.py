@@ -559,14 +559,30 @@ def check_quotas(max_jobs: int, max_concurrent_runs: int, field: str = "tenant.q
 TargetPolicy = AddressPolicy
 
 
-def _endpoint(target: Target, field: str) -> tuple[str, Endpoint]:
-    """The field to blame and the host and port the executor will connect to."""
+def _endpoint(
+    target: Target, field: str, parsed: dict[Target, Endpoint] | None = None
+) -> tuple[str, Endpoint]:
+    """The field to blame and the host and port the executor will connect to.
+
+    Args:
+        parsed: Endpoints of targets seen before in the same request (filled here).
+    """
+    where = f"{field}.http.url" if isinstance(target, HttpTarget) else f"{field}.grpc.address"
+    try:
+        known = parsed.get(target) if parsed is not None else None
+    except TypeError:  # unhashable (a headers mapping): parsed on its own
+        known, parsed = None, None
+    if known is not None:
+        return where, known
     if isinstance(target, HttpTarget):
         parts = urlsplit(target.url)
         port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
-        return f"{field}.http.url", Endpoint(parts.hostname or "", port)
-    where = f"{field}.grpc.address"
-    return where, split_address(target.address, where)
+        endpoint = Endpoint(parts.hostname or "", port)
+    else:
+        endpoint = split_address(target.address, where)
+    if parsed is not None:
+        parsed[target] = endpoint
+    return where, endpoint
 
 
 class TargetGuard:
@@ -605,8 +621,9 @@ class TargetGuard:
         """
         endpoints: list[tuple[str, str]] = []
         ports: dict[str, int] = {}  # each distinct host, with the port of its first use
+        parsed: dict[Target, Endpoint] = {}  # each distinct target's endpoint
         for target, field in items:
-            where, endpoint = _endpoint(target, field)
+            where, endpoint = _endpoint(target, field, parsed)
             host = endpoint.host
             if ip_literal(host) is None:
                 host = host.lower()  # names are case-insensitive: one lookup per name
