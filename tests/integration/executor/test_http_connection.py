@@ -17,6 +17,7 @@ import pytest
 from sundial.devstack import free_port
 from sundial.executor.runner import Runner
 from sundial.executor.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCaller
+from sundial.executor.targets import address as address_module
 from sundial.executor.targets import http as http_module
 from sundial.run import ErrorClass, HttpTarget, OutcomeStatus
 from tests.helpers.certs import Authority
@@ -251,3 +252,20 @@ async def test_a_certificate_from_an_unknown_ca_is_refused(
     assert outcome.error_class is ErrorClass.CONNECTION
     assert "certificate" in outcome.error.lower()
     assert served == []
+
+
+async def test_a_hung_name_lookup_is_a_connection_error_not_the_run_timeout(
+    caller: HttpCaller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The resolver's own bound ends the lookup; the runner must not mistake it for the
+    run timeout (both are TimeoutErrors)."""
+
+    async def getaddrinfo(host: str, port: int, **kwargs: Any) -> list[Any]:
+        await asyncio.Event().wait()  # never answers
+        raise AssertionError("unreachable")
+
+    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(address_module, "RESOLVE_TIMEOUT_S", 0.1)
+    outcome = await caller.call(HttpTarget(f"http://{NAME}/"), b"", {})
+    assert outcome.status is OutcomeStatus.FAILED_RETRYABLE
+    assert outcome.error_class is ErrorClass.CONNECTION
