@@ -1,8 +1,8 @@
 """Benchmark Sundial end to end: schedule -> dispatch -> lease -> target call -> outcome.
 
 Run: ``python bench/bench_e2e.py [--rates 200,1000] [--seconds 20] [--herd 20000]
-[--executors 1] [--executor-processes 1] [--concurrency 64] [--durable] [--clients-only]
-[--json]``.
+[--executors 1] [--executor-processes 1] [--max-in-flight 256] [--concurrency 64]
+[--settings fast,durable] [--clients-only] [--json]``.
 
 Everything is real: ``sundial-api``, ``sundial-scheduler`` and ``sundial-executor``
 processes on the local stack, and a fast HTTP target in a process of its own (a bare
@@ -24,10 +24,14 @@ the same run against that one target:
   executors: seconds from that instant until the target saw the last run and until the
   last run was SUCCEEDED in the database (its ``finished_at``), runs per second over the
   latter, and the count of missing (due, never called) and duplicate (called more than
-  once) run keys, both expected to be 0. The ratio to the best plain client follows.
+  once) run keys, both expected to be 0; the CPU each process of the stack used from
+  the instant to the end, per run (a process with its children: PostgreSQL's backends,
+  the executor's workers), and the cores they used together. The ratios to the best
+  plain client and to the executor's own client alone follow.
 
-PostgreSQL runs with the devstack's fast settings (fsync, synchronous_commit and
-full_page_writes off) unless ``--durable`` (all three on); the settings are printed.
+The Sundial phases run once per PostgreSQL setting of ``--settings``, each on a new
+stack: ``fast`` (fsync, synchronous_commit and full_page_writes off, as the tests run)
+and ``durable`` (all three on, PostgreSQL's defaults); the settings in force are printed.
 """
 
 from __future__ import annotations
@@ -525,8 +529,11 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
             return results
         recorder = Recorder(target)
         await recorder.update()  # the plain clients' calls are not runs
-        with Stack(durable=args.durable) as stack:
-            await sundial_phases(args, stack, recorder, url, results)
+        for setting in args.settings:
+            phases: dict[str, object] = {}
+            with Stack(durable=setting == "durable") as stack:
+                await sundial_phases(args, stack, recorder, url, phases)
+            results.update({f"{setting}.{phase}": values for phase, values in phases.items()})
     finally:
         target.stop()
     return results
@@ -599,20 +606,19 @@ def report(results: dict[str, object], args: argparse.Namespace) -> None:
             text = str(values)
         print(f"  {phase:24s} {text}")
     best = best_client(results)
-    herd_values = results.get("herd")
-    if best is not None and isinstance(herd_values, dict):
-        ratio = float(herd_values["runs_per_s"]) / best[1]
-        print(
-            f"  herd: {herd_values['runs_per_s']} runs/s = {ratio:.2f} x the best plain "
+    own = results.get(f"client_{EXECUTOR_CLIENT}")
+    for setting in args.settings:
+        herd_values = results.get(f"{setting}.herd")
+        if best is None or not isinstance(herd_values, dict):
+            continue
+        rate = float(herd_values["runs_per_s"])
+        line = (
+            f"  herd ({setting}): {rate:.0f} runs/s = {rate / best[1]:.2f} x the best plain "
             f"client ({best[0]}, {best[1]:.0f} calls/s)"
         )
-        own = results.get(f"client_{EXECUTOR_CLIENT}")
         if isinstance(own, dict) and "calls_per_s" in own:
-            ratio = float(herd_values["runs_per_s"]) / float(own["calls_per_s"])
-            print(
-                f"  herd: {ratio:.2f} x the executor's own client alone "
-                f"({EXECUTOR_CLIENT}, {own['calls_per_s']} calls/s)"
-            )
+            line += f", {rate / float(own['calls_per_s']):.2f} x {EXECUTOR_CLIENT} alone"
+        print(line)
 
 
 def parse_args() -> argparse.Namespace:
@@ -624,7 +630,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--max-in-flight", type=int, default=256)
     parser.add_argument("--executor-processes", type=int, default=1)
-    parser.add_argument("--durable", action="store_true")
+    parser.add_argument("--settings", default="fast,durable")
     parser.add_argument("--clients-only", action="store_true")
     parser.add_argument("--json", action="store_true")
     # Internal: the target process, and one plain client's process.
@@ -632,6 +638,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--client", nargs=2, metavar=("NAME", "URL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.rates = [int(r) for r in args.rates.split(",") if r]
+    args.settings = [x for x in args.settings.split(",") if x]
+    if not set(args.settings) <= {"fast", "durable"}:
+        parser.error("--settings: a list of fast and durable")
     return args
 
 
