@@ -16,6 +16,7 @@ absolute import, which is the only kind this code base uses, so the names never 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
@@ -197,7 +198,11 @@ def _wrap_stream_response(behavior: Callable[..., Any], mapper: _Mapper) -> Call
         except Exception as exc:
             await mapper.abort(context, exc)
         finally:
-            request_id_var.reset(token)
+            # An async generator abandoned mid-stream (the client went away) is finalised
+            # by the event loop in another context, where the token is not valid; the
+            # context it was set in is gone anyway.
+            with contextlib.suppress(ValueError):
+                request_id_var.reset(token)
 
     return wrapper
 
