@@ -2,19 +2,35 @@
 
 Components take a :class:`~opentelemetry.metrics.Meter` (tests pass one backed by an
 in-memory reader); by default they use the global one, which :func:`configure_telemetry`
-points at an OTLP collector when ``SUNDIAL_OTLP_ENDPOINT`` is set and which otherwise
-records nothing at almost no cost.
+points at an OTLP collector when ``SUNDIAL_OTLP_ENDPOINT`` is set, serves at ``/metrics``
+(the OpenTelemetry Prometheus exporter) when ``SUNDIAL_METRICS_LISTEN`` is set, and which
+otherwise records nothing at almost no cost. The resource carries ``service.name``
+(``sundial-<service>``) and ``service.version`` (the package's version); Prometheus shows
+them on ``target_info``.
 
-Instruments (all lateness in seconds, measured from the run's nominal ``scheduled_at``):
+Instruments (lateness and durations in seconds, lateness from the run's nominal
+``scheduled_at``); no attribute names a tenant or a job, so the series stay few:
 
+- ``sundial.build.info`` (every service): 1, with attribute ``version``.
 - ``sundial.dispatch.lateness`` (scheduler): due time to the dispatch transaction that
   created the run; a run dispatched on time records 0.
+- ``sundial.runs.completed`` (scheduler, the ledger): attempts' outcomes the ledger
+  accepted, by ``outcome`` (the run's next status: succeeded, retrying, dead, cancelled)
+  and ``error_class`` where there is one.
+- ``sundial.runs.fenced`` (scheduler, the ledger): outcomes refused, by ``reason``.
+- ``sundial.partitions.owned`` (scheduler): partitions this member owns.
 - ``sundial.run.start_lateness`` (executor): nominal time to the first attempt's target
   call, the lateness a tenant sees.
+- ``sundial.target.duration`` (executor): one target call, by ``outcome`` (the attempt's
+  outcome status).
+- ``sundial.executor.in_flight`` and ``sundial.executor.free_slots`` (executor): runs
+  held and slots free, of ``SUNDIAL_MAX_IN_FLIGHT``.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from opentelemetry import metrics, trace
@@ -28,9 +44,35 @@ from sundial.core.config import ConfigError, EnvConfig
 
 DISPATCH_LATENESS = "sundial.dispatch.lateness"
 RUN_START_LATENESS = "sundial.run.start_lateness"
+RUNS_COMPLETED = "sundial.runs.completed"
+RUNS_FENCED = "sundial.runs.fenced"
+PARTITIONS_OWNED = "sundial.partitions.owned"
+TARGET_DURATION = "sundial.target.duration"
+EXECUTOR_IN_FLIGHT = "sundial.executor.in_flight"
+EXECUTOR_FREE_SLOTS = "sundial.executor.free_slots"
+BUILD_INFO = "sundial.build.info"
 
 # Bucket bounds in seconds: "on time" (under a second) in detail, then the tail.
 LATENESS_BUCKETS_S = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600)
+# A target call: milliseconds for a fast webhook up to the longest run timeouts.
+TARGET_DURATION_BUCKETS_S = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1,
+    2.5,
+    5,
+    10,
+    30,
+    60,
+    300,
+    900,
+    3600,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,11 +86,44 @@ class TelemetryConfig(EnvConfig):
     metrics_interval_s: float = 15.0
     """Seconds between metric exports."""
 
+    metrics_listen: str = ""
+    """host:port of the Prometheus endpoint (``GET /metrics``), e.g. ``0.0.0.0:9464``;
+    empty: none. An executor with several worker processes serves one per worker, at
+    this port plus the worker's index."""
+
     def __post_init__(self) -> None:
         if self.otlp_endpoint and not self.otlp_endpoint.startswith(("http://", "https://")):
             raise ConfigError("otlp_endpoint", "expected an http:// or https:// URL")
+        if self.metrics_listen:
+            metrics_address(self.metrics_listen)
         if self.metrics_interval_s <= 0:
             raise ConfigError("metrics_interval_s", "must be > 0")
+
+
+def metrics_listen_for_worker(listen: str, index: int) -> str:
+    """An executor worker's ``SUNDIAL_METRICS_LISTEN``: the port plus its index."""
+    host, port = metrics_address(listen, index)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def metrics_address(listen: str, offset: int = 0) -> tuple[str, int]:
+    """``SUNDIAL_METRICS_LISTEN`` as (host, port), the port moved by ``offset``.
+
+    Raises:
+        ConfigError: Not host:port with a port in 1-65535 (after the offset).
+    """
+    host, colon, port = listen.rpartition(":")
+    if not colon or not port.isdigit() or not 0 < int(port) + offset < 65536:
+        raise ConfigError("metrics_listen", "expected host:port, e.g. 0.0.0.0:9464")
+    return host.strip("[]") or "0.0.0.0", int(port) + offset
+
+
+def service_version() -> str:
+    """The installed package's version (``service.version``)."""
+    try:
+        return importlib.metadata.version("sundial")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def lateness_histogram(meter: metrics.Meter, name: str, description: str) -> metrics.Histogram:
@@ -61,19 +136,60 @@ def lateness_histogram(meter: metrics.Meter, name: str, description: str) -> met
     )
 
 
+@dataclass(frozen=True)
+class Telemetry:
+    """What :func:`configure_telemetry` installed."""
+
+    meter_provider: MeterProvider
+    metrics_port: int | None = None
+    """The port /metrics is served on (None: not served)."""
+    _close: Callable[[], None] | None = None
+
+    def shutdown(self, timeout_millis: float = 30_000) -> None:
+        """Flush the last metrics and stop serving /metrics."""
+        self.meter_provider.shutdown(timeout_millis=timeout_millis)
+        if self._close is not None:
+            self._close()
+
+
 def configure_telemetry(
-    config: TelemetryConfig, service: str, *, readers: tuple[MetricReader, ...] = ()
-) -> MeterProvider | None:
+    config: TelemetryConfig,
+    service: str,
+    *,
+    readers: tuple[MetricReader, ...] = (),
+) -> Telemetry | None:
     """Install the global meter and tracer providers for ``service``.
 
     Returns:
-        The meter provider (shut it down on exit to flush), or None when nothing is
+        What was installed (shut it down on exit to flush), or None when nothing is
         exported and no reader was given.
     """
-    if not config.otlp_endpoint and not readers:
+    if not config.otlp_endpoint and not config.metrics_listen and not readers:
         return None
-    resource = Resource.create({"service.name": f"sundial-{service}"})
+    resource = Resource.create(
+        {"service.name": f"sundial-{service}", "service.version": service_version()}
+    )
     all_readers = list(readers)
+    close: Callable[[], None] | None = None
+    metrics_port: int | None = None
+    if config.metrics_listen:
+        # Imported here: only a service that serves /metrics needs prometheus_client.
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader  # noqa: PLC0415
+        from prometheus_client import CollectorRegistry, start_http_server  # noqa: PLC0415
+
+        host, port = metrics_address(config.metrics_listen)
+        registry = CollectorRegistry()
+        all_readers.append(PrometheusMetricReader(registry=registry))
+        server, thread = start_http_server(port, addr=host, registry=registry)
+        metrics_port = server.server_port
+
+        def stop_serving() -> None:
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=5)
+
+        close = stop_serving
+
     if config.otlp_endpoint:
         # Imported here: the exporter pulls in its own gRPC stubs, needed only when used.
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (  # noqa: PLC0415
@@ -97,4 +213,12 @@ def configure_telemetry(
         trace.set_tracer_provider(tracer_provider)
     provider = MeterProvider(resource=resource, metric_readers=all_readers)
     metrics.set_meter_provider(provider)
-    return provider
+    # Every service exports at least this (Prometheus shows ``target_info`` only beside a
+    # metric): 1, with the version, the usual "build info" series.
+    version = service_version()
+    provider.get_meter("sundial").create_observable_gauge(
+        BUILD_INFO,
+        callbacks=[lambda _options: [metrics.Observation(1, {"version": version})]],
+        description="1, with the running version of Sundial",
+    )
+    return Telemetry(provider, metrics_port, close)

@@ -14,12 +14,15 @@ import asyncpg
 import grpc
 import pytest
 from google.protobuf import duration_pb2
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from sundial.core.auth import Role, Tokens
 from sundial.core.bus import Bus
 from sundial.core.clock import ManualClock, SystemClock
 from sundial.core.config import ServerConfig
 from sundial.core.grpc import build_server
+from sundial.core.telemetry import RUNS_COMPLETED, RUNS_FENCED
 from sundial.core.wire import timestamp
 from sundial.devstack import Stack
 from sundial.run import JobPolicies
@@ -500,3 +503,55 @@ async def test_a_regrant_does_not_count_against_the_tenant_cap_twice(
     again, capped = await lease(ledger, [ref(jobs[0], T0), ref(jobs[1], T0)])
     assert again.grant.attempt == 1
     assert capped.rejection.reason == ledger_pb2.REJECT_REASON_TENANT_AT_CAPACITY
+
+
+def _counts(reader: InMemoryMetricReader, name: str) -> dict[tuple[tuple[str, object], ...], int]:
+    """A counter's values by their (sorted) attributes."""
+    data = reader.get_metrics_data()
+    assert data is not None
+    return {
+        tuple(sorted((point.attributes or {}).items())): int(point.value)  # type: ignore[union-attr]
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == name
+        for point in metric.data.data_points
+    }
+
+
+async def test_outcomes_are_counted_by_next_status_and_error_class_and_fences_by_reason(
+    pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
+) -> None:
+    reader = InMemoryMetricReader()
+    servicer = RunLedgerServicer(
+        SchedulerStore(pool),
+        bus.jetstream,
+        scheduler_config(migrated_database_url, stack),
+        clock,
+        random.Random(7),
+        meter=MeterProvider(metric_readers=[reader]).get_meter("test"),
+    )
+    policies = JobPolicies(retry_max_attempts=3, retry_base_delay=timedelta(seconds=10))
+    [job] = await insert_jobs(pool, DAILY, first_due=T0, policies=policies)
+    await insert_queued_runs(pool, job, [T0])
+    async with serve(servicer, pool) as ledger:
+        [first] = await lease(ledger, [ref(job, T0)])
+        failed = await complete(
+            ledger,
+            ref(job, T0),
+            first.grant.attempt,
+            ledger_pb2.OUTCOME_STATUS_FAILED_RETRYABLE,
+            error="503 from target",
+            error_class=run_pb2.ERROR_CLASS_RETRYABLE,
+        )
+        assert failed.accepted
+        clock.advance(21)  # past the backoff, random(0, 10 s * 2^1)
+        [second] = await lease(ledger, [ref(job, T0)])
+        assert (await complete(ledger, ref(job, T0), second.grant.attempt)).accepted
+        retried = await complete(ledger, ref(job, T0), second.grant.attempt)
+        assert not retried.accepted
+    assert _counts(reader, RUNS_COMPLETED) == {
+        (("error_class", "retryable"), ("outcome", "retrying")): 1,
+        (("outcome", "succeeded"),): 1,
+    }
+    assert _counts(reader, RUNS_FENCED) == {(("reason", "not_running"),): 1}

@@ -31,8 +31,11 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from opentelemetry import metrics
+
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.logging import run_key_var
+from sundial.core.telemetry import EXECUTOR_FREE_SLOTS, EXECUTOR_IN_FLIGHT
 from sundial.executor.config import ExecutorConfig
 from sundial.executor.model import HeldLease, HeldRun, Lease
 from sundial.executor.runner import Runner
@@ -72,6 +75,8 @@ class InFlight:
         runner: Calls the targets.
         submit: Reports each attempt's outcome (the completer's ``submit``).
         clock: Stamps the outcomes the registry makes itself (cancelled, a caller's bug).
+        meter: Where the ``sundial.executor.in_flight`` and ``sundial.executor.free_slots``
+            gauges go (default: global).
     """
 
     def __init__(
@@ -81,6 +86,7 @@ class InFlight:
         submit: Submit,
         *,
         clock: Clock | None = None,
+        meter: metrics.Meter | None = None,
     ) -> None:
         self._runner = runner
         self._submit = submit
@@ -97,6 +103,19 @@ class InFlight:
         self._closed = False
         self.draining = False
         """True once the executor stopped leasing (reported on heartbeats)."""
+        meter = meter or metrics.get_meter("sundial.executor")
+        meter.create_observable_gauge(
+            EXECUTOR_IN_FLIGHT,
+            callbacks=[lambda _options: [metrics.Observation(len(self._held))]],
+            unit="{run}",
+            description="Runs this executor holds (leased, being called or reported)",
+        )
+        meter.create_observable_gauge(
+            EXECUTOR_FREE_SLOTS,
+            callbacks=[lambda _options: [metrics.Observation(self._free)]],
+            unit="{slot}",
+            description="Slots free of SUNDIAL_MAX_IN_FLIGHT",
+        )
 
     # --- slots -------------------------------------------------------------------------
 

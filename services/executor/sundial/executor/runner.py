@@ -15,7 +15,12 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from sundial.core.clock import Clock, SystemClock
-from sundial.core.telemetry import RUN_START_LATENESS, lateness_histogram
+from sundial.core.telemetry import (
+    RUN_START_LATENESS,
+    TARGET_DURATION,
+    TARGET_DURATION_BUCKETS_S,
+    lateness_histogram,
+)
 from sundial.executor.model import Lease
 from sundial.executor.targets.breaker import CircuitBreaker
 from sundial.executor.targets.grpc import GrpcCaller
@@ -77,7 +82,8 @@ class Runner:
         http: Calls HTTP targets.
         grpc_caller: Calls gRPC targets.
         breaker: Holds calls to failing targets back.
-        meter: Records the first attempts' start lateness (the global meter if None).
+        meter: Records the first attempts' start lateness and each target call's duration
+            (the global meter if None).
         clock: Stamps the outcomes and measures the lateness.
         tracer: Traces each attempt (the global tracer if None, and no span at all
             while no tracer provider is configured).
@@ -98,10 +104,15 @@ class Runner:
         self._grpc = grpc_caller
         self._breaker = breaker
         self._clock = clock or SystemClock()
+        meter = meter or metrics.get_meter("sundial.executor")
         self._start_lateness = lateness_histogram(
-            meter or metrics.get_meter("sundial.executor"),
-            RUN_START_LATENESS,
-            "Nominal time to the first attempt's target call",
+            meter, RUN_START_LATENESS, "Nominal time to the first attempt's target call"
+        )
+        self._target_duration = meter.create_histogram(
+            TARGET_DURATION,
+            unit="s",
+            description="One target call, by the attempt's outcome status",
+            explicit_bucket_boundaries_advisory=TARGET_DURATION_BUCKETS_S,
         )
 
     async def run(self, lease: Lease) -> Outcome:
@@ -124,6 +135,7 @@ class Runner:
                 retry_after=timedelta(seconds=held_back_s),
             )
         started = self._clock.now()
+        called_at = self._clock.monotonic()
         if lease.attempt == 1 and lease.kind is not RunKind.BACKFILL:
             # Backfills are in the past by design; retries measure the backoff, not us.
             self._start_lateness.record(
@@ -143,6 +155,9 @@ class Runner:
             except BaseException:  # cancelled (or a bug): the target gave no answer
                 self._breaker.release(key)
                 raise
+        self._target_duration.record(
+            self._clock.monotonic() - called_at, {"outcome": outcome.status.value}
+        )
         # A final failure (a 4xx) is an answer: the target is up.
         self._breaker.record(key, failed=outcome.status.retryable)
         return outcome

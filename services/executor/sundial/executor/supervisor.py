@@ -9,6 +9,9 @@ batched per worker). The supervisor:
 
 * restarts a worker that exits while the executor is not stopping, after a pause that
   doubles (0.5 s to 30 s) while workers keep dying within 30 s of their start;
+* serves no ``/metrics`` itself: worker ``i`` (from 0) serves its own at
+  ``SUNDIAL_METRICS_LISTEN``'s port plus ``i`` (each worker's in-flight runs, slots and
+  target calls are its own; a scrape of every port sums them);
 * serves gRPC health at ``SUNDIAL_LISTEN``: SERVING while every worker answers SERVING
   on its own loopback port (workers serve plaintext there; only the supervisor probes
   them), NOT_SERVING otherwise;
@@ -38,6 +41,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from sundial.core.grpc import Server, build_server
+from sundial.core.telemetry import metrics_listen_for_worker
 from sundial.executor.config import ExecutorConfig
 
 __all__ = ["SUPERVISOR_PID_ENV", "Supervisor", "die_with_supervisor", "worker_count"]
@@ -188,6 +192,11 @@ class Supervisor:
                 SUPERVISOR_PID_ENV: str(os.getpid()),
             }
         )
+        if self._config.metrics_listen:
+            # Each worker serves its own /metrics: the supervisor's port plus its index.
+            env["SUNDIAL_METRICS_LISTEN"] = metrics_listen_for_worker(
+                self._config.metrics_listen, worker.index
+            )
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "sundial.executor", env=env, stdin=asyncio.subprocess.DEVNULL
         )

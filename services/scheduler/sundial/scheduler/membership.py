@@ -27,8 +27,10 @@ from collections.abc import Callable
 import aetcd
 import aetcd.exceptions
 import grpc
+from opentelemetry import metrics
 
 from sundial.core.partition import PARTITION_COUNT
+from sundial.core.telemetry import PARTITIONS_OWNED
 from sundial.scheduler.config import SchedulerConfig
 
 log = logging.getLogger(__name__)
@@ -60,6 +62,7 @@ class Membership:
         etcd: A connected client.
         config: ``cluster``, ``node_id``, ``lease_ttl_s``, ``membership_poll_s``.
         monotonic: The monotonic clock (tests may pass their own).
+        meter: Where the ``sundial.partitions.owned`` gauge goes (default: global).
     """
 
     name = "membership"
@@ -69,6 +72,8 @@ class Membership:
         etcd: aetcd.Client,
         config: SchedulerConfig,
         monotonic: Callable[[], float] = time.monotonic,
+        *,
+        meter: metrics.Meter | None = None,
     ) -> None:
         self._etcd = etcd
         self._config = config
@@ -84,6 +89,12 @@ class Membership:
         self._stopping = asyncio.Event()
         self._rejoin = asyncio.Event()
         self._stale_lease: aetcd.leases.Lease | None = None
+        (meter or metrics.get_meter("sundial.scheduler")).create_observable_gauge(
+            PARTITIONS_OWNED,
+            callbacks=[lambda _options: [metrics.Observation(len(self.owned()))]],
+            unit="{partition}",
+            description="Partitions this scheduler owns (may dispatch) now",
+        )
 
     # --- what others ask ------------------------------------------------------------
 

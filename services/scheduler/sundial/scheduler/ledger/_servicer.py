@@ -27,10 +27,12 @@ from datetime import datetime, timedelta
 
 import grpc
 from nats.js import JetStreamContext
+from opentelemetry import metrics
 
 from sundial.core import wire
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.errors import InvalidArgument
+from sundial.core.telemetry import RUNS_COMPLETED, RUNS_FENCED
 from sundial.run import (
     Completion,
     ErrorClass,
@@ -149,6 +151,8 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
             ``cancel_poll_s``, ``publish_confirm_s``.
         clock: The source of "now".
         rng: Randomness of the backoff (tests pass a seeded one).
+        meter: Where ``sundial.runs.completed`` and ``sundial.runs.fenced`` go (default:
+            global).
     """
 
     def __init__(
@@ -158,12 +162,23 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
         config: SchedulerConfig,
         clock: Clock | None = None,
         rng: random.Random | None = None,
+        *,
+        meter: metrics.Meter | None = None,
     ) -> None:
         self._store = store
         self._js = jetstream
         self._config = config
         self._clock = clock or SystemClock()
         self._rng = rng or random.Random()
+        meter = meter or metrics.get_meter("sundial.scheduler")
+        self._completed = meter.create_counter(
+            RUNS_COMPLETED,
+            unit="{run}",
+            description="Attempts' outcomes the ledger accepted, by the run's next status",
+        )
+        self._fenced = meter.create_counter(
+            RUNS_FENCED, unit="{run}", description="Outcomes the ledger refused, by reason"
+        )
 
     # --- LeaseRuns ------------------------------------------------------------------
 
@@ -351,6 +366,7 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
                 dead_letter_at=dead_letter_at,
             )
             await tx.write_outcomes([a for a in answers if isinstance(a, Transition)], now)
+        self._count(answers)
         results = [
             completion_result(message.run, answer)
             for message, answer in zip(request.outcomes, answers, strict=True)
@@ -358,3 +374,14 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
         dead = [a.ref for a in answers if isinstance(a, Transition) and a.status is RunStatus.DEAD]
         await send_dead_letters(self._store, self._js, dead, now)
         return ledger_pb2.CompleteRunsResponse(results=results)
+
+    def _count(self, answers: list[Transition | Fenced]) -> None:
+        """Count the committed outcomes (no tenant or job attribute: few series)."""
+        for answer in answers:
+            if isinstance(answer, Fenced):
+                self._fenced.add(1, {"reason": answer.reason.value})
+                continue
+            attributes = {"outcome": answer.status.value}
+            if answer.error_class is not None:
+                attributes["error_class"] = answer.error_class.value
+            self._completed.add(1, attributes)

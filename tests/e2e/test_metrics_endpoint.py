@@ -1,0 +1,110 @@
+"""Every service serves Prometheus metrics at ``SUNDIAL_METRICS_LISTEN`` (the OpenTelemetry
+Prometheus exporter), with or without OTLP: a scrape during an e2e run finds the outcome
+counter equal to the runs that succeeded, the executor's gauges, and the version."""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.request
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+from sundial.core.telemetry import service_version
+from sundial.core.tls import dial
+from sundial.devstack import Services, Stack, free_port
+from sundial.devstack._services import SERVICE_NAMES
+from tests.e2e.test_executor_processes import one_time_jobs, succeeded
+from tests.helpers.cluster import FAST_ENV, Cluster, reset_streams
+from tests.helpers.eventually import assert_eventually
+from tests.helpers.target_server import RecordingTarget
+
+pytestmark = pytest.mark.timeout(120)
+
+RUNS = 5
+
+
+@dataclass
+class Scraped:
+    cluster: Cluster
+    metrics_ports: dict[str, int]
+
+
+@pytest.fixture
+async def scraped(
+    stack: Stack, migrated_database_url: str, tmp_path: Path
+) -> AsyncIterator[Scraped]:
+    """API, scheduler and executor, each serving /metrics on a loopback port of its own."""
+    await reset_streams(stack)
+    services = Services(
+        stack,
+        log_dir=tmp_path,
+        extra_env={**FAST_ENV, "SUNDIAL_DATABASE_URL": migrated_database_url},
+    )
+    ports: dict[str, int] = {}
+
+    def start() -> None:
+        for name in SERVICE_NAMES:
+            ports[name] = free_port()
+            services.extra_env["SUNDIAL_METRICS_LISTEN"] = f"127.0.0.1:{ports[name]}"
+            services.add(name)
+
+    try:
+        await asyncio.to_thread(start)
+        async with dial(services.processes["api"].address, None) as channel:
+            yield Scraped(Cluster(services, channel), ports)
+    finally:
+        await asyncio.to_thread(services.stop)
+
+
+def scrape(port: int) -> list[Sample]:
+    """Every sample at http://127.0.0.1:<port>/metrics (no proxy)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    return [s for family in text_string_to_metric_families(text) for s in family.samples]
+
+
+def value(samples: list[Sample], name: str, **labels: str) -> float | None:
+    found = [s.value for s in samples if s.name == name and labels.items() <= s.labels.items()]
+    return sum(found) if found else None
+
+
+async def test_each_service_serves_metrics_counting_the_succeeded_runs(
+    scraped: Scraped, target: RecordingTarget
+) -> None:
+    ports = scraped.metrics_ports
+    tenant = await scraped.cluster.tenant()
+    jobs = await one_time_jobs(tenant, f"{target.url}/ok", RUNS)
+    runs = await assert_eventually(lambda: succeeded(tenant, jobs), timeout_s=40, interval_s=0.5)
+    assert len(runs) == RUNS
+
+    def counted() -> list[Sample]:
+        samples = scrape(ports["scheduler"])
+        completed = value(samples, "sundial_runs_completed_total", outcome="succeeded")
+        assert completed == RUNS, f"succeeded counter {completed}, want {RUNS}"
+        return samples
+
+    scheduler = await assert_eventually(counted, timeout_s=20, interval_s=0.2)
+    assert value(scheduler, "sundial_runs_completed_total", outcome="dead") is None
+    assert value(scheduler, "sundial_partitions_owned") not in (None, 0)
+    # The dispatch histogram: one observation per dispatched run.
+    assert value(scheduler, "sundial_dispatch_lateness_seconds_count") == RUNS
+
+    executor = await asyncio.to_thread(scrape, ports["executor"])
+    assert value(executor, "sundial_executor_in_flight") == 0
+    assert value(executor, "sundial_executor_free_slots") is not None
+    assert value(executor, "sundial_target_duration_seconds_count", outcome="succeeded") == RUNS
+    assert value(executor, "sundial_run_start_lateness_seconds_count") == RUNS
+
+    version = service_version()
+    api = await asyncio.to_thread(scrape, ports["api"])
+    for name, samples in (("api", api), ("scheduler", scheduler), ("executor", executor)):
+        [info] = [s for s in samples if s.name == "target_info"]
+        assert info.labels["service_name"] == f"sundial-{name}"
+        assert info.labels["service_version"] == version
+        assert value(samples, "sundial_build_info", version=version) == 1
