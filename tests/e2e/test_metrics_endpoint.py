@@ -5,6 +5,8 @@ counter equal to the runs that succeeded, the executor's gauges, and the version
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -34,22 +36,37 @@ class Scraped:
     metrics_ports: dict[str, int]
 
 
-@pytest.fixture
-async def scraped(
-    stack: Stack, migrated_database_url: str, tmp_path: Path
+def free_ports_in_a_row(count: int) -> int:
+    """The first of ``count`` consecutive loopback ports that are free now."""
+    while True:
+        first = free_port()
+        with contextlib.ExitStack() as held:
+            try:
+                for port in range(first + 1, first + count):
+                    sock = held.enter_context(socket.socket())
+                    sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return first
+
+
+@contextlib.asynccontextmanager
+async def metrics_cluster(
+    stack: Stack, database_url: str, log_dir: Path, *, executor_processes: int = 1
 ) -> AsyncIterator[Scraped]:
-    """API, scheduler and executor, each serving /metrics on a loopback port of its own."""
+    """API, scheduler and executor, each serving /metrics on a loopback port of its own
+    (an executor of N workers: N ports in a row)."""
     await reset_streams(stack)
     services = Services(
-        stack,
-        log_dir=tmp_path,
-        extra_env={**FAST_ENV, "SUNDIAL_DATABASE_URL": migrated_database_url},
+        stack, log_dir=log_dir, extra_env={**FAST_ENV, "SUNDIAL_DATABASE_URL": database_url}
     )
     ports: dict[str, int] = {}
 
     def start() -> None:
         for name in SERVICE_NAMES:
-            ports[name] = free_port()
+            if name == "executor":
+                services.extra_env["SUNDIAL_EXECUTOR_PROCESSES"] = str(executor_processes)
+            ports[name] = free_ports_in_a_row(executor_processes if name == "executor" else 1)
             services.extra_env["SUNDIAL_METRICS_LISTEN"] = f"127.0.0.1:{ports[name]}"
             services.add(name)
 
@@ -59,6 +76,14 @@ async def scraped(
             yield Scraped(Cluster(services, channel), ports)
     finally:
         await asyncio.to_thread(services.stop)
+
+
+@pytest.fixture
+async def scraped(
+    stack: Stack, migrated_database_url: str, tmp_path: Path
+) -> AsyncIterator[Scraped]:
+    async with metrics_cluster(stack, migrated_database_url, tmp_path) as running:
+        yield running
 
 
 def scrape(port: int) -> list[Sample]:
@@ -108,3 +133,31 @@ async def test_each_service_serves_metrics_counting_the_succeeded_runs(
         assert info.labels["service_name"] == f"sundial-{name}"
         assert info.labels["service_version"] == version
         assert value(samples, "sundial_build_info", version=version) == 1
+
+
+async def test_each_executor_worker_serves_its_own_metrics_at_the_port_plus_its_index(
+    stack: Stack, migrated_database_url: str, tmp_path: Path, target: RecordingTarget
+) -> None:
+    workers = 2
+    async with metrics_cluster(
+        stack, migrated_database_url, tmp_path, executor_processes=workers
+    ) as running:
+        base = running.metrics_ports["executor"]
+        tenant = await running.cluster.tenant()
+        jobs = await one_time_jobs(tenant, f"{target.url}/ok", RUNS)
+        await assert_eventually(lambda: succeeded(tenant, jobs), timeout_s=40, interval_s=0.5)
+
+        def per_worker() -> list[list[Sample]]:
+            scrapes = [scrape(base + i) for i in range(workers)]
+            calls = [
+                value(s, "sundial_target_duration_seconds_count", outcome="succeeded") or 0
+                for s in scrapes
+            ]
+            assert sum(calls) == RUNS, f"target calls per worker {calls}, want {RUNS} in all"
+            return scrapes
+
+        scrapes = await assert_eventually(per_worker, timeout_s=20, interval_s=0.2)
+        for samples in scrapes:
+            assert value(samples, "sundial_executor_in_flight") == 0
+            [info] = [s for s in samples if s.name == "target_info"]
+            assert info.labels["service_name"] == "sundial-executor"
