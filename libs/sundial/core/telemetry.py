@@ -18,6 +18,8 @@ Instruments (lateness and durations in seconds, lateness from the run's nominal
   accepted, by ``outcome`` (the run's next status: succeeded, retrying, dead, cancelled)
   and ``error_class`` where there is one.
 - ``sundial.runs.fenced`` (scheduler, the ledger): outcomes refused, by ``reason``.
+- ``sundial.leases.expired`` (scheduler, the sweeper): leases that lapsed, by ``outcome``
+  (what the run became: queued again, dead on its last attempt, or cancelled).
 - ``sundial.partitions.owned`` (scheduler): partitions this member owns.
 - ``sundial.run.start_lateness`` (executor): nominal time to the first attempt's target
   call, the lateness a tenant sees.
@@ -46,6 +48,7 @@ DISPATCH_LATENESS = "sundial.dispatch.lateness"
 RUN_START_LATENESS = "sundial.run.start_lateness"
 RUNS_COMPLETED = "sundial.runs.completed"
 RUNS_FENCED = "sundial.runs.fenced"
+LEASES_EXPIRED = "sundial.leases.expired"
 PARTITIONS_OWNED = "sundial.partitions.owned"
 TARGET_DURATION = "sundial.target.duration"
 EXECUTOR_IN_FLIGHT = "sundial.executor.in_flight"

@@ -22,7 +22,7 @@ from sundial.core.bus import Bus
 from sundial.core.clock import ManualClock, SystemClock
 from sundial.core.config import ServerConfig
 from sundial.core.grpc import build_server
-from sundial.core.telemetry import RUNS_COMPLETED, RUNS_FENCED
+from sundial.core.telemetry import LEASES_EXPIRED, RUNS_COMPLETED, RUNS_FENCED
 from sundial.core.wire import timestamp
 from sundial.devstack import Stack
 from sundial.run import JobPolicies
@@ -460,9 +460,18 @@ async def test_expired_lease_on_the_last_attempt_is_not_granted_again(
     # The sweeper applies the same rule: DEAD, with its dead letter.
     config = scheduler_config(migrated_database_url, stack)
     store = SchedulerStore(pool)
-    sweeper = Sweeper(store, RunPublisher(bus.jetstream, "test"), lambda: ALL, config, clock)
+    reader = InMemoryMetricReader()
+    sweeper = Sweeper(
+        store,
+        RunPublisher(bus.jetstream, "test"),
+        lambda: ALL,
+        config,
+        clock,
+        meter=MeterProvider(metric_readers=[reader]).get_meter("test"),
+    )
     await sweeper.sweep_once()
     assert await pool.fetchval("SELECT status FROM job_runs") == "dead"
+    assert _counts(reader, LEASES_EXPIRED) == {(("outcome", "dead"),): 1}
 
 
 async def test_a_retried_lease_call_of_the_same_executor_gets_the_same_grant_again(

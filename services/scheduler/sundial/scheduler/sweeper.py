@@ -20,8 +20,11 @@ import logging
 from collections.abc import Callable, Collection
 from datetime import timedelta
 
+from opentelemetry import metrics
+
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.loop import PassLoop
+from sundial.core.telemetry import LEASES_EXPIRED
 from sundial.run import RunStatus, due_check
 from sundial.scheduler.config import SchedulerConfig
 from sundial.scheduler.model import SweepOutcome
@@ -41,6 +44,7 @@ class Sweeper(PassLoop):
         config: ``sweep_interval_s``, ``batch_size``, ``publish_confirm_s``,
             ``unleased_republish_s``.
         clock: The source of "now".
+        meter: Where ``sundial.leases.expired`` goes (default: global).
     """
 
     name = "sweeper"
@@ -53,6 +57,8 @@ class Sweeper(PassLoop):
         owned: Callable[[], Collection[int]],
         config: SchedulerConfig,
         clock: Clock | None = None,
+        *,
+        meter: metrics.Meter | None = None,
     ) -> None:
         super().__init__()
         self._store = store
@@ -60,6 +66,12 @@ class Sweeper(PassLoop):
         self._owned = owned
         self._config = config
         self._clock = clock or SystemClock()
+        self._expired = (meter or metrics.get_meter("sundial.scheduler")).create_counter(
+            LEASES_EXPIRED,
+            unit="{run}",
+            description="Leases that lapsed (the executor stopped heartbeating), by what "
+            "the run became",
+        )
 
     @property
     def error_wait_s(self) -> float:
@@ -93,14 +105,18 @@ class Sweeper(PassLoop):
                 if acked_until is not None and acked_until > now
             ]
             await tx.defer_checks(deferred)
-            transitions = [
-                (due_check(state, now), partition)
+            checked = [
+                (state, partition)
                 for state, partition, acked_until in due
                 if acked_until is None or acked_until <= now
             ]
+            transitions = [(due_check(state, now), partition) for state, partition in checked]
             batches = await tx.apply_checks(transitions, now, confirm_until=confirm_until)
             # Last, so runs that died in this pass are in it.
             letters = await tx.claim_dead_letters(owned, limit, now, retry_at=confirm_until)
+        for (state, _), (transition, _) in zip(checked, transitions, strict=True):
+            if state.status is RunStatus.RUNNING:  # a lapsed lease (see due_check)
+                self._expired.add(1, {"outcome": transition.status.value})
         cancelled = sum(t.status is RunStatus.CANCELLED for t, _ in transitions)
         outcome = SweepOutcome(batches, cancelled, released, letters, checked=len(due))
         # The republished batches and the dead-letter outbox go out together, each
