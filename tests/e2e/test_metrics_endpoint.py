@@ -21,6 +21,7 @@ from sundial.core.tls import dial
 from sundial.devstack import Services, Stack, free_port
 from sundial.devstack._services import SERVICE_NAMES
 from tests.e2e.test_executor_processes import one_time_jobs, succeeded
+from tests.e2e.test_wait_for_dependencies import _run
 from tests.helpers.cluster import FAST_ENV, Cluster, reset_streams
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.target_server import RecordingTarget
@@ -52,10 +53,16 @@ def free_ports_in_a_row(count: int) -> int:
 
 @contextlib.asynccontextmanager
 async def metrics_cluster(
-    stack: Stack, database_url: str, log_dir: Path, *, executor_processes: int = 1
+    stack: Stack,
+    database_url: str,
+    log_dir: Path,
+    *,
+    executor_processes: int = 1,
+    service_env: dict[str, dict[str, str]] | None = None,
 ) -> AsyncIterator[Scraped]:
     """API, scheduler and executor, each serving /metrics on a loopback port of its own
-    (an executor of N workers: N ports in a row)."""
+    (an executor of N workers: N ports in a row); ``service_env`` adds variables per
+    service."""
     await reset_streams(stack)
     services = Services(
         stack, log_dir=log_dir, extra_env={**FAST_ENV, "SUNDIAL_DATABASE_URL": database_url}
@@ -63,7 +70,9 @@ async def metrics_cluster(
     ports: dict[str, int] = {}
 
     def start() -> None:
+        base = dict(services.extra_env)
         for name in SERVICE_NAMES:
+            services.extra_env = {**base, **(service_env or {}).get(name, {})}
             if name == "executor":
                 services.extra_env["SUNDIAL_EXECUTOR_PROCESSES"] = str(executor_processes)
             ports[name] = free_ports_in_a_row(executor_processes if name == "executor" else 1)
@@ -82,7 +91,13 @@ async def metrics_cluster(
 async def scraped(
     stack: Stack, migrated_database_url: str, tmp_path: Path
 ) -> AsyncIterator[Scraped]:
-    async with metrics_cluster(stack, migrated_database_url, tmp_path) as running:
+    # The API and the scheduler also name an OTLP collector (nothing listens there), the
+    # executor none: /metrics works either way. (Not the executor: with spans to send to
+    # a collector that is not there, its exit waits out the span exporter's retries.)
+    otlp = {"SUNDIAL_OTLP_ENDPOINT": f"http://127.0.0.1:{free_port()}"}
+    async with metrics_cluster(
+        stack, migrated_database_url, tmp_path, service_env={"api": otlp, "scheduler": otlp}
+    ) as running:
         yield running
 
 
@@ -161,3 +176,14 @@ async def test_each_executor_worker_serves_its_own_metrics_at_the_port_plus_its_
             assert value(samples, "sundial_executor_in_flight") == 0
             [info] = [s for s in samples if s.name == "target_info"]
             assert info.labels["service_name"] == "sundial-executor"
+
+
+def test_a_metrics_port_already_taken_ends_the_start_with_1_and_says_so(stack: Stack) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = _run("api", {**stack.env("api"), "SUNDIAL_METRICS_LISTEN": f"127.0.0.1:{port}"})
+    assert result.returncode == 1, result.stderr
+    assert "cannot serve /metrics" in result.stderr
+    assert "Traceback" not in result.stderr

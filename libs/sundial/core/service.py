@@ -135,7 +135,13 @@ def main(
         print(f"sundial-{name}: configuration error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     configure_logging(config)
-    telemetry = configure_telemetry(config, name) if isinstance(config, TelemetryConfig) else None
+    try:
+        telemetry = (
+            configure_telemetry(config, name) if isinstance(config, TelemetryConfig) else None
+        )
+    except OSError as exc:  # the /metrics port is taken or not ours to bind
+        print(f"sundial-{name}: cannot serve /metrics: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
 
     async def serve() -> int:
         service = await _build_until_signal(name, build, config)
