@@ -31,15 +31,19 @@ import time
 import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
-from bench_idle import cpu_seconds, family_cpu, peak_rss_mb  # bench/: the script's folder
+from bench_idle import (  # bench/: the script's folder
+    cpu_seconds,
+    family_cpu,
+    fresh_database,
+    peak_rss_mb,
+)
 
 from sundial.core.bus import RUNS_STREAM, connect_bus, ensure_streams
 from sundial.core.config import DatabaseConfig
 from sundial.core.coord import connect_etcd
-from sundial.core.db import close_pool, create_pool, migrate
+from sundial.core.db import close_pool, create_pool
 from sundial.core.partition import PARTITION_COUNT, partition_of
 from sundial.core.wire import timestamp_in
 from sundial.devstack import Stack
@@ -75,22 +79,6 @@ UPDATE jobs j SET next_run_at = u.next_run_at, fired_count = j.fired_count + 1
   FROM unnest($1::uuid[], $2::timestamptz[]) AS u(job_id, next_run_at)
  WHERE j.job_id = u.job_id
 """
-
-
-def with_database(url: str, name: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
-
-
-async def fresh_database(stack: Stack, label: str) -> str:
-    name = f"bench_{label}_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(stack.database_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    url = with_database(stack.database_url, name)
-    await migrate(url)
-    return url
 
 
 async def seed(url: str, count: int) -> None:

@@ -29,6 +29,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
@@ -90,16 +91,27 @@ def family_cpu(root: int) -> float:
     return total
 
 
-async def seeded_database(stack: Stack, count: int) -> str:
-    """A fresh migrated database holding ``count`` jobs, each due a day from now."""
-    name = f"bench_idle_{uuid.uuid4().hex[:8]}"
+def with_database(url: str, name: str) -> str:
+    """``url`` pointing at database ``name``."""
+    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+
+
+async def fresh_database(stack: Stack, label: str) -> str:
+    """A new database on the stack's PostgreSQL, migrated; its URL."""
+    name = f"bench_{label}_{uuid.uuid4().hex[:8]}"
     admin = await asyncpg.connect(stack.database_url)
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')
     finally:
         await admin.close()
-    url = stack.database_url.rsplit("/", 1)[0] + f"/{name}"
+    url = with_database(stack.database_url, name)
     await migrate(url)
+    return url
+
+
+async def seeded_database(stack: Stack, count: int) -> str:
+    """A fresh migrated database holding ``count`` jobs, each due a day from now."""
+    url = await fresh_database(stack, "idle")
     conn = await asyncpg.connect(url)
     try:
         await conn.execute(
