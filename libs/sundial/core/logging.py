@@ -64,7 +64,7 @@ _RECORD_ATTRS = frozenset(
 )
 _BASE_KEYS = ("ts", "level", "logger", "msg")
 
-QUIET_LOGGERS = ("httpx", "httpcore", "aiohttp.access", "aiohttp.client", "hpack", "nats")
+QUIET_LOGGERS = ("aiohttp.access", "aiohttp.client", "aiohttp.internal", "hpack", "nats")
 """Third-party loggers held at WARNING (their per-call INFO lines drown the services')."""
 _HANDLER_MARK = "_sundial_handler"
 

@@ -154,11 +154,11 @@ def test_chatty_libraries_are_quiet_unless_debugging() -> None:
     configure_logging(LogConfig(log_level="INFO"), stream=stream)
     try:
         logging.getLogger("aiohttp.access").info("GET /hook 200")
-        logging.getLogger("httpx").info("HTTP Request: POST")
-        logging.getLogger("httpx").warning("a real problem")
+        logging.getLogger("aiohttp.client").info("connection pool full")
+        logging.getLogger("aiohttp.client").warning("a real problem")
         assert [line["msg"] for line in _lines(stream)] == ["a real problem"]
         configure_logging(LogConfig(log_level="DEBUG"), stream=stream)
-        logging.getLogger("httpx").info("now shown")
+        logging.getLogger("aiohttp.client").info("now shown")
         assert _lines(stream)[-1]["msg"] == "now shown"
     finally:
         for current in list(root.handlers):
