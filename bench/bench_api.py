@@ -36,13 +36,13 @@ import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import grpc
+from _common import fresh_database  # bench/: the script's folder
 
 from sundial.api.store import queries
-from sundial.core.db import init_connection, migrate
+from sundial.core.db import init_connection
 from sundial.core.partition import partition_of
 from sundial.devstack import Stack
 from sundial.devstack._services import Services
@@ -62,22 +62,6 @@ BATCH = 1000
 CRONS = ["0 * * * *", "*/15 * * * *", "30 9 * * MON-FRI", "H H * * *", "0 0 1 * *"]
 ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Asia/Tokyo"]
 TARGET = "http://127.0.0.1:8085/hook"
-
-
-def with_database(url: str, name: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
-
-
-async def fresh_database(stack: Stack, label: str) -> str:
-    name = f"bench_api_{label}_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(stack.database_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    url = with_database(stack.database_url, name)
-    await migrate(url)
-    return url
 
 
 async def add_tenant(conn: asyncpg.Connection, tenant_id: str) -> None:
@@ -268,7 +252,7 @@ async def api_batches(address: str, batches: int) -> dict[str, float]:
 async def main(creates: int, batches: int) -> dict[str, dict[str, float]]:
     results: dict[str, dict[str, float]] = {}
     with Stack(durable=False) as stack:  # fsync off, as the tests run it
-        url = await fresh_database(stack, "sql")
+        url = await fresh_database(stack, "api_sql")
         results["bare_sql_create_8"] = await bare_sql_create(url, creates, CLIENTS)
         results["bare_sql_batch"] = await bare_sql_batch(url, batches)
         url = await fresh_database(stack, "api")

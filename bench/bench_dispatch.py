@@ -33,18 +33,19 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import asyncpg
-from bench_idle import (  # bench/: the script's folder
+from _common import (  # bench/: the script's folder
     cpu_seconds,
     family_cpu,
     fresh_database,
     peak_rss_mb,
+    seed_jobs,
 )
 
 from sundial.core.bus import RUNS_STREAM, connect_bus, ensure_streams
 from sundial.core.config import DatabaseConfig
 from sundial.core.coord import connect_etcd
 from sundial.core.db import close_pool, create_pool
-from sundial.core.partition import PARTITION_COUNT, partition_of
+from sundial.core.partition import PARTITION_COUNT
 from sundial.core.wire import timestamp_in
 from sundial.devstack import Stack
 from sundial.devstack._services import Services
@@ -90,31 +91,8 @@ async def seed(url: str, count: int) -> None:
             " VALUES ('bench', 'bench', $1, 100000)",
             b"s" * 32,
         )
-        for start in range(0, count, 20_000):
-            ids = [uuid.uuid4() for _ in range(min(20_000, count - start))]
-            async with pool.acquire() as conn, conn.transaction():
-                await conn.execute(
-                    "INSERT INTO jobs (job_id, tenant_id, name, partition_id)"
-                    " SELECT j, 'bench', 'job-' || j::text, p"
-                    " FROM unnest($1::uuid[], $2::smallint[]) AS u(j, p)",
-                    ids,
-                    [partition_of(i) for i in ids],
-                )
-                await conn.execute(
-                    "INSERT INTO job_definitions (job_id, schedule, target, policies, payload)"
-                    " SELECT j, $2, $3, $4, '\\x7b7d' FROM unnest($1::uuid[]) AS j",
-                    ids,
-                    SCHEDULE,
-                    TARGET,
-                    POLICIES,
-                )
-                # The digest the API writes with a definition (migration 0008).
-                await conn.execute(
-                    "UPDATE jobs j SET definition_digest ="
-                    " md5(d.schedule::text || ' ' || d.policies::text)::uuid"
-                    " FROM job_definitions d WHERE d.job_id = j.job_id AND j.job_id = ANY($1)",
-                    ids,
-                )
+        async with pool.acquire() as conn:
+            await seed_jobs(conn, count)
         await pool.execute("VACUUM ANALYZE jobs")
     finally:
         await close_pool(pool, 5.0)

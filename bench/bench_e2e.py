@@ -53,10 +53,11 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import asyncpg
 import grpc
+from _common import with_database  # bench/: the script's folder
 
 from sundial.devstack import Services, Stack
 from sundial.v1 import admin_pb2, admin_pb2_grpc, job_pb2, job_service_pb2, job_service_pb2_grpc
@@ -510,10 +511,6 @@ def cpu_by_process() -> dict[str, float]:
         kind = next((k for needle, k in _KINDS if needle in stats[pid][2]), "other")
         used[kind] = used.get(kind, 0.0) + tree(pid)
     return used
-
-
-def with_database(url: str, name: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
 
 
 async def main(args: argparse.Namespace) -> dict[str, object]:

@@ -23,90 +23,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
+from _common import (  # bench/: the script's folder
+    cpu_seconds,
+    family_cpu,
+    fresh_database,
+    peak_rss_mb,
+    seed_jobs,
+)
 
-from sundial.core.db import migrate
-from sundial.core.partition import partition_of
 from sundial.devstack import Services, Stack
-from sundial.run import JobPolicies, policies_to_json, schedule_to_json
-from sundial.schedule import CronSpec, Schedule
 
 ADMIN_TOKEN = "bench-admin-token-0123456789abcdef"
-SCHEDULE = schedule_to_json(Schedule(CronSpec("0 0 * * *")))
-POLICIES = policies_to_json(JobPolicies())
-TARGET = {"http": {"url": "https://example.com/hook"}}
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU seconds of process ``pid``."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(") ", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
-
-
-def peak_rss_mb(pid: int) -> float:
-    """Peak resident memory (VmHWM) of process ``pid``, MiB."""
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
-
-
-def family(root: int) -> list[int]:
-    """``root`` and every live process whose parent it is (PostgreSQL's backends)."""
-    pids = [root]
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                if int(stat.read().rsplit(") ", 1)[1].split()[1]) == root:
-                    pids.append(int(entry))
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return pids
-
-
-def family_cpu(root: int) -> float:
-    """CPU seconds of ``root`` and its children, those that exited included (a closed
-    connection's backend is gone, its CPU counted in the postmaster's cutime/cstime)."""
-    with open(f"/proc/{root}/stat") as stat:
-        fields = stat.read().rsplit(") ", 1)[1].split()
-    total = (int(fields[13]) + int(fields[14])) / TICKS
-    for pid in family(root):
-        try:
-            total += cpu_seconds(pid)
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return total
-
-
-def with_database(url: str, name: str) -> str:
-    """``url`` pointing at database ``name``."""
-    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
-
-
-async def fresh_database(stack: Stack, label: str) -> str:
-    """A new database on the stack's PostgreSQL, migrated; its URL."""
-    name = f"bench_{label}_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(stack.database_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    url = with_database(stack.database_url, name)
-    await migrate(url)
-    return url
 
 
 async def seeded_database(stack: Stack, count: int) -> str:
@@ -118,24 +52,7 @@ async def seeded_database(stack: Stack, count: int) -> str:
             "INSERT INTO tenants (tenant_id, name, signing_secret) VALUES ('bench', 'bench', $1)",
             b"s" * 32,
         )
-        for start in range(0, count, 50_000):
-            ids = [uuid.uuid4() for _ in range(min(50_000, count - start))]
-            async with conn.transaction():
-                await conn.execute(
-                    "INSERT INTO jobs (job_id, tenant_id, name, partition_id, next_run_at)"
-                    " SELECT j, 'bench', 'job-' || j::text, p, now() + interval '1 day'"
-                    " FROM unnest($1::uuid[], $2::smallint[]) AS u(j, p)",
-                    ids,
-                    [partition_of(i) for i in ids],
-                )
-                await conn.execute(
-                    "INSERT INTO job_definitions (job_id, schedule, target, policies, payload)"
-                    " SELECT j, $2, $3, $4, '\\x7b7d' FROM unnest($1::uuid[]) AS j",
-                    ids,
-                    json.dumps(SCHEDULE),
-                    json.dumps(TARGET),
-                    json.dumps(POLICIES),
-                )
+        await seed_jobs(conn, count, next_run_at="now() + interval '1 day'", chunk=50_000)
         await conn.execute("VACUUM ANALYZE")
     finally:
         await conn.close()
