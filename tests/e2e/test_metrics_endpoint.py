@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import socket
 import urllib.request
 from collections.abc import AsyncIterator
@@ -16,6 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from sundial.core.partition import PARTITION_COUNT
 from sundial.core.telemetry import service_version
 from sundial.core.tls import dial
 from sundial.devstack import Services, Stack, free_port
@@ -131,11 +133,28 @@ async def test_each_service_serves_metrics_counting_the_succeeded_runs(
 
     scheduler = await assert_eventually(counted, timeout_s=20, interval_s=0.2)
     assert value(scheduler, "sundial_runs_completed_total", outcome="dead") is None
-    assert value(scheduler, "sundial_partitions_owned") not in (None, 0)
+    assert value(scheduler, "sundial_partitions_owned") == PARTITION_COUNT
+    # The only scheduler took every partition once, and gave none up.
+    assert value(scheduler, "sundial_partitions_changes_total", change="acquired") == (
+        PARTITION_COUNT
+    )
+    assert value(scheduler, "sundial_partitions_changes_total", change="released") is None
+    # Every run dispatched: nothing due is left waiting.
+    assert value(scheduler, "sundial_dispatch_lag_seconds") == 0
+    assert value(scheduler, "sundial_occurrences_skipped_total") is None
     # The dispatch histogram: one observation per dispatched run.
     assert value(scheduler, "sundial_dispatch_lateness_seconds_count") == RUNS
 
-    executor = await asyncio.to_thread(scrape, ports["executor"])
+    def drained() -> tuple[list[Sample], list[Sample]]:
+        # Both read the backlog every few seconds: every message acknowledged by now.
+        scheduler, executor = scrape(ports["scheduler"]), scrape(ports["executor"])
+        assert value(scheduler, "sundial_stream_messages", stream="SUNDIAL_RUNS") == 0
+        assert value(scheduler, "sundial_stream_messages", stream="SUNDIAL_DEAD") == 0
+        assert value(executor, "sundial_consumer_pending") == 0
+        assert value(executor, "sundial_consumer_ack_pending") == 0
+        return scheduler, executor
+
+    scheduler, executor = await assert_eventually(drained, timeout_s=20, interval_s=0.5)
     assert value(executor, "sundial_executor_in_flight") == 0
     assert value(executor, "sundial_executor_free_slots") is not None
     assert value(executor, "sundial_target_duration_seconds_count", outcome="succeeded") == RUNS
@@ -148,6 +167,39 @@ async def test_each_service_serves_metrics_counting_the_succeeded_runs(
         assert info.labels["service_name"] == f"sundial-{name}"
         assert info.labels["service_version"] == version
         assert value(samples, "sundial_build_info", version=version) == 1
+    # No tenant attribute unless the operator asks for one.
+    assert not [s for s in scheduler + executor if "tenant" in s.labels]
+
+
+async def test_an_operator_who_opts_in_gets_the_run_metrics_by_tenant(
+    stack: Stack, migrated_database_url: str, tmp_path: Path, target: RecordingTarget
+) -> None:
+    by_tenant = {"SUNDIAL_METRICS_TENANT_ATTRIBUTE": "true"}
+    async with metrics_cluster(
+        stack,
+        migrated_database_url,
+        tmp_path,
+        service_env={"scheduler": by_tenant, "executor": by_tenant},
+    ) as running:
+        ports = running.metrics_ports
+        tenants = [await running.cluster.tenant() for _ in range(2)]
+        for count, tenant in enumerate(tenants, start=1):
+            jobs = await one_time_jobs(tenant, f"{target.url}/ok", count)
+            await assert_eventually(
+                functools.partial(succeeded, tenant, jobs), timeout_s=40, interval_s=0.5
+            )
+
+        def counted() -> None:
+            scheduler, executor = scrape(ports["scheduler"]), scrape(ports["executor"])
+            for count, tenant in enumerate(tenants, start=1):
+                tid = tenant.tenant_id
+                assert value(scheduler, "sundial_runs_completed_total", tenant=tid) == count
+                assert value(executor, "sundial_target_duration_seconds_count", tenant=tid) == count
+                assert value(executor, "sundial_run_start_lateness_seconds_count", tenant=tid) == (
+                    count
+                )
+
+        await assert_eventually(counted, timeout_s=20, interval_s=0.2)
 
 
 async def test_each_executor_worker_serves_its_own_metrics_at_the_port_plus_its_index(

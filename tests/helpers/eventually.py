@@ -18,7 +18,8 @@ async def assert_eventually(
     interval_s: float = 0.05,
     what: str = "condition",
 ) -> T:
-    """Call ``check`` until it returns without raising ``AssertionError``.
+    """Call ``check`` until it returns without raising ``AssertionError`` (a check that
+    returns ``False`` has not passed yet either: ``lambda: x == y`` works as meant).
 
     Returns ``check``'s result. After ``timeout_s`` the last ``AssertionError`` is raised
     again with the elapsed time, so the failure says what was still wrong.
@@ -29,6 +30,8 @@ async def assert_eventually(
             result = check()
             if inspect.isawaitable(result):
                 result = await result
+            if result is False:
+                raise AssertionError(f"{what}: the check returned False")
             return result  # type: ignore[return-value]
         except AssertionError as exc:
             if time.monotonic() >= deadline:

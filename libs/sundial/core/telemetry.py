@@ -9,11 +9,20 @@ otherwise records nothing at almost no cost. The resource carries ``service.name
 them on ``target_info``.
 
 Instruments (lateness and durations in seconds, lateness from the run's nominal
-``scheduled_at``); no attribute names a tenant or a job, so the series stay few:
+``scheduled_at``). No attribute names a job, and none names a tenant unless the operator
+sets ``SUNDIAL_METRICS_TENANT_ATTRIBUTE`` (then the run counters and the executor's
+histograms carry ``tenant``: one series per tenant, for a few large tenants, not
+thousands), so the series stay few:
 
 - ``sundial.build.info`` (every service): 1, with attribute ``version``.
 - ``sundial.dispatch.lateness`` (scheduler): due time to the dispatch transaction that
   created the run; a run dispatched on time records 0.
+- ``sundial.dispatch.lag`` (scheduler): age of the oldest due job of its partitions that
+  the dispatcher has not claimed yet, as of its last pass (0: nothing overdue). Growing
+  means dispatch cannot keep up (or stopped).
+- ``sundial.occurrences.skipped`` (scheduler): occurrences that got no run started, by
+  ``reason``: ``misfire`` (due too long ago under a skip/fire-once misfire policy) or
+  ``overlap`` (skipped by the overlap policy, or the buffer was full).
 - ``sundial.runs.completed`` (scheduler, the ledger): attempts' outcomes the ledger
   accepted, by ``outcome`` (the run's next status: succeeded, retrying, dead, cancelled)
   and ``error_class`` where there is one.
@@ -21,12 +30,24 @@ Instruments (lateness and durations in seconds, lateness from the run's nominal
 - ``sundial.leases.expired`` (scheduler, the sweeper): leases that lapsed, by ``outcome``
   (what the run became: queued again, dead on its last attempt, or cancelled).
 - ``sundial.partitions.owned`` (scheduler): partitions this member owns.
+- ``sundial.partitions.changes`` (scheduler): partitions this member took (``change``
+  ``acquired``) or gave up (``released``, ``lost`` when its etcd lease lapsed): a
+  rebalance moves a few; a steady rate means members keep leaving and joining.
+- ``sundial.stream.messages`` (scheduler, the stream keeper): messages in a stream, by
+  ``stream``: SUNDIAL_RUNS (a work queue: runs published and not yet acknowledged by an
+  executor) and SUNDIAL_DEAD (dead letters kept), as of its last check.
 - ``sundial.run.start_lateness`` (executor): nominal time to the first attempt's target
   call, the lateness a tenant sees.
 - ``sundial.target.duration`` (executor): one target call, by ``outcome`` (the attempt's
   outcome status).
 - ``sundial.executor.in_flight`` and ``sundial.executor.free_slots`` (executor): runs
   held and slots free, of ``SUNDIAL_MAX_IN_FLIGHT``.
+- ``sundial.consumer.pending`` and ``sundial.consumer.ack_pending`` (executor): messages
+  of the shared durable consumer not yet delivered to any executor, and delivered but
+  not acknowledged, as of its last consumer check.
+
+Retries and dead letters are ``sundial.runs.completed`` with ``outcome`` ``retrying``
+and ``dead`` (plus ``sundial.leases.expired`` with ``outcome`` ``dead``).
 """
 
 from __future__ import annotations
@@ -54,6 +75,12 @@ TARGET_DURATION = "sundial.target.duration"
 EXECUTOR_IN_FLIGHT = "sundial.executor.in_flight"
 EXECUTOR_FREE_SLOTS = "sundial.executor.free_slots"
 BUILD_INFO = "sundial.build.info"
+DISPATCH_LAG = "sundial.dispatch.lag"
+OCCURRENCES_SKIPPED = "sundial.occurrences.skipped"
+PARTITION_CHANGES = "sundial.partitions.changes"
+STREAM_MESSAGES = "sundial.stream.messages"
+CONSUMER_PENDING = "sundial.consumer.pending"
+CONSUMER_ACK_PENDING = "sundial.consumer.ack_pending"
 
 # Bucket bounds in seconds: "on time" (under a second) in detail, then the tail.
 LATENESS_BUCKETS_S = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600)
@@ -88,6 +115,10 @@ class TelemetryConfig(EnvConfig):
 
     metrics_interval_s: float = 15.0
     """Seconds between metric exports."""
+
+    metrics_tenant_attribute: bool = False
+    """Give the run counters and the executor's histograms a ``tenant`` attribute (one
+    series per tenant: for a deployment with a few tenants, not thousands)."""
 
     metrics_listen: str = ""
     """host:port of the Prometheus endpoint (``GET /metrics``), e.g. ``0.0.0.0:9464``;

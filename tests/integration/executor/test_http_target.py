@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -20,6 +20,7 @@ from sundial.executor.runner import Runner
 from sundial.executor.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCaller
 from sundial.run import ErrorClass, HttpTarget, OutcomeStatus
 from tests.helpers.eventually import assert_eventually
+from tests.helpers.metrics import points
 from tests.helpers.target_server import RecordingTarget
 from tests.integration.executor.conftest import EXECUTION_ID, LEASE_ID, make_lease
 
@@ -173,18 +174,6 @@ def _called(target: RecordingTarget) -> None:
     assert target.calls, "no call yet"
 
 
-def _histogram_points(reader: InMemoryMetricReader, name: str) -> list[HistogramDataPoint]:
-    data = reader.get_metrics_data()
-    return [
-        point
-        for resource in (data.resource_metrics if data else [])
-        for scope in resource.scope_metrics
-        for metric in scope.metrics
-        if metric.name == name
-        for point in metric.data.data_points  # type: ignore[union-attr]
-    ]
-
-
 async def test_first_attempts_record_their_start_lateness(target: RecordingTarget) -> None:
     reader = InMemoryMetricReader()
     meter = MeterProvider(metric_readers=[reader]).get_meter("test")
@@ -199,7 +188,7 @@ async def test_first_attempts_record_their_start_lateness(target: RecordingTarge
     finally:
         await http.aclose()
         await grpc_caller.aclose()
-    [point] = _histogram_points(reader, RUN_START_LATENESS)
+    [point] = points(reader, RUN_START_LATENESS)
     assert point.count == 1
     assert 90 <= point.sum < 120
 

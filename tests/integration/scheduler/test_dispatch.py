@@ -9,12 +9,11 @@ from typing import Any
 
 import asyncpg
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from sundial.core.bus import Bus
 from sundial.core.clock import ManualClock
-from sundial.core.telemetry import DISPATCH_LATENESS
+from sundial.core.telemetry import DISPATCH_LAG, DISPATCH_LATENESS, OCCURRENCES_SKIPPED
 from sundial.devstack import Stack
 from sundial.run import (
     JobPolicies,
@@ -30,6 +29,7 @@ from sundial.scheduler.planning import DefinitionCache
 from sundial.scheduler.publisher import RunPublisher
 from sundial.scheduler.store import SchedulerStore, queries
 from sundial.scheduler.sweeper import Sweeper
+from tests.helpers.metrics import meter_and_reader, points
 from tests.integration.scheduler.conftest import scheduler_config
 from tests.integration.scheduler.support import insert_jobs, runs_of, set_schedule
 
@@ -317,32 +317,31 @@ async def test_claim_reads_only_the_partitions_it_takes_from(pool: asyncpg.Pool)
     assert 500 <= read <= 2_000, f"the claim read {read} job rows for a batch of 500"
 
 
+def measured_dispatcher(
+    pool: asyncpg.Pool,
+    bus: Bus,
+    stack: Stack,
+    database_url: str,
+    clock: ManualClock,
+    **settings: Any,
+) -> tuple[Dispatcher, InMemoryMetricReader]:
+    """A dispatcher of every partition whose instruments ``reader`` collects."""
+    meter, reader = meter_and_reader()
+    config = scheduler_config(database_url, stack, **settings)
+    publisher = RunPublisher(bus.jetstream, "test")
+    return Dispatcher(
+        SchedulerStore(pool), publisher, lambda: ALL, config, clock, meter=meter
+    ), reader
+
+
 async def test_dispatch_records_each_runs_lateness(
     pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
 ) -> None:
-    reader = InMemoryMetricReader()
-    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
-    config = scheduler_config(migrated_database_url, stack)
-    dispatcher = Dispatcher(
-        SchedulerStore(pool),
-        RunPublisher(bus.jetstream, "test"),
-        lambda: ALL,
-        config,
-        clock,
-        meter=meter,
-    )
+    dispatcher, reader = measured_dispatcher(pool, bus, stack, migrated_database_url, clock)
     await insert_jobs(pool, HOURLY, first_due=T0, count=3)
     clock.advance(30)  # found 30 s after the due time, within the misfire threshold
     assert (await dispatcher.dispatch_once()).inserted == 3
-    data = reader.get_metrics_data()
-    [point] = [
-        p
-        for r in data.resource_metrics
-        for s in r.scope_metrics
-        for m in s.metrics
-        if m.name == DISPATCH_LATENESS
-        for p in m.data.data_points  # type: ignore[union-attr]
-    ]
+    [point] = points(reader, DISPATCH_LATENESS)
     assert point.count == 3
     assert point.sum == pytest.approx(90.0)
 
@@ -424,3 +423,29 @@ async def test_a_changed_definition_is_planned_with_its_new_document(
     next_of = "SELECT next_run_at FROM jobs WHERE job_id = $1"
     assert await pool.fetchval(next_of, job) == T0 + timedelta(hours=1, minutes=1)
     assert await pool.fetchval(next_of, other) == T0 + timedelta(hours=2)
+
+
+async def test_dispatch_lag_is_the_age_of_the_oldest_due_job_left_and_skips_are_counted(
+    pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
+) -> None:
+    dispatcher, reader = measured_dispatcher(
+        pool, bus, stack, migrated_database_url, clock, batch_size=2, poll_interval_s=60.0
+    )
+    skip = JobPolicies(misfire=MisfirePolicy.SKIP, overlap=OverlapPolicy.ALLOW_ALL)
+    # Three hourly jobs due since 12:00 that missed their 12:00, 13:00 and 14:00 (SKIP:
+    # none runs), and one due a second ago: a batch of two leaves others due.
+    await insert_jobs(pool, HOURLY, first_due=T0, count=3, policies=skip)
+    await insert_jobs(pool, HOURLY, first_due=T0 + timedelta(hours=2, seconds=599))
+    clock.advance(2 * 3600 + 600)
+    assert await dispatcher.pass_once() == 0.0  # a full batch: more is due
+    # At least one of the two claimed is a 12:00 job (three of the four are).
+    [lag] = points(reader, DISPATCH_LAG)
+    assert lag.value == pytest.approx(2 * 3600 + 600)
+    passes = 1
+    while await dispatcher.pass_once() == 0.0:
+        passes += 1
+        assert passes < 5
+    [lag] = points(reader, DISPATCH_LAG)
+    assert lag.value == 0.0  # nothing due any more (the next is 15:00)
+    [skipped] = points(reader, OCCURRENCES_SKIPPED)
+    assert (dict(skipped.attributes or {}), skipped.value) == ({"reason": "misfire"}, 9)

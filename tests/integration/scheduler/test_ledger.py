@@ -34,6 +34,7 @@ from sundial.scheduler.sweeper import Sweeper
 from sundial.v1 import events_pb2, ledger_pb2, ledger_pb2_grpc, run_pb2
 from tests.helpers.bearer import bearer_interceptors
 from tests.helpers.eventually import assert_eventually
+from tests.helpers.metrics import counts
 from tests.integration.scheduler.conftest import scheduler_config
 from tests.integration.scheduler.support import (
     add_tenant,
@@ -471,7 +472,7 @@ async def test_expired_lease_on_the_last_attempt_is_not_granted_again(
     )
     await sweeper.sweep_once()
     assert await pool.fetchval("SELECT status FROM job_runs") == "dead"
-    assert _counts(reader, LEASES_EXPIRED) == {(("outcome", "dead"),): 1}
+    assert counts(reader, LEASES_EXPIRED) == {(("outcome", "dead"),): 1}
 
 
 async def test_a_retried_lease_call_of_the_same_executor_gets_the_same_grant_again(
@@ -514,20 +515,6 @@ async def test_a_regrant_does_not_count_against_the_tenant_cap_twice(
     assert capped.rejection.reason == ledger_pb2.REJECT_REASON_TENANT_AT_CAPACITY
 
 
-def _counts(reader: InMemoryMetricReader, name: str) -> dict[tuple[tuple[str, object], ...], int]:
-    """A counter's values by their (sorted) attributes."""
-    data = reader.get_metrics_data()
-    assert data is not None
-    return {
-        tuple(sorted((point.attributes or {}).items())): int(point.value)  # type: ignore[union-attr]
-        for resource in data.resource_metrics
-        for scope in resource.scope_metrics
-        for metric in scope.metrics
-        if metric.name == name
-        for point in metric.data.data_points
-    }
-
-
 async def test_outcomes_are_counted_by_next_status_and_error_class_and_fences_by_reason(
     pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
 ) -> None:
@@ -559,8 +546,8 @@ async def test_outcomes_are_counted_by_next_status_and_error_class_and_fences_by
         assert (await complete(ledger, ref(job, T0), second.grant.attempt)).accepted
         retried = await complete(ledger, ref(job, T0), second.grant.attempt)
         assert not retried.accepted
-    assert _counts(reader, RUNS_COMPLETED) == {
+    assert counts(reader, RUNS_COMPLETED) == {
         (("error_class", "retryable"), ("outcome", "retrying")): 1,
         (("outcome", "succeeded"),): 1,
     }
-    assert _counts(reader, RUNS_FENCED) == {(("reason", "not_running"),): 1}
+    assert counts(reader, RUNS_FENCED) == {(("reason", "not_running"),): 1}

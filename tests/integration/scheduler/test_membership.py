@@ -10,12 +10,17 @@ from collections.abc import AsyncIterator, Callable
 
 import aetcd
 import pytest
+from opentelemetry import metrics
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from sundial.core.coord import connect_etcd
 from sundial.core.partition import PARTITION_COUNT
+from sundial.core.telemetry import PARTITION_CHANGES
 from sundial.devstack import Stack
 from sundial.scheduler.membership import Membership, assignment
 from tests.helpers.eventually import assert_eventually
+from tests.helpers.metrics import counts
 from tests.integration.scheduler.conftest import scheduler_config
 
 
@@ -27,12 +32,17 @@ class Running:
         self.cluster = cluster
         self.members: dict[str, tuple[Membership, asyncio.Task[None], aetcd.Client]] = {}
 
-    async def add(self, node: str, monotonic: Callable[[], float] = time.monotonic) -> Membership:
+    async def add(
+        self,
+        node: str,
+        monotonic: Callable[[], float] = time.monotonic,
+        meter: metrics.Meter | None = None,
+    ) -> Membership:
         config = scheduler_config(
             "postgresql://unused/x", self.stack, cluster=self.cluster, node_id=node
         )
         client = await connect_etcd(config)
-        member = Membership(client, config, monotonic)
+        member = Membership(client, config, monotonic, meter=meter)
         ready = asyncio.Event()
         task = asyncio.create_task(member.run(ready.set))
         async with asyncio.timeout(10):
@@ -97,6 +107,40 @@ async def test_graceful_leave_hands_partitions_over(cluster: Running) -> None:
         assert before[member.node_id] <= member.owned()
     joined = await cluster.add("node-3")
     await assert_eventually(lambda: check_disjoint_cover([*rest, joined]), timeout_s=10)
+
+
+def changes(reader: InMemoryMetricReader) -> dict[str, int]:
+    """``sundial.partitions.changes`` so far, by ``change``."""
+    return {dict(key)["change"]: value for key, value in counts(reader, PARTITION_CHANGES).items()}
+
+
+async def test_partitions_taken_and_given_up_are_counted(cluster: Running) -> None:
+    readers = {node: InMemoryMetricReader() for node in ("node-0", "node-1")}
+
+    async def add(node: str) -> Membership:
+        meter = MeterProvider(metric_readers=[readers[node]]).get_meter("test")
+        return await cluster.add(node, meter=meter)
+
+    first = await add("node-0")
+    assert changes(readers["node-0"]) == {"acquired": PARTITION_COUNT}
+    second = await add("node-1")
+    share = len(assignment(["node-0", "node-1"], "node-1"))
+    assert 0 < share < PARTITION_COUNT
+
+    def handed_over() -> None:
+        check_disjoint_cover([first, second])
+        assert len(second.owned()) == share
+
+    await assert_eventually(handed_over, timeout_s=15)
+    assert changes(readers["node-0"]) == {"acquired": PARTITION_COUNT, "released": share}
+    assert changes(readers["node-1"]) == {"acquired": share}
+    await cluster.remove("node-1")
+    assert changes(readers["node-1"]) == {"acquired": share, "released": share}
+    await assert_eventually(lambda: check_disjoint_cover([first]), timeout_s=10)
+    assert changes(readers["node-0"]) == {
+        "acquired": PARTITION_COUNT + share,
+        "released": share,
+    }
 
 
 async def test_ownership_ends_when_the_lease_may_have_expired(cluster: Running) -> None:

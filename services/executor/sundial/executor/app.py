@@ -94,7 +94,13 @@ async def build(config: ExecutorConfig, *, clock: Clock | None = None) -> Servic
         breaker = CircuitBreaker(
             failures=config.breaker_failures, open_s=config.breaker_open_s, clock=clock
         )
-        runner = Runner(http, grpc_caller, breaker, clock=clock)
+        runner = Runner(
+            http,
+            grpc_caller,
+            breaker,
+            clock=clock,
+            tenant_attribute=config.metrics_tenant_attribute,
+        )
         completer = Completer(config, ledger, clock=clock)
         inflight = InFlight(config, runner, completer.submit, clock=clock)
         heartbeat = Heartbeat(config, ledger, inflight, clock=clock)

@@ -56,9 +56,11 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import BadRequestError, NotFoundError
+from opentelemetry import metrics
 
 from sundial.core.bus import RUNS_STREAM, RUNS_SUBJECT_PREFIX
 from sundial.core.clock import Clock, SystemClock
+from sundial.core.telemetry import CONSUMER_ACK_PENDING, CONSUMER_PENDING
 from sundial.executor.config import ExecutorConfig
 from sundial.executor.convert import decode_dispatch
 from sundial.executor.inflight import InFlight, Submit
@@ -130,6 +132,7 @@ class Consumer:
         submit: Reports a grant that cannot be acted on (the completer's ``submit``).
         clock: Times the in-progress pings and the fetch backoff.
         consumer_check_s: Seconds between checks that the durable consumer exists.
+        meter: Where the consumer's pending and ack-pending gauges go (default: global).
     """
 
     name = "consumer"
@@ -144,6 +147,7 @@ class Consumer:
         submit: Submit | None = None,
         clock: Clock | None = None,
         consumer_check_s: float = CONSUMER_CHECK_S,
+        meter: metrics.Meter | None = None,
     ) -> None:
         self._js = jetstream
         self._consumer_check_s = consumer_check_s
@@ -164,6 +168,31 @@ class Consumer:
         self.rebound = 0
         """Times the durable consumer was found gone and created again (for tests)."""
         self._background: set[asyncio.Future[object]] = set()
+        # The durable consumer's backlog as of the last check (None: not read yet).
+        self._pending: tuple[int, int] | None = None
+        meter = meter or metrics.get_meter("sundial.executor")
+        meter.create_observable_gauge(
+            CONSUMER_PENDING,
+            callbacks=[self._observe_pending(0)],
+            unit="{message}",
+            description="Messages of the shared consumer not delivered yet",
+        )
+        meter.create_observable_gauge(
+            CONSUMER_ACK_PENDING,
+            callbacks=[self._observe_pending(1)],
+            unit="{message}",
+            description="Messages delivered to executors, not acknowledged",
+        )
+
+    def _observe_pending(
+        self, index: int
+    ) -> Callable[[metrics.CallbackOptions], list[metrics.Observation]]:
+        def observe(_options: metrics.CallbackOptions) -> list[metrics.Observation]:
+            if self._pending is None:
+                return []
+            return [metrics.Observation(self._pending[index])]
+
+        return observe
 
     async def _subscribe(self) -> JetStreamContext.PullSubscription:
         config = ConsumerConfig(
@@ -225,7 +254,7 @@ class Consumer:
             subscription = await self._subscribe()
             started()
             fetch_failures = 0
-            checked_at = time.monotonic()
+            checked_at = float("-inf")  # check (and read the backlog) at once
             while not self._stopping.is_set():
                 if time.monotonic() - checked_at >= self._consumer_check_s:
                     checked_at = time.monotonic()
@@ -290,7 +319,8 @@ class Consumer:
         JetStream unavailable); else a new one once the stream is back and the consumer
         created again. None when stopped while waiting for the stream."""
         try:
-            await self._js.consumer_info(RUNS_STREAM, self._durable)
+            info = await self._js.consumer_info(RUNS_STREAM, self._durable)
+            self._pending = (info.num_pending or 0, info.num_ack_pending or 0)
             return subscription
         except NotFoundError:
             pass

@@ -87,6 +87,8 @@ class Runner:
         clock: Stamps the outcomes and measures the lateness.
         tracer: Traces each attempt (the global tracer if None, and no span at all
             while no tracer provider is configured).
+        tenant_attribute: Give both histograms a ``tenant`` attribute
+            (``SUNDIAL_METRICS_TENANT_ATTRIBUTE``).
     """
 
     def __init__(
@@ -98,8 +100,10 @@ class Runner:
         *,
         clock: Clock | None = None,
         tracer: trace.Tracer | None = None,
+        tenant_attribute: bool = False,
     ) -> None:
         self._http = http
+        self._tenant_attribute = tenant_attribute
         self._tracer = tracer
         self._grpc = grpc_caller
         self._breaker = breaker
@@ -139,7 +143,8 @@ class Runner:
         if lease.attempt == 1 and lease.kind is not RunKind.BACKFILL:
             # Backfills are in the past by design; retries measure the backoff, not us.
             self._start_lateness.record(
-                max(0.0, (started - lease.run.scheduled_at).total_seconds())
+                max(0.0, (started - lease.run.scheduled_at).total_seconds()),
+                {"tenant": lease.tenant_id} if self._tenant_attribute else None,
             )
         with self._span(lease):
             try:
@@ -155,9 +160,10 @@ class Runner:
             except BaseException:  # cancelled (or a bug): the target gave no answer
                 self._breaker.release(key)
                 raise
-        self._target_duration.record(
-            self._clock.monotonic() - called_at, {"outcome": outcome.status.value}
-        )
+        attributes = {"outcome": outcome.status.value}
+        if self._tenant_attribute:
+            attributes["tenant"] = lease.tenant_id
+        self._target_duration.record(self._clock.monotonic() - called_at, attributes)
         # A final failure (a 4xx) is an answer: the target is up.
         self._breaker.record(key, failed=outcome.status.retryable)
         return outcome

@@ -26,7 +26,12 @@ from opentelemetry import metrics
 
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.loop import PassLoop
-from sundial.core.telemetry import DISPATCH_LATENESS, lateness_histogram
+from sundial.core.telemetry import (
+    DISPATCH_LAG,
+    DISPATCH_LATENESS,
+    OCCURRENCES_SKIPPED,
+    lateness_histogram,
+)
 from sundial.scheduler.config import SchedulerConfig
 from sundial.scheduler.model import DispatchOutcome, PublishBatch
 from sundial.scheduler.planning import (
@@ -58,7 +63,8 @@ class Dispatcher(PassLoop):
         config: ``batch_size``, ``poll_interval_s``, ``publish_confirm_s``,
             ``unleased_republish_s``.
         clock: The source of "now".
-        meter: Where the ``sundial.dispatch.lateness`` histogram goes (default: global).
+        meter: Where the dispatch instruments go (default: global): the lateness
+            histogram, the lag gauge and the skipped-occurrences counter.
     """
 
     name = "dispatcher"
@@ -82,10 +88,21 @@ class Dispatcher(PassLoop):
         self._clock = clock or SystemClock()
         self._cache = DefinitionCache()
         self._documents = DocumentCache()
+        meter = meter or metrics.get_meter("sundial.scheduler")
         self._lateness = lateness_histogram(
-            meter or metrics.get_meter("sundial.scheduler"),
-            DISPATCH_LATENESS,
-            "Due time to the dispatch that created the run, per run",
+            meter, DISPATCH_LATENESS, "Due time to the dispatch that created the run, per run"
+        )
+        self._skipped = meter.create_counter(
+            OCCURRENCES_SKIPPED,
+            unit="{occurrence}",
+            description="Occurrences that got no run started, by reason (misfire, overlap)",
+        )
+        self._lag_s = 0.0
+        meter.create_observable_gauge(
+            DISPATCH_LAG,
+            callbacks=[lambda _options: [metrics.Observation(self._lag_s)]],
+            unit="s",
+            description="Age of the oldest due job not claimed yet, as of the last pass",
         )
         self._start = 0
         self._in_flight: set[asyncio.Task[None]] = set()
@@ -114,14 +131,19 @@ class Dispatcher(PassLoop):
         ``poll_interval_s`` (a job created or resumed meanwhile is seen by then)."""
         outcome = await self.dispatch_once(wait_for_publish=False)
         if outcome.claimed >= self._config.batch_size:
+            # More is due: the oldest job this batch claimed is about as old as the
+            # oldest left (the claim takes each partition's oldest first).
+            self._lag_s = outcome.oldest_due_age_s
             return 0.0
         poll_s = self._config.poll_interval_s
         due = await self._store.next_due_at(sorted(self._owned()))
+        now = self._clock.now()
+        self._lag_s = max(0.0, (now - due).total_seconds()) if due is not None else 0.0
         if due is None:
             return poll_s
         # Due already yet not claimed: another worker holds it (SKIP LOCKED), or the
         # database clock is a hair behind ours; look again very soon, without spinning.
-        return min(poll_s, max(MIN_WAIT_S, (due - self._clock.now()).total_seconds()))
+        return min(poll_s, max(MIN_WAIT_S, (due - now).total_seconds()))
 
     async def dispatch_once(self, *, wait_for_publish: bool = True) -> DispatchOutcome:
         """Run one dispatch transaction and publish its batches.
@@ -145,6 +167,9 @@ class Dispatcher(PassLoop):
             if not claimed:
                 return outcome
             outcome.claimed = len(claimed)
+            outcome.oldest_due_age_s = max(
+                0.0, (now - min(j.next_run_at for j in claimed)).total_seconds()
+            )
             live = await tx.count_live_runs([j.job_id for j in claimed if needs_live_counts(j)])
             if live:
                 claimed = [with_live_counts(j, live.get(j.job_id)) for j in claimed]
@@ -161,6 +186,12 @@ class Dispatcher(PassLoop):
         # Recorded after the commit: a rolled-back batch is retried and counted then.
         for lateness_ms in outcome.lateness_ms:
             self._lateness.record(lateness_ms / 1000)
+        missed = sum(a.missed for a in plan.advances)
+        overlapped = sum(a.skipped for a in plan.advances)
+        if missed:
+            self._skipped.add(missed, {"reason": "misfire"})
+        if overlapped:
+            self._skipped.add(overlapped, {"reason": "overlap"})
         if outcome.batches:
             await self._slots.acquire()
             task = asyncio.create_task(self._publish(outcome.batches))

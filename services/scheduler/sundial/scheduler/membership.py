@@ -30,7 +30,7 @@ import grpc
 from opentelemetry import metrics
 
 from sundial.core.partition import PARTITION_COUNT
-from sundial.core.telemetry import PARTITIONS_OWNED
+from sundial.core.telemetry import PARTITION_CHANGES, PARTITIONS_OWNED
 from sundial.scheduler.config import SchedulerConfig
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,8 @@ class Membership:
         etcd: A connected client.
         config: ``cluster``, ``node_id``, ``lease_ttl_s``, ``membership_poll_s``.
         monotonic: The monotonic clock (tests may pass their own).
-        meter: Where the ``sundial.partitions.owned`` gauge goes (default: global).
+        meter: Where the ``sundial.partitions.owned`` gauge and the
+            ``sundial.partitions.changes`` counter go (default: global).
     """
 
     name = "membership"
@@ -89,7 +90,13 @@ class Membership:
         self._stopping = asyncio.Event()
         self._rejoin = asyncio.Event()
         self._stale_lease: aetcd.leases.Lease | None = None
-        (meter or metrics.get_meter("sundial.scheduler")).create_observable_gauge(
+        meter = meter or metrics.get_meter("sundial.scheduler")
+        self._changes = meter.create_counter(
+            PARTITION_CHANGES,
+            unit="{partition}",
+            description="Partitions taken (acquired) or given up (released, lost)",
+        )
+        meter.create_observable_gauge(
             PARTITIONS_OWNED,
             callbacks=[lambda _options: [metrics.Observation(len(self.owned()))]],
             unit="{partition}",
@@ -103,6 +110,15 @@ class Membership:
         if self._lease is None or self._monotonic() >= self._valid_until:
             return frozenset()
         return self._owned
+
+    def _set_owned(self, owned: frozenset[int], *, lost: bool = False) -> None:
+        """Own ``owned`` from now on, counting the partitions taken and given up."""
+        taken, given_up = len(owned - self._owned), len(self._owned - owned)
+        self._owned = owned
+        if taken:
+            self._changes.add(taken, {"change": "acquired"})
+        if given_up:
+            self._changes.add(given_up, {"change": "lost" if lost else "released"})
 
     def member_key(self, node_id: str | None = None) -> bytes:
         return f"{self._members_prefix}{node_id or self.node_id}".encode()
@@ -167,7 +183,8 @@ class Membership:
         )
 
     async def _leave(self) -> None:
-        owned, self._owned = self._owned, frozenset()
+        owned = self._owned
+        self._set_owned(frozenset())
         lease, self._lease = self._lease, None
         if lease is None:
             return
@@ -190,7 +207,7 @@ class Membership:
                 len(self._owned),
                 extra={"action": "membership.lost", "node_id": self.node_id},
             )
-        self._owned = frozenset()
+        self._set_owned(frozenset(), lost=True)
         if self._lease is not None:
             self._stale_lease = self._lease
         self._lease = None
@@ -292,7 +309,7 @@ class Membership:
         to_release = mine - assigned
         if to_release:
             # Stop dispatching them before anyone else can take them.
-            self._owned = frozenset(mine - to_release)
+            self._set_owned(frozenset(mine - to_release))
             for partition in sorted(to_release):
                 tx = self._etcd.transactions
                 await self._etcd.transaction(
@@ -316,7 +333,7 @@ class Membership:
         taken = await asyncio.gather(*(take(p) for p in free))
         mine |= {p for p in taken if p is not None}
         if self._lease is lease:
-            self._owned = frozenset(mine)
+            self._set_owned(frozenset(mine))
             if self._owned != before:
                 log.info(
                     "owning %d partitions (%d members)",

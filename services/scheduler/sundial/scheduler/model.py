@@ -104,6 +104,8 @@ class DispatchOutcome:
     """What a dispatch transaction did."""
 
     claimed: int = 0
+    oldest_due_age_s: float = 0.0
+    """How long the oldest claimed job had been due (0: none claimed)."""
     inserted: int = 0
     batches: list[PublishBatch] = field(default_factory=list)
     lateness_ms: list[int] = field(default_factory=list)

@@ -360,10 +360,11 @@ SELECT r.job_id, r.scheduled_at, r.tenant_id, r.partition_id, r.kind, r.status,
 
 -- name: lock_runs_for_completion
 -- CompleteRuns' lock: the requested runs with what fencing and the retry decision need,
--- locked in key order, and nothing else (no tenant, secrets, target or payload: the
--- hottest ledger call stays one index probe per run plus its definition's policies).
-SELECT r.job_id, r.scheduled_at, r.status, r.attempt, r.attempt_base, r.cancel_requested,
-       r.executor_id, r.lease_id, d.policies::text AS policies
+-- locked in key order, and nothing else (no secrets, target or payload: the hottest
+-- ledger call stays one index probe per run plus its definition's policies; tenant_id is
+-- in the run's own row, for the opt-in tenant attribute of the outcome counter).
+SELECT r.job_id, r.scheduled_at, r.tenant_id, r.status, r.attempt, r.attempt_base,
+       r.cancel_requested, r.executor_id, r.lease_id, d.policies::text AS policies
   FROM job_runs r
   JOIN (SELECT DISTINCT job_id, scheduled_at
           FROM unnest($1::uuid[], $2::timestamptz[]) AS x(job_id, scheduled_at)) AS q

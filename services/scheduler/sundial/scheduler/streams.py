@@ -28,10 +28,12 @@ from nats.errors import Error as NatsError
 from nats.errors import NoRespondersError
 from nats.js import JetStreamContext
 from nats.js.errors import NoStreamResponseError, NotFoundError, ServiceUnavailableError
+from opentelemetry import metrics
 
 from sundial.core.bus import RUNS_STREAM, stream_configs
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.loop import PassLoop
+from sundial.core.telemetry import STREAM_MESSAGES
 from sundial.scheduler.store import TRANSIENT_ERRORS, SchedulerStore
 
 __all__ = ["StreamKeeper", "stream_missing"]
@@ -58,6 +60,7 @@ class StreamKeeper(PassLoop):
         check_interval_s: Seconds between checks.
         replicas: The streams' replica count when it creates them.
         clock: The source of "now" for the republish.
+        meter: Where the ``sundial.stream.messages`` gauge goes (default: global).
     """
 
     name = "streams"
@@ -76,6 +79,7 @@ class StreamKeeper(PassLoop):
         check_interval_s: float = 5.0,
         replicas: int = 1,
         clock: Clock | None = None,
+        meter: metrics.Meter | None = None,
     ) -> None:
         super().__init__()
         self._js = jetstream
@@ -90,6 +94,18 @@ class StreamKeeper(PassLoop):
         self._republish_owed = False
         self.recreated = 0
         """Streams this keeper created (for tests)."""
+        self._messages: dict[str, int] = {}  # by stream, as of the last check
+        (meter or metrics.get_meter("sundial.scheduler")).create_observable_gauge(
+            STREAM_MESSAGES,
+            callbacks=[
+                lambda _options: [
+                    metrics.Observation(count, {"stream": name})
+                    for name, count in self._messages.items()
+                ]
+            ],
+            unit="{message}",
+            description="Messages in each stream (SUNDIAL_RUNS: not yet acknowledged)",
+        )
 
     @property
     def error_wait_s(self) -> float:
@@ -140,6 +156,7 @@ class StreamKeeper(PassLoop):
                         name,
                         extra={"action": "bus.stream_recreated", "stream": name},
                     )
+                self._messages[name] = info.state.messages
                 if name == RUNS_STREAM:
                     seen, self._runs_created = self._runs_created, info.created
                     if created or (seen is not None and seen != info.created):

@@ -41,6 +41,7 @@ from sundial.run import (
     Outcome,
     OutcomeStatus,
     Rejection,
+    RunState,
     RunStatus,
     Transition,
     decide_completions,
@@ -366,7 +367,7 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
                 dead_letter_at=dead_letter_at,
             )
             await tx.write_outcomes([a for a in answers if isinstance(a, Transition)], now)
-        self._count(answers)
+        self._count(answers, [states.get(c.ref) for c in completions])
         results = [
             completion_result(message.run, answer)
             for message, answer in zip(request.outcomes, answers, strict=True)
@@ -375,13 +376,16 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
         await send_dead_letters(self._store, self._js, dead, now)
         return ledger_pb2.CompleteRunsResponse(results=results)
 
-    def _count(self, answers: list[Transition | Fenced]) -> None:
-        """Count the committed outcomes (no tenant or job attribute: few series)."""
-        for answer in answers:
+    def _count(self, answers: list[Transition | Fenced], states: list[RunState | None]) -> None:
+        """Count the committed outcomes (no job attribute, and a tenant attribute only
+        where the operator asked for one: few series)."""
+        by_tenant = self._config.metrics_tenant_attribute
+        for answer, state in zip(answers, states, strict=True):
+            attributes = {} if state is None or not by_tenant else {"tenant": state.tenant_id}
             if isinstance(answer, Fenced):
-                self._fenced.add(1, {"reason": answer.reason.value})
+                self._fenced.add(1, {**attributes, "reason": answer.reason.value})
                 continue
-            attributes = {"outcome": answer.status.value}
+            attributes["outcome"] = answer.status.value
             if answer.error_class is not None:
                 attributes["error_class"] = answer.error_class.value
             self._completed.add(1, attributes)
