@@ -3,12 +3,16 @@
 - :class:`ErrorInterceptor` turns a raised :class:`~sundial.core.errors.SundialError`
   into its status code and message, anything else into ``INTERNAL`` with a generic
   message and a logged traceback, and gives each RPC a request id. Servicers therefore
-  never map statuses themselves: they raise.
+  never map statuses themselves: they raise. Every error also carries a
+  ``google.rpc.Status`` (grpcio-status, the ``grpc-status-details-bin`` trailer) with
+  ErrorInfo, RequestInfo, and BadRequest, RetryInfo or PreconditionFailure where the
+  error has them (:func:`status_of`).
 - :func:`build_server` returns a :class:`Server` that always serves
   ``grpc.health.v1.Health`` (NOT_SERVING until the app says otherwise) and server
-  reflection, and that is a lifecycle component (:mod:`sundial.core.lifecycle`). It
-  serves TLS (mTLS with a client CA) when the config names a certificate, picking up
-  replaced certificate files without a restart (:mod:`sundial.core.tls`).
+  reflection (``grpc.reflection.v1`` and ``v1alpha``), and that is a lifecycle
+  component (:mod:`sundial.core.lifecycle`). It serves TLS (mTLS with a client CA)
+  when the config names a certificate, picking up replaced certificate files without a
+  restart (:mod:`sundial.core.tls`).
 
 This module is ``sundial.core.grpc``; it imports the real ``grpc`` package with an
 absolute import, which is the only kind this code base uses, so the names never clash.
@@ -17,6 +21,7 @@ absolute import, which is the only kind this code base uses, so the names never 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import functools
 import inspect
 import logging
@@ -26,8 +31,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from typing import TYPE_CHECKING, Any
 
 import grpc
+from google.protobuf import any_pb2, duration_pb2
+from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2
+from grpc_reflection.v1alpha._async import ReflectionServicer
+from grpc_status import rpc_status
 
 from sundial.core.config import ServerConfig
 from sundial.core.errors import InvalidArgument, SundialError, Unavailable
@@ -35,10 +44,12 @@ from sundial.core.logging import request_id_var
 from sundial.core.tls import ServerCertificates
 
 __all__ = [
+    "ERROR_DOMAIN",
     "REQUEST_ID_METADATA_KEY",
     "ErrorInterceptor",
     "Server",
     "build_server",
+    "status_of",
 ]
 
 log = logging.getLogger(__name__)
@@ -55,6 +66,13 @@ KEEPALIVE_SERVER_OPTIONS: tuple[tuple[str, int], ...] = (
 
 REQUEST_ID_METADATA_KEY = "x-request-id"
 """Metadata key a caller may set to choose the request id (echoed on errors)."""
+
+ERROR_DOMAIN = "sundial"
+"""ErrorInfo's domain: the namespace of Sundial's reasons."""
+
+REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
+"""The reflection service's stable name. grpcio-reflection serves only ``v1alpha``,
+whose messages are the same on the wire, so its servicer answers both."""
 
 # A caller-chosen id goes into every log line: accept only short, plain tokens.
 _REQUEST_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -83,6 +101,53 @@ def _request_id(metadata: Iterable[tuple[str, str | bytes]] | None) -> str:
     return str(uuid.uuid4())
 
 
+def _pack(message: Any) -> any_pb2.Any:
+    packed = any_pb2.Any()
+    packed.Pack(message)
+    return packed
+
+
+def status_of(error: SundialError, request_id: str) -> status_pb2.Status:
+    """The ``google.rpc.Status`` an error is sent with: its code and message, ErrorInfo
+    (reason, domain, metadata) and RequestInfo always, then BadRequest (the field of an
+    INVALID_ARGUMENT), RetryInfo (where retrying helps) and PreconditionFailure where
+    the error has them."""
+    details = [
+        error_details_pb2.ErrorInfo(
+            reason=error.reason, domain=ERROR_DOMAIN, metadata=error.metadata
+        ),
+        error_details_pb2.RequestInfo(request_id=request_id),
+    ]
+    if isinstance(error, InvalidArgument):
+        details.append(
+            error_details_pb2.BadRequest(
+                field_violations=[
+                    error_details_pb2.BadRequest.FieldViolation(
+                        field=error.field, description=error.problem, reason=error.reason
+                    )
+                ]
+            )
+        )
+    if error.retry_delay_s is not None:
+        delay = duration_pb2.Duration()
+        delay.FromTimedelta(datetime.timedelta(seconds=error.retry_delay_s))
+        details.append(error_details_pb2.RetryInfo(retry_delay=delay))
+    if error.preconditions:
+        details.append(
+            error_details_pb2.PreconditionFailure(
+                violations=[
+                    error_details_pb2.PreconditionFailure.Violation(
+                        type=p.type, subject=p.subject, description=p.description
+                    )
+                    for p in error.preconditions
+                ]
+            )
+        )
+    return status_pb2.Status(
+        code=error.code.value[0], message=error.message, details=[_pack(d) for d in details]
+    )
+
+
 class _Mapper:
     """Turns one RPC's exception into a status; shared by all four handler shapes."""
 
@@ -94,20 +159,19 @@ class _Mapper:
         """Log ``exc`` and abort the RPC with its status (always raises ``AbortError``)."""
         extra = {"action": "rpc", "rpc_method": self.method, "request_id": self.request_id}
         trailing = ((REQUEST_ID_METADATA_KEY, self.request_id),)
-        code: grpc.StatusCode
         if isinstance(exc, SundialError) and exc.code is not grpc.StatusCode.INTERNAL:
             extra["grpc_code"] = exc.code.name
             level = logging.WARNING if exc.code in _SERVER_SIDE_CODES else logging.INFO
             log.log(level, "rpc failed: %s", exc.message, extra=extra)
-            code, details = exc.code, exc.message
+            error = exc
         else:
             # Unexpected errors (and deliberate Internal ones) may carry internals in their
             # text: the caller gets only the id to quote, the log gets the traceback.
             extra["grpc_code"] = grpc.StatusCode.INTERNAL.name
             log.error("unhandled error in %s", self.method, exc_info=exc, extra=extra)
-            code = grpc.StatusCode.INTERNAL
-            details = f"internal error (request id: {self.request_id})"
-        await context.abort(code, details, trailing)
+            error = SundialError(f"internal error (request id: {self.request_id})")
+        status = rpc_status.to_status(status_of(error, self.request_id))
+        await context.abort(status.code, status.details, (*status.trailing_metadata, *trailing))
 
 
 class _Undecodable:
@@ -417,8 +481,10 @@ class Server:
         self._server.add_generic_rpc_handlers((self._late,))
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
-        reflection.enable_server_reflection(
-            [*self._service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], self._server
+        reflected = (*self._service_names, health.SERVICE_NAME, REFLECTION_V1)
+        reflection.enable_server_reflection([*reflected, reflection.SERVICE_NAME], self._server)
+        self._server.add_generic_rpc_handlers(
+            (_reflection_v1([*reflected, reflection.SERVICE_NAME]),)
         )
         host, _, _ = config.listen.rpartition(":")
         self.certificates: ServerCertificates | None = None
@@ -540,6 +606,22 @@ class Server:
             return True
         timed_out = await self._server.wait_for_termination(timeout_s)
         return not timed_out
+
+
+def _reflection_v1(service_names: Sequence[str]) -> grpc.GenericRpcHandler:
+    """``grpc.reflection.v1.ServerReflection`` served by grpcio-reflection's own servicer
+    (the v1alpha messages are v1's, field for field)."""
+    servicer = ReflectionServicer(service_names)
+    return grpc.method_handlers_generic_handler(
+        REFLECTION_V1,
+        {
+            "ServerReflectionInfo": grpc.stream_stream_rpc_method_handler(
+                servicer.ServerReflectionInfo,
+                request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
+                response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString,
+            )
+        },
+    )
 
 
 def build_server(

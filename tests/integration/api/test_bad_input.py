@@ -27,6 +27,8 @@ import pytest
 import pytest_asyncio
 from google.protobuf import duration_pb2, field_mask_pb2, timestamp_pb2
 from google.protobuf.message import Message
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -687,11 +689,22 @@ async def test_bad_input_is_refused_naming_the_field_and_writes_nothing(
 ) -> None:
     spec = CASES[case]
     before = await written(world)
-    code, details = await outcome(spec.call(world))
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await spec.call(world)
+    code, details = refused.value.code(), refused.value.details() or ""
     assert code == spec.code, f"expected {spec.code.name}, got {code.name}: {details}"
     if spec.field is not None:
         assert details.startswith(f"{spec.field}: "), f"{details!r} does not name {spec.field}"
     assert spec.text in details
+    # A program reads the same from the google.rpc.Status details.
+    status = rpc_status.from_call(refused.value)  # type: ignore[arg-type]
+    assert status is not None and status.message == details
+    kinds = {d.TypeName(): d for d in status.details}
+    assert "google.rpc.ErrorInfo" in kinds and "google.rpc.RequestInfo" in kinds
+    if code == INVALID and spec.field:
+        bad_request = error_details_pb2.BadRequest()
+        kinds["google.rpc.BadRequest"].Unpack(bad_request)
+        assert [v.field for v in bad_request.field_violations] == [spec.field]
     assert await written(world) == before
 
 

@@ -9,6 +9,8 @@ from typing import Any
 
 import grpc
 import pytest
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
 
 from sundial.core import errors
 from sundial.core.config import ServerConfig
@@ -24,7 +26,8 @@ ERRORS: dict[str, Callable[[], Exception]] = {
     "NotFound": lambda: errors.NotFound("job 7 not found"),
     "AlreadyExists": lambda: errors.AlreadyExists("a job named nightly already exists"),
     "FailedPrecondition": lambda: errors.FailedPrecondition("run is not dead"),
-    "Aborted": lambda: errors.Aborted("version 3 expected, found 4"),
+    "Aborted": lambda: errors.Aborted("job 7 kept changing; retry"),
+    "VersionMismatch": lambda: errors.version_mismatch("job", 7, current=4, expected=3),
     "ResourceExhausted": lambda: errors.ResourceExhausted("tenant at max_jobs"),
     "Unauthenticated": lambda: errors.Unauthenticated("missing bearer token"),
     "PermissionDenied": lambda: errors.PermissionDenied("admin role required"),
@@ -163,6 +166,84 @@ async def test_sundial_errors_map_to_their_code_and_message(
     assert error.details() == expected.message
     if shape in ("server_stream", "server_stream_write", "bidi_stream"):
         assert received  # messages sent before the error still reach the client
+
+
+def details_of(error: grpc.aio.AioRpcError) -> dict[str, Any]:
+    """The google.rpc.Status details of ``error``, by type name."""
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    assert status is not None, "no grpc-status-details-bin trailer"
+    assert isinstance(status, status_pb2.Status)
+    assert (status.code, status.message) == (error.code().value[0], error.details())
+    found: dict[str, Any] = {}
+    for packed in status.details:
+        for kind in (
+            error_details_pb2.ErrorInfo,
+            error_details_pb2.RequestInfo,
+            error_details_pb2.BadRequest,
+            error_details_pb2.RetryInfo,
+            error_details_pb2.PreconditionFailure,
+        ):
+            if packed.Is(kind.DESCRIPTOR):
+                detail = kind()
+                packed.Unpack(detail)
+                assert kind.__name__ not in found
+                found[kind.__name__] = detail
+    assert len(found) == len(status.details), "a detail of an unexpected type"
+    return found
+
+
+# ErrorInfo.reason by error; which also carry RetryInfo (seconds) or a precondition.
+REASONS = {
+    "InvalidArgument": "INVALID_ARGUMENT",
+    "NotFound": "NOT_FOUND",
+    "AlreadyExists": "ALREADY_EXISTS",
+    "FailedPrecondition": "FAILED_PRECONDITION",
+    "Aborted": "CONCURRENT_CHANGE",
+    "VersionMismatch": "VERSION_MISMATCH",
+    "ResourceExhausted": "QUOTA_EXCEEDED",
+    "Unauthenticated": "UNAUTHENTICATED",
+    "PermissionDenied": "PERMISSION_DENIED",
+    "Unavailable": "UNAVAILABLE",
+    "DeadlineExceeded": "DEADLINE_EXCEEDED",
+}
+RETRY_S = {"Aborted": 0.1, "Unavailable": 1.0}
+
+
+@pytest.mark.parametrize("shape", ["unary", "server_stream", "bidi_stream"])
+@pytest.mark.parametrize("name", DELIBERATE)
+async def test_every_error_carries_google_rpc_status_details(
+    channel: grpc.aio.Channel, shape: str, name: str
+) -> None:
+    _, error = await _call(channel, shape, name.encode(), (("x-request-id", "req-77"),))
+    details = details_of(error)
+    info = details.pop("ErrorInfo")
+    assert (info.reason, info.domain) == (REASONS[name], "sundial")
+    assert details.pop("RequestInfo").request_id == "req-77"
+    if name == "InvalidArgument":
+        [violation] = details.pop("BadRequest").field_violations
+        assert (violation.field, violation.description) == ("schedule.cron", "field 2 (hour): 25")
+        assert dict(info.metadata) == {"field": "schedule.cron"}
+    if name in RETRY_S:
+        delay = details.pop("RetryInfo").retry_delay
+        assert delay.ToTimedelta().total_seconds() == RETRY_S[name]
+    if name == "VersionMismatch":
+        [violation] = details.pop("PreconditionFailure").violations
+        assert (violation.type, violation.subject) == ("VERSION", "jobs/7")
+        assert dict(info.metadata) == {"current_version": "4", "expected_version": "3"}
+        assert error.details() == "job 7 is at version 4, not 3; re-read and retry"
+    assert details == {}, f"unexpected details for {name}: {list(details)}"
+
+
+async def test_an_internal_error_carries_only_its_reason_and_request_id(
+    channel: grpc.aio.Channel,
+) -> None:
+    _, error = await _call(channel, "unary", b"RuntimeError", (("x-request-id", "req-9"),))
+    details = details_of(error)
+    assert details["ErrorInfo"].reason == "INTERNAL"
+    assert dict(details["ErrorInfo"].metadata) == {}
+    assert details["RequestInfo"].request_id == "req-9"
+    assert set(details) == {"ErrorInfo", "RequestInfo"}
+    assert b"secret" not in rpc_status.from_call(error).SerializeToString()  # type: ignore[arg-type, union-attr]
 
 
 @pytest.mark.parametrize("shape", SHAPES)

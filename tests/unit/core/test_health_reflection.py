@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2
 
 from sundial.core.config import ServerConfig
 from sundial.core.grpc import Server, build_server
@@ -85,18 +85,31 @@ async def test_watch_sees_serving_then_not_serving_on_stop(server: Server) -> No
         await asyncio.wait_for(stopping, timeout=10)
 
 
-async def test_reflection_lists_services_health_and_itself(server: Server) -> None:
+@pytest.mark.parametrize("version", ["v1", "v1alpha"])
+async def test_reflection_lists_services_health_and_itself(server: Server, version: str) -> None:
     await server.start()
+    # v1 is v1alpha's messages under another service name (grpcurl and buf curl ask v1
+    # first): one raw call with the v1alpha messages works for both.
+    method = f"/grpc.reflection.{version}.ServerReflection/ServerReflectionInfo"
     async with grpc.aio.insecure_channel(server.address) as chan:
-        stub = reflection_pb2_grpc.ServerReflectionStub(chan)
-        request = reflection_pb2.ServerReflectionRequest(list_services="")
-        responses = [r async for r in stub.ServerReflectionInfo(iter([request]), timeout=5)]
+        call = chan.stream_stream(
+            method,
+            request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+            response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+        )
+        requests = [
+            reflection_pb2.ServerReflectionRequest(list_services=""),
+            reflection_pb2.ServerReflectionRequest(file_containing_symbol="grpc.health.v1.Health"),
+        ]
+        responses = [r async for r in call(iter(requests), timeout=5)]
     listed = {s.name for s in responses[0].list_services_response.service}
     assert listed == {
         *NAMES,
         "grpc.health.v1.Health",
+        "grpc.reflection.v1.ServerReflection",
         "grpc.reflection.v1alpha.ServerReflection",
     }
+    assert responses[1].file_descriptor_response.file_descriptor_proto
 
 
 async def test_stop_is_idempotent_and_safe_before_start() -> None:

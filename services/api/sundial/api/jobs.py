@@ -30,7 +30,7 @@ from sundial.api.runs import with_due
 from sundial.api.store import RequestClaim, RequestRecord, RequestTaken, Store
 from sundial.api.validation import TargetGuard, field_prefix
 from sundial.core.clock import Clock
-from sundial.core.errors import Aborted, InvalidArgument, NotFound
+from sundial.core.errors import Aborted, InvalidArgument, NotFound, version_mismatch
 from sundial.core.partition import partition_of
 from sundial.run import GrpcTarget, HttpTarget
 from sundial.schedule import CompiledSchedule, OnceSpec, Schedule, compile_schedule
@@ -365,9 +365,7 @@ class JobManager:
         version = await self._store.job_version(tenant_id, job_id)
         if version is None:
             return NotFound(f"job {job_id} not found")
-        return Aborted(
-            f"job {job_id} is at version {version}, not {expected_version}; re-read and retry"
-        )
+        return version_mismatch("job", job_id, version, expected_version)
 
     async def update_job(
         self,
@@ -385,10 +383,7 @@ class JobManager:
         for _ in range(_OPTIMISTIC_ATTEMPTS):
             job = await self.get_job(tenant_id, job_id)
             if expected_version and job.version != expected_version:
-                raise Aborted(
-                    f"job {job_id} is at version {job.version}, not {expected_version}; "
-                    "re-read and retry"
-                )
+                raise version_mismatch("job", job_id, job.version, expected_version)
             spec = dataclasses.replace(
                 apply(job), paused=job.spec.paused, pause_note=job.spec.pause_note
             )

@@ -211,7 +211,12 @@ class JobStore:
         usage = one(await conn.fetchrow(queries.quota_usage, tenant_id))
         raise ResourceExhausted(
             f"the tenant's max_jobs quota ({usage['max_jobs']}) would be exceeded: "
-            f"{usage['job_count']} jobs exist, {wanted} more requested"
+            f"{usage['job_count']} jobs exist, {wanted} more requested",
+            metadata={
+                "quota": "max_jobs",
+                "limit": str(usage["max_jobs"]),
+                "usage": str(usage["job_count"]),
+            },
         )
 
     @translate
