@@ -20,6 +20,16 @@ from sundial.core.db import migrate
 from sundial.devstack import Stack
 
 
+@pytest.fixture(autouse=True)
+def _no_cli_profile(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The CLI reads connection profiles from the user's config file: the tests use
+    none (a test that wants one writes its own under ``SUNDIAL_CONFIG``)."""
+    monkeypatch.setenv("SUNDIAL_CONFIG", str(tmp_path_factory.getbasetemp() / "no-config.yaml"))
+    monkeypatch.delenv("SUNDIAL_PROFILE", raising=False)
+
+
 def with_database(url: str, name: str) -> str:
     """``url`` pointing at database ``name`` instead of its own."""
     parts = urlsplit(url)

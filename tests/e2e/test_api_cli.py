@@ -4,12 +4,21 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
+import os
+import pty
+import re
+import struct
+import subprocess
+import sys
+import termios
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from sundial.cli.app import app
@@ -74,7 +83,8 @@ async def test_cli_against_a_real_api(api_process: ServiceProcess) -> None:
                 "X-Team=billing",
                 "--payload",
                 '{"kind": "usage"}',
-                "--json",
+                "-o",
+                "json",
             )
         )["job"]
         job_id = created["job_id"]
@@ -90,7 +100,8 @@ async def test_cli_against_a_real_api(api_process: ServiceProcess) -> None:
         runs = _run(env, "runs", "list", job_id)
         assert "manual" in runs and "queued" in runs and "lateness" in runs
         [run_key] = [
-            r["run_key"] for r in json.loads(_run(env, "runs", "list", job_id, "--json"))["runs"]
+            r["run_key"]
+            for r in json.loads(_run(env, "runs", "list", job_id, "-o", "json"))["runs"]
         ]
         assert run_key.startswith(f"{job_id}@")
         assert "cancelled" in _run(env, "runs", "cancel", run_key, "--reason", "test")
@@ -128,12 +139,56 @@ async def test_cli_against_a_real_api(api_process: ServiceProcess) -> None:
                 "1m30s",
                 "--url",
                 "http://127.0.0.1:8085/t",
-                "--json",
+                "-o",
+                "json",
             )
         )["job"]
         assert interval["schedule"]["interval"]["every"] == "90s"
 
+        # update: only what the options name changes.
+        updated = json.loads(
+            _run(
+                env,
+                *("jobs", "update", job_id, "--cron", "30 8 * * *", "--label", "team=ops"),
+                *("--max-attempts", "3", "--expected-version", str(int(created["version"]) + 2)),
+                *("-o", "json"),
+            )
+        )["job"]
+        assert updated["schedule"]["cron"] == "30 8 * * *"
+        assert updated["schedule"]["time_zone"] == "Europe/Berlin"  # kept
+        assert updated["labels"] == {"team": "ops"}
+        assert updated["policies"]["retry"]["max_attempts"] == 3
+        assert updated["target"]["http"]["headers"] == {"X-Team": "billing"}  # kept
+        stale = CliRunner().invoke(
+            app,
+            ["jobs", "update", job_id, "--description", "x", "--expected-version", "1"],
+            env=env,
+        )
+        assert stale.exit_code == 1 and "ABORTED" in stale.output
+        # backfill: every occurrence of the range, then the kind and time filters.
+        backfilled = _run(
+            env,
+            *("jobs", "backfill", job_id, "--start", "2026-01-05T00:00:00Z"),
+            *("--end", "2026-01-08T00:00:00Z", "-o", "name"),
+        ).split()
+        assert len(backfilled) == 3 and all(k.startswith(f"{job_id}@2026-01-0") for k in backfilled)
+        listed = _run(
+            env,
+            *("runs", "list", job_id, "--kind", "backfill", "--after", "2026-01-06T00:00:00Z"),
+            *("-o", "name"),
+        ).split()
+        assert listed == sorted(backfilled, reverse=True)[:2]
+        paged = _run(env, "runs", "list", job_id, "--kind", "backfill", "--limit", "2")
+        assert "more runs: --page-token" in paged
+        assert yaml.safe_load(_run(env, "jobs", "get", job_id, "-o", "yaml"))["job"]["job_id"] == (
+            job_id
+        )
+
         assert "deleted" in _run(env, "jobs", "delete", job_id)
+        admin = {**env, "SUNDIAL_TOKEN": ADMIN_TOKEN}
+        status = json.loads(_run(admin, "admin", "cluster", "status", "-o", "json"))
+        assert status["partition_count"] == 256
+        assert "dispatch lag" in _run(admin, "admin", "cluster", "status")
         # Errors: one line naming the code and the field, exit status 1.
         bad = CliRunner().invoke(
             app,
@@ -148,5 +203,72 @@ async def test_cli_against_a_real_api(api_process: ServiceProcess) -> None:
             app, ["jobs", "list"], env={"SUNDIAL_API": api_process.address, "SUNDIAL_TOKEN": ""}
         )
         assert no_token.exit_code == 1 and "SUNDIAL_TOKEN" in no_token.output
+
+    await asyncio.to_thread(scenario)
+
+
+def _cli_process(env: dict[str, str], *args: str, columns: int, terminal: bool) -> str:
+    """``sundial *args`` as a real process whose stdout is a terminal ``columns`` wide
+    (a pseudo-terminal) or a pipe; its stdout."""
+    full_env = {**os.environ, **env, "COLUMNS": str(columns), "TERM": "dumb"}
+    command = [sys.executable, "-m", "sundial.cli", *args]
+    if not terminal:
+        done = subprocess.run(
+            command, env=full_env, capture_output=True, text=True, timeout=60, check=True
+        )
+        return done.stdout
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    chunks = []
+    try:
+        with subprocess.Popen(
+            command, env=full_env, stdout=follower, stderr=subprocess.PIPE, close_fds=True
+        ) as process:
+            os.close(follower)
+            while True:
+                try:
+                    chunk = os.read(leader, 65536)
+                except OSError:  # EIO: the process closed the terminal
+                    break
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            _, errors = process.communicate(timeout=60)
+            assert process.returncode == 0, errors
+    finally:
+        os.close(leader)
+    text = b"".join(chunks).decode().replace("\r\n", "\n")
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)  # the bold header
+
+
+async def test_tables_keep_whole_ids_and_times_at_80_columns_and_through_a_pipe(
+    api_process: ServiceProcess,
+) -> None:
+    def scenario() -> None:
+        with grpc.insecure_channel(api_process.address) as channel:
+            token = create_dev_tenant(channel, ADMIN_TOKEN)
+        env = {"SUNDIAL_API": api_process.address, "SUNDIAL_TOKEN": token}
+        created = json.loads(
+            _run(
+                env,
+                *("jobs", "create", "a-rather-long-job-name-for-a-narrow-terminal"),
+                *("--cron", "0 9 * * MON-FRI", "--tz", "Europe/Berlin"),
+                *("--url", "http://127.0.0.1:8085/report", "-o", "json"),
+            )
+        )["job"]
+        job_id, next_run = created["job_id"], created["next_run_at"].replace(".000Z", "Z")
+        _run(env, "jobs", "trigger", job_id)
+        for terminal in (True, False):
+            listing = _cli_process(env, "jobs", "list", columns=80, terminal=terminal)
+            [row] = [line for line in listing.splitlines() if job_id in line]
+            assert next_run in row, listing  # whole, never cut
+            if terminal:
+                assert max(len(line) for line in listing.splitlines()) <= 80, listing
+                assert "version" not in listing  # a lower-priority column made room
+            else:
+                assert "version" in listing and "schedule" in listing  # a pipe gets all
+            runs = _cli_process(env, "runs", "list", job_id, columns=80, terminal=terminal)
+            [run_key] = [w for w in runs.split() if w.startswith(f"{job_id}@")]
+            assert run_key.endswith("Z") and len(run_key) > len(job_id) + 20, runs
 
     await asyncio.to_thread(scenario)

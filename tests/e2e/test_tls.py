@@ -102,7 +102,7 @@ async def test_a_job_runs_with_mtls_on_every_grpc_server(
 
         code, output = await asyncio.to_thread(cli, "jobs", "list")
         assert code == 0 and created.job_id in output, output
-        code, output = await asyncio.to_thread(cli, "jobs", "get", created.job_id, "--json")
+        code, output = await asyncio.to_thread(cli, "jobs", "get", created.job_id, "-o", "json")
         assert code == 0, output
         assert json.loads(output)["job"]["name"] == "over-mtls"
         code, output = await asyncio.to_thread(cli, "runs", "get", run.run_key)

@@ -1,17 +1,19 @@
 """What the API commands share: the connection, error reporting, parsing, formatting.
 
 The address and token come from ``--api``/``--token`` or ``SUNDIAL_API``/``SUNDIAL_TOKEN``
-(``sundial dev`` prints both). Calls are synchronous gRPC: one command, one or a few
-calls. A failed call prints ``error: CODE: details`` and exits with status 1.
+(``sundial dev`` prints both), else from a connection profile (:mod:`sundial.cli.profiles`).
+Calls are synchronous gRPC: one command, one or a few calls. A failed call prints
+``error: CODE: details`` and exits with status 1.
 
 How to reach the API is one :class:`Connection`: a command decorated with
 :func:`connected` takes ``conn: Connection`` and gets the options ``--api``, ``--tls``,
-``--ca-file``, ``--cert-file``, ``--key-file`` and ``--server-name`` (env ``SUNDIAL_API``,
-``SUNDIAL_API_TLS``, ``SUNDIAL_API_CA_FILE``, ``SUNDIAL_API_CERT_FILE``,
-``SUNDIAL_API_KEY_FILE``, ``SUNDIAL_API_SERVER_NAME``; not the server's ``SUNDIAL_TLS_*``,
-so a shell that runs a service can run the CLI too). TLS is on with ``--tls`` or when a
-CA file or client certificate is given; ``--no-tls`` turns it off whatever the
-environment says. Then :func:`jobs_client` or :func:`admin_client` dial it.
+``--ca-file``, ``--cert-file``, ``--key-file``, ``--server-name`` and ``--profile`` (env
+``SUNDIAL_API``, ``SUNDIAL_API_TLS``, ``SUNDIAL_API_CA_FILE``, ``SUNDIAL_API_CERT_FILE``,
+``SUNDIAL_API_KEY_FILE``, ``SUNDIAL_API_SERVER_NAME``, ``SUNDIAL_PROFILE``; not the
+server's ``SUNDIAL_TLS_*``, so a shell that runs a service can run the CLI too). TLS is
+on with ``--tls`` or when a CA file or client certificate is given; ``--no-tls`` turns
+it off whatever the environment says. Then :func:`jobs_client` or :func:`admin_client`
+dial it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import contextlib
 import functools
 import inspect
 import re
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -29,9 +30,11 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import grpc
 import typer
-from google.protobuf import duration_pb2, json_format, timestamp_pb2
+from google.protobuf import duration_pb2, timestamp_pb2
+from google.protobuf.message import Message
 from rich.console import Console
 
+from sundial.cli.profiles import load_profile
 from sundial.core.tls import ClientTls, TlsError, dial_sync
 from sundial.v1 import admin_pb2_grpc, job_service_pb2_grpc
 
@@ -96,6 +99,16 @@ KeyFileOption = Annotated[
         show_default=False,
     ),
 ]
+ProfileOption = Annotated[
+    str,
+    typer.Option(
+        "--profile",
+        envvar="SUNDIAL_PROFILE",
+        help="Connection profile from the config file (env SUNDIAL_PROFILE; default: the "
+        "current one, see `sundial profile`); options and variables given win over it.",
+        show_default=False,
+    ),
+]
 ServerNameOption = Annotated[
     str,
     typer.Option(
@@ -126,6 +139,8 @@ class Connection:
     """The API's host:port."""
     tls: ClientTls | None = None
     """TLS settings, or None for plaintext."""
+    token: str = ""
+    """The profile's token, used when a command is given none."""
 
     @classmethod
     def from_options(
@@ -137,13 +152,28 @@ class Connection:
         cert_file: Path | None = None,
         key_file: Path | None = None,
         server_name: str = "",
+        profile: str = "",
     ) -> Connection:
-        """The connection the command-line options describe (exits on a bad combination)."""
+        """The connection the command-line options describe, completed from the profile
+        (exits on a bad combination)."""
+        try:
+            chosen = load_profile(profile)
+        except typer.BadParameter as exc:
+            fail(str(exc.message))
+        token = ""
+        if chosen is not None:
+            api = api or chosen.api
+            tls = chosen.tls if tls is None else tls
+            ca_file = ca_file or (Path(chosen.ca_file) if chosen.ca_file else None)
+            cert_file = cert_file or (Path(chosen.cert_file) if chosen.cert_file else None)
+            key_file = key_file or (Path(chosen.key_file) if chosen.key_file else None)
+            server_name = server_name or chosen.server_name
+            token = chosen.token
         if not api:
-            fail("no API address: pass --api host:port or set SUNDIAL_API")
+            fail("no API address: pass --api host:port, set SUNDIAL_API or use a profile")
         wanted = tls if tls is not None else bool(ca_file or cert_file)
         if not wanted:
-            return cls(api)
+            return cls(api, token=token)
         if (cert_file is None) != (key_file is None):
             fail("--cert-file and --key-file go together (a client certificate and its key)")
         return cls(
@@ -151,6 +181,7 @@ class Connection:
             ClientTls(
                 ca_file=ca_file, cert_file=cert_file, key_file=key_file, server_name=server_name
             ),
+            token,
         )
 
     @contextlib.contextmanager
@@ -179,6 +210,7 @@ _CONNECTION_OPTIONS: dict[str, tuple[Any, Any]] = {
     "cert_file": (CertFileOption, None),
     "key_file": (KeyFileOption, None),
     "server_name": (ServerNameOption, ""),
+    "profile": (ProfileOption, ""),
 }
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -227,10 +259,10 @@ def api_client(
     RPC errors in the block end the command cleanly; ``token_kind`` (e.g. ``an admin
     token``) completes the message when no token is given.
     """
+    token = token or conn.token
     if not token:
-        fail(
-            f"no token: pass --token or set SUNDIAL_TOKEN{f' ({token_kind})' if token_kind else ''}"
-        )
+        kind = f" ({token_kind})" if token_kind else ""
+        fail(f"no token: pass --token, set SUNDIAL_TOKEN{kind} or use a profile with one")
     metadata = (("authorization", f"Bearer {token}"),)
     with conn.channel() as channel:
         yield stub(channel), metadata
@@ -327,8 +359,20 @@ def enum_name(value: int, enum: Any, prefix: str) -> str:
     return str(enum.Name(value)).removeprefix(prefix).lower()
 
 
-def print_json(message: Any) -> None:
-    """A message as indented proto JSON on stdout."""
-    sys.stdout.write(
-        json_format.MessageToJson(message, preserving_proto_field_name=True, indent=2) + "\n"
-    )
+M = TypeVar("M", bound=Message)
+
+
+def all_pages(call: Callable[[Any], Any], request: Any, listed: M, field: str, limit: int = 0) -> M:
+    """Fill ``listed`` (an empty List response) with the ``field`` items of every page
+    ``call(request)`` returns, at most ``limit`` (0: all); its ``next_page_token`` is where
+    a later listing would go on (empty when everything was read)."""
+    items = getattr(listed, field)
+    while True:
+        request.page_size = min(1000, limit - len(items)) if limit else 1000
+        page = call(request)
+        items.extend(getattr(page, field))
+        request.page_token = page.next_page_token
+        if not page.next_page_token or (limit and len(items) >= limit):
+            break
+    listed.next_page_token = request.page_token  # type: ignore[attr-defined]
+    return listed

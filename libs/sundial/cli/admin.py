@@ -8,9 +8,10 @@ there (its id, role and expiry go to stderr), so a script captures it with
         | kubectl create secret generic sundial-ledger-token --from-file=token=/dev/stdin
 
 The secret ends with a newline only when stdout is a terminal, so a pipe stores exactly
-the token. ``--json`` prints the whole response (metadata and secret) on stdout instead;
-``--quiet`` drops the note on stderr. The secret is shown this once: the API keeps only
-its hash.
+the token. ``-o json`` (or ``yaml``) prints the whole response (metadata and secret) on
+stdout instead; ``--quiet`` drops the note on stderr. The secret is shown this once: the
+API keeps only its hash. ``tenants create`` and ``tenants rotate-secret`` print a
+tenant's new signing secret the same way.
 """
 
 from __future__ import annotations
@@ -18,25 +19,24 @@ from __future__ import annotations
 import enum
 import sys
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from google.protobuf import timestamp_pb2
-from rich.table import Table
+from google.protobuf import field_mask_pb2, timestamp_pb2
 
 from sundial.cli._client import (
     Connection,
     admin_client,
+    all_pages,
     connected,
-    console,
     enum_name,
     err_console,
     fail,
     parse_duration,
     parse_time,
-    print_json,
     when,
 )
+from sundial.cli._output import Column, Output, OutputOption, emit, print_fields, print_table
 from sundial.v1 import admin_pb2 as pb
 
 app = typer.Typer(
@@ -50,6 +50,14 @@ tokens = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(tokens)
+tenants = typer.Typer(
+    name="tenants",
+    help="Create, list and change tenants; rotate a tenant's signing secret.",
+    no_args_is_help=True,
+)
+app.add_typer(tenants)
+cluster = typer.Typer(name="cluster", help="The scheduler cluster.", no_args_is_help=True)
+app.add_typer(cluster)
 
 AdminTokenOption = Annotated[
     str,
@@ -61,7 +69,6 @@ AdminTokenOption = Annotated[
         show_default=False,
     ),
 ]
-Json = Annotated[bool, typer.Option("--json", help="Print the raw response as JSON.")]
 
 
 class Role(enum.StrEnum):
@@ -117,9 +124,7 @@ def create(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No note on stderr.")] = False,
     conn: Connection,
     token: AdminTokenOption = "",
-    json: Annotated[
-        bool, typer.Option("--json", help="Print the whole response, secret included, as JSON.")
-    ] = False,
+    output: OutputOption = Output.TABLE,
 ) -> None:
     """Issue a token and print its secret (once) on stdout; details go to stderr."""
     if role is Role.TENANT and not tenant:
@@ -131,8 +136,11 @@ def create(
         request.expire_time.CopyFrom(_expiry(expires))
     with admin_client(conn, token) as (stub, md):
         response = stub.CreateApiToken(request, metadata=md)
-    if json:
-        print_json(response)
+    if output in (Output.JSON, Output.YAML):
+        emit(response, output, table=lambda _wide: None, names=list)
+        return
+    if output is Output.NAME:
+        typer.echo(response.token.token_id)
         return
     if not quiet:
         lines = [f"{key}: {value}" for key, value in _token_rows(response.token)]
@@ -156,40 +164,52 @@ def list_tokens(
     ] = False,
     conn: Connection,
     token: AdminTokenOption = "",
-    json: Json = False,
+    output: OutputOption = Output.TABLE,
 ) -> None:
     """List tokens, newest first (never their secrets)."""
-    request = pb.ListApiTokensRequest(
-        tenant_id=tenant, include_revoked=include_revoked, page_size=1000
-    )
-    listed = pb.ListApiTokensResponse()
+    request = pb.ListApiTokensRequest(tenant_id=tenant, include_revoked=include_revoked)
     with admin_client(conn, token) as (stub, md):
-        while True:
-            page = stub.ListApiTokens(request, metadata=md)
-            listed.tokens.extend(page.tokens)
-            if not page.next_page_token:
-                break
-            request.page_token = page.next_page_token
-    if json:
-        print_json(listed)
-        return
-    table = Table(title="API tokens", title_justify="left")
-    columns = ("token id", "role", "tenant", "description", "prefix", "created", "expires")
-    for column in (*columns, "last used", "revoked"):
-        table.add_column(column)
-    for item in listed.tokens:
-        table.add_row(
-            item.token_id,
-            enum_name(item.role, pb.TokenRole, "TOKEN_ROLE_"),
-            item.tenant_id or "-",
-            item.description,
-            item.prefix,
-            when(item.create_time),
-            when(item.expire_time, set_=item.HasField("expire_time")),
-            when(item.last_used_time, set_=item.HasField("last_used_time")),
-            when(item.revoke_time, set_=item.HasField("revoke_time")),
+        listed = all_pages(
+            lambda r: stub.ListApiTokens(r, metadata=md),
+            request,
+            pb.ListApiTokensResponse(),
+            "tokens",
         )
-    console.print(table)
+
+    def table(wide: bool) -> None:
+        print_table(
+            _TOKEN_COLUMNS,
+            [
+                (
+                    item.token_id,
+                    enum_name(item.role, pb.TokenRole, "TOKEN_ROLE_"),
+                    item.tenant_id or "-",
+                    item.description,
+                    item.prefix,
+                    when(item.create_time, relative=False),
+                    when(item.expire_time, set_=item.HasField("expire_time"), relative=False),
+                    when(item.last_used_time, set_=item.HasField("last_used_time"), relative=False),
+                    when(item.revoke_time, set_=item.HasField("revoke_time"), relative=False),
+                )
+                for item in listed.tokens
+            ],
+            wide=wide,
+        )
+
+    emit(listed, output, table=table, names=lambda: [t.token_id for t in listed.tokens])
+
+
+_TOKEN_COLUMNS = (
+    Column("token id"),
+    Column("role"),
+    Column("tenant", 1),
+    Column("description", 3),
+    Column("prefix", 2),
+    Column("created", 4, wide=True),
+    Column("expires", 4),
+    Column("last used", 5, wide=True),
+    Column("revoked", 4),
+)
 
 
 @tokens.command()
@@ -201,16 +221,260 @@ def revoke(
     *,
     conn: Connection,
     token: AdminTokenOption = "",
-    json: Json = False,
+    output: OutputOption = Output.TABLE,
 ) -> None:
     """Revoke a token: it stops working at once (revoking it again changes nothing)."""
     with admin_client(conn, token) as (stub, md):
         response = stub.RevokeApiToken(pb.RevokeApiTokenRequest(token_id=token_id), metadata=md)
-    if json:
-        print_json(response)
-        return
     revoked = response.token
-    console.print(
-        f"revoked {revoked.token_id} ({revoked.prefix}..., {revoked.description})",
-        highlight=False,
+    emit(
+        response,
+        output,
+        table=lambda _wide: typer.echo(
+            f"revoked {revoked.token_id} ({revoked.prefix}..., {revoked.description})"
+        ),
+        names=lambda: [revoked.token_id],
     )
+
+
+# --- tenants ----------------------------------------------------------------------------
+
+TenantId = Annotated[str, typer.Argument(help="The tenant's id.", show_default=False)]
+MaxJobs = Annotated[int, typer.Option(help="Quota: most jobs (0: the cluster default).")]
+MaxConcurrent = Annotated[
+    int, typer.Option(help="Quota: most runs RUNNING at once (0: the cluster default).")
+]
+
+
+def print_tenant(tenant: pb.Tenant) -> None:
+    secrets = [
+        f"{s.secret_id} (since {s.create_time.ToJsonString()}"
+        + (f", until {s.expire_time.ToJsonString()})" if s.HasField("expire_time") else ")")
+        for s in tenant.signing_secrets
+    ]
+    print_fields(
+        f"tenant {tenant.tenant_id}",
+        [
+            ("display name", tenant.display_name),
+            ("max jobs", str(tenant.quotas.max_jobs)),
+            ("max concurrent runs", str(tenant.quotas.max_concurrent_runs)),
+            ("signing secrets", "; ".join(secrets) or "-"),
+            ("created", when(tenant.create_time, relative=False)),
+            ("updated", when(tenant.update_time, relative=False)),
+        ],
+    )
+
+
+def _emit_tenant(response: Any, output: Output) -> None:
+    tenant = response.tenant
+    emit(
+        response, output, table=lambda _wide: print_tenant(tenant), names=lambda: [tenant.tenant_id]
+    )
+
+
+def _secret_out(response: Any, output: Output, what: str) -> None:
+    """A response carrying a signing secret: the secret alone on stdout (no newline
+    into a pipe) and the tenant on stderr, as ``tokens create`` does."""
+    if output in (Output.JSON, Output.YAML):
+        emit(response, output, table=lambda _wide: None, names=list)
+        return
+    err_console.print(
+        f"{what} for tenant {response.tenant.tenant_id}; the signing secret (stdout) is "
+        "shown only this once",
+        highlight=False,
+        markup=False,
+    )
+    sys.stdout.write(response.signing_secret + ("\n" if sys.stdout.isatty() else ""))
+    sys.stdout.flush()
+
+
+@tenants.command("create")
+@connected
+def create_tenant(
+    tenant_id: TenantId,
+    *,
+    display_name: Annotated[str, typer.Option(help="Its name for people (default: the id).")] = "",
+    max_jobs: MaxJobs = 0,
+    max_concurrent_runs: MaxConcurrent = 0,
+    conn: Connection,
+    token: AdminTokenOption = "",
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """Create a tenant and print its first signing secret (once) on stdout."""
+    tenant = pb.Tenant(
+        tenant_id=tenant_id,
+        display_name=display_name or tenant_id,
+        quotas=pb.Quotas(max_jobs=max_jobs, max_concurrent_runs=max_concurrent_runs),
+    )
+    with admin_client(conn, token) as (stub, md):
+        response = stub.CreateTenant(pb.CreateTenantRequest(tenant=tenant), metadata=md)
+    _secret_out(response, output, "created")
+
+
+@tenants.command("get")
+@connected
+def get_tenant(
+    tenant_id: TenantId,
+    *,
+    conn: Connection,
+    token: AdminTokenOption = "",
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """Show a tenant: quotas and signing secrets (metadata only)."""
+    with admin_client(conn, token) as (stub, md):
+        response = stub.GetTenant(pb.GetTenantRequest(tenant_id=tenant_id), metadata=md)
+    _emit_tenant(response, output)
+
+
+@tenants.command("list")
+@connected
+def list_tenants(
+    *,
+    conn: Connection,
+    token: AdminTokenOption = "",
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """List every tenant."""
+    with admin_client(conn, token) as (stub, md):
+        listed = all_pages(
+            lambda r: stub.ListTenants(r, metadata=md),
+            pb.ListTenantsRequest(),
+            pb.ListTenantsResponse(),
+            "tenants",
+        )
+
+    def table(wide: bool) -> None:
+        print_table(
+            (
+                Column("tenant id"),
+                Column("display name", 2),
+                Column("max jobs", 1),
+                Column("max concurrent runs", 1),
+                Column("created", 3, wide=True),
+            ),
+            [
+                (
+                    t.tenant_id,
+                    t.display_name,
+                    str(t.quotas.max_jobs),
+                    str(t.quotas.max_concurrent_runs),
+                    when(t.create_time, relative=False),
+                )
+                for t in listed.tenants
+            ],
+            wide=wide,
+        )
+
+    emit(listed, output, table=table, names=lambda: [t.tenant_id for t in listed.tenants])
+
+
+@tenants.command("update")
+@connected
+def update_tenant(
+    tenant_id: TenantId,
+    *,
+    display_name: Annotated[str, typer.Option(help="A new name for people.")] = "",
+    max_jobs: Annotated[int | None, typer.Option(help="Quota: most jobs (0: default).")] = None,
+    max_concurrent_runs: Annotated[
+        int | None, typer.Option(help="Quota: most runs RUNNING at once (0: default).")
+    ] = None,
+    conn: Connection,
+    token: AdminTokenOption = "",
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """Change a tenant's display name or quotas (only the options given)."""
+    tenant = pb.Tenant(tenant_id=tenant_id, display_name=display_name)
+    paths = ["display_name"] if display_name else []
+    if max_jobs is not None:
+        tenant.quotas.max_jobs = max_jobs
+        paths.append("quotas.max_jobs")
+    if max_concurrent_runs is not None:
+        tenant.quotas.max_concurrent_runs = max_concurrent_runs
+        paths.append("quotas.max_concurrent_runs")
+    if not paths:
+        fail("nothing to change: give --display-name, --max-jobs or --max-concurrent-runs")
+    request = pb.UpdateTenantRequest(
+        tenant=tenant, update_mask=field_mask_pb2.FieldMask(paths=paths)
+    )
+    with admin_client(conn, token) as (stub, md):
+        response = stub.UpdateTenant(request, metadata=md)
+    _emit_tenant(response, output)
+
+
+@tenants.command("rotate-secret")
+@connected
+def rotate_secret(
+    tenant_id: TenantId,
+    *,
+    overlap: Annotated[
+        str,
+        typer.Option(help="How long the old secret stays valid, e.g. 24h (default: the API's)."),
+    ] = "",
+    conn: Connection,
+    token: AdminTokenOption = "",
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """Issue a new signing secret (printed once on stdout); the old one keeps signing
+    and verifying until the overlap ends, so targets can switch without a gap."""
+    request = pb.RotateSigningSecretRequest(tenant_id=tenant_id)
+    if overlap:
+        request.overlap.CopyFrom(parse_duration(overlap, "--overlap"))
+    with admin_client(conn, token) as (stub, md):
+        response = stub.RotateSigningSecret(request, metadata=md)
+    _secret_out(response, output, "rotated")
+
+
+# --- cluster ----------------------------------------------------------------------------
+
+
+@cluster.command("status")
+@connected
+def cluster_status(
+    *,
+    conn: Connection,
+    token: AdminTokenOption = "",
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """Scheduler members, how many partitions each owns, and the dispatch lag."""
+    with admin_client(conn, token) as (stub, md):
+        response = stub.ClusterStatus(pb.ClusterStatusRequest(), metadata=md)
+
+    def table(wide: bool) -> None:
+        unowned = sum(1 for p in response.partitions if not p.node_id)
+        print_fields(
+            f"cluster {response.cluster}",
+            [
+                ("observed at", response.observed_at.ToJsonString()),
+                ("dispatch lag", f"{response.dispatch_lag.ToTimedelta().total_seconds():.3f}s"),
+                (
+                    "oldest due",
+                    when(response.oldest_due_time, set_=response.HasField("oldest_due_time")),
+                ),
+                ("partitions", f"{response.partition_count} ({unowned} unowned)"),
+            ],
+        )
+        print_table(
+            (
+                Column("node id"),
+                Column("address", 1),
+                Column("partitions"),
+                Column("version", 2),
+                Column("since", 3),
+                Column("lease id", 4, wide=True),
+            ),
+            [
+                (
+                    m.node_id,
+                    m.address,
+                    str(m.partitions_owned),
+                    m.version,
+                    when(m.since, relative=False),
+                    str(m.lease_id),
+                )
+                for m in response.members
+            ],
+            wide=wide,
+            title="members",
+        )
+
+    emit(response, output, table=table, names=lambda: [m.node_id for m in response.members])

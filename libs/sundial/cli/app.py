@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
-from sundial.cli import admin, dev, jobs, migrate, preview, runs
+from sundial.cli import admin, dev, jobs, migrate, preview, profiles, runs
+from sundial.core.telemetry import service_version
 
 app = typer.Typer(
     name="sundial",
     help="Sundial: a distributed cron scheduler. Run it locally, manage jobs and runs.",
     no_args_is_help=True,
-    add_completion=False,
+    # --install-completion / --show-completion for bash, zsh, fish and PowerShell.
+    add_completion=True,
 )
 app.command("dev")(dev.dev)
 app.add_typer(jobs.app)
@@ -18,8 +22,22 @@ app.add_typer(runs.app)
 app.add_typer(admin.app)
 app.command("preview")(preview.preview)
 app.command("migrate")(migrate.migrate)
+app.add_typer(profiles.app)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"sundial {service_version()}")
+        raise typer.Exit()
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
     """Sundial's command-line tool."""

@@ -33,19 +33,31 @@ def create_dev_tenant(channel: grpc.Channel, admin_token: str) -> str:
         channel: A channel to the API service.
         admin_token: An admin bearer token (``sundial dev`` generates one).
     """
+    return _dev_tenant(channel, admin_token)[0]
+
+
+def _dev_tenant(channel: grpc.Channel, admin_token: str) -> tuple[str, str]:
+    """The ``dev`` tenant's new token and its signing secret: the one it was created
+    with, or a new one (rotated) when it already existed from an earlier run."""
     admin = admin_pb2_grpc.AdminServiceStub(channel)
     metadata = (("authorization", f"Bearer {admin_token}"),)
     try:
-        admin.CreateTenant(
+        created = admin.CreateTenant(
             admin_pb2.CreateTenantRequest(
                 tenant=admin_pb2.Tenant(tenant_id=DEV_TENANT, display_name="Local development")
             ),
             metadata=metadata,
             timeout=10,
         )
+        secret = created.signing_secret
     except grpc.RpcError as exc:
         if exc.code() != grpc.StatusCode.ALREADY_EXISTS:
             raise
+        secret = admin.RotateSigningSecret(
+            admin_pb2.RotateSigningSecretRequest(tenant_id=DEV_TENANT),
+            metadata=metadata,
+            timeout=10,
+        ).signing_secret
     issued = admin.CreateApiToken(
         admin_pb2.CreateApiTokenRequest(
             tenant_id=DEV_TENANT, role=admin_pb2.TOKEN_ROLE_TENANT, description="sundial dev"
@@ -53,7 +65,7 @@ def create_dev_tenant(channel: grpc.Channel, admin_token: str) -> str:
         metadata=metadata,
         timeout=10,
     )
-    return issued.secret
+    return issued.secret, secret
 
 
 def create_demo(channel: grpc.Channel, token: str, target_url: str) -> job_pb2.Job:
@@ -152,10 +164,15 @@ def dev(
             console.status("creating the dev tenant and the demo job..."),
             dial_sync(api_address, services.client_tls) as channel,
         ):
-            token = create_dev_tenant(channel, admin_token)
+            token, signing_secret = _dev_tenant(channel, admin_token)
             job = create_demo(channel, token, f"{demo.url}/demo")
         _print_endpoints(stack, services, admin_token)
         _print_demo(api_address, token, job, stack.data_dir / "logs" / "demo-target.log")
+        console.print(
+            f"tenant [bold]{DEV_TENANT}[/] signing secret (verifies Sundial-Signature on "
+            f"calls to your targets): [bold]{signing_secret}[/]",
+            soft_wrap=True,
+        )
         console.print("[bold green]Sundial is running.[/] Press Ctrl-C to stop everything.")
         threading.Event().wait()  # until Ctrl-C or SIGTERM raises KeyboardInterrupt
     except KeyboardInterrupt:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
+from google.protobuf import field_mask_pb2
+from google.protobuf.message import Message
 
 from sundial.cli._client import (
     Connection,
     TokenOption,
+    all_pages,
     connected,
     console,
     duration_text,
@@ -20,16 +23,15 @@ from sundial.cli._client import (
     parse_duration,
     parse_pairs,
     parse_time,
-    print_json,
     when,
 )
+from sundial.cli._output import Column, Output, OutputOption, emit, print_fields, print_table
 from sundial.v1 import job_pb2, run_pb2
 from sundial.v1 import job_service_pb2 as pb
 
 app = typer.Typer(name="jobs", help="Create, list, inspect and operate jobs.", no_args_is_help=True)
 
 JobId = Annotated[str, typer.Argument(help="The job's id.", show_default=False)]
-Json = Annotated[bool, typer.Option("--json", help="Print the raw response as JSON.")]
 Note = Annotated[str, typer.Option(help="Why (stored as the job's pause note).")]
 Version = Annotated[
     int, typer.Option(help="Only if the job is at this version (0: unconditionally).")
@@ -75,10 +77,7 @@ def target_text(target: job_pb2.Target) -> str:
 
 
 def print_job(job: job_pb2.Job) -> None:
-    """A job as a two-column table."""
-    table = Table(title=f"job {job.name}", show_header=False, title_justify="left")
-    table.add_column(style="bold")
-    table.add_column()
+    """A job as ``key  value`` lines."""
     policies = job.policies
     rows = [
         ("job id", job.job_id),
@@ -102,43 +101,142 @@ def print_job(job: job_pb2.Job) -> None:
     ]
     if job.description:
         rows.insert(1, ("description", job.description))
-    for key, value in rows:
-        table.add_row(key, value)
-    console.print(table)
+    print_fields(f"job {job.name}", rows)
 
 
-def print_runs(runs: list[run_pb2.Run], title: str) -> None:
-    """Runs as a table, newest first."""
-    table = Table(title=title, title_justify="left")
-    for column in ("scheduled at", "kind", "status", "attempt", "lateness", "last error"):
-        table.add_column(column)
-    for run in runs:
-        table.add_row(
-            run.scheduled_at.ToJsonString(),
-            enum_name(run.kind, run_pb2.RunKind, "RUN_KIND_"),
-            enum_name(run.status, run_pb2.RunStatus, "RUN_STATUS_"),
-            str(run.attempt),
-            f"{run.lateness.ToTimedelta().total_seconds():.3f}s"
-            if run.HasField("lateness")
-            else "-",
-            (run.last_error[:60] + "...") if len(run.last_error) > 60 else run.last_error or "-",
-        )
-    console.print(table)
+_RUN_COLUMNS = (
+    Column("run key"),
+    Column("kind", 3),
+    Column("status"),
+    Column("attempt", 2),
+    Column("lateness", 1),
+    Column("last error", 4),
+)
 
 
-def print_fire_times(fire_times: list[pb.FireTime], title: str) -> None:
-    """Fire times with their DST notes."""
-    table = Table(title=title, title_justify="left")
-    for column in ("at (UTC)", "local time", "note"):
-        table.add_column(column)
-    for fire in fire_times:
-        at = fire.at.ToJsonString() if fire.HasField("at") else "-"
-        note = fire.note or ""
-        if fire.dropped:
-            at = f"[dim]{at}[/]"
-            note = f"[dim](no run) {note}[/]"
-        table.add_row(at, fire.local_time, note)
-    console.print(table)
+def _error_text(text: str, wide: bool) -> str:
+    text = " ".join(text.split())  # one line
+    if wide or len(text) <= 60:
+        return text or "-"
+    return text[:57] + "..."
+
+
+def print_runs(runs: Sequence[run_pb2.Run], title: str = "", *, wide: bool = False) -> None:
+    """Runs as a table, newest first: the run key (job id and scheduled time) whole."""
+    print_table(
+        _RUN_COLUMNS,
+        [
+            (
+                run.run_key,
+                enum_name(run.kind, run_pb2.RunKind, "RUN_KIND_"),
+                enum_name(run.status, run_pb2.RunStatus, "RUN_STATUS_"),
+                str(run.attempt),
+                f"{run.lateness.ToTimedelta().total_seconds():.3f}s"
+                if run.HasField("lateness")
+                else "-",
+                _error_text(run.last_error, wide),
+            )
+            for run in runs
+        ],
+        wide=wide,
+        title=title,
+    )
+
+
+def print_fire_times(fire_times: Sequence[pb.FireTime], title: str = "") -> None:
+    """Fire times with their DST notes (a time DST dropped: "(no run)")."""
+    print_table(
+        (Column("at (UTC)"), Column("local time"), Column("note", 1)),
+        [
+            (
+                fire.at.ToJsonString() if fire.HasField("at") else "-",
+                fire.local_time,
+                " ".join(filter(None, ["(no run)" if fire.dropped else "", fire.note])) or "",
+            )
+            for fire in fire_times
+        ],
+        title=title,
+    )
+
+
+def emit_job(job: job_pb2.Job, response: Message, output: Output) -> None:
+    """One job's response as ``-o`` asks (the job's fields for table and wide)."""
+    emit(response, output, table=lambda _wide: print_job(job), names=lambda: [job.job_id])
+
+
+Cron = Annotated[str, typer.Option(help="Cron expression (5 or 6 fields, macros, H).")]
+Every = Annotated[str, typer.Option(help="Interval, e.g. 5s, 15m, 1h.")]
+Offset = Annotated[str, typer.Option(help="Interval phase, e.g. 30s.")]
+At = Annotated[str, typer.Option(help="Run once at this ISO 8601 instant.")]
+Url = Annotated[str, typer.Option(help="HTTP(S) target URL.")]
+Header = Annotated[
+    list[str] | None, typer.Option(help="HTTP header (gRPC: metadata) KEY=VALUE, repeatable.")
+]
+GrpcAddress = Annotated[str, typer.Option("--grpc", help="gRPC target host:port (TargetService).")]
+Payload = Annotated[str, typer.Option(help="Body sent on every run (text).")]
+PayloadFile = Annotated[Path | None, typer.Option(help="Body read from a file.")]
+Labels = Annotated[list[str] | None, typer.Option("--label", help="Label KEY=VALUE, repeatable.")]
+Jitter = Annotated[str, typer.Option(help="Random delay bound, e.g. 30s.")]
+Overlap = Annotated[str, typer.Option(help=f"One of {', '.join(_OVERLAP)}.")]
+Misfire = Annotated[str, typer.Option(help=f"One of {', '.join(_MISFIRE)}.")]
+MaxAttempts = Annotated[int, typer.Option(help="Attempts per run (0: default 5).")]
+Timeout = Annotated[str, typer.Option(help="Per-attempt timeout, e.g. 5m.")]
+RequestId = Annotated[str, typer.Option(help="Idempotency key for retries.")]
+
+
+def _schedule_spec(schedule: job_pb2.Schedule, cron: str, every: str, offset: str, at: str) -> None:
+    """Set the one spec of ``schedule`` that ``--cron``, ``--every`` or ``--at`` gives."""
+    if sum(map(bool, (cron, every, at))) != 1:
+        fail("give exactly one of --cron, --every or --at")
+    if cron:
+        schedule.cron = cron
+    elif every:
+        schedule.interval.every.CopyFrom(parse_duration(every, "--every"))
+        if offset:
+            schedule.interval.offset.CopyFrom(parse_duration(offset, "--offset"))
+    else:
+        schedule.once.CopyFrom(parse_time(at, "--at"))
+
+
+def _target(
+    url: str, method: str, headers: list[str] | None, grpc_address: str, plaintext: bool
+) -> job_pb2.Target:
+    if bool(url) == bool(grpc_address):
+        fail("give exactly one of --url or --grpc")
+    pairs = parse_pairs(headers or [], "--header")
+    if url:
+        return job_pb2.Target(http=job_pb2.HttpTarget(url=url, method=method, headers=pairs))
+    return job_pb2.Target(
+        grpc=job_pb2.GrpcTarget(address=grpc_address, plaintext=plaintext, metadata=pairs)
+    )
+
+
+def _policies(
+    policies: job_pb2.Policies, overlap: str, misfire: str, max_attempts: int, timeout: str
+) -> list[str]:
+    """Set the policies the options give; returns their update-mask paths."""
+    paths = []
+    if overlap:
+        if overlap not in _OVERLAP:
+            fail(f"--overlap: expected one of {', '.join(_OVERLAP)}")
+        policies.overlap = _OVERLAP[overlap]  # type: ignore[assignment]
+        paths.append("policies.overlap")
+    if misfire:
+        if misfire not in _MISFIRE:
+            fail(f"--misfire: expected one of {', '.join(_MISFIRE)}")
+        policies.misfire = _MISFIRE[misfire]  # type: ignore[assignment]
+        paths.append("policies.misfire")
+    if max_attempts:
+        policies.retry.max_attempts = max_attempts
+        paths.append("policies.retry.max_attempts")
+    if timeout:
+        policies.run_timeout.CopyFrom(parse_duration(timeout, "--timeout"))
+        paths.append("policies.run_timeout")
+    return paths
+
+
+def _payload(payload: str, payload_file: Path | None) -> bytes:
+    return payload_file.read_bytes() if payload_file else payload.encode()
 
 
 @app.command()
@@ -148,93 +246,140 @@ def create(
     *,
     conn: Connection,
     token: TokenOption = "",
-    cron: Annotated[str, typer.Option(help="Cron expression (5 or 6 fields, macros, H).")] = "",
-    every: Annotated[str, typer.Option(help="Interval, e.g. 5s, 15m, 1h.")] = "",
-    offset: Annotated[str, typer.Option(help="Interval phase, e.g. 30s.")] = "",
-    at: Annotated[str, typer.Option(help="Run once at this ISO 8601 instant.")] = "",
+    cron: Cron = "",
+    every: Every = "",
+    offset: Offset = "",
+    at: At = "",
     tz: Annotated[str, typer.Option("--tz", help="IANA time zone of the schedule.")] = "UTC",
-    url: Annotated[str, typer.Option(help="HTTP(S) target URL.")] = "",
+    url: Url = "",
     method: Annotated[str, typer.Option(help="HTTP method.")] = "POST",
-    header: Annotated[list[str] | None, typer.Option(help="HTTP header KEY=VALUE.")] = None,
-    grpc_address: Annotated[
-        str, typer.Option("--grpc", help="gRPC target host:port (TargetService).")
-    ] = "",
+    header: Header = None,
+    grpc_address: GrpcAddress = "",
     plaintext: Annotated[bool, typer.Option(help="gRPC without TLS.")] = False,
-    payload: Annotated[str, typer.Option(help="Body sent on every run (text).")] = "",
-    payload_file: Annotated[Path | None, typer.Option(help="Body read from a file.")] = None,
-    label: Annotated[list[str] | None, typer.Option(help="Label KEY=VALUE.")] = None,
+    payload: Payload = "",
+    payload_file: PayloadFile = None,
+    label: Labels = None,
     description: Annotated[str, typer.Option(help="Free text.")] = "",
-    jitter: Annotated[str, typer.Option(help="Random delay bound, e.g. 30s.")] = "",
+    jitter: Jitter = "",
     max_runs: Annotated[int, typer.Option(help="Stop after this many runs (0: never).")] = 0,
-    overlap: Annotated[str, typer.Option(help=f"One of {', '.join(_OVERLAP)}.")] = "",
-    misfire: Annotated[str, typer.Option(help=f"One of {', '.join(_MISFIRE)}.")] = "",
-    max_attempts: Annotated[int, typer.Option(help="Attempts per run (0: default 5).")] = 0,
-    timeout: Annotated[str, typer.Option(help="Per-attempt timeout, e.g. 5m.")] = "",
+    overlap: Overlap = "",
+    misfire: Misfire = "",
+    max_attempts: MaxAttempts = 0,
+    timeout: Timeout = "",
     paused: Annotated[bool, typer.Option(help="Create the job paused.")] = False,
-    request_id: Annotated[str, typer.Option(help="Idempotency key for retries.")] = "",
-    json: Json = False,
+    request_id: RequestId = "",
+    output: OutputOption = Output.TABLE,
 ) -> None:
     """Create a job."""
-    specs = [bool(cron), bool(every), bool(at)]
-    if sum(specs) != 1:
-        fail("give exactly one of --cron, --every or --at")
     schedule = job_pb2.Schedule(time_zone=tz, max_runs=max_runs)
-    if cron:
-        schedule.cron = cron
-    elif every:
-        schedule.interval.every.CopyFrom(parse_duration(every, "--every"))
-        if offset:
-            schedule.interval.offset.CopyFrom(parse_duration(offset, "--offset"))
-    else:
-        schedule.once.CopyFrom(parse_time(at, "--at"))
+    _schedule_spec(schedule, cron, every, offset, at)
     if jitter:
         schedule.jitter.CopyFrom(parse_duration(jitter, "--jitter"))
-    if bool(url) == bool(grpc_address):
-        fail("give exactly one of --url or --grpc")
-    if url:
-        target = job_pb2.Target(
-            http=job_pb2.HttpTarget(
-                url=url, method=method, headers=parse_pairs(header or [], "--header")
-            )
-        )
-    else:
-        target = job_pb2.Target(
-            grpc=job_pb2.GrpcTarget(
-                address=grpc_address,
-                plaintext=plaintext,
-                metadata=parse_pairs(header or [], "--header"),
-            )
-        )
     policies = job_pb2.Policies()
-    if overlap:
-        if overlap not in _OVERLAP:
-            fail(f"--overlap: expected one of {', '.join(_OVERLAP)}")
-        policies.overlap = _OVERLAP[overlap]  # type: ignore[assignment]
-    if misfire:
-        if misfire not in _MISFIRE:
-            fail(f"--misfire: expected one of {', '.join(_MISFIRE)}")
-        policies.misfire = _MISFIRE[misfire]  # type: ignore[assignment]
-    if max_attempts:
-        policies.retry.max_attempts = max_attempts
-    if timeout:
-        policies.run_timeout.CopyFrom(parse_duration(timeout, "--timeout"))
-    body = payload_file.read_bytes() if payload_file else payload.encode()
+    _policies(policies, overlap, misfire, max_attempts, timeout)
     job = job_pb2.Job(
         name=name,
         description=description,
         schedule=schedule,
-        target=target,
-        payload=body,
+        target=_target(url, method, header, grpc_address, plaintext),
+        payload=_payload(payload, payload_file),
         policies=policies,
         labels=parse_pairs(label or [], "--label"),
         paused=paused,
     )
     with jobs_client(conn, token) as (stub, md):
         response = stub.CreateJob(pb.CreateJobRequest(job=job, request_id=request_id), metadata=md)
-    if json:
-        print_json(response)
-        return
-    print_job(response.job)
+    emit_job(response.job, response, output)
+
+
+@app.command()
+@connected
+def update(
+    job_id: JobId,
+    *,
+    conn: Connection,
+    token: TokenOption = "",
+    name: Annotated[str, typer.Option(help="A new name.")] = "",
+    description: Annotated[str | None, typer.Option(help="New free text.")] = None,
+    cron: Cron = "",
+    every: Every = "",
+    offset: Offset = "",
+    at: At = "",
+    tz: Annotated[str, typer.Option("--tz", help="A new time zone.")] = "",
+    url: Url = "",
+    method: Annotated[str, typer.Option(help="HTTP method (with --url).")] = "POST",
+    header: Header = None,
+    grpc_address: GrpcAddress = "",
+    plaintext: Annotated[bool, typer.Option(help="gRPC without TLS (with --grpc).")] = False,
+    payload: Payload = "",
+    payload_file: PayloadFile = None,
+    label: Annotated[
+        list[str] | None,
+        typer.Option("--label", help="Label KEY=VALUE; replaces all labels, repeatable."),
+    ] = None,
+    clear_labels: Annotated[bool, typer.Option(help="Remove every label.")] = False,
+    jitter: Jitter = "",
+    overlap: Overlap = "",
+    misfire: Misfire = "",
+    max_attempts: MaxAttempts = 0,
+    timeout: Timeout = "",
+    expected_version: Version = 0,
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """Change the fields the options name; everything else stays as it is."""
+    job = job_pb2.Job(job_id=job_id)
+    paths: list[str] = []
+    if name:
+        job.name = name
+        paths.append("name")
+    if description is not None:
+        job.description = description
+        paths.append("description")
+    if cron or every or at:
+        _schedule_spec(job.schedule, cron, every, offset, at)
+        paths.append(f"schedule.{job.schedule.WhichOneof('spec')}")
+    elif offset:
+        fail("--offset goes with --every")
+    if tz:
+        job.schedule.time_zone = tz
+        paths.append("schedule.time_zone")
+    if jitter:
+        job.schedule.jitter.CopyFrom(parse_duration(jitter, "--jitter"))
+        paths.append("schedule.jitter")
+    if url or grpc_address:
+        job.target.CopyFrom(_target(url, method, header, grpc_address, plaintext))
+        paths.append("target")
+    elif header:
+        fail("--header goes with --url or --grpc (the target is replaced as a whole)")
+    if payload or payload_file:
+        job.payload = _payload(payload, payload_file)
+        paths.append("payload")
+    if label or clear_labels:
+        job.labels.update(parse_pairs(label or [], "--label"))
+        paths.append("labels")
+    paths += _policies(job.policies, overlap, misfire, max_attempts, timeout)
+    if not paths:
+        fail("nothing to change: give at least one option (see --help)")
+    request = pb.UpdateJobRequest(
+        job=job,
+        update_mask=field_mask_pb2.FieldMask(paths=paths),
+        expected_version=expected_version,
+    )
+    with jobs_client(conn, token) as (stub, md):
+        response = stub.UpdateJob(request, metadata=md)
+    emit_job(response.job, response, output)
+
+
+_JOB_COLUMNS = (
+    Column("name", 1),
+    Column("job id"),
+    Column("schedule", 2),
+    Column("next run"),
+    Column("paused", 3),
+    Column("version", 4),
+    Column("labels", 5, wide=True),
+    Column("target", 5, wide=True),
+)
 
 
 @app.command("list")
@@ -250,6 +395,7 @@ def list_jobs(
     ] = None,
     limit: Annotated[int, typer.Option(help="Show at most this many (0: all).")] = 100,
     page_token: Annotated[str, typer.Option(help="Continue from a previous listing.")] = "",
+    output: OutputOption = Output.TABLE,
 ) -> None:
     """List jobs by name."""
     request = pb.ListJobsRequest(
@@ -257,65 +403,67 @@ def list_jobs(
     )
     if paused is not None:
         request.paused = paused
-    table = Table(title="jobs", title_justify="left")
-    for column in ("name", "job id", "schedule", "next run", "paused", "version"):
-        table.add_column(column)
-    shown = 0
     with jobs_client(conn, token) as (stub, md):
-        while True:
-            request.page_size = min(1000, limit - shown) if limit else 1000
-            page = stub.ListJobs(request, metadata=md)
-            for job in page.jobs:
-                table.add_row(
+        listed = all_pages(
+            lambda r: stub.ListJobs(r, metadata=md), request, pb.ListJobsResponse(), "jobs", limit
+        )
+
+    def table(wide: bool) -> None:
+        print_table(
+            _JOB_COLUMNS,
+            [
+                (
                     job.name,
                     job.job_id,
                     schedule_text(job.schedule),
-                    when(job.next_run_at, set_=job.HasField("next_run_at")),
+                    when(job.next_run_at, set_=job.HasField("next_run_at"), relative=False),
                     "yes" if job.paused else "no",
                     str(job.version),
+                    ",".join(f"{k}={v}" for k, v in sorted(job.labels.items())) or "-",
+                    target_text(job.target),
                 )
-            shown += len(page.jobs)
-            request.page_token = page.next_page_token
-            if not page.next_page_token or (limit and shown >= limit):
-                break
-    console.print(table)
-    if request.page_token:
-        console.print(f"more jobs: --page-token {request.page_token}", highlight=False)
+                for job in listed.jobs
+            ],
+            wide=wide,
+        )
+        if listed.next_page_token:
+            console.print(f"more jobs: --page-token {listed.next_page_token}", highlight=False)
+
+    emit(listed, output, table=table, names=lambda: [job.job_id for job in listed.jobs])
 
 
 @app.command()
 @connected
-def get(job_id: JobId, *, conn: Connection, token: TokenOption = "", json: Json = False) -> None:
+def get(
+    job_id: JobId, *, conn: Connection, token: TokenOption = "", output: OutputOption = Output.TABLE
+) -> None:
     """Show a job."""
     with jobs_client(conn, token) as (stub, md):
         response = stub.GetJob(pb.GetJobRequest(job_id=job_id), metadata=md)
-    if json:
-        print_json(response)
-        return
-    print_job(response.job)
+    emit_job(response.job, response, output)
 
 
 @app.command()
 @connected
 def describe(
-    job_id: JobId, *, conn: Connection, token: TokenOption = "", json: Json = False
+    job_id: JobId, *, conn: Connection, token: TokenOption = "", output: OutputOption = Output.TABLE
 ) -> None:
     """Show a job, its latest runs, its next fire times and its stats."""
     with jobs_client(conn, token) as (stub, md):
         response = stub.DescribeJob(pb.DescribeJobRequest(job_id=job_id), metadata=md)
-    if json:
-        print_json(response)
-        return
-    print_job(response.job)
-    stats = response.job.stats
-    console.print(
-        f"runs: {stats.total_runs} finished ({stats.succeeded} succeeded, {stats.failed} dead, "
-        f"{stats.cancelled} cancelled, {stats.skipped_overlaps} skipped), "
-        f"{response.active_runs} active; {stats.skipped_misfires} misfires skipped",
-        highlight=False,
-    )
-    print_runs(list(response.recent_runs), "recent runs")
-    print_fire_times(list(response.upcoming), "next fire times")
+
+    def table(wide: bool) -> None:
+        print_job(response.job)
+        stats = response.job.stats
+        typer.echo(
+            f"runs: {stats.total_runs} finished ({stats.succeeded} succeeded, {stats.failed} "
+            f"dead, {stats.cancelled} cancelled, {stats.skipped_overlaps} skipped), "
+            f"{response.active_runs} active; {stats.skipped_misfires} misfires skipped"
+        )
+        print_runs(response.recent_runs, "recent runs", wide=wide)
+        print_fire_times(response.upcoming, "next fire times")
+
+    emit(response, output, table=table, names=lambda: [response.job.job_id])
 
 
 @app.command()
@@ -327,6 +475,7 @@ def pause(
     token: TokenOption = "",
     note: Note = "",
     expected_version: Version = 0,
+    output: OutputOption = Output.TABLE,
 ) -> None:
     """Pause a job: no scheduled runs until it is resumed."""
     with jobs_client(conn, token) as (stub, md):
@@ -334,7 +483,13 @@ def pause(
             pb.PauseJobRequest(job_id=job_id, note=note, expected_version=expected_version),
             metadata=md,
         )
-    console.print(f"paused {response.job.name} (version {response.job.version})")
+    job = response.job
+    emit(
+        response,
+        output,
+        table=lambda _wide: typer.echo(f"paused {job.name} (version {job.version})"),
+        names=lambda: [job.job_id],
+    )
 
 
 @app.command()
@@ -346,6 +501,7 @@ def resume(
     token: TokenOption = "",
     note: Note = "",
     expected_version: Version = 0,
+    output: OutputOption = Output.TABLE,
 ) -> None:
     """Resume a job from now (missed occurrences are not run)."""
     with jobs_client(conn, token) as (stub, md):
@@ -354,10 +510,14 @@ def resume(
             metadata=md,
         )
     job = response.job
-    console.print(
-        f"resumed {job.name} (version {job.version}); next run "
-        f"{when(job.next_run_at, set_=job.HasField('next_run_at'))}",
-        highlight=False,
+    emit(
+        response,
+        output,
+        table=lambda _wide: typer.echo(
+            f"resumed {job.name} (version {job.version}); next run "
+            f"{when(job.next_run_at, set_=job.HasField('next_run_at'))}"
+        ),
+        names=lambda: [job.job_id],
     )
 
 
@@ -370,16 +530,22 @@ def delete(
     token: TokenOption = "",
     expected_version: Version = 0,
     allow_missing: Annotated[bool, typer.Option(help="Succeed if the job is gone.")] = False,
+    output: OutputOption = Output.TABLE,
 ) -> None:
     """Delete a job; its unfinished runs are cancelled."""
     with jobs_client(conn, token) as (stub, md):
-        stub.DeleteJob(
+        response = stub.DeleteJob(
             pb.DeleteJobRequest(
                 job_id=job_id, expected_version=expected_version, allow_missing=allow_missing
             ),
             metadata=md,
         )
-    console.print(f"deleted {job_id}")
+    emit(
+        response,
+        output,
+        table=lambda _wide: typer.echo(f"deleted {job_id}"),
+        names=lambda: [job_id],
+    )
 
 
 @app.command()
@@ -389,19 +555,60 @@ def trigger(
     *,
     conn: Connection,
     token: TokenOption = "",
-    request_id: Annotated[str, typer.Option(help="Idempotency key for retries.")] = "",
-    json: Json = False,
+    request_id: RequestId = "",
+    output: OutputOption = Output.TABLE,
 ) -> None:
     """Run a job now (a MANUAL run keyed by this instant)."""
     with jobs_client(conn, token) as (stub, md):
         response = stub.TriggerJob(
             pb.TriggerJobRequest(job_id=job_id, request_id=request_id), metadata=md
         )
-    if json:
-        print_json(response)
-        return
     run = response.run
-    console.print(
-        f"triggered run {run.run_key} ({enum_name(run.status, run_pb2.RunStatus, 'RUN_STATUS_')})",
-        highlight=False,
+    emit(
+        response,
+        output,
+        table=lambda _wide: typer.echo(
+            f"triggered run {run.run_key} "
+            f"({enum_name(run.status, run_pb2.RunStatus, 'RUN_STATUS_')})"
+        ),
+        names=lambda: [run.run_key],
     )
+
+
+@app.command()
+@connected
+def backfill(
+    job_id: JobId,
+    *,
+    start: Annotated[
+        str, typer.Option(help="From this ISO 8601 instant (inclusive).", show_default=False)
+    ],
+    end: Annotated[
+        str, typer.Option(help="To this instant (exclusive, not after now).", show_default=False)
+    ],
+    conn: Connection,
+    token: TokenOption = "",
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """Create runs for the schedule's occurrences in a past range (all of them: one call
+    per 1,000), skipping occurrences that already have a run."""
+    request = pb.BackfillJobRequest(
+        job_id=job_id, start_time=parse_time(start, "--start"), end_time=parse_time(end, "--end")
+    )
+    created = pb.BackfillJobResponse()
+    with jobs_client(conn, token) as (stub, md):
+        while True:
+            page = stub.BackfillJob(request, metadata=md)
+            created.runs.extend(page.runs)
+            created.existing_count += page.existing_count
+            if not page.truncated:
+                break
+            request.start_time.CopyFrom(page.next_start_time)
+
+    def table(wide: bool) -> None:
+        print_runs(created.runs, wide=wide)
+        typer.echo(
+            f"created {len(created.runs)} runs; {created.existing_count} occurrences had one"
+        )
+
+    emit(created, output, table=table, names=lambda: [run.run_key for run in created.runs])

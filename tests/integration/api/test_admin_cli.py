@@ -30,8 +30,8 @@ async def _cli(env: dict[str, str], *args: str, code: int = 0) -> Result:
 
 
 async def _listed(env: dict[str, str], *args: str) -> dict[str, Any]:
-    """``tokens list --json`` as {token_id: token}."""
-    listing = await _cli(env, "admin", "tokens", "list", "--json", *args)
+    """``tokens list -o json`` as {token_id: token}."""
+    listing = await _cli(env, "admin", "tokens", "list", "-o", "json", *args)
     return {token["token_id"]: token for token in json.loads(listing.stdout).get("tokens", [])}
 
 
@@ -81,7 +81,7 @@ async def test_executor_token_issued_listed_and_revoked(api: Api) -> None:
     assert token_id not in await _listed(env)
     assert "revoke_time" in (await _listed(env, "--include-revoked"))[token_id]
     # Revoking again changes nothing and still succeeds.
-    again = await _cli(env, "admin", "tokens", "revoke", token_id, "--json")
+    again = await _cli(env, "admin", "tokens", "revoke", token_id, "-o", "json")
     assert json.loads(again.stdout)["token"]["revoke_time"]
 
 
@@ -94,7 +94,7 @@ async def test_tenant_tokens_and_refusals(api: Api) -> None:
             await _cli(
                 env,
                 *("admin", "tokens", "create", "--role", "tenant", "--tenant", "acme"),
-                *("--description", "billing backend", "--json"),
+                *("--description", "billing backend", "-o", "json"),
             )
         ).stdout
     )
@@ -138,3 +138,29 @@ async def test_tenant_tokens_and_refusals(api: Api) -> None:
     assert acme.token not in as_tenant.output
     no_token = await _cli({**env, "SUNDIAL_TOKEN": ""}, "admin", "tokens", "list", code=1)
     assert "SUNDIAL_TOKEN" in no_token.output
+
+
+async def _tenant(env: dict[str, str], tenant_id: str) -> dict[str, Any]:
+    return json.loads((await _cli(env, "admin", "tenants", "get", tenant_id, "-o", "json")).stdout)
+
+
+async def test_tenants_created_listed_updated_and_their_secret_rotated(api: Api) -> None:
+    env = {"SUNDIAL_API": api.address, "SUNDIAL_TOKEN": ADMIN_TOKEN}
+    created = await _cli(env, "admin", "tenants", "create", "globex", "--max-jobs", "50")
+    first_secret = created.stdout
+    # The secret alone on stdout (no newline into a pipe), the note on stderr.
+    assert first_secret and " " not in first_secret and "only this once" in created.stderr
+    shown = await _tenant(env, "globex")
+    assert shown["tenant"]["quotas"]["max_jobs"] == "50"
+    assert first_secret not in json.dumps(shown)  # metadata only
+    names = (await _cli(env, "admin", "tenants", "list", "-o", "name")).stdout.split()
+    assert "globex" in names
+    await _cli(env, "admin", "tenants", "update", "globex", "--max-concurrent-runs", "7")
+    updated = await _tenant(env, "globex")
+    assert updated["tenant"]["quotas"] == {"max_jobs": "50", "max_concurrent_runs": 7}
+    rotated = await _cli(env, "admin", "tenants", "rotate-secret", "globex", "--overlap", "1h")
+    assert rotated.stdout and rotated.stdout != first_secret
+    after = await _tenant(env, "globex")
+    assert len(after["tenant"]["signing_secrets"]) == 2  # the old one valid for the overlap
+    nothing = await _cli(env, "admin", "tenants", "update", "globex", code=1)
+    assert "nothing to change" in nothing.output
