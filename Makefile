@@ -14,8 +14,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-setup: $(BIN)/python ## Create .venv and install Sundial with its dev and stack extras
+setup: $(BIN)/python ## Create .venv, install Sundial with its dev and stack extras, build sdk/typescript
 	$(BIN)/pip install --quiet -e '.[dev]'
+	@if command -v npm >/dev/null; then \
+		cd sdk/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build; \
+	else echo "npm not found: sdk/typescript not built (its tests are skipped)"; fi
 
 run: setup ## Start PostgreSQL, NATS, etcd and the three services locally, with a demo schedule
 	$(BIN)/sundial dev

@@ -6,12 +6,14 @@ final failures, tenant capacity.
 from __future__ import annotations
 
 import itertools
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
 import nats
 import pytest
 
+from sundial.client import SignatureError, verify_signature
 from sundial.core.bus import DEAD_STREAM, dead_subject
 from sundial.v1 import events_pb2, job_pb2, job_service_pb2, run_pb2
 from tests.helpers.cluster import Cluster, Tenant
@@ -102,7 +104,19 @@ async def test_a_job_every_second_and_a_one_time_job_run_on_time(
     assert call.request.headers["sundial-attempt"] == "1"
     assert uuid.UUID(call.request.headers["sundial-execution-id"])
     assert call.request.headers["sundial-scheduled-at"] == single.scheduled_at.ToJsonString()
-    assert call.request.headers["sundial-signature"].startswith("t=")
+    # The signature verifies with the tenant's secret (the verifier targets use), and
+    # with no other secret.
+    signed = {
+        "header": call.request.headers["sundial-signature"],
+        "idempotency_key": call.request.headers["idempotency-key"],
+        "attempt": call.request.headers["sundial-attempt"],
+        "body": call.request.body,
+    }
+    verify_signature(**signed, secrets=["an-old-secret", tenant.signing_secret])
+    with pytest.raises(SignatureError, match="matches none"):
+        verify_signature(**signed, secrets=["not-the-secret"])
+    with pytest.raises(SignatureError, match="tolerance"):
+        verify_signature(**signed, secrets=[tenant.signing_secret], now=time.time() + 3600)
 
 
 async def dead_letters(cluster: Cluster, tenant: Tenant, expected: int) -> list[object]:
