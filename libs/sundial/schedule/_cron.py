@@ -16,9 +16,15 @@ day of week 0-7 or SUN-SAT (0 and 7 are Sunday; Unix/Spring numbering, *not* Qua
 
 Decisions the grammar alone does not make:
 
-* Day of month and day of week combine POSIX-style: when both are restricted (anything
-  but ``*`` or ``?``) a day matches if either matches; otherwise only the restricted one
-  counts. Vixie cron's quirk of treating ``*/2`` as unrestricted is not reproduced.
+* Day of month and day of week combine as in Vixie cron, cronie, Debian's cron and
+  robfig/cron (Kubernetes CronJob): when both are restricted (anything but ``*`` or
+  ``?``) a day matches if either matches, unless one of them *starts with* ``*`` (or
+  ``?``), such as ``*/2``: then both must match. So ``5 4 */2 * 1`` fires on odd-numbered
+  Mondays, ``0 0 1 * 1`` on the 1st and on every Monday, and ``0 0 1-31/2 * 0`` on odd
+  days and on Sundays. A restricted field that is the only restricted one counts alone.
+  The expansion marks the both-must-match case with a trailing ``&`` (see
+  :data:`DAYS_AND`), which :class:`~sundial.schedule._fire.WallCron` hands to croniter as
+  ``day_or=False``.
 * A reversed range is an error (``22-2``), except a day-of-week range ending in Sunday
   (``FRI-SUN``, ``5-0``), which means up to 7.
 * A step must be between 1 and the field's size (``*/60`` in minutes is fine, ``*/61``
@@ -107,6 +113,11 @@ class _HashItem:
     step: int | None
 
 
+DAYS_AND = " &"
+"""Suffix of an expanded expression whose day fields must both match (see the module
+doc); not croniter syntax: :class:`~sundial.schedule._fire.WallCron` strips it."""
+
+
 @dataclass(frozen=True, slots=True)
 class CronField:
     """One parsed field.
@@ -183,7 +194,18 @@ class ParsedCron:
         parts = [_render(f, v) for f, v in zip(self.fields, resolved, strict=True)]
         second, minute, hour, dom, month, dow = parts
         rendered = f"{minute} {hour} {dom} {month} {dow}"
-        return f"{rendered} {second}" if self.has_seconds else rendered
+        if self.has_seconds:
+            rendered = f"{rendered} {second}"
+        return rendered + DAYS_AND if self.days_and else rendered
+
+    @property
+    def days_and(self) -> bool:
+        """Both day fields are restricted and one of them starts with ``*`` (or ``?``):
+        a day must match both (Vixie cron, cronie), not either."""
+        dom, dow = self.fields[_DOM], self.fields[_DOW]
+        if dom.unrestricted or dow.unrestricted:
+            return False
+        return dom.text.startswith(("*", "?")) or dow.text.startswith(("*", "?"))
 
     @staticmethod
     def _resolve(f: CronField, job_id: str) -> frozenset[int]:

@@ -34,6 +34,7 @@ from croniter import CroniterBadDateError, CroniterError, croniter
 
 from sundial.core.errors import InvalidArgument
 
+from ._cron import DAYS_AND
 from ._spec import DstAnnotation, FireTime, FoldPolicy, GapPolicy
 from ._zone import Transition, format_offset_name, transition_near, wall_offsets
 
@@ -70,7 +71,9 @@ class WallCron:
     is stateful, so calls into it are serialised.
 
     Attributes:
-        expression: The croniter expression (``H`` resolved, seconds last).
+        expression: The expanded expression (``H`` resolved, seconds last, and the
+            :data:`~sundial.schedule._cron.DAYS_AND` suffix when both day fields must
+            match).
     """
 
     __slots__ = ("_iter", "_lock", "expression")
@@ -78,8 +81,11 @@ class WallCron:
     def __init__(self, expression: str, *, field: str = "schedule.cron") -> None:
         self.expression = expression
         self._lock = threading.Lock()
+        plain = expression.removesuffix(DAYS_AND)
         try:
-            self._iter = croniter(expression, datetime(2000, 1, 1), ret_type=datetime)
+            self._iter = croniter(
+                plain, datetime(2000, 1, 1), ret_type=datetime, day_or=plain == expression
+            )
         except (CroniterError, ValueError) as exc:
             # The parser should have rejected anything croniter cannot take.
             raise InvalidArgument(field, f"not supported: {exc}") from None

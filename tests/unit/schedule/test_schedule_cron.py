@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
@@ -53,6 +53,8 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)  # a Thursday
         ("0 0 1 jan,jul *", ["2026-07-01 00:00:00", "2027-01-01 00:00:00"]),
         # Both day fields restricted: either matches (POSIX). 1st or any Monday.
         ("0 0 1 * 1", ["2026-01-05 00:00:00", "2026-01-12 00:00:00", "2026-01-19 00:00:00"]),
+        # ...unless one starts with "*" (Vixie cron, cronie): both. Odd-numbered Mondays.
+        ("5 4 */2 * 1", ["2026-01-05 04:05:00", "2026-01-19 04:05:00", "2026-02-09 04:05:00"]),
         ("@hourly", ["2026-01-01 01:00:00", "2026-01-01 02:00:00"]),
         ("@daily", ["2026-01-02 00:00:00", "2026-01-03 00:00:00"]),
         ("@midnight", ["2026-01-02 00:00:00"]),
@@ -233,3 +235,55 @@ def test_jobs_without_h_share_one_expansion() -> None:
     c = compile_schedule(Schedule(CronSpec("H * * * *")), job_id="a")
     d = compile_schedule(Schedule(CronSpec("H * * * *")), job_id="b")
     assert c.expanded_cron != d.expanded_cron
+
+
+def _cronie_days(dom: str, dow: str, start: date, days: int) -> list[date]:
+    """The days cronie fires ``0 0 <dom> * <dow>`` on, by its own rule (a different
+    algorithm from ours: cron's bit sets and DOM_STAR/DOW_STAR flags, day by day)."""
+
+    def values(text: str, lo: int, hi: int) -> set[int]:
+        chosen: set[int] = set()
+        for item in text.split(","):
+            body, _, step = item.partition("/")
+            if body == "*":
+                first, last = lo, hi
+            elif "-" in body:
+                first, last = (int(v) for v in body.split("-"))
+            else:
+                first = last = int(body)
+                if step:
+                    last = hi
+            chosen.update(range(first, last + 1, int(step or 1)))
+        return chosen
+
+    dom_bits, dow_bits = values(dom, 1, 31), {d % 7 for d in values(dow, 0, 7)}
+    star = dom.startswith("*") or dow.startswith("*")  # cronie: DOM_STAR || DOW_STAR
+    fired = []
+    for offset in range(days):
+        day = start + timedelta(days=offset)
+        in_dom, in_dow = day.day in dom_bits, (day.weekday() + 1) % 7 in dow_bits
+        if (in_dom and in_dow) if star else (in_dom or in_dow):
+            fired.append(day)
+    return fired
+
+
+@pytest.mark.parametrize(
+    ("dom", "dow"),
+    [
+        ("*/2", "1"),
+        ("*/3", "1-5"),
+        ("1-31/2", "0"),
+        ("1", "1"),
+        ("*", "1"),
+        ("*/2", "*"),
+        ("15", "*/2"),
+        ("*/5", "*/3"),
+        ("2-20/3", "6,0"),
+        ("*", "*"),
+    ],
+)
+def test_day_fields_combine_exactly_as_cronie_does(dom: str, dow: str) -> None:
+    start, days = date(2026, 1, 1), 400
+    expected = _cronie_days(dom, dow, start, days)
+    fires = _fires(f"0 0 {dom} * {dow}", datetime(2025, 12, 31, 12, tzinfo=UTC), len(expected))
+    assert [datetime.fromisoformat(f).date() for f in fires] == expected
