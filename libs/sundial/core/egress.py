@@ -182,6 +182,8 @@ def host_rule(
         raise EgressError(where, "is empty")
     if ip_literal(text) is not None:
         raise EgressError(where, f"{pattern!r} is an IP address: allow it as a cidr")
+    if text == "*":
+        raise EgressError(where, "'*' needs a suffix ('*.svc.cluster.local')")
     name = text[2:] if text.startswith("*.") else text
     if "*" in name:
         raise EgressError(where, f"{pattern!r}: '*' may only be the whole first label ('*.suffix')")

@@ -38,6 +38,7 @@ from yarl import URL
 
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.egress import EgressPolicy, Protocol
+from sundial.core.netpolicy import ResolveError
 from sundial.executor.targets.address import AddressPolicy, CallRules, TargetRefused
 from sundial.executor.targets.classify import classify_http, failure, parse_retry_after
 from sundial.run import ErrorClass, HttpTarget, Outcome, OutcomeStatus
@@ -230,6 +231,11 @@ class HttpCaller:
             )
         except (aiohttp.ClientError, OSError) as exc:  # timeouts and TLS failures included
             message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            if isinstance(exc, aiohttp.ClientConnectorError) and isinstance(
+                exc.os_error, ResolveError
+            ):
+                # aiohttp shows only an OSError's strerror, which a lookup's has not.
+                message = f"{type(exc).__name__}: {exc.os_error}"
             return failure(
                 started,
                 self._clock.now(),
