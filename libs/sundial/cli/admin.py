@@ -24,6 +24,7 @@ import typer
 from google.protobuf import timestamp_pb2
 from rich.table import Table
 
+from sundial.cli import egress
 from sundial.cli._client import (
     Connection,
     admin_client,
@@ -50,6 +51,7 @@ tokens = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(tokens)
+app.add_typer(egress.app)
 
 AdminTokenOption = Annotated[
     str,

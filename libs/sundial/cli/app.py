@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from sundial.cli import admin, dev, jobs, migrate, preview, runs
+from sundial.cli import admin, dev, egress, jobs, migrate, preview, runs
 
 app = typer.Typer(
     name="sundial",
@@ -17,6 +17,7 @@ app.add_typer(jobs.app)
 app.add_typer(runs.app)
 app.add_typer(admin.app)
 app.command("preview")(preview.preview)
+app.command("egress")(egress.tenant_view)
 app.command("migrate")(migrate.migrate)
 
 
