@@ -26,7 +26,9 @@ from rich.table import Table
 
 from sundial.cli import egress
 from sundial.cli._client import (
+    AdminTokenOption,
     Connection,
+    Json,
     admin_client,
     connected,
     console,
@@ -52,18 +54,6 @@ tokens = typer.Typer(
 )
 app.add_typer(tokens)
 app.add_typer(egress.app)
-
-AdminTokenOption = Annotated[
-    str,
-    typer.Option(
-        "--token",
-        envvar="SUNDIAL_TOKEN",
-        help="Admin API token (env SUNDIAL_TOKEN): an issued admin token or the API's "
-        "bootstrap SUNDIAL_ADMIN_TOKEN.",
-        show_default=False,
-    ),
-]
-Json = Annotated[bool, typer.Option("--json", help="Print the raw response as JSON.")]
 
 
 class Role(enum.StrEnum):

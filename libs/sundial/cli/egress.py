@@ -17,14 +17,17 @@ policy as egress.proto's JSON (``{"rules": [{"host": ...}, {"cidr": ...,
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from google.protobuf import json_format
 from rich.table import Table
 
 from sundial.cli._client import (
+    AdminTokenOption,
     Connection,
+    Json,
+    TokenOption,
     admin_client,
     connected,
     console,
@@ -44,17 +47,7 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-AdminTokenOption = Annotated[
-    str,
-    typer.Option(
-        "--token",
-        envvar="SUNDIAL_TOKEN",
-        help="Admin API token (env SUNDIAL_TOKEN).",
-        show_default=False,
-    ),
-]
 TenantArgument = Annotated[str, typer.Argument(help="The tenant's id.", show_default=False)]
-Json = Annotated[bool, typer.Option("--json", help="Print the raw response as JSON.")]
 
 
 def _policy(allow: list[str], file: Path | None, no_rules: bool) -> egress_pb2.EgressPolicy:
@@ -101,6 +94,14 @@ def show_policy(egress: egress_pb2.EffectiveEgressPolicy, title: str) -> None:
     )
 
 
+def _answer(response: Any, title: str, *, json: bool) -> None:
+    """Print an answer carrying ``egress``: as JSON, or as :func:`show_policy` does."""
+    if json:
+        print_json(response)
+    else:
+        show_policy(response.egress, title)
+
+
 @app.command("set")
 @connected
 def set_policy(
@@ -125,11 +126,7 @@ def set_policy(
         tenant_id=tenant, policy=_policy(allow or [], file, no_rules)
     )
     with admin_client(conn, token) as (stub, md):
-        response = stub.SetTenantEgressPolicy(request, metadata=md)
-    if json:
-        print_json(response)
-        return
-    show_policy(response.egress, tenant)
+        _answer(stub.SetTenantEgressPolicy(request, metadata=md), tenant, json=json)
 
 
 @app.command()
@@ -140,11 +137,7 @@ def clear(
     """Drop a tenant's own policy: the operator's default applies again."""
     request = admin_pb2.SetTenantEgressPolicyRequest(tenant_id=tenant, use_default=True)
     with admin_client(conn, token) as (stub, md):
-        response = stub.SetTenantEgressPolicy(request, metadata=md)
-    if json:
-        print_json(response)
-        return
-    show_policy(response.egress, tenant)
+        _answer(stub.SetTenantEgressPolicy(request, metadata=md), tenant, json=json)
 
 
 @app.command()
@@ -155,33 +148,18 @@ def show(
     """Show the policy in force for a tenant."""
     request = admin_pb2.GetTenantEgressPolicyRequest(tenant_id=tenant)
     with admin_client(conn, token) as (stub, md):
-        response = stub.GetTenantEgressPolicy(request, metadata=md)
-    if json:
-        print_json(response)
-        return
-    show_policy(response.egress, tenant)
+        _answer(stub.GetTenantEgressPolicy(request, metadata=md), tenant, json=json)
 
 
 @connected
 def tenant_view(
     *,
     conn: Connection,
-    token: Annotated[
-        str,
-        typer.Option(
-            "--token",
-            envvar="SUNDIAL_TOKEN",
-            help="Tenant API token (env SUNDIAL_TOKEN).",
-            show_default=False,
-        ),
-    ] = "",
+    token: TokenOption = "",
     json: Json = False,
 ) -> None:
     """Show your tenant's egress policy (set by an admin): the non-public addresses your
     targets may reach."""
     with jobs_client(conn, token) as (stub, md):
-        response = stub.GetEgressPolicy(job_service_pb2.GetEgressPolicyRequest(), metadata=md)
-    if json:
-        print_json(response)
-        return
-    show_policy(response.egress, "egress policy")
+        answer = stub.GetEgressPolicy(job_service_pb2.GetEgressPolicyRequest(), metadata=md)
+    _answer(answer, "egress policy", json=json)
