@@ -218,6 +218,11 @@ async def test_readme_tour_and_egress_commands(api_process: ServiceProcess) -> N
             app, ["admin", "egress", "set", "dev", "--allow", "10.1.2.3/8"], env=admin
         )
         assert bad.exit_code == 1 and "not a CIDR network" in bad.output
+        # The deploy package's mesh example, as deploy/k8s/README.md applies it.
+        mesh = Path(__file__).parents[2] / "deploy/k8s/components/mesh-egress/egress-policy.json"
+        applied = _run(admin, "admin", "egress", "set", "dev", "--file", str(mesh))
+        assert "*.svc.cluster.local" in applied and "10.0.0.0/8" in applied
+        assert "lan" not in _run(env, "jobs", "list", "--forbidden")
         cleared = _run(admin, "admin", "egress", "clear", "dev")
         assert "the operator's default" in cleared
         denied = CliRunner().invoke(app, ["admin", "egress", "show", "dev"], env=env)

@@ -3,7 +3,7 @@
 An admin sets which non-public addresses a tenant's targets may reach (egress.proto)::
 
     sundial admin egress set payments --allow '*.svc.cluster.local' --allow 10.96.0.0/12
-    sundial admin egress set payments --file deploy/k8s/examples/mesh-egress-policy.json
+    sundial admin egress set payments --file egress-policy.json
     sundial admin egress show payments
     sundial admin egress clear payments        # back to the operator's default
 
