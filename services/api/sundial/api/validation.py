@@ -343,11 +343,12 @@ def check_http_target(target: HttpTarget, field: str = "target.http") -> HttpTar
         raise _fail(f"{field}.url", "has no host")
     if parts.username is not None or parts.password is not None or "@" in parts.netloc:
         raise _fail(f"{field}.url", "must not contain user info (user:password@)")
-    if ("[" in parts.netloc or "]" in parts.netloc) and not _BRACKETED_NETLOC.fullmatch(
-        parts.netloc
+    if ("[" in parts.netloc or "]" in parts.netloc) and (
+        not _BRACKETED_NETLOC.fullmatch(parts.netloc) or ":" not in parts.hostname
     ):
-        # urlsplit takes "[::1]x", "x[::1]" and "[::1]]" as the host ::1; a client
-        # reading the URL by RFC 3986 would not.
+        # urlsplit takes "[::1]x", "x[::1]" and "[::1]]" as the host ::1, and "[v1.fe]"
+        # (an RFC 3986 IPvFuture) as the name v1.fe; a client reading the URL by RFC 3986
+        # would not.
         raise _fail(f"{field}.url", "has a malformed host (brackets hold an IPv6 address only)")
     try:
         port = parts.port
