@@ -1,19 +1,21 @@
-"""Which network addresses a tenant's target may reach (the SSRF rules), and how a
-target's host is read and resolved before they are applied.
+"""Which network addresses a tenant's target may never reach (the SSRF deny list), the
+operator's switches, and how a target's host is read and resolved before the rules apply.
 
-One policy, used twice: the API refuses a target whose host is or resolves to a
+One rule set, used twice: the API refuses a target whose host is or resolves to a
 forbidden address when the job is written, and the executor checks again at every
 connection (DNS can change in between, or be made to: DNS rebinding). Both read
 ``host:port`` with :func:`parse_address` and resolve with :func:`resolve`, so a target
-the API accepted is read the same way when it is called.
+the API accepted is read the same way when it is called. What a tenant may reach beyond
+public addresses is its egress policy's (:mod:`sundial.core.egress`).
 
-Always refused: cloud metadata endpoints, unspecified, multicast and reserved addresses.
-Refused unless the operator allows them: loopback (``allow_loopback``) and private,
-shared (CGNAT), link-local, unique-local and other non-public addresses
-(``allow_private``). IPv4-mapped and NAT64 IPv6 addresses are judged as the IPv4
-address they carry, and so are 6to4 (2002::/16) addresses; site-local fec0::/10 counts
-as private. A name is refused when ANY address it resolves to is: the caller
-could connect to either.
+Always refused (:meth:`AddressPolicy.denial`): cloud metadata endpoints, unspecified,
+multicast and reserved addresses, and loopback unless the operator allows it
+(``allow_loopback``). Private, shared (CGNAT), link-local, unique-local and other
+non-public addresses (:func:`non_public`) need an allowance: a rule of the tenant's
+egress policy, or the operator's default (``allow_private``). IPv4-mapped, NAT64 and
+6to4 (2002::/16) IPv6 addresses are judged as the IPv4 address they carry
+(:func:`carried_ipv4`); site-local fec0::/10 counts as private. A name is refused when
+ANY address it resolves to is: the caller could connect to either.
 """
 
 from __future__ import annotations
