@@ -209,6 +209,13 @@ async def test_only_admins_set_policies_of_tenants_that_exist(strict: Api) -> No
         grpc.StatusCode.PERMISSION_DENIED,
     )
     await expect_error(set_policy(strict, "no-such-tenant"), grpc.StatusCode.NOT_FOUND)
+    for call in (
+        set_policy(strict, "bad\x00id"),
+        strict.admin.GetTenantEgressPolicy(
+            admin_pb2.GetTenantEgressPolicyRequest(tenant_id=""), metadata=strict.admin_md
+        ),
+    ):
+        await expect_error(call, grpc.StatusCode.INVALID_ARGUMENT, field="tenant_id")
     await expect_error(
         strict.admin.GetTenantEgressPolicy(
             admin_pb2.GetTenantEgressPolicyRequest(tenant_id="no-such-tenant"),

@@ -44,24 +44,26 @@ class EgressPolicies:
         """The policy in force for ``tenant_id``, and where it comes from.
 
         Raises:
+            InvalidArgument: Not a tenant id.
             NotFound: No such tenant.
         """
+        validation.check_tenant_ref(tenant_id, "tenant_id")
         return self._view(tenant_id, await self._store.egress_policy(tenant_id))
 
     async def set(self, tenant_id: str, policy: EgressPolicy | None) -> TenantEgress:
         """Give ``tenant_id`` its own ``policy`` (None: back to the default).
 
         Raises:
-            InvalidArgument: A malformed tenant id.
+            InvalidArgument: Not a tenant id.
             NotFound: No such tenant.
         """
-        validation.check_tenant_id(tenant_id, "tenant_id")
+        validation.check_tenant_ref(tenant_id, "tenant_id")
         stored = await self._store.set_egress_policy(tenant_id, policy, self._clock.now())
         return self._view(tenant_id, stored)
 
     def _view(self, tenant_id: str, stored: StoredEgress | None) -> TenantEgress:
         if stored is None:
-            raise NotFound(f"tenant {tenant_id} not found")
+            raise NotFound(f"tenant {tenant_id!r} not found")
         own = stored.policy
         return TenantEgress(
             policy=own if own is not None else self._default,
