@@ -272,3 +272,82 @@ async def test_tables_keep_whole_ids_and_times_at_80_columns_and_through_a_pipe(
             assert run_key.endswith("Z") and len(run_key) > len(job_id) + 20, runs
 
     await asyncio.to_thread(scenario)
+
+
+async def test_readme_tour_and_egress_commands(api_process: ServiceProcess) -> None:
+    def scenario() -> None:
+        with grpc.insecure_channel(api_process.address) as channel:
+            token = create_dev_tenant(channel, ADMIN_TOKEN)
+        env = {"SUNDIAL_API": api_process.address, "SUNDIAL_TOKEN": token}
+        admin = {"SUNDIAL_API": api_process.address, "SUNDIAL_TOKEN": ADMIN_TOKEN}
+        # README's quick tour, as written (example.com need not resolve: a name that
+        # does not resolve now is checked when it is called).
+        created = _run(
+            env,
+            "jobs",
+            "create",
+            "report",
+            "--cron",
+            "0 9 * * MON-FRI",
+            "--tz",
+            "Europe/Berlin",
+            "--url",
+            "https://example.com/hooks/report",
+            "--payload",
+            '{"kind": "usage"}',
+        )
+        assert "report" in created
+        _run(
+            env,
+            "preview",
+            "30 2 * * *",
+            "--tz",
+            "America/New_York",
+            "--after",
+            "2026-03-07T00:00:00Z",
+        )
+
+        # The operator's default for the dev tenant (loopback allowed), then its own.
+        shown = _run(env, "egress")
+        assert "the operator's default" in shown and "loopback: allowed" in shown
+        _run(admin, "admin", "egress", "set", "dev", "--allow", "10.0.0.0/8")
+        _run(env, "jobs", "create", "lan", "--cron", "0 * * * *", "--url", "http://10.1.2.3/x")
+        assert "lan" not in _run(env, "jobs", "list", "--forbidden")
+        set_out = _run(
+            admin,
+            "admin",
+            "egress",
+            "set",
+            "dev",
+            "--allow",
+            "*.svc.cluster.local",
+            "--allow",
+            "10.96.0.0/12=grpc",
+        )
+        assert "the tenant's own" in set_out and "*.svc.cluster.local" in set_out
+        assert "10.96.0.0/12" in set_out and "grpc" in set_out
+        policy = json.loads(_run(admin, "admin", "egress", "show", "dev", "-o", "json"))
+        assert policy["egress"]["tenant_specific"] is True
+        assert [r.get("host") or r.get("cidr") for r in policy["egress"]["policy"]["rules"]] == [
+            "*.svc.cluster.local",
+            "10.96.0.0/12",
+        ]
+        assert "*.svc.cluster.local" in _run(env, "egress")
+        # Tightened: the job written under the wider policy is now forbidden.
+        forbidden = _run(env, "jobs", "list", "--forbidden")
+        assert "lan" in forbidden and "report" not in forbidden
+        bad = CliRunner().invoke(
+            app, ["admin", "egress", "set", "dev", "--allow", "10.1.2.3/8"], env=admin
+        )
+        assert bad.exit_code == 1 and "not a CIDR network" in bad.output
+        # The deploy package's mesh example, as deploy/k8s/README.md applies it.
+        mesh = Path(__file__).parents[2] / "deploy/k8s/components/mesh-egress/egress-policy.json"
+        applied = _run(admin, "admin", "egress", "set", "dev", "--file", str(mesh))
+        assert "*.svc.cluster.local" in applied and "10.0.0.0/8" in applied
+        assert "lan" not in _run(env, "jobs", "list", "--forbidden")
+        cleared = _run(admin, "admin", "egress", "clear", "dev")
+        assert "the operator's default" in cleared
+        denied = CliRunner().invoke(app, ["admin", "egress", "show", "dev"], env=env)
+        assert denied.exit_code == 1 and "PERMISSION_DENIED" in denied.output
+
+    await asyncio.to_thread(scenario)

@@ -28,11 +28,16 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
+from google.protobuf import json_format
 
 from sundial.api.config import ApiConfig
+from sundial.core import wire
 from sundial.core.config import DatabaseConfig, describe
+from sundial.core.egress import Protocol, judge
+from sundial.core.netpolicy import AddressPolicy
 from sundial.executor.config import ExecutorConfig
 from sundial.scheduler.config import SchedulerConfig
+from sundial.v1 import egress_pb2
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "k8s"
@@ -863,12 +868,20 @@ def _rule_admits(
     return peers is None or any(_peer_admits(peer, other) for peer in peers)
 
 
-def _allowed(kind: str, pod: Pod, other: Destination, port: int, proto: str) -> bool:
+def _allowed(
+    kind: str,
+    pod: Pod,
+    other: Destination,
+    port: int,
+    proto: str,
+    *,
+    policies: Mapping[str, dict[str, Any]] = POLICIES,
+) -> bool:
     """Whether ``pod``'s policies of ``kind`` (Ingress/Egress) let ``other`` through."""
     if pod.namespace != HOME:
         return True  # the package's policies hold only in their namespace
     selecting = [
-        p["spec"] for p in POLICIES.values()
+        p["spec"] for p in policies.values()
         if kind in p["spec"]["policyTypes"] and _selects(p["spec"]["podSelector"], pod.labels)
     ]  # fmt: skip
     if not selecting:
@@ -881,10 +894,19 @@ def _allowed(kind: str, pod: Pod, other: Destination, port: int, proto: str) -> 
     )
 
 
-def connects(source: Pod, destination: Destination, port: int, proto: str = "TCP") -> bool:
+def connects(
+    source: Pod,
+    destination: Destination,
+    port: int,
+    proto: str = "TCP",
+    *,
+    policies: Mapping[str, dict[str, Any]] = POLICIES,
+) -> bool:
     """Kubernetes' rule: the source's egress and the destination's ingress both allow it."""
-    out = _allowed("Egress", source, destination, port, proto)
-    into = not isinstance(destination, Pod) or _allowed("Ingress", destination, source, port, proto)
+    out = _allowed("Egress", source, destination, port, proto, policies=policies)
+    into = not isinstance(destination, Pod) or _allowed(
+        "Ingress", destination, source, port, proto, policies=policies
+    )
     return out and into
 
 
@@ -902,7 +924,13 @@ def test_every_policy_selects_a_workload_and_names_ports(overlay: str) -> None:
         assert any(
             _selects(spec["podSelector"], _pod_labels(package, w)) for w in package.workloads
         ), f"NetworkPolicy {name} selects no Sundial pod"
-    assert package.of("NetworkPolicy").keys() <= POLICIES.keys(), "dev allows nothing more"
+    extra = package.of("NetworkPolicy").keys() - POLICIES.keys()
+    assert extra <= MESH_ONLY.get(overlay, set()), f"{overlay} allows more: {extra}"
+
+
+# The one policy an overlay adds to production's: the mesh overlay's executor egress to
+# the cluster's range (components/mesh-egress).
+MESH_ONLY = {"mesh": {"sundial-executor-mesh"}}
 
 
 ALLOWED = [
@@ -979,3 +1007,44 @@ def test_denied_traffic(what: str, source: Pod, destination: Destination, port: 
 def test_every_sundial_pod_resolves_names(pod: Pod) -> None:
     assert connects(pod, DNS, 53, "UDP") and connects(pod, DNS, 53, "TCP")
     assert not connects(pod, DNS, 80)
+
+
+MESH = PACKAGES["mesh"].of("NetworkPolicy")
+
+
+@pytest.mark.parametrize(
+    ("what", "source", "destination", "port", "allowed"),
+    [
+        ("executor -> in-cluster service", EXECUTOR, "10.96.12.7", 8080, True),
+        ("executor -> in-cluster pod", EXECUTOR, "10.244.1.9", 50051, True),
+        ("executor -> public target", EXECUTOR, "203.0.113.10", 443, True),
+        ("executor -> cloud metadata", EXECUTOR, "169.254.169.254", 80, False),
+        ("executor -> private 192.168/16", EXECUTOR, "192.168.1.1", 443, False),
+        ("api -> in-cluster service", API, "10.96.12.7", 8080, False),
+        ("scheduler -> in-cluster service", SCHEDULER, "10.96.12.7", 8080, False),
+    ],
+)
+def test_the_mesh_overlay_opens_the_cluster_range_to_executors_only(
+    what: str, source: Pod, destination: Destination, port: int, allowed: bool
+) -> None:
+    assert connects(source, destination, port, policies=MESH) is allowed, what
+
+
+def test_the_mesh_egress_policy_is_what_the_issue_asks_for_one_tenant() -> None:
+    """components/mesh-egress/egress-policy.json, read as `sundial admin egress set
+    --file` reads it: *.svc.cluster.local and the cluster range, whatever the protocol;
+    metadata stays out; the NetworkPolicy opens the same range."""
+    text = (DEPLOY / "components" / "mesh-egress" / "egress-policy.json").read_text()
+    policy = wire.egress_policy_in(json_format.Parse(text, egress_pb2.EgressPolicy()), "file")
+    operator = AddressPolicy()
+    for protocol in Protocol:
+        for host, address in (
+            ("billing.payments.svc.cluster.local", "10.96.3.4"),
+            ("10.244.1.9", "10.244.1.9"),
+        ):
+            assert judge(operator, policy, protocol, host, ipaddress.ip_address(address)) is None
+        meta = ipaddress.ip_address("169.254.169.254")
+        assert judge(operator, policy, protocol, "x.svc.cluster.local", meta) is not None
+    [cidr] = [str(r.network) for r in policy.rules if r.network is not None]
+    [rule] = MESH["sundial-executor-mesh"]["spec"]["egress"]
+    assert [peer["ipBlock"]["cidr"] for peer in rule["to"]] == [cidr]

@@ -48,6 +48,7 @@ EXPECTED_METHODS = {
         "GetRun",
         "ReplayRun",
         "CancelRun",
+        "GetEgressPolicy",
     },
     "RunLedger": {"LeaseRuns", "Heartbeat", "CompleteRuns"},
     "TargetService": {"Execute"},
@@ -61,6 +62,8 @@ EXPECTED_METHODS = {
         "RevokeApiToken",
         "RotateSigningSecret",
         "ClusterStatus",
+        "SetTenantEgressPolicy",
+        "GetTenantEgressPolicy",
     },
 }
 
@@ -176,7 +179,7 @@ def test_every_file_is_in_the_package() -> None:
     files = _files()
     assert {f.name for f in files} == {
         f"sundial/v1/{name}.proto"
-        for name in ("admin", "events", "job", "job_service", "ledger", "run", "target")
+        for name in ("admin", "egress", "events", "job", "job_service", "ledger", "run", "target")
     }
     assert {f.package for f in files} == {PACKAGE}
 

@@ -60,6 +60,17 @@ TokenOption = Annotated[
     ),
 ]
 
+AdminTokenOption = Annotated[
+    str,
+    typer.Option(
+        "--token",
+        envvar="SUNDIAL_TOKEN",
+        help="Admin API token (env SUNDIAL_TOKEN): an issued admin token or the API's "
+        "bootstrap SUNDIAL_ADMIN_TOKEN.",
+        show_default=False,
+    ),
+]
+
 TlsOption = Annotated[
     bool | None,
     typer.Option(

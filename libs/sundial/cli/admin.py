@@ -24,7 +24,9 @@ from typing import Annotated, Any
 import typer
 from google.protobuf import field_mask_pb2, timestamp_pb2
 
+from sundial.cli import egress
 from sundial.cli._client import (
+    AdminTokenOption,
     Connection,
     admin_client,
     all_pages,
@@ -58,17 +60,7 @@ tenants = typer.Typer(
 app.add_typer(tenants)
 cluster = typer.Typer(name="cluster", help="The scheduler cluster.", no_args_is_help=True)
 app.add_typer(cluster)
-
-AdminTokenOption = Annotated[
-    str,
-    typer.Option(
-        "--token",
-        envvar="SUNDIAL_TOKEN",
-        help="Admin API token (env SUNDIAL_TOKEN): an issued admin token or the API's "
-        "bootstrap SUNDIAL_ADMIN_TOKEN.",
-        show_default=False,
-    ),
-]
+app.add_typer(egress.app)
 
 
 class Role(enum.StrEnum):

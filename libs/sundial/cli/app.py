@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from sundial.cli import admin, dev, jobs, migrate, preview, profiles, runs
+from sundial.cli import admin, dev, egress, jobs, migrate, preview, profiles, runs
 from sundial.core.telemetry import service_version
 
 app = typer.Typer(
@@ -21,6 +21,7 @@ app.add_typer(jobs.app)
 app.add_typer(runs.app)
 app.add_typer(admin.app)
 app.command("preview")(preview.preview)
+app.command("egress")(egress.tenant_view)
 app.command("migrate")(migrate.migrate)
 app.add_typer(profiles.app)
 

@@ -393,13 +393,20 @@ def list_jobs(
     paused: Annotated[
         bool | None, typer.Option("--paused/--active", help="Only paused / only active jobs.")
     ] = None,
+    forbidden: Annotated[
+        bool,
+        typer.Option("--forbidden", help="Only jobs whose target your egress policy forbids now."),
+    ] = False,
     limit: Annotated[int, typer.Option(help="Show at most this many (0: all).")] = 100,
     page_token: Annotated[str, typer.Option(help="Continue from a previous listing.")] = "",
     output: OutputOption = Output.TABLE,
 ) -> None:
     """List jobs by name."""
     request = pb.ListJobsRequest(
-        labels=parse_pairs(label or [], "--label"), name_prefix=prefix, page_token=page_token
+        labels=parse_pairs(label or [], "--label"),
+        name_prefix=prefix,
+        page_token=page_token,
+        target_forbidden=forbidden,
     )
     if paused is not None:
         request.paused = paused

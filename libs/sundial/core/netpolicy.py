@@ -1,19 +1,21 @@
-"""Which network addresses a tenant's target may reach (the SSRF rules), and how a
-target's host is read and resolved before they are applied.
+"""Which network addresses a tenant's target may never reach (the SSRF deny list), the
+operator's switches, and how a target's host is read and resolved before the rules apply.
 
-One policy, used twice: the API refuses a target whose host is or resolves to a
+One rule set, used twice: the API refuses a target whose host is or resolves to a
 forbidden address when the job is written, and the executor checks again at every
 connection (DNS can change in between, or be made to: DNS rebinding). Both read
 ``host:port`` with :func:`parse_address` and resolve with :func:`resolve`, so a target
-the API accepted is read the same way when it is called.
+the API accepted is read the same way when it is called. What a tenant may reach beyond
+public addresses is its egress policy's (:mod:`sundial.core.egress`).
 
-Always refused: cloud metadata endpoints, unspecified, multicast and reserved addresses.
-Refused unless the operator allows them: loopback (``allow_loopback``) and private,
-shared (CGNAT), link-local, unique-local and other non-public addresses
-(``allow_private``). IPv4-mapped and NAT64 IPv6 addresses are judged as the IPv4
-address they carry, and so are 6to4 (2002::/16) addresses; site-local fec0::/10 counts
-as private. A name is refused when ANY address it resolves to is: the caller
-could connect to either.
+Always refused (:meth:`AddressPolicy.denial`): cloud metadata endpoints, unspecified,
+multicast and reserved addresses, and loopback unless the operator allows it
+(``allow_loopback``). Private, shared (CGNAT), link-local, unique-local and other
+non-public addresses (:func:`non_public`) need an allowance: a rule of the tenant's
+egress policy, or the operator's default (``allow_private``). IPv4-mapped, NAT64 and
+6to4 (2002::/16) IPv6 addresses are judged as the IPv4 address they carry
+(:func:`carried_ipv4`); site-local fec0::/10 counts as private. A name is refused when
+ANY address it resolves to is: the caller could connect to either.
 """
 
 from __future__ import annotations
@@ -36,8 +38,10 @@ __all__ = [
     "Refusal",
     "ResolveError",
     "ResolveTimeout",
+    "carried_ipv4",
     "check_host",
     "ip_literal",
+    "non_public",
     "parse_address",
     "resolve",
 ]
@@ -73,24 +77,40 @@ class Refusal:
     reason: str
 
 
+def carried_ipv4(address: IPAddress) -> IPAddress:
+    """The IPv4 address an IPv6 address carries (IPv4-mapped, NAT64 64:ff9b::/96, 6to4
+    2002::/16), or ``address`` itself: such an address reaches the IPv4 host, so every
+    rule judges it as that host."""
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return address.ipv4_mapped
+        if address in _NAT64:
+            return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+        if address.sixtofour is not None:
+            return address.sixtofour
+    return address
+
+
 @dataclass(frozen=True)
 class AddressPolicy:
-    """The operator's SSRF settings."""
+    """The operator's SSRF settings: the permanent deny list, and the default egress
+    policy of tenants without their own (:mod:`sundial.core.egress`).
+
+    Args:
+        allow_loopback: Take loopback off the deny list, and let the default policy
+            reach it (development stacks).
+        allow_private: Let the default policy reach every non-public address that is
+            not denied (one switch for every tenant: prefer per-tenant policies).
+    """
 
     allow_loopback: bool = False
     allow_private: bool = False
 
-    def refusal(self, address: IPAddress) -> str | None:
-        """Why ``address`` may not be called (``"a loopback address"``), or None."""
-        if isinstance(address, ipaddress.IPv6Address):
-            if address.ipv4_mapped is not None:
-                address = address.ipv4_mapped
-            elif address in _NAT64:
-                address = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-            elif address.sixtofour is not None:  # 2002::/16 carries an IPv4 address
-                address = address.sixtofour
-            elif address.is_site_local:  # fec0::/10, deprecated but still routed inside
-                return None if self.allow_private else "a private or non-public address"
+    def denial(self, address: IPAddress) -> str | None:
+        """Why ``address`` is never called, whatever a tenant's policy allows, or None.
+
+        ``address`` is judged as the IPv4 address it carries (:func:`carried_ipv4`)."""
+        address = carried_ipv4(address)
         if address in METADATA_ADDRESSES:
             return "a cloud metadata address"
         if address.is_unspecified:
@@ -99,14 +119,25 @@ class AddressPolicy:
             return "a multicast address"
         if address.is_loopback:
             return None if self.allow_loopback else "a loopback address"
-        if address.is_link_local:
-            return None if self.allow_private else "a link-local address"
-        # After loopback (::1 lies in ::/8), before is_private (240.0.0.0/4 is both).
-        if address.is_reserved:
+        # After loopback (::1 lies in ::/8), before the private ranges (240.0.0.0/4 is
+        # both reserved and private).
+        if address.is_reserved and not address.is_link_local:
             return "a reserved address"
-        if address.is_private or address in _SHARED or not address.is_global:
-            return None if self.allow_private else "a private or non-public address"
         return None
+
+    def refusal(self, address: IPAddress) -> str | None:
+        """Why ``address`` may not be called under the operator's default policy
+        (``"a loopback address"``), or None."""
+        return self.denial(address) or (
+            None if self.default_allows(address) else non_public(address)
+        )
+
+    def default_allows(self, address: IPAddress) -> bool:
+        """Whether the default policy lets a non-public, non-denied address through."""
+        address = carried_ipv4(address)
+        if address.is_loopback:
+            return self.allow_loopback
+        return self.allow_private
 
     def first_refusal(self, addresses: Iterable[IPAddress]) -> Refusal | None:
         """The first of ``addresses`` that may not be called, or None when all may."""
@@ -115,6 +146,22 @@ class AddressPolicy:
             if reason is not None:
                 return Refusal(address, reason)
         return None
+
+
+def non_public(address: IPAddress) -> str | None:
+    """What kind of non-public address ``address`` is (``"a link-local address"``), or
+    None for a public one. Only non-public addresses need a policy's allowance."""
+    original = address
+    address = carried_ipv4(address)
+    if address.is_loopback:
+        return "a loopback address"
+    if address.is_link_local:
+        return "a link-local address"
+    if isinstance(original, ipaddress.IPv6Address) and original.is_site_local:
+        return "a private or non-public address"  # fec0::/10, deprecated but routed inside
+    if address.is_private or address in _SHARED or not address.is_global:
+        return "a private or non-public address"
+    return None
 
 
 # --- reading host:port --------------------------------------------------------------------

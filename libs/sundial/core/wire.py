@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from google.protobuf import duration_pb2, timestamp_pb2
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
+from sundial.core import egress
 from sundial.core.errors import InvalidArgument
 from sundial.run import (
     ErrorClass,
@@ -35,7 +36,7 @@ from sundial.run import (
     SkipReason,
     Target,
 )
-from sundial.v1 import job_pb2, ledger_pb2, run_pb2
+from sundial.v1 import egress_pb2, job_pb2, ledger_pb2, run_pb2
 
 __all__ = [
     "MAX_TIME",
@@ -206,6 +207,60 @@ def target_in(message: job_pb2.Target) -> Target | None:
             metadata=dict(grpc_target.metadata),
         )
     return None
+
+
+# --- egress policies -----------------------------------------------------------------
+
+_PROTOCOL_OUT = {
+    egress.Protocol.HTTP: egress_pb2.EGRESS_PROTOCOL_HTTP,
+    egress.Protocol.GRPC: egress_pb2.EGRESS_PROTOCOL_GRPC,
+}
+_PROTOCOL_IN = {number: protocol for protocol, number in _PROTOCOL_OUT.items()}
+
+
+def egress_policy(policy: egress.EgressPolicy) -> egress_pb2.EgressPolicy:
+    """An egress policy as its wire form (both protocols listed when a rule has both)."""
+    message = egress_pb2.EgressPolicy()
+    for rule in policy.rules:
+        protocols = sorted(_PROTOCOL_OUT[p] for p in rule.protocols)
+        if rule.host is not None:
+            message.rules.add(host=rule.host, protocols=protocols)
+        else:
+            message.rules.add(cidr=str(rule.network), protocols=protocols)
+    return message
+
+
+def egress_policy_in(message: egress_pb2.EgressPolicy, field: str) -> egress.EgressPolicy:
+    """A wire egress policy, checked.
+
+    Raises:
+        InvalidArgument: A malformed rule (named ``<field>.rules[i].host`` or ``.cidr``),
+            an unknown protocol, or too many rules.
+    """
+    if len(message.rules) > egress.MAX_RULES:
+        raise InvalidArgument(
+            f"{field}.rules", f"at most {egress.MAX_RULES} rules, got {len(message.rules)}"
+        )
+    rules = []
+    for i, rule in enumerate(message.rules):
+        where = f"{field}.rules[{i}]"
+        protocols = []
+        for number in rule.protocols:
+            if number not in _PROTOCOL_IN:
+                raise InvalidArgument(f"{where}.protocols", f"unknown protocol {number}")
+            protocols.append(_PROTOCOL_IN[number])
+        chosen = protocols or list(egress.Protocol)
+        which = rule.WhichOneof("match")
+        try:
+            if which == "host":
+                rules.append(egress.host_rule(rule.host, chosen, f"{where}.host"))
+            elif which == "cidr":
+                rules.append(egress.network_rule(rule.cidr, chosen, f"{where}.cidr"))
+            else:
+                raise InvalidArgument(where, "one of host or cidr is required")
+        except egress.EgressError as exc:
+            raise InvalidArgument(exc.field, exc.problem) from None
+    return egress.policy_of(rules)
 
 
 # --- the run vocabulary ---------------------------------------------------------------

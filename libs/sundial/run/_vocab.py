@@ -83,6 +83,7 @@ class ErrorClass(enum.Enum):
     REFUSED = "refused"
     CANCELLED = "cancelled"
     LEASE_EXPIRED = "lease_expired"
+    TARGET_FORBIDDEN = "target_forbidden"
 
 
 class SkipReason(enum.Enum):

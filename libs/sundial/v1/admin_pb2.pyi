@@ -3,6 +3,7 @@ import datetime
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from sundial.v1 import egress_pb2 as _egress_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -248,3 +249,31 @@ class PartitionOwner(_message.Message):
     partition: int
     node_id: str
     def __init__(self, partition: _Optional[int] = ..., node_id: _Optional[str] = ...) -> None: ...
+
+class SetTenantEgressPolicyRequest(_message.Message):
+    __slots__ = ("tenant_id", "policy", "use_default")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    USE_DEFAULT_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    policy: _egress_pb2.EgressPolicy
+    use_default: bool
+    def __init__(self, tenant_id: _Optional[str] = ..., policy: _Optional[_Union[_egress_pb2.EgressPolicy, _Mapping]] = ..., use_default: _Optional[bool] = ...) -> None: ...
+
+class SetTenantEgressPolicyResponse(_message.Message):
+    __slots__ = ("egress",)
+    EGRESS_FIELD_NUMBER: _ClassVar[int]
+    egress: _egress_pb2.EffectiveEgressPolicy
+    def __init__(self, egress: _Optional[_Union[_egress_pb2.EffectiveEgressPolicy, _Mapping]] = ...) -> None: ...
+
+class GetTenantEgressPolicyRequest(_message.Message):
+    __slots__ = ("tenant_id",)
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    def __init__(self, tenant_id: _Optional[str] = ...) -> None: ...
+
+class GetTenantEgressPolicyResponse(_message.Message):
+    __slots__ = ("egress",)
+    EGRESS_FIELD_NUMBER: _ClassVar[int]
+    egress: _egress_pb2.EffectiveEgressPolicy
+    def __init__(self, egress: _Optional[_Union[_egress_pb2.EffectiveEgressPolicy, _Mapping]] = ...) -> None: ...

@@ -80,6 +80,16 @@ class AdminServiceStub:
                 request_serializer=sundial_dot_v1_dot_admin__pb2.ClusterStatusRequest.SerializeToString,
                 response_deserializer=sundial_dot_v1_dot_admin__pb2.ClusterStatusResponse.FromString,
                 _registered_method=True)
+        self.SetTenantEgressPolicy = channel.unary_unary(
+                '/sundial.v1.AdminService/SetTenantEgressPolicy',
+                request_serializer=sundial_dot_v1_dot_admin__pb2.SetTenantEgressPolicyRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_admin__pb2.SetTenantEgressPolicyResponse.FromString,
+                _registered_method=True)
+        self.GetTenantEgressPolicy = channel.unary_unary(
+                '/sundial.v1.AdminService/GetTenantEgressPolicy',
+                request_serializer=sundial_dot_v1_dot_admin__pb2.GetTenantEgressPolicyRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_admin__pb2.GetTenantEgressPolicyResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -150,6 +160,23 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetTenantEgressPolicy(self, request, context):
+        """Sets a tenant's egress policy (egress.proto), or clears it back to the operator's
+        default. Applies at once: jobs written later are checked against it, and every
+        attempt granted later is called under it (an existing job whose target it forbids
+        fails that attempt with ERROR_CLASS_TARGET_FORBIDDEN).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTenantEgressPolicy(self, request, context):
+        """Returns the egress policy that applies to a tenant.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -197,6 +224,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ClusterStatus,
                     request_deserializer=sundial_dot_v1_dot_admin__pb2.ClusterStatusRequest.FromString,
                     response_serializer=sundial_dot_v1_dot_admin__pb2.ClusterStatusResponse.SerializeToString,
+            ),
+            'SetTenantEgressPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetTenantEgressPolicy,
+                    request_deserializer=sundial_dot_v1_dot_admin__pb2.SetTenantEgressPolicyRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_admin__pb2.SetTenantEgressPolicyResponse.SerializeToString,
+            ),
+            'GetTenantEgressPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTenantEgressPolicy,
+                    request_deserializer=sundial_dot_v1_dot_admin__pb2.GetTenantEgressPolicyRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_admin__pb2.GetTenantEgressPolicyResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -443,6 +480,60 @@ class AdminService:
             '/sundial.v1.AdminService/ClusterStatus',
             sundial_dot_v1_dot_admin__pb2.ClusterStatusRequest.SerializeToString,
             sundial_dot_v1_dot_admin__pb2.ClusterStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetTenantEgressPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.AdminService/SetTenantEgressPolicy',
+            sundial_dot_v1_dot_admin__pb2.SetTenantEgressPolicyRequest.SerializeToString,
+            sundial_dot_v1_dot_admin__pb2.SetTenantEgressPolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTenantEgressPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.AdminService/GetTenantEgressPolicy',
+            sundial_dot_v1_dot_admin__pb2.GetTenantEgressPolicyRequest.SerializeToString,
+            sundial_dot_v1_dot_admin__pb2.GetTenantEgressPolicyResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -2,6 +2,7 @@ import datetime
 
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from sundial.v1 import egress_pb2 as _egress_pb2
 from sundial.v1 import job_pb2 as _job_pb2
 from sundial.v1 import run_pb2 as _run_pb2
 from google.protobuf.internal import containers as _containers
@@ -89,7 +90,7 @@ class DescribeJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., recent_runs: _Optional[_Iterable[_Union[_run_pb2.Run, _Mapping]]] = ..., upcoming: _Optional[_Iterable[_Union[FireTime, _Mapping]]] = ..., active_runs: _Optional[int] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("page_size", "page_token", "labels", "name_prefix", "paused")
+    __slots__ = ("page_size", "page_token", "labels", "name_prefix", "paused", "target_forbidden")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -102,12 +103,14 @@ class ListJobsRequest(_message.Message):
     LABELS_FIELD_NUMBER: _ClassVar[int]
     NAME_PREFIX_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FORBIDDEN_FIELD_NUMBER: _ClassVar[int]
     page_size: int
     page_token: str
     labels: _containers.ScalarMap[str, str]
     name_prefix: str
     paused: bool
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., name_prefix: _Optional[str] = ..., paused: _Optional[bool] = ...) -> None: ...
+    target_forbidden: bool
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., name_prefix: _Optional[str] = ..., paused: _Optional[bool] = ..., target_forbidden: _Optional[bool] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs", "next_page_token")
@@ -320,3 +323,13 @@ class CancelRunResponse(_message.Message):
     RUN_FIELD_NUMBER: _ClassVar[int]
     run: _run_pb2.Run
     def __init__(self, run: _Optional[_Union[_run_pb2.Run, _Mapping]] = ...) -> None: ...
+
+class GetEgressPolicyRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetEgressPolicyResponse(_message.Message):
+    __slots__ = ("egress",)
+    EGRESS_FIELD_NUMBER: _ClassVar[int]
+    egress: _egress_pb2.EffectiveEgressPolicy
+    def __init__(self, egress: _Optional[_Union[_egress_pb2.EffectiveEgressPolicy, _Mapping]] = ...) -> None: ...

@@ -115,6 +115,11 @@ class JobServiceStub:
                 request_serializer=sundial_dot_v1_dot_job__service__pb2.CancelRunRequest.SerializeToString,
                 response_deserializer=sundial_dot_v1_dot_job__service__pb2.CancelRunResponse.FromString,
                 _registered_method=True)
+        self.GetEgressPolicy = channel.unary_unary(
+                '/sundial.v1.JobService/GetEgressPolicy',
+                request_serializer=sundial_dot_v1_dot_job__service__pb2.GetEgressPolicyRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_job__service__pb2.GetEgressPolicyResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -234,6 +239,14 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetEgressPolicy(self, request, context):
+        """The egress policy that applies to the caller's tenant (egress.proto): which
+        non-public addresses its targets may reach. Read-only: an admin sets it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -316,6 +329,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.CancelRun,
                     request_deserializer=sundial_dot_v1_dot_job__service__pb2.CancelRunRequest.FromString,
                     response_serializer=sundial_dot_v1_dot_job__service__pb2.CancelRunResponse.SerializeToString,
+            ),
+            'GetEgressPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetEgressPolicy,
+                    request_deserializer=sundial_dot_v1_dot_job__service__pb2.GetEgressPolicyRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_job__service__pb2.GetEgressPolicyResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -751,6 +769,33 @@ class JobService:
             '/sundial.v1.JobService/CancelRun',
             sundial_dot_v1_dot_job__service__pb2.CancelRunRequest.SerializeToString,
             sundial_dot_v1_dot_job__service__pb2.CancelRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetEgressPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/GetEgressPolicy',
+            sundial_dot_v1_dot_job__service__pb2.GetEgressPolicyRequest.SerializeToString,
+            sundial_dot_v1_dot_job__service__pb2.GetEgressPolicyResponse.FromString,
             options,
             channel_credentials,
             insecure,

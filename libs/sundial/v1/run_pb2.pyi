@@ -39,6 +39,7 @@ class ErrorClass(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_CLASS_REFUSED: _ClassVar[ErrorClass]
     ERROR_CLASS_CANCELLED: _ClassVar[ErrorClass]
     ERROR_CLASS_LEASE_EXPIRED: _ClassVar[ErrorClass]
+    ERROR_CLASS_TARGET_FORBIDDEN: _ClassVar[ErrorClass]
 
 class SkipReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -67,6 +68,7 @@ ERROR_CLASS_CONNECTION: ErrorClass
 ERROR_CLASS_REFUSED: ErrorClass
 ERROR_CLASS_CANCELLED: ErrorClass
 ERROR_CLASS_LEASE_EXPIRED: ErrorClass
+ERROR_CLASS_TARGET_FORBIDDEN: ErrorClass
 SKIP_REASON_UNSPECIFIED: SkipReason
 SKIP_REASON_OVERLAP: SkipReason
 SKIP_REASON_BUFFER_FULL: SkipReason

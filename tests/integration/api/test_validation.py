@@ -283,10 +283,6 @@ CASES: dict[str, tuple[Mutation, str]] = {
     "bracketed name": (_set("target.http.url", "http://[example.com]/"), "target.http.url"),
     "unclosed bracket": (_set("target.http.url", "http://[::1/x"), "target.http.url"),
     "grpc private": (_grpc("192.168.1.10:443"), "target.grpc.address"),
-    "unresolvable host": (
-        _set("target.http.url", "http://no-such-host.invalid/x"),
-        "target.http.url",
-    ),
 }
 
 

@@ -73,7 +73,9 @@ async def test_the_first_forbidden_address_in_resolver_order_is_named(
         return [(2, 1, 6, "", (a, port)) for a in answer]
 
     monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", getaddrinfo)
-    with pytest.raises(TargetRefused, match=r"^10\.0\.0\.7 is a private or non-public address$"):
+    with pytest.raises(
+        TargetRefused, match=r"^mixed\.example \(10\.0\.0\.7\) is a private or non-public"
+    ):
         await AddressPolicy().resolve("mixed.example", 443)
     assert (
         await AddressPolicy(allow_private=True, allow_loopback=True).resolve("mixed.example", 443)

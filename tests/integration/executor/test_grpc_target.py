@@ -114,5 +114,5 @@ async def test_loopback_refused_unless_allowed(server: GrpcTargetServer) -> None
     )
     outcome = await runner.run(make_lease(GrpcTarget(server.address, plaintext=True)))
     assert outcome.status is OutcomeStatus.FAILED_FINAL
-    assert outcome.error_class is ErrorClass.REFUSED
+    assert outcome.error_class is ErrorClass.TARGET_FORBIDDEN
     assert server.calls == []

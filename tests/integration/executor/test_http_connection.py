@@ -70,7 +70,7 @@ async def test_a_name_with_any_forbidden_address_is_refused_before_connecting(
     answer_dns(monkeypatch, {NAME: ["127.0.0.1", "169.254.169.254"]})
     outcome = await caller.call(HttpTarget(f"http://{NAME}:{port}/n"), b"x", {})
     assert outcome.status is OutcomeStatus.FAILED_FINAL
-    assert outcome.error_class is ErrorClass.REFUSED
+    assert outcome.error_class is ErrorClass.TARGET_FORBIDDEN
     assert "169.254.169.254" in outcome.error
     assert target.calls == []
 
@@ -88,7 +88,7 @@ async def test_every_new_connection_is_checked_again(
     assert (await caller.call(HttpTarget(url), b"x", {})).status is OutcomeStatus.SUCCEEDED
     answers[NAME] = ["169.254.169.254"]
     outcome = await caller.call(HttpTarget(url), b"x", {})
-    assert outcome.error_class is ErrorClass.REFUSED
+    assert outcome.error_class is ErrorClass.TARGET_FORBIDDEN
     assert looked_up == [NAME, NAME]
     assert len(target.calls) == 1
 
@@ -101,7 +101,7 @@ async def test_an_ip_literal_is_checked_without_a_lookup(
     try:
         for url in (f"{target.url}/a", f"http://[::1]:{target.url.rsplit(':', 1)[1]}/a"):
             outcome = await strict.call(HttpTarget(url), b"x", {})
-            assert outcome.error_class is ErrorClass.REFUSED, url
+            assert outcome.error_class is ErrorClass.TARGET_FORBIDDEN, url
             assert "loopback" in outcome.error
     finally:
         await strict.aclose()

@@ -119,10 +119,10 @@ async def test_loopback_refused_at_call_time_unless_allowed(target: RecordingTar
         for url in (f"{target.url}/a", f"http://localhost:{target.url.rsplit(':', 1)[1]}/a"):
             outcome = await runner.run(make_lease(HttpTarget(url)))
             assert outcome.status is OutcomeStatus.FAILED_FINAL, url
-            assert outcome.error_class is ErrorClass.REFUSED
+            assert outcome.error_class is ErrorClass.TARGET_FORBIDDEN
             assert "loopback" in outcome.error
         outcome = await runner.run(make_lease(HttpTarget("http://169.254.169.254/latest/")))
-        assert outcome.error_class is ErrorClass.REFUSED
+        assert outcome.error_class is ErrorClass.TARGET_FORBIDDEN
         assert target.calls == []
     finally:
         await strict.aclose()

@@ -17,10 +17,12 @@ from google.protobuf import duration_pb2
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
+from sundial.core import wire
 from sundial.core.auth import Role, Tokens
 from sundial.core.bus import Bus
 from sundial.core.clock import ManualClock, SystemClock
 from sundial.core.config import ServerConfig
+from sundial.core.egress import parse_rule, policy_of
 from sundial.core.grpc import build_server
 from sundial.core.telemetry import LEASES_EXPIRED, RUNS_COMPLETED, RUNS_FENCED
 from sundial.core.wire import timestamp
@@ -551,3 +553,31 @@ async def test_outcomes_are_counted_by_next_status_and_error_class_and_fences_by
         (("outcome", "succeeded"),): 1,
     }
     assert counts(reader, RUNS_FENCED) == {(("reason", "not_running"),): 1}
+
+
+async def test_each_grant_carries_the_tenants_egress_policy_as_it_is_then(
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub, clock: ManualClock
+) -> None:
+    policies = JobPolicies(retry_max_attempts=3, retry_base_delay=timedelta(seconds=1))
+    [job] = await insert_jobs(pool, DAILY, first_due=T0, policies=policies)
+    await insert_queued_runs(pool, job, [T0])
+    [first] = await lease(ledger, [ref(job, T0)])
+    assert not first.grant.HasField("egress")  # no policy of its own: the default applies
+    tightened = policy_of([parse_rule("*.svc.cluster.local"), parse_rule("10.0.0.0/8=grpc")])
+    await pool.execute(
+        "UPDATE tenants SET egress_policy = $1::text::jsonb WHERE tenant_id = 'acme'",
+        tightened.document(),
+    )
+    failed = await complete(
+        ledger,
+        ref(job, T0),
+        first.grant.attempt,
+        ledger_pb2.OUTCOME_STATUS_FAILED_RETRYABLE,
+        error="503",
+        error_class=run_pb2.ERROR_CLASS_RETRYABLE,
+    )
+    assert failed.accepted
+    clock.advance(5)  # past the backoff
+    [second] = await lease(ledger, [ref(job, T0)])
+    assert second.grant.attempt == 2
+    assert wire.egress_policy_in(second.grant.egress, "egress") == tightened

@@ -59,6 +59,12 @@ PINS: list[tuple[enum.Enum, int, int, str]] = [
     (ErrorClass.REFUSED, run_pb2.ERROR_CLASS_REFUSED, 5, "refused"),
     (ErrorClass.CANCELLED, run_pb2.ERROR_CLASS_CANCELLED, 6, "cancelled"),
     (ErrorClass.LEASE_EXPIRED, run_pb2.ERROR_CLASS_LEASE_EXPIRED, 7, "lease_expired"),
+    (
+        ErrorClass.TARGET_FORBIDDEN,
+        run_pb2.ERROR_CLASS_TARGET_FORBIDDEN,
+        8,
+        "target_forbidden",
+    ),
     (SkipReason.OVERLAP, run_pb2.SKIP_REASON_OVERLAP, 1, "overlap"),
     (SkipReason.BUFFER_FULL, run_pb2.SKIP_REASON_BUFFER_FULL, 2, "buffer_full"),
     (SkipReason.MISFIRE, run_pb2.SKIP_REASON_MISFIRE, 3, "misfire"),

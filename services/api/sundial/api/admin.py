@@ -11,6 +11,8 @@ from datetime import timedelta
 
 import grpc
 
+from sundial.api.convert import egress_out
+from sundial.api.egress import EgressPolicies
 from sundial.api.model import ApiToken, ClusterSnapshot, Role, Tenant, TenantChanges
 from sundial.api.tenancy import TenantManager
 from sundial.core import wire
@@ -99,8 +101,9 @@ def cluster_out(snapshot: ClusterSnapshot) -> pb.ClusterStatusResponse:
 class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     """AdminService on top of :class:`TenantManager`."""
 
-    def __init__(self, tenants: TenantManager) -> None:
+    def __init__(self, tenants: TenantManager, egress: EgressPolicies) -> None:
         self._tenants = tenants
+        self._egress = egress
 
     async def CreateTenant(
         self, request: pb.CreateTenantRequest, context: grpc.aio.ServicerContext
@@ -207,3 +210,18 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         self, request: pb.ClusterStatusRequest, context: grpc.aio.ServicerContext
     ) -> pb.ClusterStatusResponse:
         return cluster_out(await self._tenants.cluster_status())
+
+    async def SetTenantEgressPolicy(
+        self, request: pb.SetTenantEgressPolicyRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SetTenantEgressPolicyResponse:
+        policy = None
+        if not request.use_default:
+            policy = wire.egress_policy_in(request.policy, "policy")
+        view = await self._egress.set(request.tenant_id, policy)
+        return pb.SetTenantEgressPolicyResponse(egress=egress_out(view))
+
+    async def GetTenantEgressPolicy(
+        self, request: pb.GetTenantEgressPolicyRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetTenantEgressPolicyResponse:
+        view = await self._egress.effective(request.tenant_id)
+        return pb.GetTenantEgressPolicyResponse(egress=egress_out(view))

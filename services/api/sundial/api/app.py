@@ -9,6 +9,7 @@ from sundial.api.admin import AdminServicer
 from sundial.api.auth import AuthInterceptor
 from sundial.api.cluster import EtcdMembership, MembershipSource, UnconfiguredMembership
 from sundial.api.config import ApiConfig
+from sundial.api.egress import EgressPolicies
 from sundial.api.jobs import JobManager
 from sundial.api.retention import RequestPurger
 from sundial.api.runs import RunManager
@@ -60,14 +61,13 @@ async def build(
         resources.push_async_callback(close_pool, pool, config.grace_period_s)
         store = Store(pool)
         retention = timedelta(seconds=config.request_id_retention_s)
-        guard = TargetGuard(
-            TargetPolicy(
-                allow_loopback=config.allow_loopback_targets,
-                allow_private=config.allow_private_targets,
-            ),
-            resolve_timeout_s=config.target_resolve_timeout_s,
+        operator = TargetPolicy(
+            allow_loopback=config.allow_loopback_targets,
+            allow_private=config.allow_private_targets,
         )
-        jobs = JobManager(store, guard, clock, request_retention=retention)
+        guard = TargetGuard(operator, resolve_timeout_s=config.target_resolve_timeout_s)
+        egress = EgressPolicies(store, operator, clock)
+        jobs = JobManager(store, guard, egress, clock, request_retention=retention)
         runs = RunManager(store, clock, request_retention=retention)
         if membership is None and config.etcd_endpoints:
             etcd_membership = EtcdMembership(config.etcd(), pool, config.cluster)
@@ -83,8 +83,14 @@ async def build(
         )
         server.add_services(
             [
-                (job_service_pb2_grpc.add_JobServiceServicer_to_server, JobServicer(jobs, runs)),
-                (admin_pb2_grpc.add_AdminServiceServicer_to_server, AdminServicer(tenants)),
+                (
+                    job_service_pb2_grpc.add_JobServiceServicer_to_server,
+                    JobServicer(jobs, runs, egress),
+                ),
+                (
+                    admin_pb2_grpc.add_AdminServiceServicer_to_server,
+                    AdminServicer(tenants, egress),
+                ),
             ],
             interceptors=[
                 AuthInterceptor(Tokens(pool, clock, bootstrap={config.admin_token: Role.ADMIN}))

@@ -34,17 +34,19 @@ class ApiConfig(DatabaseConfig, ServerConfig, LogConfig, TelemetryConfig, EtcdAc
     uses etcd, and connects on first use."""
 
     allow_loopback_targets: bool = False
-    """Accept job targets whose host is or resolves to a loopback address (127.0.0.0/8,
-    ::1). For local development and tests only: in production it lets tenants call
-    services on the Sundial hosts themselves."""
+    """Take loopback (127.0.0.0/8, ::1) off the deny list, and let the default egress
+    policy (tenants without their own) reach it. For local development and tests only: in
+    production it lets tenants call services on the Sundial hosts themselves."""
 
     allow_private_targets: bool = False
-    """Accept job targets on private, shared (CGNAT) and link-local networks. Cloud
-    metadata addresses (169.254.169.254 and friends), unspecified, multicast and reserved
-    addresses stay refused."""
+    """The default egress policy (tenants without their own) reaches every private,
+    shared (CGNAT) and link-local address. Prefer per-tenant policies (``sundial admin
+    egress set``). Cloud metadata addresses (169.254.169.254 and friends), unspecified,
+    multicast and reserved addresses stay refused whatever a policy says."""
 
     target_resolve_timeout_s: float = 2.0
-    """Seconds a target host name may take to resolve when a job is created or updated."""
+    """Seconds a target host name may take to resolve when a job is created or updated (a
+    name that does not resolve in time is accepted, and checked at call time)."""
 
     default_max_jobs: int = 10_000
     """A new tenant's max_jobs when CreateTenant leaves it 0."""

@@ -22,7 +22,16 @@ from typing import Any, TypeVar
 
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
-from sundial.api.model import Job, JobFilter, JobSpec, JobStats, PreviewEntry, Run, RunFilter
+from sundial.api.model import (
+    Job,
+    JobFilter,
+    JobSpec,
+    JobStats,
+    PreviewEntry,
+    Run,
+    RunFilter,
+    TenantEgress,
+)
 from sundial.core import wire
 from sundial.core.errors import InvalidArgument
 from sundial.run import JobPolicies, OverlapPolicy, RunKind, RunRef, RunStatus, truncate_error
@@ -37,7 +46,7 @@ from sundial.schedule import (
     Schedule,
     Spec,
 )
-from sundial.v1 import job_pb2, job_service_pb2, run_pb2
+from sundial.v1 import egress_pb2, job_pb2, job_service_pb2, run_pb2
 
 E = TypeVar("E", bound=enum.Enum)
 
@@ -313,7 +322,20 @@ def job_filter_in(request: job_service_pb2.ListJobsRequest) -> JobFilter:
         labels=dict(request.labels),
         name_prefix=request.name_prefix,
         paused=request.paused if request.HasField("paused") else None,
+        target_forbidden=request.target_forbidden,
     )
+
+
+def egress_out(view: TenantEgress) -> egress_pb2.EffectiveEgressPolicy:
+    """The egress policy in force for a tenant."""
+    message = egress_pb2.EffectiveEgressPolicy(
+        policy=wire.egress_policy(view.policy),
+        tenant_specific=view.tenant_specific,
+        loopback_allowed=view.loopback_allowed,
+    )
+    if view.update_time is not None:
+        message.update_time.CopyFrom(wire.timestamp(view.update_time))
+    return message
 
 
 # --- runs ---------------------------------------------------------------------------------

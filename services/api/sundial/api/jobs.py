@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from sundial.api import paging, validation
+from sundial.api.egress import EgressPolicies
 from sundial.api.model import (
     Job,
     JobDescription,
@@ -45,6 +46,8 @@ _US = timedelta(microseconds=1)
 _OPTIMISTIC_ATTEMPTS = 5
 # A page of jobs stays under gRPC's default 4 MiB message limit: big payloads shorten it.
 _PAGE_BYTES = 3 * 1024 * 1024
+# Jobs one page of ListJobs(target_forbidden) looks at (each distinct host resolved once).
+_FORBIDDEN_SCAN = 1000
 
 
 def first_fire(
@@ -128,6 +131,7 @@ class JobManager:
     Args:
         store: Database access.
         guard: The SSRF check for targets.
+        egress: The tenants' egress policies the guard applies.
         clock: The source of "now".
         request_retention: How long request ids are remembered.
     """
@@ -136,12 +140,14 @@ class JobManager:
         self,
         store: Store,
         guard: TargetGuard,
+        egress: EgressPolicies,
         clock: Clock,
         *,
         request_retention: timedelta = timedelta(hours=24),
     ) -> None:
         self._store = store
         self._guard = guard
+        self._egress = egress
         self._clock = clock
         self._retention = request_retention
 
@@ -242,7 +248,7 @@ class JobManager:
         now = self._clock.now()
         new = self._prepare(spec, now)
         assert new.spec.target is not None
-        await self._guard.check(new.spec.target)
+        await self._guard.check(new.spec.target, await self._egress.policy(tenant_id))
         try:
             await self._store.create_jobs(
                 tenant_id, [new], now, claim=self._claim(CREATE_JOB, request_id, request_hash)
@@ -283,7 +289,8 @@ class JobManager:
             if seen != i:
                 raise InvalidArgument(f"jobs[{i}].name", f"same name as jobs[{seen}]")
         await self._guard.check_all(
-            [(new.spec.target, f"jobs[{i}].target") for i, new in enumerate(prepared)]  # type: ignore[misc]
+            [(new.spec.target, f"jobs[{i}].target") for i, new in enumerate(prepared)],  # type: ignore[misc]
+            await self._egress.policy(tenant_id),
         )
         try:
             await self._store.create_jobs(
@@ -337,11 +344,16 @@ class JobManager:
                 "labels": dict(job_filter.labels),
                 "prefix": job_filter.name_prefix,
                 "paused": job_filter.paused,
+                "forbidden": job_filter.target_forbidden,
             },
         )
         cursor = paging.decode(page_token, fingerprint, (paging.Text(validation.MAX_NAME_CHARS),))
         after = "" if cursor is None else cursor[0]
         upper = _prefix_upper_bound(job_filter.name_prefix) if job_filter.name_prefix else None
+        if job_filter.target_forbidden:
+            jobs, resume_after = await self._forbidden(tenant_id, job_filter, after, upper, size)
+            token = paging.encode([resume_after], fingerprint) if resume_after else ""
+            return Page(jobs, token)
         jobs = await self._store.list_jobs(
             tenant_id, job_filter, after=after, name_upper_bound=upper, limit=size + 1
         )
@@ -355,6 +367,35 @@ class JobManager:
                 break
         token = paging.encode([jobs[-1].spec.name], fingerprint) if more and jobs else ""
         return Page(jobs, token)
+
+    async def _forbidden(
+        self, tenant_id: str, job_filter: JobFilter, after: str, upper: str | None, size: int
+    ) -> tuple[list[Job], str | None]:
+        """Up to ``size`` of the next :data:`_FORBIDDEN_SCAN` jobs whose target the
+        tenant's current egress policy forbids, and the name the next page starts after
+        (None on the last page): the last job looked at, so a page of allowed jobs is
+        not looked at again."""
+        scanned = await self._store.list_jobs(
+            tenant_id, job_filter, after=after, name_upper_bound=upper, limit=_FORBIDDEN_SCAN + 1
+        )
+        more = len(scanned) > _FORBIDDEN_SCAN
+        scanned = scanned[:_FORBIDDEN_SCAN]
+        with_target = [job for job in scanned if job.spec.target is not None]
+        verdicts = await self._guard.verdicts(
+            [job.spec.target for job in with_target],  # type: ignore[misc]
+            await self._egress.policy(tenant_id),
+        )
+        forbidden = {id(job) for job, v in zip(with_target, verdicts, strict=True) if v}
+        found: list[Job] = []
+        budget = _PAGE_BYTES
+        for job in scanned:
+            if id(job) not in forbidden:
+                continue
+            budget -= _estimated_bytes(job)
+            if len(found) == size or (budget < 0 and found):
+                return found, found[-1].spec.name
+            found.append(job)
+        return found, scanned[-1].spec.name if more else None
 
     # --- change ---------------------------------------------------------------------------
 
@@ -394,7 +435,7 @@ class JobManager:
             )
             assert spec.target is not None
             if spec.target != job.spec.target:
-                await self._guard.check(spec.target)
+                await self._guard.check(spec.target, await self._egress.policy(tenant_id))
             next_run_at = job.next_run_at
             if reschedule:
                 next_run_at = first_fire(

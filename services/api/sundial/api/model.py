@@ -15,6 +15,7 @@ from typing import Generic, TypeVar
 from uuid import UUID
 
 from sundial.core.auth import Role  # re-exported: the token roles of ApiToken
+from sundial.core.egress import EgressPolicy
 from sundial.run import ErrorClass, JobPolicies, RunKind, RunRef, RunStatus, SkipReason, Target
 from sundial.schedule import FireTime, Schedule
 
@@ -101,6 +102,8 @@ class JobFilter:
     labels: Mapping[str, str] = field(default_factory=dict)
     name_prefix: str = ""
     paused: bool | None = None
+    target_forbidden: bool = False
+    """Only jobs whose target the tenant's current egress policy forbids."""
 
 
 # --- runs ---------------------------------------------------------------------------------
@@ -214,6 +217,24 @@ class Tenant:
     create_time: datetime
     update_time: datetime
     signing_secrets: Sequence[SigningSecretInfo] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEgress:
+    """A tenant's own egress policy as stored (None: the operator's default applies)."""
+
+    policy: EgressPolicy | None
+    update_time: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class TenantEgress:
+    """The egress policy in force for a tenant (egress.proto ``EffectiveEgressPolicy``)."""
+
+    policy: EgressPolicy
+    tenant_specific: bool
+    loopback_allowed: bool
+    update_time: datetime | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -403,3 +403,17 @@ SELECT min(due.next_run_at)
          ORDER BY next_run_at
          LIMIT 1
        ) AS due;
+
+-- name: get_egress_policy
+-- Tenant $1's own egress policy (NULL: the operator's default applies) and when it was
+-- last set; no row when the tenant does not exist.
+SELECT egress_policy::text AS egress_policy, egress_policy_updated_at
+  FROM tenants
+ WHERE tenant_id = $1;
+
+-- name: set_egress_policy
+-- Sets tenant $1's egress policy to the document $2 (NULL: back to the default) at $3.
+UPDATE tenants
+   SET egress_policy = $2::text::jsonb, egress_policy_updated_at = $3
+ WHERE tenant_id = $1
+RETURNING egress_policy::text AS egress_policy, egress_policy_updated_at;

@@ -16,6 +16,7 @@ from google.protobuf.message import Message
 
 from sundial.api import convert
 from sundial.api.auth import current_tenant
+from sundial.api.egress import EgressPolicies
 from sundial.api.jobs import JobManager
 from sundial.api.model import Job, JobSpec
 from sundial.api.runs import RunManager
@@ -109,9 +110,10 @@ def merge_update(current: Job, source: job_pb2.Job, paths: list[str]) -> JobSpec
 class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     """JobService on top of :class:`JobManager` and :class:`RunManager`."""
 
-    def __init__(self, jobs: JobManager, runs: RunManager) -> None:
+    def __init__(self, jobs: JobManager, runs: RunManager, egress: EgressPolicies) -> None:
         self._jobs = jobs
         self._runs = runs
+        self._egress = egress
 
     # --- jobs -----------------------------------------------------------------------------
 
@@ -314,3 +316,11 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         tenant = current_tenant()
         run = await self._runs.cancel(tenant, convert.run_ref_in(request), request.reason)
         return pb.CancelRunResponse(run=convert.run_out(run))
+
+    # --- egress ---------------------------------------------------------------------------
+
+    async def GetEgressPolicy(
+        self, request: pb.GetEgressPolicyRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetEgressPolicyResponse:
+        view = await self._egress.effective(current_tenant())
+        return pb.GetEgressPolicyResponse(egress=convert.egress_out(view))

@@ -6,9 +6,10 @@ with it (job.proto's convention). Nothing here touches the database: validation 
 before any write, which is what makes a refused call change nothing.
 
 :class:`TargetGuard` adds the one check that needs I/O: a target host must not be or
-resolve to a loopback, private, link-local, cloud-metadata or otherwise non-public
-address (SSRF), unless the operator allowed it. Reading ``host:port``, resolving and the
-rules are :mod:`sundial.core.netpolicy`'s, which the executor applies again per call.
+resolve now to an address on the operator's deny list or outside the tenant's egress
+policy (SSRF). Reading ``host:port``, resolving and the rules are
+:mod:`sundial.core.netpolicy`'s and :mod:`sundial.core.egress`'s, which the executor
+applies again per call.
 """
 
 from __future__ import annotations
@@ -24,12 +25,12 @@ from urllib.parse import urlsplit
 
 from sundial.api.model import JobSpec
 from sundial.core import netpolicy
-from sundial.core.errors import InvalidArgument, Unavailable
+from sundial.core.egress import EgressPolicy, Protocol, default_policy, judge
+from sundial.core.errors import InvalidArgument
 from sundial.core.netpolicy import (
     AddressError,
     AddressPolicy,
     Endpoint,
-    HostNotFound,
     IPAddress,
     ResolveError,
     ip_literal,
@@ -342,11 +343,12 @@ def check_http_target(target: HttpTarget, field: str = "target.http") -> HttpTar
         raise _fail(f"{field}.url", "has no host")
     if parts.username is not None or parts.password is not None or "@" in parts.netloc:
         raise _fail(f"{field}.url", "must not contain user info (user:password@)")
-    if ("[" in parts.netloc or "]" in parts.netloc) and not _BRACKETED_NETLOC.fullmatch(
-        parts.netloc
+    if ("[" in parts.netloc or "]" in parts.netloc) and (
+        not _BRACKETED_NETLOC.fullmatch(parts.netloc) or ":" not in parts.hostname
     ):
-        # urlsplit takes "[::1]x", "x[::1]" and "[::1]]" as the host ::1; a client
-        # reading the URL by RFC 3986 would not.
+        # urlsplit takes "[::1]x", "x[::1]" and "[::1]]" as the host ::1, and "[v1.fe]"
+        # (an RFC 3986 IPvFuture) as the name v1.fe; a client reading the URL by RFC 3986
+        # would not.
         raise _fail(f"{field}.url", "has a malformed host (brackets hold an IPv6 address only)")
     try:
         port = parts.port
@@ -554,9 +556,14 @@ def check_quotas(max_jobs: int, max_concurrent_runs: int, field: str = "tenant.q
 
 # --- SSRF ---------------------------------------------------------------------------------
 
-# The rules, the parsing and the resolver are shared with the executor, which checks
-# again at call time (sundial.core.netpolicy).
+# The operator's rules, the parsing and the resolver are shared with the executor, which
+# checks again at call time (sundial.core.netpolicy, sundial.core.egress).
 TargetPolicy = AddressPolicy
+
+
+def protocol_of(target: Target) -> Protocol:
+    """Which egress rules apply to ``target``."""
+    return Protocol.HTTP if isinstance(target, HttpTarget) else Protocol.GRPC
 
 
 def _endpoint(
@@ -586,70 +593,103 @@ def _endpoint(
 
 
 class TargetGuard:
-    """Refuses targets whose host is or resolves to a forbidden address.
+    """Refuses targets whose host is or resolves now to an address the tenant's egress
+    policy forbids (docs/design.md section 7).
 
-    Every address a name resolves to must be allowed: a name with one public and one
-    private address is refused, since the executor could connect to either.
+    An IP literal is judged as it is. A name is resolved: every address must be allowed
+    (a name with one public and one private address is refused, since the executor
+    could connect to either). A name that does not resolve now (no such name, a
+    resolver failure, a timeout) is accepted: a service may be created after its
+    schedule, and the check that protects anything is the executor's, on the address it
+    connects to at call time.
 
     Args:
-        policy: What the operator allows.
+        operator: The operator's deny list and default policy.
         resolve_timeout_s: Bound on each name resolution.
     """
 
-    def __init__(self, policy: TargetPolicy, *, resolve_timeout_s: float = 2.0) -> None:
-        self._policy = policy
+    def __init__(self, operator: TargetPolicy, *, resolve_timeout_s: float = 2.0) -> None:
+        self.operator = operator
         self._timeout_s = resolve_timeout_s
 
-    async def check(self, target: Target, field: str = "target") -> None:
+    async def check(
+        self, target: Target, policy: EgressPolicy | None = None, field: str = "target"
+    ) -> None:
         """Raise InvalidArgument naming ``field``'s url/address if the target is refused.
 
         Args:
             target: A target already checked by :func:`check_target`.
+            policy: The tenant's egress policy in force (None: the operator's default).
             field: Path of the target (``jobs[3].target``).
         """
-        await self.check_all([(target, field)])
+        await self.check_all([(target, field)], policy)
 
-    async def check_all(self, items: Sequence[tuple[Target, str]]) -> None:
+    async def check_all(
+        self, items: Sequence[tuple[Target, str]], policy: EgressPolicy | None = None
+    ) -> None:
         """:meth:`check` for many targets; each distinct host is resolved once.
 
         The problem reported is the first one in ``items`` order, so a batch names the
         lowest failing index.
 
         Raises:
-            InvalidArgument: A host is refused or does not exist.
-            Unavailable: A lookup failed or timed out (the caller may retry).
+            InvalidArgument: A host is refused.
         """
-        endpoints: list[tuple[str, str]] = []
-        ports: dict[str, int] = {}  # each distinct host, with the port of its first use
+        verdicts = await self.verdicts([target for target, _ in items], policy)
+        for (target, field), verdict in zip(items, verdicts, strict=True):
+            if verdict is not None:
+                where, _ = _endpoint(target, field)
+                raise _fail(where, f"{verdict}; calls to it are not allowed")
+
+    async def verdicts(
+        self, targets: Sequence[Target], policy: EgressPolicy | None = None
+    ) -> list[str | None]:
+        """Why each target is forbidden now (``"host a.example (10.0.0.7) is ..."``), or
+        None where it is allowed or its name does not resolve now."""
+        policy = policy if policy is not None else default_policy(self.operator)
+        hosts: list[str] = []
+        ports: dict[str, int] = {}  # each distinct name, with the port of its first use
         parsed: dict[Target, Endpoint] = {}  # each distinct target's endpoint
-        for target, field in items:
-            where, endpoint = _endpoint(target, field, parsed)
+        for target in targets:
+            _, endpoint = _endpoint(target, "target", parsed)
             host = endpoint.host
             if ip_literal(host) is None:
                 host = host.lower()  # names are case-insensitive: one lookup per name
-            ports.setdefault(host, endpoint.port)
-            endpoints.append((where, host))
+                ports.setdefault(host, endpoint.port)
+            hosts.append(host)
         limit = asyncio.Semaphore(16)
 
         async def lookup(host: str, port: int) -> tuple[IPAddress, ...]:
             async with limit:
                 return await resolve(host, port, timeout_s=self._timeout_s)
 
-        # return_exceptions: every failure is retrieved, then reported in item order.
+        # return_exceptions: every failure is retrieved; a failed lookup is no verdict.
         results = await asyncio.gather(
             *(lookup(host, port) for host, port in ports.items()), return_exceptions=True
         )
         resolved = dict(zip(ports, results, strict=True))
-        for where, host in endpoints:
-            addresses = resolved[host]
-            if isinstance(addresses, HostNotFound):
-                raise _fail(where, str(addresses))
-            if isinstance(addresses, ResolveError):
-                raise Unavailable(f"{where}: {addresses}; retry")
-            if isinstance(addresses, BaseException):
-                raise addresses
-            refusal = self._policy.first_refusal(addresses)
-            if refusal is not None:
-                address = str(refusal.address)
-                shown = host if address == host else f"{host} ({address})"
-                raise _fail(where, f"host {shown} is {refusal.reason}; calls to it are not allowed")
+        verdicts: list[str | None] = []
+        for target, host in zip(targets, hosts, strict=True):
+            literal = ip_literal(host)
+            found = (literal,) if literal is not None else resolved[host]
+            if isinstance(found, ResolveError):
+                verdicts.append(None)  # checked at call time
+                continue
+            if isinstance(found, BaseException):
+                raise found
+            verdicts.append(self._verdict(policy, protocol_of(target), host, found))
+        return verdicts
+
+    def _verdict(
+        self,
+        policy: EgressPolicy,
+        protocol: Protocol,
+        host: str,
+        addresses: Sequence[IPAddress],
+    ) -> str | None:
+        for address in addresses:
+            reason = judge(self.operator, policy, protocol, host, address)
+            if reason is not None:
+                shown = host if str(address) == host.strip("[]") else f"{host} ({address})"
+                return f"host {shown} is {reason}"
+        return None

@@ -97,10 +97,13 @@ class ExecutorConfig(NatsConfig, ServerConfig, LogConfig, TelemetryConfig):
     """Size of the pooled HTTP client's connection pool (all targets)."""
 
     allow_loopback_targets: bool = False
-    """Allow targets resolving to loopback addresses (127.0.0.0/8, ::1); local stacks only."""
+    """Take loopback (127.0.0.0/8, ::1) off the deny list, and let the default egress
+    policy (tenants without their own) reach it; local stacks only. Set it as on the API."""
 
     allow_private_targets: bool = False
-    """Allow targets resolving to private/link-local/shared addresses (never metadata)."""
+    """The default egress policy (tenants without their own) reaches every private,
+    link-local and shared address (never metadata). Prefer per-tenant policies
+    (``sundial admin egress set``). Set it as on the API."""
 
     def __post_init__(self) -> None:
         NatsConfig.__post_init__(self)

@@ -15,6 +15,7 @@ instead of an error, and a malformed run reference is an error of that one entry
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
@@ -22,6 +23,7 @@ from datetime import timedelta
 from typing import TypeVar
 
 from sundial.core import wire
+from sundial.core.egress import EgressPolicy
 from sundial.core.errors import InvalidArgument
 from sundial.executor.model import (
     Answer,
@@ -44,7 +46,7 @@ from sundial.run import (
     RunStatus,
     truncate_error,
 )
-from sundial.v1 import events_pb2, ledger_pb2, run_pb2
+from sundial.v1 import egress_pb2, events_pb2, ledger_pb2, run_pb2
 
 __all__ = [
     "DEFAULT_RUN_TIMEOUT_S",
@@ -164,6 +166,7 @@ def lease_from_grant(ref: RunRef, grant: ledger_pb2.Grant) -> Lease:
             if grant.HasField("run_timeout")
             else 0.0
         )
+        egress = _egress(grant.egress.SerializeToString()) if grant.HasField("egress") else None
     except InvalidArgument as exc:
         raise ValueError(str(exc)) from None
     return Lease(
@@ -179,7 +182,14 @@ def lease_from_grant(ref: RunRef, grant: ledger_pb2.Grant) -> Lease:
         job_name=grant.job_name,
         kind=_known(RunKind, grant.kind),
         lease_id=grant.lease_id,
+        egress=egress,
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _egress(serialized: bytes) -> EgressPolicy:
+    """A grant's egress policy; cached, since every grant of a tenant carries the same."""
+    return wire.egress_policy_in(egress_pb2.EgressPolicy.FromString(serialized), "grant.egress")
 
 
 # --- CompleteRuns ----------------------------------------------------------------------

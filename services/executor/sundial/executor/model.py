@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from sundial.core.egress import EgressPolicy
 from sundial.run import FenceReason, RejectReason, RunKind, RunRef, RunStatus, Target
 
 __all__ = [
@@ -53,6 +54,8 @@ class Lease:
     lease_id: str = ""
     """The lease's id from the grant: sent back with heartbeats and the outcome (only the
     holder's are accepted). Never sent to the target: see :attr:`execution_id`."""
+    egress: EgressPolicy | None = None
+    """The tenant's egress policy at grant time; None: the operator's default."""
 
     @property
     def execution_id(self) -> str:

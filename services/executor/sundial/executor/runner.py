@@ -192,7 +192,7 @@ class Runner:
         if isinstance(target, HttpTarget):
             headers["User-Agent"] = USER_AGENT
             async with asyncio.timeout(lease.run_timeout_s):
-                return await self._http.call(target, lease.payload, headers)
+                return await self._http.call(target, lease.payload, headers, lease.egress)
         metadata = {name.lower(): value for name, value in headers.items()}
         async with asyncio.timeout(lease.run_timeout_s + _GRPC_SLACK_S):
             return await self._grpc.call(lease, target, metadata)

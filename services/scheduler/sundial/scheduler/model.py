@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from sundial.core.egress import EgressPolicy
 from sundial.run import ErrorClass, RunKind, RunRef, RunState, RunStatus, SkipReason, Target
 
 __all__ = [
@@ -125,6 +126,8 @@ class LeaseCandidate:
     signing_secrets: tuple[bytes, ...]
     """Every secret of the tenant still valid, newest first (two while a rotation
     overlaps)."""
+    egress: EgressPolicy | None = None
+    """The tenant's own egress policy at grant time; None: the operator's default."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -343,6 +343,8 @@ SELECT r.job_id, r.scheduled_at, r.tenant_id, r.partition_id, r.kind, r.status,
        j.job_id IS NOT NULL AS job_exists, j.name AS job_name,
        d.target, d.payload, d.policies::text AS policies, d.labels,
        t.max_concurrent_runs, t.signing_secret,
+       -- The tenant's own egress policy (NULL: the operator's default), as it is now.
+       t.egress_policy::text AS egress_policy,
        -- Every secret still valid (two while a rotation overlaps), newest first.
        (SELECT array_agg(k.secret ORDER BY k.created_at DESC)
           FROM tenant_signing_secrets k

@@ -8,7 +8,14 @@ from datetime import datetime
 
 import asyncpg
 
-from sundial.api.model import ApiToken, Role, SigningSecretInfo, Tenant, TenantChanges
+from sundial.api.model import (
+    ApiToken,
+    Role,
+    SigningSecretInfo,
+    StoredEgress,
+    Tenant,
+    TenantChanges,
+)
 from sundial.api.store._base import (
     Conn,
     one,
@@ -17,6 +24,7 @@ from sundial.api.store._base import (
     token_from_row,
     translate,
 )
+from sundial.core.egress import EgressPolicy, policy_from_document
 
 
 class TenantStore:
@@ -101,6 +109,21 @@ class TenantStore:
             return tenant_from_row(row, (await self._secrets(conn, [tenant_id]))[tenant_id])
 
     @translate
+    async def egress_policy(self, tenant_id: str) -> StoredEgress | None:
+        """The tenant's own egress policy; None when the tenant does not exist."""
+        row = await self._pool.fetchrow(queries.get_egress_policy, tenant_id)
+        return None if row is None else _stored_egress(row)
+
+    @translate
+    async def set_egress_policy(
+        self, tenant_id: str, policy: EgressPolicy | None, now: datetime
+    ) -> StoredEgress | None:
+        """Set (None: clear) the tenant's egress policy; None when it does not exist."""
+        document = None if policy is None else policy.document()
+        row = await self._pool.fetchrow(queries.set_egress_policy, tenant_id, document, now)
+        return None if row is None else _stored_egress(row)
+
+    @translate
     async def rotate_secret(
         self, tenant_id: str, secret: bytes, now: datetime, old_expire: datetime
     ) -> Tenant | None:
@@ -177,3 +200,11 @@ class TenantStore:
         """Delete up to ``limit`` idempotency records created before ``before``."""
         status = await self._pool.execute(queries.purge_requests, before, limit)
         return int(status.rsplit(" ", 1)[-1])
+
+
+def _stored_egress(row: asyncpg.Record) -> StoredEgress:
+    document = row["egress_policy"]
+    return StoredEgress(
+        policy=None if document is None else policy_from_document(document),
+        update_time=row["egress_policy_updated_at"],
+    )

@@ -1,24 +1,41 @@
 """Which network addresses a target may be called at (SSRF rules, checked at call time).
 
-The API checks a target's host when a job is created; DNS can change afterwards (or be
-made to: DNS rebinding), so the executor resolves the host again at every new
-connection and refuses it when ANY resolved address is forbidden. The HTTP client then
+The API checks a target's host when a job is written; DNS can change afterwards (or be
+made to: DNS rebinding), and the tenant's egress policy can change too, so the executor
+resolves the host again at every new connection and refuses it when ANY resolved
+address is forbidden: on the operator's deny list (this executor's own
+``allow_loopback_targets``, which no policy lifts) or outside the tenant's egress policy
+as the lease grant carried it (the operator's default, from ``allow_private_targets``
+and ``allow_loopback_targets``, when the grant carries none). The HTTP client then
 connects to the address that was checked (see :mod:`sundial.executor.targets.http`), so
 there is no window between check and connect.
 
-Parsing, resolution and the rules are :mod:`sundial.core.netpolicy`'s, the same the API
-applies when a job is written (``allow_loopback_targets``, ``allow_private_targets``);
-this module only maps their verdicts onto the executor's outcomes: a refused or
-malformed address is final (:class:`TargetRefused`), a failed lookup is an
-:class:`OSError` like any connection error (retryable).
+Parsing, resolution and the rules are :mod:`sundial.core.netpolicy`'s and
+:mod:`sundial.core.egress`'s, the same the API applies when a job is written; this
+module only maps their verdicts onto the executor's outcomes: a forbidden address is a
+final failure (:class:`TargetForbidden`, ``target_forbidden``), a malformed one too
+(:class:`TargetRefused`, ``refused``), a failed lookup is an :class:`OSError` like any
+connection error (retryable).
 """
 
 from __future__ import annotations
 
-from sundial.core import netpolicy
-from sundial.core.netpolicy import IPAddress
+import functools
+from dataclasses import dataclass
 
-__all__ = ["RESOLVE_TIMEOUT_S", "AddressPolicy", "TargetRefused", "split_host_port"]
+from sundial.core import netpolicy
+from sundial.core.egress import EgressPolicy, Protocol, default_policy, judge
+from sundial.core.netpolicy import IPAddress
+from sundial.run import ErrorClass
+
+__all__ = [
+    "RESOLVE_TIMEOUT_S",
+    "AddressPolicy",
+    "CallRules",
+    "TargetForbidden",
+    "TargetRefused",
+    "split_host_port",
+]
 
 RESOLVE_TIMEOUT_S = 10.0
 """Bound on one name lookup: the connect timeout of HTTP calls, so a hung resolver fails
@@ -26,7 +43,16 @@ the attempt as a connection error instead of holding it until the run timeout.""
 
 
 class TargetRefused(Exception):
-    """The executor refuses to call this address (a final failure, ERROR_CLASS_REFUSED)."""
+    """The executor refuses to call this target: a final failure of class
+    :attr:`error_class` (a malformed address: ``refused``)."""
+
+    error_class = ErrorClass.REFUSED
+
+
+class TargetForbidden(TargetRefused):
+    """The address is denied or outside the tenant's egress policy (``target_forbidden``)."""
+
+    error_class = ErrorClass.TARGET_FORBIDDEN
 
 
 def split_host_port(address: str) -> tuple[str, int]:
@@ -43,14 +69,22 @@ def split_host_port(address: str) -> tuple[str, int]:
     return endpoint.host, endpoint.port
 
 
-class AddressPolicy(netpolicy.AddressPolicy):
-    """The SSRF rules of one executor, with the call-time resolution that applies them."""
+@dataclass(frozen=True, slots=True)
+class CallRules:
+    """What the connections of one call may reach: the operator's deny list, and the
+    tenant's egress policy for the target's protocol."""
 
-    def check(self, address: IPAddress) -> None:
-        """Raise :class:`TargetRefused` if ``address`` may not be called."""
-        reason = self.refusal(address)
+    operator: netpolicy.AddressPolicy
+    policy: EgressPolicy
+    protocol: Protocol
+
+    def check(self, host: str, address: IPAddress) -> None:
+        """Raise :class:`TargetForbidden` if a target named ``host`` may not connect to
+        ``address``."""
+        reason = judge(self.operator, self.policy, self.protocol, host, address)
         if reason is not None:
-            raise TargetRefused(f"{address} is {reason}")
+            shown = str(address) if str(address) == host.strip("[]") else f"{host} ({address})"
+            raise TargetForbidden(f"{shown} is {reason}")
 
     async def resolve(self, host: str, port: int) -> list[str]:
         """Resolve ``host`` and check every address it resolves to.
@@ -59,11 +93,35 @@ class AddressPolicy(netpolicy.AddressPolicy):
             The allowed addresses as strings, in resolver order (at least one).
 
         Raises:
-            TargetRefused: Any resolved address is forbidden.
+            TargetForbidden: Any resolved address is forbidden.
             OSError: The name does not resolve now (a connection error: retryable).
         """
         addresses = await netpolicy.resolve(host, port, timeout_s=RESOLVE_TIMEOUT_S)
-        refusal = self.first_refusal(addresses)
-        if refusal is not None:
-            raise TargetRefused(f"{refusal.address} is {refusal.reason}")
+        for address in addresses:
+            self.check(host, address)
         return [str(address) for address in addresses]
+
+
+class AddressPolicy(netpolicy.AddressPolicy):
+    """The operator's SSRF settings of one executor, and the rules of each call."""
+
+    @functools.cached_property
+    def _defaults(self) -> dict[Protocol, CallRules]:
+        policy = default_policy(self)
+        return {protocol: CallRules(self, policy, protocol) for protocol in Protocol}
+
+    def rules(self, egress: EgressPolicy | None, protocol: Protocol) -> CallRules:
+        """The rules of a call to a ``protocol`` target under the grant's ``egress``
+        policy (None: the operator's default)."""
+        if egress is None:
+            return self._defaults[protocol]
+        return CallRules(self, egress, protocol)
+
+    def check(self, address: IPAddress) -> None:
+        """Raise :class:`TargetForbidden` if ``address`` may not be called under the
+        operator's default policy."""
+        self.rules(None, Protocol.HTTP).check(str(address), address)
+
+    async def resolve(self, host: str, port: int) -> list[str]:
+        """:meth:`CallRules.resolve` under the operator's default policy."""
+        return await self.rules(None, Protocol.HTTP).resolve(host, port)

@@ -1,7 +1,9 @@
 """Calling gRPC targets: ``sundial.v1.TargetService/Execute`` with a deadline.
 
-The address is resolved and checked (:class:`AddressPolicy`) at every call, and the
-channel dials the checked IP: plaintext channels keep the target's ``host:port`` as
+The address is resolved and checked at every call (:class:`CallRules`: the operator's
+deny list and the egress policy the lease carries), before a cached channel is picked,
+so a changed policy stops the next call even over an open channel; the channel dials
+the checked IP: plaintext channels keep the target's ``host:port`` as
 ``:authority``; TLS channels verify the certificate against the target's host name
 (``grpc.ssl_target_name_override``). Channels are cached per (target, resolved IP) and
 reused by every call to it.
@@ -15,6 +17,7 @@ import grpc
 
 from sundial.core import wire
 from sundial.core.clock import Clock, SystemClock
+from sundial.core.egress import EgressPolicy, Protocol
 from sundial.executor.model import Lease
 from sundial.executor.targets.address import AddressPolicy, TargetRefused, split_host_port
 from sundial.executor.targets.classify import classify_grpc, failure, parse_retry_after
@@ -53,9 +56,10 @@ class GrpcCaller:
         for channel in channels:
             await channel.close()
 
-    async def _channel(self, target: GrpcTarget) -> grpc.aio.Channel:
+    async def _channel(self, target: GrpcTarget, egress: EgressPolicy | None) -> grpc.aio.Channel:
         host, port = split_host_port(target.address)
-        ip = (await self._policy.resolve(host, port))[0]
+        rules = self._policy.rules(egress, Protocol.GRPC)
+        ip = (await rules.resolve(host, port))[0]
         key = (target.address, target.plaintext, ip)
         channel = self._channels.get(key)
         if channel is not None:
@@ -87,10 +91,10 @@ class GrpcCaller:
         """
         started = self._clock.now()
         try:
-            channel = await self._channel(target)
+            channel = await self._channel(target, lease.egress)
         except TargetRefused as exc:
             return failure(
-                started, self._clock.now(), OutcomeStatus.FAILED_FINAL, ErrorClass.REFUSED, str(exc)
+                started, self._clock.now(), OutcomeStatus.FAILED_FINAL, exc.error_class, str(exc)
             )
         except OSError as exc:
             return failure(

@@ -1,15 +1,21 @@
 """Calling HTTP targets: one pooled ``aiohttp.ClientSession`` for every target.
 
-The SSRF rules are enforced where the connection is made. A target named by host name
-is resolved by the connector's resolver (:class:`_GuardedResolver`, aiohttp's
-``AbstractResolver`` hook), which checks every address (:class:`AddressPolicy`) and
-hands the connector only those, as numeric addresses: the connector connects to the
-address that was checked, so DNS cannot change between check and connect. aiohttp does
-not call a resolver for an IP literal; :meth:`HttpCaller.call` checks that address
-itself, and it is the one connected to. The connector's DNS cache is off, so the host is
-resolved and checked again at every new connection; pooled connections were checked when
-they were opened. TLS verifies the certificate against the URL's host name (aiohttp
-passes it as SNI and for the hostname check), with the system's trusted roots.
+The SSRF rules are enforced where the connection is made, under the rules of the call
+that makes it (:class:`CallRules`: the operator's deny list and the egress policy of the
+lease's tenant, which :meth:`HttpCaller.call` puts in a context variable for the
+duration of the request). A target named by host name is resolved by the connector's
+resolver (:class:`_GuardedResolver`, aiohttp's ``AbstractResolver`` hook), which checks
+every address and hands the connector only those, as numeric addresses: the connector
+connects to the address that was checked, so DNS cannot change between check and
+connect. aiohttp does not call a resolver for an IP literal; :meth:`HttpCaller.call`
+checks that address itself, and it is the one connected to. The connector's DNS cache
+is off, so the host is resolved and checked again at every new connection. Pooled
+connections were checked when they were opened, under one policy: the pool key of a
+request (:class:`_Request`) carries its policy's fingerprint, so a connection is reused
+only by calls under an identical policy, and a changed policy (or another tenant's)
+opens, and checks, a connection of its own. TLS verifies the certificate against the
+URL's host name (aiohttp passes it as SNI and for the hostname check), with the
+system's trusted roots.
 
 Redirects are not followed (a 3xx is a final failure: following one would bypass the
 address check and change the method); environment proxies and netrc are ignored
@@ -20,6 +26,7 @@ decoded as compressed, so the bounded read is a bound on what is received.
 
 from __future__ import annotations
 
+import contextvars
 import ipaddress
 import socket
 import ssl
@@ -30,7 +37,9 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from sundial.core.clock import Clock, SystemClock
-from sundial.executor.targets.address import AddressPolicy, TargetRefused
+from sundial.core.egress import EgressPolicy, Protocol
+from sundial.core.netpolicy import ResolveError
+from sundial.executor.targets.address import AddressPolicy, CallRules, TargetRefused
 from sundial.executor.targets.classify import classify_http, failure, parse_retry_after
 from sundial.run import ErrorClass, HttpTarget, Outcome, OutcomeStatus
 
@@ -50,8 +59,36 @@ _KEEPALIVE_S = 30.0
 _SKIPPED_AUTO_HEADERS = ("Accept-Encoding", "User-Agent")
 
 
+# The rules of the request being made in this task (set by HttpCaller.call): aiohttp
+# resolves inside the request's task, or in a task created from it, which copies the
+# context, so the resolver and the pool key see the rules of their own request.
+_RULES: contextvars.ContextVar[CallRules | None] = contextvars.ContextVar(
+    "sundial_http_rules", default=None
+)
+
+
+class _Request(aiohttp.ClientRequest):
+    """A request whose pool key names the egress policy it is made under.
+
+    aiohttp reuses a pooled connection for any request with an equal
+    ``connection_key``, without resolving again. The key's ``proxy_headers_hash`` is
+    only ever used to tell pooled connections apart (no proxy is used: ``trust_env`` is
+    off and no request names one), so it carries the policy's fingerprint: a connection
+    opened and checked under one policy is never reused under another.
+    """
+
+    @property
+    def connection_key(self) -> aiohttp.client_reqrep.ConnectionKey:
+        key = super().connection_key
+        rules = _RULES.get()
+        if rules is None:
+            return key
+        return key._replace(proxy_headers_hash=rules.policy.fingerprint)
+
+
 class _GuardedResolver(aiohttp.abc.AbstractResolver):
-    """The connector's resolver: every address of a host name, checked by the policy."""
+    """The connector's resolver: every address of a host name, checked by the rules of
+    the request being made (the operator's default outside a call)."""
 
     def __init__(self, policy: AddressPolicy) -> None:
         self._policy = policy
@@ -68,7 +105,8 @@ class _GuardedResolver(aiohttp.abc.AbstractResolver):
             OSError: The name does not resolve now (aiohttp wraps it as a connection
                 error).
         """
-        addresses = await self._policy.resolve(host, port)
+        rules = _RULES.get() or self._policy.rules(None, Protocol.HTTP)
+        addresses = await rules.resolve(host, port)
         numeric = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
         return [
             {
@@ -134,6 +172,7 @@ class HttpCaller:
                 connector=connector,
                 trust_env=False,
                 cookie_jar=aiohttp.DummyCookieJar(),
+                request_class=_Request,
                 auto_decompress=False,
                 skip_auto_headers=_SKIPPED_AUTO_HEADERS,
                 raise_for_status=False,
@@ -148,11 +187,19 @@ class HttpCaller:
         if self._session is not None:
             await self._session.close()
 
-    async def call(self, target: HttpTarget, payload: bytes, headers: dict[str, str]) -> Outcome:
+    async def call(
+        self,
+        target: HttpTarget,
+        payload: bytes,
+        headers: dict[str, str],
+        egress: EgressPolicy | None = None,
+    ) -> Outcome:
         """Send ``payload`` to ``target`` with ``headers`` (Sundial's, added to the job's).
 
-        Never raises for a failed call: the failure is the outcome. Cancellation (run
-        timeout, cancel order, shutdown) propagates, and closes the request's connection.
+        Every connection it opens is checked under ``egress`` (the tenant's policy from
+        the grant; None: the operator's default). Never raises for a failed call: the
+        failure is the outcome. Cancellation (run timeout, cancel order, shutdown)
+        propagates, and closes the request's connection.
         """
         started = self._clock.now()
         # Case-insensitive merge: Sundial's headers replace any spelling of the same name.
@@ -162,8 +209,10 @@ class HttpCaller:
         )
         for name, value in (*sorted(target.headers.items()), *headers.items()):
             request_headers[name] = value
+        rules = self._policy.rules(egress, Protocol.HTTP)
+        token = _RULES.set(rules)
         try:
-            self._check_literal(target.url)
+            self._check_literal(target.url, rules)
             async with self._pool().request(
                 target.method,
                 target.url,
@@ -174,7 +223,7 @@ class HttpCaller:
                 body = await _read_some(response, succeeded=200 <= response.status < 300)
         except TargetRefused as exc:
             return failure(
-                started, self._clock.now(), OutcomeStatus.FAILED_FINAL, ErrorClass.REFUSED, str(exc)
+                started, self._clock.now(), OutcomeStatus.FAILED_FINAL, exc.error_class, str(exc)
             )
         except aiohttp.InvalidURL as exc:  # an unsupported scheme included
             return failure(
@@ -182,6 +231,11 @@ class HttpCaller:
             )
         except (aiohttp.ClientError, OSError) as exc:  # timeouts and TLS failures included
             message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            if isinstance(exc, aiohttp.ClientConnectorError) and isinstance(
+                exc.os_error, ResolveError
+            ):
+                # aiohttp shows only an OSError's strerror, which a lookup's has not.
+                message = f"{type(exc).__name__}: {exc.os_error}"
             return failure(
                 started,
                 self._clock.now(),
@@ -193,6 +247,8 @@ class HttpCaller:
             return failure(
                 started, self._clock.now(), OutcomeStatus.FAILED_FINAL, ErrorClass.FINAL, str(exc)
             )
+        finally:
+            _RULES.reset(token)
         finished = self._clock.now()
         status, error_class = classify_http(response.status)
         if status is OutcomeStatus.SUCCEEDED:
@@ -217,11 +273,12 @@ class HttpCaller:
             http_status=response.status,
         )
 
-    def _check_literal(self, url: str) -> None:
+    @staticmethod
+    def _check_literal(url: str, rules: CallRules) -> None:
         """Check a URL whose host is an IP address (the connector resolves only names).
 
         Raises:
-            TargetRefused: The address may not be called.
+            TargetForbidden: The address may not be called.
             ValueError: ``url`` is not a URL.
         """
         host = URL(url).raw_host
@@ -231,7 +288,7 @@ class HttpCaller:
             address = ipaddress.ip_address(host.split("%", 1)[0])
         except ValueError:
             return  # a name: the connector's resolver checks what it resolves to
-        self._policy.check(address)
+        rules.check(host, address)
 
 
 async def _read_some(response: aiohttp.ClientResponse, *, succeeded: bool) -> bytes:

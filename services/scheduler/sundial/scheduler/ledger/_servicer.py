@@ -245,7 +245,7 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
         """What an executor needs to call the target of one granted attempt."""
         key = candidate.state.ref.key
         attempt = lease.attempt
-        return ledger_pb2.Grant(
+        grant = ledger_pb2.Grant(
             attempt=attempt,
             lease_until=wire.timestamp(lease_until),
             target=wire.target(candidate.target),
@@ -258,6 +258,9 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
             job_name=candidate.job_name,
             lease_id=lease.lease_id,
         )
+        if candidate.egress is not None:
+            grant.egress.CopyFrom(wire.egress_policy(candidate.egress))
+        return grant
 
     # --- Heartbeat ------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import asyncpg
 
+from sundial.core.egress import policy_from_document
 from sundial.run import (
     ErrorClass,
     JobPolicies,
@@ -93,6 +94,7 @@ def lease_candidate(row: Record) -> LeaseCandidate:
         payload=bytes(row["payload"] or b""),
         run_timeout=policies.run_timeout,
         signing_secrets=tuple(bytes(s) for s in secrets if s is not None),
+        egress=policy_from_document(row["egress_policy"]) if row["egress_policy"] else None,
     )
 
 
