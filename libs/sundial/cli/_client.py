@@ -35,6 +35,7 @@ from google.protobuf.message import Message
 from rich.console import Console
 
 from sundial.cli.profiles import load_profile
+from sundial.client import CHANNEL_OPTIONS
 from sundial.core.tls import ClientTls, TlsError, dial_sync
 from sundial.v1 import admin_pb2_grpc, job_service_pb2_grpc
 
@@ -199,7 +200,8 @@ class Connection:
     def channel(self) -> Iterator[grpc.Channel]:
         """A channel to the API; RPC errors in the block end the command cleanly."""
         try:
-            channel = dial_sync(self.api, self.tls)
+            # UNAVAILABLE retried by gRPC's retry policy, as sundial.client does.
+            channel = dial_sync(self.api, self.tls, CHANNEL_OPTIONS)
         except TlsError as exc:
             fail(str(exc))
         with channel:

@@ -9,9 +9,10 @@ from typing import Any
 
 import grpc
 import pytest
-from google.rpc import error_details_pb2, status_pb2
+from google.rpc import status_pb2
 from grpc_status import rpc_status
 
+from sundial.client import error_details
 from sundial.core import errors
 from sundial.core.config import ServerConfig
 from sundial.core.grpc import ErrorInterceptor, Server, build_server
@@ -169,25 +170,12 @@ async def test_sundial_errors_map_to_their_code_and_message(
 
 
 def details_of(error: grpc.aio.AioRpcError) -> dict[str, Any]:
-    """The google.rpc.Status details of ``error``, by type name."""
+    """The google.rpc.Status details of ``error``, by type name (none of another type)."""
     status = rpc_status.from_call(error)  # type: ignore[arg-type]
     assert status is not None, "no grpc-status-details-bin trailer"
     assert isinstance(status, status_pb2.Status)
     assert (status.code, status.message) == (error.code().value[0], error.details())
-    found: dict[str, Any] = {}
-    for packed in status.details:
-        for kind in (
-            error_details_pb2.ErrorInfo,
-            error_details_pb2.RequestInfo,
-            error_details_pb2.BadRequest,
-            error_details_pb2.RetryInfo,
-            error_details_pb2.PreconditionFailure,
-        ):
-            if packed.Is(kind.DESCRIPTOR):
-                detail = kind()
-                packed.Unpack(detail)
-                assert kind.__name__ not in found
-                found[kind.__name__] = detail
+    found = error_details(error)
     assert len(found) == len(status.details), "a detail of an unexpected type"
     return found
 

@@ -1,0 +1,123 @@
+"""``sundial.client.Client`` against a real API server: request ids on writes, pages,
+get-by-name, datetimes, typed error details; and gRPC's retry policy retrying
+UNAVAILABLE (and nothing else) against a server that fails on purpose."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import grpc
+import pytest
+from google.rpc import error_details_pb2
+
+from sundial.client import Client, error_details, from_timestamp
+from sundial.v1 import job_service_pb2 as pb
+from tests.integration.api.support import Api, Tenant, make_job
+
+
+async def test_the_client_wraps_the_job_service(api: Api, tenant: Tenant) -> None:
+    def scenario() -> None:
+        with Client(api.address, tenant.token) as client:
+            created = client.create_job(make_job("nightly"), request_id="create-nightly")
+            # The same request id again: the first result, not ALREADY_EXISTS.
+            again = client.create_job(make_job("nightly"), request_id="create-nightly")
+            assert again.job_id == created.job_id
+            for i in range(4):
+                client.create_job(make_job(f"report-{i}"))
+            # Every page, in name order.
+            names = [job.name for job in client.list_jobs(page_size=2)]
+            assert names == ["nightly", "report-0", "report-1", "report-2", "report-3"]
+            assert [j.name for j in client.list_jobs(name_prefix="report-")][-1] == "report-3"
+            # By id, or else by exact name.
+            assert client.get_job(created.job_id).name == "nightly"
+            assert client.get_job("report-2").name == "report-2"
+            with pytest.raises(grpc.RpcError) as missing:
+                client.get_job("report")  # a prefix is not a name
+            assert missing.value.code() in (
+                grpc.StatusCode.NOT_FOUND,
+                grpc.StatusCode.INVALID_ARGUMENT,
+            )
+            # Datetimes in and out; the backfill takes every page.
+            start = datetime(2026, 1, 1, tzinfo=UTC)
+            runs = client.backfill_job(created.job_id, start, start + timedelta(days=3))
+            assert [from_timestamp(r.scheduled_at) for r in runs] == [
+                start + timedelta(days=d, hours=3) for d in range(3)
+            ]
+            listed = list(client.list_runs(created.job_id, after=start + timedelta(days=1)))
+            assert len(listed) == 2
+            with pytest.raises(ValueError, match="naive"):
+                client.backfill_job(created.job_id, datetime(2026, 1, 1), datetime(2026, 1, 2))
+            # Typed details of an error.
+            with pytest.raises(grpc.RpcError) as bad:
+                client.create_job(make_job("bad", cron="61 * * * *"))
+            details = error_details(bad.value)
+            violation = details["BadRequest"]
+            assert isinstance(violation, error_details_pb2.BadRequest)
+            assert violation.field_violations[0].field == "schedule.cron"
+
+    await asyncio.to_thread(scenario)
+
+
+class _Flaky:
+    """A JobService whose ListJobs fails with ``code`` ``failures`` times, then answers."""
+
+    def __init__(self, code: grpc.StatusCode, failures: int) -> None:
+        self.code, self.failures, self.calls = code, failures, 0
+
+    async def list_jobs(
+        self, request: pb.ListJobsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListJobsResponse:
+        self.calls += 1
+        if self.calls <= self.failures:
+            await context.abort(self.code, "on purpose")
+        return pb.ListJobsResponse()
+
+
+@pytest.fixture
+async def flaky_server() -> AsyncIterator[tuple[grpc.aio.Server, int]]:
+    server = grpc.aio.server()
+    port = server.add_insecure_port("127.0.0.1:0")
+    yield server, port
+    await server.stop(0)
+
+
+@pytest.mark.parametrize(
+    ("code", "failures", "calls", "succeeds"),
+    [
+        (grpc.StatusCode.UNAVAILABLE, 2, 3, True),  # retried, then answered
+        (grpc.StatusCode.UNAVAILABLE, 9, 4, False),  # at most 4 attempts
+        (grpc.StatusCode.INVALID_ARGUMENT, 1, 1, False),  # never retried
+    ],
+)
+async def test_unavailable_is_retried_by_the_grpc_retry_policy(
+    flaky_server: tuple[grpc.aio.Server, int],
+    code: grpc.StatusCode,
+    failures: int,
+    calls: int,
+    succeeds: bool,
+) -> None:
+    server, port = flaky_server
+    flaky = _Flaky(code, failures)
+    handler = grpc.unary_unary_rpc_method_handler(
+        flaky.list_jobs,
+        request_deserializer=pb.ListJobsRequest.FromString,
+        response_serializer=pb.ListJobsResponse.SerializeToString,
+    )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("sundial.v1.JobService", {"ListJobs": handler}),)
+    )
+    await server.start()
+
+    def call() -> None:
+        with Client(f"127.0.0.1:{port}", "t", timeout_s=20) as client:
+            list(client.list_jobs())
+
+    if succeeds:
+        await asyncio.to_thread(call)
+    else:
+        with pytest.raises(grpc.RpcError) as failed:
+            await asyncio.to_thread(call)
+        assert failed.value.code() == code
+    assert flaky.calls == calls
