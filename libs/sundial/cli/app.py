@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from sundial.cli import admin, dev, egress, jobs, migrate, preview, profiles, runs
+from sundial.cli import admin, dev, egress, jobs, migrate, preview, profiles, runs, secrets
 from sundial.core.telemetry import service_version
 
 app = typer.Typer(
@@ -24,6 +24,7 @@ app.command("preview")(preview.preview)
 app.command("egress")(egress.tenant_view)
 app.command("migrate")(migrate.migrate)
 app.add_typer(profiles.app)
+app.add_typer(secrets.app)
 
 
 def _print_version(value: bool) -> None:

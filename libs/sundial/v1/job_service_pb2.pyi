@@ -1,5 +1,6 @@
 import datetime
 
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from sundial.v1 import egress_pb2 as _egress_pb2
@@ -333,3 +334,19 @@ class GetEgressPolicyResponse(_message.Message):
     EGRESS_FIELD_NUMBER: _ClassVar[int]
     egress: _egress_pb2.EffectiveEgressPolicy
     def __init__(self, egress: _Optional[_Union[_egress_pb2.EffectiveEgressPolicy, _Mapping]] = ...) -> None: ...
+
+class RotateOwnSigningSecretRequest(_message.Message):
+    __slots__ = ("overlap",)
+    OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    overlap: _duration_pb2.Duration
+    def __init__(self, overlap: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class RotateOwnSigningSecretResponse(_message.Message):
+    __slots__ = ("signing_secret", "secret_id", "previous_expire_time")
+    SIGNING_SECRET_FIELD_NUMBER: _ClassVar[int]
+    SECRET_ID_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    signing_secret: str
+    secret_id: str
+    previous_expire_time: _timestamp_pb2.Timestamp
+    def __init__(self, signing_secret: _Optional[str] = ..., secret_id: _Optional[str] = ..., previous_expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...

@@ -120,6 +120,11 @@ class JobServiceStub:
                 request_serializer=sundial_dot_v1_dot_job__service__pb2.GetEgressPolicyRequest.SerializeToString,
                 response_deserializer=sundial_dot_v1_dot_job__service__pb2.GetEgressPolicyResponse.FromString,
                 _registered_method=True)
+        self.RotateOwnSigningSecret = channel.unary_unary(
+                '/sundial.v1.JobService/RotateOwnSigningSecret',
+                request_serializer=sundial_dot_v1_dot_job__service__pb2.RotateOwnSigningSecretRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_job__service__pb2.RotateOwnSigningSecretResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -247,6 +252,14 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RotateOwnSigningSecret(self, request, context):
+        """Issues the caller's tenant a new signing secret (returned once) while the current
+        ones keep signing for an overlap, so targets can switch to it without a failed call.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -334,6 +347,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.GetEgressPolicy,
                     request_deserializer=sundial_dot_v1_dot_job__service__pb2.GetEgressPolicyRequest.FromString,
                     response_serializer=sundial_dot_v1_dot_job__service__pb2.GetEgressPolicyResponse.SerializeToString,
+            ),
+            'RotateOwnSigningSecret': grpc.unary_unary_rpc_method_handler(
+                    servicer.RotateOwnSigningSecret,
+                    request_deserializer=sundial_dot_v1_dot_job__service__pb2.RotateOwnSigningSecretRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_job__service__pb2.RotateOwnSigningSecretResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -796,6 +814,33 @@ class JobService:
             '/sundial.v1.JobService/GetEgressPolicy',
             sundial_dot_v1_dot_job__service__pb2.GetEgressPolicyRequest.SerializeToString,
             sundial_dot_v1_dot_job__service__pb2.GetEgressPolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RotateOwnSigningSecret(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/RotateOwnSigningSecret',
+            sundial_dot_v1_dot_job__service__pb2.RotateOwnSigningSecretRequest.SerializeToString,
+            sundial_dot_v1_dot_job__service__pb2.RotateOwnSigningSecretResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -164,3 +164,23 @@ async def test_tenants_created_listed_updated_and_their_secret_rotated(api: Api)
     assert len(after["tenant"]["signing_secrets"]) == 2  # the old one valid for the overlap
     nothing = await _cli(env, "admin", "tenants", "update", "globex", code=1)
     assert "nothing to change" in nothing.output
+
+
+async def test_a_tenant_rotates_its_own_signing_secret(api: Api) -> None:
+    acme = await api.tenant("acme")
+    env = {"SUNDIAL_API": api.address, "SUNDIAL_TOKEN": acme.token}
+    rotated = await _cli(env, "signing-secret", "rotate", "--overlap", "1h")
+    secret = rotated.stdout
+    assert secret and secret != acme.signing_secret and " " not in secret
+    assert "shown only this once" in rotated.stderr and secret not in rotated.stderr
+    admin_env = {**env, "SUNDIAL_TOKEN": ADMIN_TOKEN}
+    tenant = (await _tenant(admin_env, "acme"))["tenant"]
+    newest, previous = tenant["signing_secrets"]
+    assert "expire_time" not in newest and "expire_time" in previous  # the old one, 1 h
+    again = json.loads(
+        (await _cli(env, "signing-secret", "rotate", "--overlap", "0s", "-o", "json")).stdout
+    )
+    assert again["signing_secret"] != secret and again["secret_id"] != newest["secret_id"]
+    # An admin token is not a tenant's: JobService refuses it.
+    refused = await _cli(admin_env, "signing-secret", "rotate", code=1)
+    assert "PERMISSION_DENIED" in refused.stderr

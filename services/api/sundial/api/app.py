@@ -85,7 +85,7 @@ async def build(
             [
                 (
                     job_service_pb2_grpc.add_JobServiceServicer_to_server,
-                    JobServicer(jobs, runs, egress),
+                    JobServicer(jobs, runs, egress, tenants),
                 ),
                 (
                     admin_pb2_grpc.add_AdminServiceServicer_to_server,

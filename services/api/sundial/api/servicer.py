@@ -20,6 +20,7 @@ from sundial.api.egress import EgressPolicies
 from sundial.api.jobs import JobManager
 from sundial.api.model import Job, JobSpec
 from sundial.api.runs import RunManager
+from sundial.api.tenancy import TenantManager
 from sundial.api.validation import field_prefix
 from sundial.core import wire
 from sundial.core.errors import InvalidArgument
@@ -110,10 +111,13 @@ def merge_update(current: Job, source: job_pb2.Job, paths: list[str]) -> JobSpec
 class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     """JobService on top of :class:`JobManager` and :class:`RunManager`."""
 
-    def __init__(self, jobs: JobManager, runs: RunManager, egress: EgressPolicies) -> None:
+    def __init__(
+        self, jobs: JobManager, runs: RunManager, egress: EgressPolicies, tenants: TenantManager
+    ) -> None:
         self._jobs = jobs
         self._runs = runs
         self._egress = egress
+        self._tenants = tenants
 
     # --- jobs -----------------------------------------------------------------------------
 
@@ -324,3 +328,19 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     ) -> pb.GetEgressPolicyResponse:
         view = await self._egress.effective(current_tenant())
         return pb.GetEgressPolicyResponse(egress=convert.egress_out(view))
+
+    async def RotateOwnSigningSecret(
+        self, request: pb.RotateOwnSigningSecretRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RotateOwnSigningSecretResponse:
+        overlap = (
+            wire.timedelta_in(request.overlap, "overlap") if request.HasField("overlap") else None
+        )
+        tenant, secret = await self._tenants.rotate_signing_secret(current_tenant(), overlap)
+        newest, *previous = tenant.signing_secrets  # newest first
+        response = pb.RotateOwnSigningSecretResponse(
+            signing_secret=secret, secret_id=str(newest.secret_id)
+        )
+        expiries = [s.expire_time for s in previous if s.expire_time is not None]
+        if expiries:
+            response.previous_expire_time.CopyFrom(wire.timestamp(max(expiries)))
+        return response
