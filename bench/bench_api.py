@@ -16,7 +16,9 @@ Reported, all in the same run on the same PostgreSQL:
 * ``bare_sql_batch``: the machine's limit for BatchCreateJobs: the same statement with
   1,000 rows per call, one connection (the API adds a name check in the transaction).
 * ``batch_create``: the API process; one client calling BatchCreateJobs with 1,000
-  schedules per call (mixed cron expressions, zones and intervals): schedules per second.
+  schedules per call (mixed cron expressions, zones and intervals): schedules per second,
+  and CPU milliseconds per 1,000 schedules of the API process and of PostgreSQL (from
+  /proc, so other load on the machine does not count).
 
 The stack is started by ``sundial.devstack`` unless ``SUNDIAL_DATABASE_URL`` points
 elsewhere. Client and server share the machine: on 2 cores the figures include the
@@ -39,7 +41,7 @@ from pathlib import Path
 
 import asyncpg
 import grpc
-from _common import fresh_database  # bench/: the script's folder
+from _common import cpu_seconds, family_cpu, fresh_database  # bench/: the script's folder
 
 from sundial.api.store import queries
 from sundial.core.db import init_connection
@@ -91,6 +93,7 @@ def _rows(n: int, prefix: str) -> list[list[object]]:
         [{}] * n,
         [""] * n,
         [""] * n,
+        [None] * n,  # no client job ids
     ]
 
 
@@ -226,7 +229,9 @@ async def api_gets(address: str, total: int) -> dict[str, float]:
     return {"calls": per * CLIENTS, "calls_per_s": round(per * CLIENTS / elapsed)}
 
 
-async def api_batches(address: str, batches: int) -> dict[str, float]:
+async def api_batches(
+    address: str, batches: int, api_pid: int, postgres_pid: int
+) -> dict[str, float]:
     """One client calling BatchCreateJobs with 1,000 schedules each."""
     async with grpc.aio.insecure_channel(address) as channel:
         md = await _tenant_token(channel, "batches")
@@ -238,14 +243,18 @@ async def api_batches(address: str, batches: int) -> dict[str, float]:
             for b in range(batches + 1)
         ]
         await stub.BatchCreateJobs(requests[0], metadata=md)  # warm-up
+        api_cpu, db_cpu = cpu_seconds(api_pid), family_cpu(postgres_pid)
         began = time.perf_counter()
         for request in requests[1:]:
             await stub.BatchCreateJobs(request, metadata=md)
         elapsed = time.perf_counter() - began
+        api_cpu, db_cpu = cpu_seconds(api_pid) - api_cpu, family_cpu(postgres_pid) - db_cpu
     return {
         "schedules": batches * BATCH,
         "schedules_per_s": round(batches * BATCH / elapsed),
         "ms_per_batch": round(elapsed / batches * 1000, 1),
+        "api_cpu_ms_per_batch": round(api_cpu / batches * 1000, 1),
+        "postgres_cpu_ms_per_batch": round(db_cpu / batches * 1000, 1),
     }
 
 
@@ -271,7 +280,12 @@ async def main(creates: int, batches: int) -> dict[str, dict[str, float]]:
                 api = await asyncio.to_thread(services.add, "api")
                 results["create_job_8"] = await api_creates(api.address, creates)
                 results["get_job_8"] = await api_gets(api.address, creates)
-                results["batch_create"] = await api_batches(api.address, batches)
+                postgres = stack.postgres._process
+                api_pid, postgres_pid = api.process.pid, postgres.pid if postgres else None
+                assert api_pid and postgres_pid
+                results["batch_create"] = await api_batches(
+                    api.address, batches, api_pid, postgres_pid
+                )
             finally:
                 await asyncio.to_thread(services.stop)
     return results

@@ -34,6 +34,7 @@ EXPECTED_METHODS = {
     "JobService": {
         "CreateJob",
         "BatchCreateJobs",
+        "ApplyJob",
         "GetJob",
         "DescribeJob",
         "ListJobs",
