@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from sundial.cli import admin, dev, jobs, migrate, preview, runs
+from sundial.cli import admin, apply, dev, jobs, migrate, preview, runs
 
 app = typer.Typer(
     name="sundial",
@@ -18,6 +18,8 @@ app.add_typer(runs.app)
 app.add_typer(admin.app)
 app.command("preview")(preview.preview)
 app.command("migrate")(migrate.migrate)
+app.command("apply")(apply.apply)
+app.command("export")(apply.export)
 
 
 @app.callback()
