@@ -429,13 +429,15 @@ class JobManager:
     # --- change ---------------------------------------------------------------------------
 
     async def _conflict(
-        self, tenant_id: str, job_id: uuid.UUID, expected_version: int
+        self, tenant_id: str, job_id: uuid.UUID, expected_version: int, named: JobRef | None = None
     ) -> Exception:
-        """Why a conditional write matched nothing: NOT_FOUND or ABORTED."""
+        """Why a conditional write matched nothing: NOT_FOUND or ABORTED (about ``named``,
+        the id the request used, when given)."""
         version = await self._store.job_version(tenant_id, job_id)
+        shown = job_id if named is None else named
         if version is None:
-            return NotFound(f"job {job_id} not found")
-        return version_mismatch("job", job_id, version, expected_version)
+            return NotFound(f"job {shown} not found")
+        return version_mismatch("job", shown, version, expected_version)
 
     async def update_job(
         self,
@@ -611,7 +613,7 @@ class JobManager:
         )
         if rewritten is None:
             if expected_version:
-                raise await self._conflict(tenant_id, job.job_id, expected_version)
+                raise await self._conflict(tenant_id, job.job_id, expected_version, ref)
             return None
         if rewritten[1]:
             return Applied(rewritten[0], ApplyOutcome.UPDATED)
