@@ -13,6 +13,9 @@ Reported, all in the same run on the same PostgreSQL:
   jobs per second and latency p50/p99.
 * ``get_job_8``: the API's floor per call: 8 concurrent clients calling GetJob (bearer
   token lookup, one indexed read, conversion, gRPC): what any RPC costs before its work.
+  ``get_job_by_client_id_8``: the same for a job named by its client-chosen id (one more
+  indexed read to resolve it). Both with CPU microseconds per call of the API process
+  and of PostgreSQL.
 * ``bare_sql_batch``: the machine's limit for BatchCreateJobs: the same statement with
   1,000 rows per call, one connection (the API adds a name check in the transaction).
 * ``batch_create``: the API process; one client calling BatchCreateJobs with 1,000
@@ -208,13 +211,17 @@ async def api_creates(address: str, total: int) -> dict[str, float]:
     }
 
 
-async def api_gets(address: str, total: int) -> dict[str, float]:
-    """8 concurrent clients calling GetJob on one existing job."""
+async def api_gets(
+    address: str, total: int, api_pid: int, postgres_pid: int, *, client_id: str = ""
+) -> dict[str, float]:
+    """8 concurrent clients calling GetJob on one existing job (by ``client_id`` if given,
+    else by its uid)."""
     async with grpc.aio.insecure_channel(address) as channel:
-        md = await _tenant_token(channel, "gets")
+        md = await _tenant_token(channel, f"gets-{client_id or 'uid'}")
         stub = job_service_pb2_grpc.JobServiceStub(channel)
         created = await stub.CreateJob(
-            job_service_pb2.CreateJobRequest(job=_job("target", 0)), metadata=md
+            job_service_pb2.CreateJobRequest(job=_job("target", 0), job_id=client_id),
+            metadata=md,
         )
         request = job_service_pb2.GetJobRequest(job_id=created.job.job_id)
         per = total // CLIENTS
@@ -223,10 +230,18 @@ async def api_gets(address: str, total: int) -> dict[str, float]:
             for _ in range(per):
                 await stub.GetJob(request, metadata=md)
 
+        api_cpu, db_cpu = cpu_seconds(api_pid), family_cpu(postgres_pid)
         began = time.perf_counter()
         await asyncio.gather(*(client() for _ in range(CLIENTS)))
         elapsed = time.perf_counter() - began
-    return {"calls": per * CLIENTS, "calls_per_s": round(per * CLIENTS / elapsed)}
+        api_cpu, db_cpu = cpu_seconds(api_pid) - api_cpu, family_cpu(postgres_pid) - db_cpu
+    calls = per * CLIENTS
+    return {
+        "calls": calls,
+        "calls_per_s": round(calls / elapsed),
+        "api_cpu_us_per_call": round(api_cpu / calls * 1e6),
+        "postgres_cpu_us_per_call": round(db_cpu / calls * 1e6),
+    }
 
 
 async def api_batches(
@@ -279,10 +294,13 @@ async def main(creates: int, batches: int) -> dict[str, dict[str, float]]:
             try:
                 api = await asyncio.to_thread(services.add, "api")
                 results["create_job_8"] = await api_creates(api.address, creates)
-                results["get_job_8"] = await api_gets(api.address, creates)
                 postgres = stack.postgres._process
                 api_pid, postgres_pid = api.process.pid, postgres.pid if postgres else None
                 assert api_pid and postgres_pid
+                results["get_job_8"] = await api_gets(api.address, creates, api_pid, postgres_pid)
+                results["get_job_by_client_id_8"] = await api_gets(
+                    api.address, creates, api_pid, postgres_pid, client_id="target"
+                )
                 results["batch_create"] = await api_batches(
                     api.address, batches, api_pid, postgres_pid
                 )
