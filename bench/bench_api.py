@@ -13,10 +13,15 @@ Reported, all in the same run on the same PostgreSQL:
   jobs per second and latency p50/p99.
 * ``get_job_8``: the API's floor per call: 8 concurrent clients calling GetJob (bearer
   token lookup, one indexed read, conversion, gRPC): what any RPC costs before its work.
+  ``get_job_by_client_id_8``: the same for a job named by its client-chosen id (one more
+  indexed read to resolve it). Both with CPU microseconds per call of the API process
+  and of PostgreSQL.
 * ``bare_sql_batch``: the machine's limit for BatchCreateJobs: the same statement with
   1,000 rows per call, one connection (the API adds a name check in the transaction).
 * ``batch_create``: the API process; one client calling BatchCreateJobs with 1,000
-  schedules per call (mixed cron expressions, zones and intervals): schedules per second.
+  schedules per call (mixed cron expressions, zones and intervals): schedules per second,
+  and CPU milliseconds per 1,000 schedules of the API process and of PostgreSQL (from
+  /proc, so other load on the machine does not count).
 
 The stack is started by ``sundial.devstack`` unless ``SUNDIAL_DATABASE_URL`` points
 elsewhere. Client and server share the machine: on 2 cores the figures include the
@@ -39,7 +44,7 @@ from pathlib import Path
 
 import asyncpg
 import grpc
-from _common import fresh_database  # bench/: the script's folder
+from _common import cpu_seconds, family_cpu, fresh_database  # bench/: the script's folder
 
 from sundial.api.store import queries
 from sundial.core.db import init_connection
@@ -91,6 +96,7 @@ def _rows(n: int, prefix: str) -> list[list[object]]:
         [{}] * n,
         [""] * n,
         [""] * n,
+        [None] * n,  # no client job ids
     ]
 
 
@@ -205,13 +211,17 @@ async def api_creates(address: str, total: int) -> dict[str, float]:
     }
 
 
-async def api_gets(address: str, total: int) -> dict[str, float]:
-    """8 concurrent clients calling GetJob on one existing job."""
+async def api_gets(
+    address: str, total: int, api_pid: int, postgres_pid: int, *, client_id: str = ""
+) -> dict[str, float]:
+    """8 concurrent clients calling GetJob on one existing job (by ``client_id`` if given,
+    else by its uid)."""
     async with grpc.aio.insecure_channel(address) as channel:
-        md = await _tenant_token(channel, "gets")
+        md = await _tenant_token(channel, f"gets-{client_id or 'uid'}")
         stub = job_service_pb2_grpc.JobServiceStub(channel)
         created = await stub.CreateJob(
-            job_service_pb2.CreateJobRequest(job=_job("target", 0)), metadata=md
+            job_service_pb2.CreateJobRequest(job=_job("target", 0), job_id=client_id),
+            metadata=md,
         )
         request = job_service_pb2.GetJobRequest(job_id=created.job.job_id)
         per = total // CLIENTS
@@ -220,13 +230,23 @@ async def api_gets(address: str, total: int) -> dict[str, float]:
             for _ in range(per):
                 await stub.GetJob(request, metadata=md)
 
+        api_cpu, db_cpu = cpu_seconds(api_pid), family_cpu(postgres_pid)
         began = time.perf_counter()
         await asyncio.gather(*(client() for _ in range(CLIENTS)))
         elapsed = time.perf_counter() - began
-    return {"calls": per * CLIENTS, "calls_per_s": round(per * CLIENTS / elapsed)}
+        api_cpu, db_cpu = cpu_seconds(api_pid) - api_cpu, family_cpu(postgres_pid) - db_cpu
+    calls = per * CLIENTS
+    return {
+        "calls": calls,
+        "calls_per_s": round(calls / elapsed),
+        "api_cpu_us_per_call": round(api_cpu / calls * 1e6),
+        "postgres_cpu_us_per_call": round(db_cpu / calls * 1e6),
+    }
 
 
-async def api_batches(address: str, batches: int) -> dict[str, float]:
+async def api_batches(
+    address: str, batches: int, api_pid: int, postgres_pid: int
+) -> dict[str, float]:
     """One client calling BatchCreateJobs with 1,000 schedules each."""
     async with grpc.aio.insecure_channel(address) as channel:
         md = await _tenant_token(channel, "batches")
@@ -238,14 +258,18 @@ async def api_batches(address: str, batches: int) -> dict[str, float]:
             for b in range(batches + 1)
         ]
         await stub.BatchCreateJobs(requests[0], metadata=md)  # warm-up
+        api_cpu, db_cpu = cpu_seconds(api_pid), family_cpu(postgres_pid)
         began = time.perf_counter()
         for request in requests[1:]:
             await stub.BatchCreateJobs(request, metadata=md)
         elapsed = time.perf_counter() - began
+        api_cpu, db_cpu = cpu_seconds(api_pid) - api_cpu, family_cpu(postgres_pid) - db_cpu
     return {
         "schedules": batches * BATCH,
         "schedules_per_s": round(batches * BATCH / elapsed),
         "ms_per_batch": round(elapsed / batches * 1000, 1),
+        "api_cpu_ms_per_batch": round(api_cpu / batches * 1000, 1),
+        "postgres_cpu_ms_per_batch": round(db_cpu / batches * 1000, 1),
     }
 
 
@@ -270,8 +294,16 @@ async def main(creates: int, batches: int) -> dict[str, dict[str, float]]:
             try:
                 api = await asyncio.to_thread(services.add, "api")
                 results["create_job_8"] = await api_creates(api.address, creates)
-                results["get_job_8"] = await api_gets(api.address, creates)
-                results["batch_create"] = await api_batches(api.address, batches)
+                postgres = stack.postgres._process
+                api_pid, postgres_pid = api.process.pid, postgres.pid if postgres else None
+                assert api_pid and postgres_pid
+                results["get_job_8"] = await api_gets(api.address, creates, api_pid, postgres_pid)
+                results["get_job_by_client_id_8"] = await api_gets(
+                    api.address, creates, api_pid, postgres_pid, client_id="target"
+                )
+                results["batch_create"] = await api_batches(
+                    api.address, batches, api_pid, postgres_pid
+                )
             finally:
                 await asyncio.to_thread(services.stop)
     return results

@@ -62,8 +62,11 @@ async def test_cli_against_a_real_api(api_process: ServiceProcess) -> None:
             again = create_demo(
                 channel, create_dev_tenant(channel, ADMIN_TOKEN), "http://127.0.0.1:8085/demo"
             )
-            assert again.job_id == demo.job_id and demo.name == DEMO_JOB
+            assert again.uid == demo.uid and demo.name == DEMO_JOB
+            # Applied under its own id: the demo job is named by it.
+            assert demo.job_id == DEMO_JOB != demo.uid
         env = {"SUNDIAL_API": api_process.address, "SUNDIAL_TOKEN": token}
+        assert demo.uid in _run(env, "jobs", "get", DEMO_JOB)
 
         created = json.loads(
             _run(

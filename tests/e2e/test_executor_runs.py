@@ -79,7 +79,11 @@ async def test_a_job_every_second_and_a_one_time_job_run_on_time(
     tenant = await cluster.tenant()
     ticking = await tenant.create_job(http_job("tick", f"{target.url}/tick", every(1)))
     when = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
-    one = await tenant.create_job(http_job("once", f"{target.url}/once", once(when)))
+    # Named by a client-chosen id: the scheduler and executor see only its uid.
+    launch = http_job("once", f"{target.url}/once", once(when))
+    launch.job_id = "launch-once"
+    one = await tenant.create_job(launch)
+    assert one.job_id == "launch-once" != one.uid  # type: ignore[attr-defined]
 
     async def enough() -> list[run_pb2.Run]:
         await runs_with(tenant, one.job_id, SUCCEEDED, 1)
@@ -101,6 +105,7 @@ async def test_a_job_every_second_and_a_one_time_job_run_on_time(
         assert run.run_key in keys
     call = target.calls_to("/once")[0]
     assert call.key == single.run_key
+    assert single.job_id == one.uid and call.key.startswith(f"{one.uid}@")  # type: ignore[attr-defined]
     assert call.request.headers["sundial-attempt"] == "1"
     assert uuid.UUID(call.request.headers["sundial-execution-id"])
     assert call.request.headers["sundial-scheduled-at"] == single.scheduled_at.ToJsonString()

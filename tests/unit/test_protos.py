@@ -34,6 +34,7 @@ EXPECTED_METHODS = {
     "JobService": {
         "CreateJob",
         "BatchCreateJobs",
+        "ApplyJob",
         "GetJob",
         "DescribeJob",
         "ListJobs",
@@ -49,6 +50,7 @@ EXPECTED_METHODS = {
         "ReplayRun",
         "CancelRun",
         "GetEgressPolicy",
+        "RotateOwnSigningSecret",
     },
     "RunLedger": {"LeaseRuns", "Heartbeat", "CompleteRuns"},
     "TargetService": {"Execute"},

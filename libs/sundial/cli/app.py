@@ -6,7 +6,18 @@ from typing import Annotated
 
 import typer
 
-from sundial.cli import admin, dev, egress, jobs, migrate, preview, profiles, runs, secrets
+from sundial.cli import (
+    admin,
+    apply,
+    dev,
+    egress,
+    jobs,
+    migrate,
+    preview,
+    profiles,
+    runs,
+    secrets,
+)
 from sundial.core.telemetry import service_version
 
 app = typer.Typer(
@@ -23,6 +34,8 @@ app.add_typer(admin.app)
 app.command("preview")(preview.preview)
 app.command("egress")(egress.tenant_view)
 app.command("migrate")(migrate.migrate)
+app.command("apply")(apply.apply)
+app.command("export")(apply.export)
 app.add_typer(profiles.app)
 app.add_typer(secrets.app)
 

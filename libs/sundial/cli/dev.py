@@ -71,6 +71,9 @@ def _dev_tenant(channel: grpc.Channel, admin_token: str) -> tuple[str, str]:
 def create_demo(channel: grpc.Channel, token: str, target_url: str) -> job_pb2.Job:
     """Create (idempotently) a job that calls ``target_url`` every 5 seconds.
 
+    Applied under the client id ``demo-every-5s``: a reused data folder keeps its demo
+    job, pointed at this run's target.
+
     Args:
         channel: A channel to the API service.
         token: A tenant token.
@@ -81,6 +84,7 @@ def create_demo(channel: grpc.Channel, token: str, target_url: str) -> job_pb2.J
     """
     jobs = job_service_pb2_grpc.JobServiceStub(channel)
     job = job_pb2.Job(
+        job_id=DEMO_JOB,
         name=DEMO_JOB,
         description="Created by `sundial dev`: calls the local demo target every 5 s.",
         schedule=job_pb2.Schedule(
@@ -91,19 +95,8 @@ def create_demo(channel: grpc.Channel, token: str, target_url: str) -> job_pb2.J
         labels={"created-by": "sundial-dev"},
     )
     metadata = (("authorization", f"Bearer {token}"),)
-    try:
-        created = jobs.CreateJob(
-            job_service_pb2.CreateJobRequest(job=job), metadata=metadata, timeout=10
-        )
-        return created.job
-    except grpc.RpcError as exc:
-        if exc.code() != grpc.StatusCode.ALREADY_EXISTS:
-            raise
-    # A reused data folder already has it: return the existing one.
-    listed = jobs.ListJobs(
-        job_service_pb2.ListJobsRequest(name_prefix=DEMO_JOB), metadata=metadata, timeout=10
-    )
-    return next(j for j in listed.jobs if j.name == DEMO_JOB)
+    applied = jobs.ApplyJob(job_service_pb2.ApplyJobRequest(job=job), metadata=metadata, timeout=10)
+    return applied.job
 
 
 def dev(

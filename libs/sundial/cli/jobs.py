@@ -80,7 +80,7 @@ def print_job(job: job_pb2.Job) -> None:
     """A job as ``key  value`` lines."""
     policies = job.policies
     rows = [
-        ("job id", job.job_id),
+        ("job id", job.job_id if job.job_id == job.uid else f"{job.job_id} (uid {job.uid})"),
         ("tenant", job.tenant_id),
         ("schedule", schedule_text(job.schedule)),
         ("target", target_text(job.target)),

@@ -15,6 +15,13 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ApplyOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    APPLY_OUTCOME_UNSPECIFIED: _ClassVar[ApplyOutcome]
+    APPLY_OUTCOME_CREATED: _ClassVar[ApplyOutcome]
+    APPLY_OUTCOME_UPDATED: _ClassVar[ApplyOutcome]
+    APPLY_OUTCOME_UNCHANGED: _ClassVar[ApplyOutcome]
+
 class DstAnnotation(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     DST_ANNOTATION_UNSPECIFIED: _ClassVar[DstAnnotation]
@@ -24,6 +31,10 @@ class DstAnnotation(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DST_ANNOTATION_FOLD_FIRST: _ClassVar[DstAnnotation]
     DST_ANNOTATION_FOLD_SECOND: _ClassVar[DstAnnotation]
     DST_ANNOTATION_FOLD_SKIPPED: _ClassVar[DstAnnotation]
+APPLY_OUTCOME_UNSPECIFIED: ApplyOutcome
+APPLY_OUTCOME_CREATED: ApplyOutcome
+APPLY_OUTCOME_UPDATED: ApplyOutcome
+APPLY_OUTCOME_UNCHANGED: ApplyOutcome
 DST_ANNOTATION_UNSPECIFIED: DstAnnotation
 DST_ANNOTATION_NONE: DstAnnotation
 DST_ANNOTATION_GAP_SHIFTED: DstAnnotation
@@ -33,12 +44,14 @@ DST_ANNOTATION_FOLD_SECOND: DstAnnotation
 DST_ANNOTATION_FOLD_SKIPPED: DstAnnotation
 
 class CreateJobRequest(_message.Message):
-    __slots__ = ("job", "request_id")
+    __slots__ = ("job", "request_id", "job_id")
     JOB_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
     job: _job_pb2.Job
     request_id: str
-    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    job_id: str
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., request_id: _Optional[str] = ..., job_id: _Optional[str] = ...) -> None: ...
 
 class CreateJobResponse(_message.Message):
     __slots__ = ("job",)
@@ -59,6 +72,26 @@ class BatchCreateJobsResponse(_message.Message):
     JOBS_FIELD_NUMBER: _ClassVar[int]
     jobs: _containers.RepeatedCompositeFieldContainer[_job_pb2.Job]
     def __init__(self, jobs: _Optional[_Iterable[_Union[_job_pb2.Job, _Mapping]]] = ...) -> None: ...
+
+class ApplyJobRequest(_message.Message):
+    __slots__ = ("job", "expected_version", "request_id", "validate_only")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    expected_version: int
+    request_id: str
+    validate_only: bool
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., expected_version: _Optional[int] = ..., request_id: _Optional[str] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class ApplyJobResponse(_message.Message):
+    __slots__ = ("job", "outcome")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    outcome: ApplyOutcome
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., outcome: _Optional[_Union[ApplyOutcome, str]] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
     __slots__ = ("job_id",)

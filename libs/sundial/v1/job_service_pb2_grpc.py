@@ -45,6 +45,11 @@ class JobServiceStub:
                 request_serializer=sundial_dot_v1_dot_job__service__pb2.BatchCreateJobsRequest.SerializeToString,
                 response_deserializer=sundial_dot_v1_dot_job__service__pb2.BatchCreateJobsResponse.FromString,
                 _registered_method=True)
+        self.ApplyJob = channel.unary_unary(
+                '/sundial.v1.JobService/ApplyJob',
+                request_serializer=sundial_dot_v1_dot_job__service__pb2.ApplyJobRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_job__service__pb2.ApplyJobResponse.FromString,
+                _registered_method=True)
         self.GetJob = channel.unary_unary(
                 '/sundial.v1.JobService/GetJob',
                 request_serializer=sundial_dot_v1_dot_job__service__pb2.GetJobRequest.SerializeToString,
@@ -140,6 +145,15 @@ class JobServiceServicer:
 
     def BatchCreateJobs(self, request, context):
         """Creates up to 1,000 jobs in one transaction: all or none.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ApplyJob(self, request, context):
+        """Makes the job named by job.job_id match the given definition: creates it when the
+        tenant has no such job, replaces its definition when it differs, and changes nothing
+        when it is equal. Idempotent by construction (infrastructure as code).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -272,6 +286,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.BatchCreateJobs,
                     request_deserializer=sundial_dot_v1_dot_job__service__pb2.BatchCreateJobsRequest.FromString,
                     response_serializer=sundial_dot_v1_dot_job__service__pb2.BatchCreateJobsResponse.SerializeToString,
+            ),
+            'ApplyJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.ApplyJob,
+                    request_deserializer=sundial_dot_v1_dot_job__service__pb2.ApplyJobRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_job__service__pb2.ApplyJobResponse.SerializeToString,
             ),
             'GetJob': grpc.unary_unary_rpc_method_handler(
                     servicer.GetJob,
@@ -409,6 +428,33 @@ class JobService:
             '/sundial.v1.JobService/BatchCreateJobs',
             sundial_dot_v1_dot_job__service__pb2.BatchCreateJobsRequest.SerializeToString,
             sundial_dot_v1_dot_job__service__pb2.BatchCreateJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ApplyJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/ApplyJob',
+            sundial_dot_v1_dot_job__service__pb2.ApplyJobRequest.SerializeToString,
+            sundial_dot_v1_dot_job__service__pb2.ApplyJobResponse.FromString,
             options,
             channel_credentials,
             insecure,

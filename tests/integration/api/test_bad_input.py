@@ -1025,6 +1025,32 @@ async def test_fuzzed_schedule_times_are_never_internal(
     await assert_refused_cleanly(world, preview, (*fields, "after"))
 
 
+_JOB_REFS = st.one_of(
+    st.text(max_size=80),
+    st.from_regex(r"[a-z][a-z0-9-]{0,70}", fullmatch=True),  # client ids and near misses
+    st.uuids().map(str),
+    st.uuids().map(lambda value: value.hex),
+)
+
+
+@FUZZ
+@given(text=_JOB_REFS)
+async def test_fuzzed_job_ids_are_never_internal(world: World, text: str) -> None:
+    # Named in a request: a uid, a client id (NOT_FOUND when unknown) or refused. (A
+    # grpc.aio call starts when made: one at a time.)
+    get = world.api.jobs.GetJob(pb.GetJobRequest(job_id=text), metadata=world.md)
+    await assert_refused_cleanly(world, get, ("job_id",))
+    wanted = make_job(f"fuzz-{uuid.uuid4().hex}", job_id=text)
+    apply = world.api.jobs.ApplyJob(pb.ApplyJobRequest(job=wanted), metadata=world.md)
+    await assert_refused_cleanly(world, apply, ("job.job_id",))
+    # Chosen for a new job: created, or refused naming it.
+    create = world.api.jobs.CreateJob(
+        pb.CreateJobRequest(job=make_job(f"fuzz-{uuid.uuid4().hex}"), job_id=text),
+        metadata=world.md,
+    )
+    await assert_refused_cleanly(world, create, ("job_id",))
+
+
 @FUZZ
 @given(
     start=_OPTIONAL_TIMESTAMPS,

@@ -188,8 +188,13 @@ async def test_get_job_errors(api: Api, tenant: Tenant) -> None:
     await expect_error(
         api.jobs.GetJob(pb.GetJobRequest(), metadata=tenant.md), INVALID, field="job_id"
     )
+    # A well-formed client id the tenant does not use is unknown, like an unknown uid;
+    # text that can be neither is malformed.
     await expect_error(
-        api.jobs.GetJob(pb.GetJobRequest(job_id="nope"), metadata=tenant.md),
+        api.jobs.GetJob(pb.GetJobRequest(job_id="nope"), metadata=tenant.md), NOT_FOUND
+    )
+    await expect_error(
+        api.jobs.GetJob(pb.GetJobRequest(job_id="No Such Id!"), metadata=tenant.md),
         INVALID,
         field="job_id",
     )

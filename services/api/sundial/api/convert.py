@@ -16,15 +16,18 @@ from __future__ import annotations
 
 import enum
 import functools
+import uuid
 from collections.abc import Callable, Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
 from sundial.api.model import (
+    ApplyOutcome,
     Job,
     JobFilter,
+    JobRef,
     JobSpec,
     JobStats,
     PreviewEntry,
@@ -32,6 +35,7 @@ from sundial.api.model import (
     RunFilter,
     TenantEgress,
 )
+from sundial.api.validation import is_client_job_id
 from sundial.core import wire
 from sundial.core.errors import InvalidArgument
 from sundial.run import JobPolicies, OverlapPolicy, RunKind, RunRef, RunStatus, truncate_error
@@ -90,25 +94,50 @@ def _number(value: Any, table: Mapping[int, Any]) -> Any:
     return next(number for number, member in table.items() if member is value)
 
 
-# --- requests naming a run ---------------------------------------------------------------
+# --- requests naming a job or a run ------------------------------------------------------
 
 
-def run_ref_in(request: Any) -> RunRef:
-    """The run named by a request's ``oneof run {RunRef ref; string run_key}``."""
+def job_ref_in(text: str, field: str = "job_id") -> JobRef:
+    """A request's job reference: a uid (any form ``uuid.UUID`` reads), or a client id.
+
+    Raises:
+        InvalidArgument: Empty, or text that can be neither (job_service.proto).
+    """
+    if not text:
+        raise InvalidArgument(field, "is required")
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        pass
+    if is_client_job_id(text):
+        return text
+    shown = text if len(text) <= 80 else text[:80] + "..."
+    raise InvalidArgument(
+        field,
+        f"{shown!r} is neither a job id (1-63 characters of a-z, 0-9 and '-', starting with "
+        "a letter) nor a uid (a UUID)",
+    )
+
+
+def run_ref_in(request: Any) -> tuple[JobRef, datetime]:
+    """The run named by a request's ``oneof run {RunRef ref; string run_key}``: its job
+    (a run key holds a uid; a ref may name the job by its client id) and scheduled_at."""
     which = request.WhichOneof("run")
     if which == "ref":
-        # Checked before the job id, which wire.run_ref_in reads first: a request with
-        # neither is told about scheduled_at, as it always was.
+        # Checked before the job id: a request with neither is told about scheduled_at,
+        # as it always was.
         if not request.ref.HasField("scheduled_at"):
             raise InvalidArgument("ref.scheduled_at", "is required")
-        return wire.run_ref_in(request.ref, "ref")
+        job = job_ref_in(request.ref.job_id, "ref.job_id")
+        return job, wire.timestamp_in(request.ref.scheduled_at, "ref.scheduled_at", exact=True)
     if which == "run_key":
         try:
-            return RunRef.parse(request.run_key)
+            ref = RunRef.parse(request.run_key)
         except ValueError:
             raise InvalidArgument(
-                "run_key", "must be '<job_id>@<RFC 3339 UTC time ending in Z>'"
+                "run_key", "must be '<job uid>@<RFC 3339 UTC time ending in Z>'"
             ) from None
+        return ref.job_id, ref.scheduled_at
     raise InvalidArgument("run", "one of ref or run_key is required")
 
 
@@ -271,7 +300,8 @@ def job_out(job: Job, memo: dict[object, Any] | None = None) -> job_pb2.Job:
     spec = job.spec
     once = _Once(memo if memo is not None else {})
     message = job_pb2.Job(
-        job_id=str(job.job_id),
+        job_id=job.client_id or str(job.job_id),
+        uid=str(job.job_id),
         tenant_id=job.tenant_id,
         name=spec.name,
         description=spec.description,
@@ -314,6 +344,18 @@ class _Once:
         if found is None:
             found = self._memo[key] = convert(value)
         return found
+
+
+_OUTCOME = {
+    ApplyOutcome.CREATED: job_service_pb2.APPLY_OUTCOME_CREATED,
+    ApplyOutcome.UPDATED: job_service_pb2.APPLY_OUTCOME_UPDATED,
+    ApplyOutcome.UNCHANGED: job_service_pb2.APPLY_OUTCOME_UNCHANGED,
+}
+
+
+def outcome_out(outcome: ApplyOutcome) -> job_service_pb2.ApplyOutcome:
+    """ApplyJob's outcome as its wire enum."""
+    return _OUTCOME[outcome]
 
 
 def job_filter_in(request: job_service_pb2.ListJobsRequest) -> JobFilter:

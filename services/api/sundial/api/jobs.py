@@ -2,8 +2,13 @@
 
 Every write validates completely before touching the database, and each write is one
 transaction, so a refused call changes nothing. Writes that depend on what they read
-(UpdateJob, ResumeJob) are optimistic: read, compute outside any transaction (a DNS
-lookup must never hold a row lock), then write only if the version is unchanged.
+(UpdateJob, ResumeJob, ApplyJob) are optimistic: read, compute outside any transaction
+(a DNS lookup must never hold a row lock), then write only if the version is unchanged.
+
+A request names a job by its uid or by its client-chosen id (:data:`JobRef`); the
+servicer resolves the latter with :meth:`JobManager.resolve` and the managers work on
+uids only. ApplyJob is CreateJob with a client id when the tenant has no such job, else
+UpdateJob of the whole definition unless it is already equal.
 """
 
 from __future__ import annotations
@@ -16,9 +21,12 @@ from datetime import datetime, timedelta
 from sundial.api import paging, validation
 from sundial.api.egress import EgressPolicies
 from sundial.api.model import (
+    Applied,
+    ApplyOutcome,
     Job,
     JobDescription,
     JobFilter,
+    JobRef,
     JobSpec,
     JobStats,
     NewJob,
@@ -31,13 +39,20 @@ from sundial.api.runs import with_due
 from sundial.api.store import RequestClaim, RequestRecord, RequestTaken, Store
 from sundial.api.validation import TargetGuard, field_prefix
 from sundial.core.clock import Clock
-from sundial.core.errors import Aborted, InvalidArgument, NotFound, version_mismatch
+from sundial.core.errors import (
+    Aborted,
+    AlreadyExists,
+    InvalidArgument,
+    NotFound,
+    version_mismatch,
+)
 from sundial.core.partition import partition_of
 from sundial.run import GrpcTarget, HttpTarget
 from sundial.schedule import CompiledSchedule, OnceSpec, Schedule, compile_schedule
 
 CREATE_JOB = "CreateJob"
 BATCH_CREATE_JOBS = "BatchCreateJobs"
+APPLY_JOB = "ApplyJob"
 
 PREVIEW_KEY = "00000000-0000-0000-0000-000000000000"
 """Hash key for Jenkins ``H`` and jitter in a preview without a job (job_service.proto)."""
@@ -198,10 +213,13 @@ class JobManager:
         prefix: str = "",
         shared: validation.SharedChecks | None = None,
         fires: dict[int, tuple[CompiledSchedule, datetime | None]] | None = None,
+        *,
+        client_id: str | None = None,
     ) -> NewJob:
         """Validate one new job and compute its first fire time.
 
         Args:
+            client_id: Its client-chosen id (already checked), if any.
             shared: Checks shared by the jobs of one request (BatchCreateJobs).
             fires: First fire times by compiled schedule (``id``), shared likewise: a
                 schedule compiled once for many jobs fires first at the same instant.
@@ -221,6 +239,7 @@ class JobManager:
             spec=spec,
             partition_id=partition_of(job_id),
             next_run_at=next_run_at,
+            client_id=client_id,
         )
 
     @staticmethod
@@ -235,45 +254,85 @@ class JobManager:
             create_time=now,
             update_time=now,
             stats=JobStats(),
+            client_id=new.client_id,
         )
 
-    async def create_job(
-        self, tenant_id: str, spec: JobSpec, *, request_id: str = "", request_hash: bytes = b""
+    async def _create(
+        self,
+        tenant_id: str,
+        spec: JobSpec,
+        *,
+        client_id: str | None,
+        claim: RequestClaim | None,
+        validate_only: bool = False,
     ) -> Job:
-        """Validate and create one job; a repeated request_id returns the first job."""
+        """Validate one job and insert it (unless ``validate_only``)."""
+        now = self._clock.now()
+        new = self._prepare(spec, now, client_id=client_id)
+        assert new.spec.target is not None
+        await self._guard.check(new.spec.target, await self._egress.policy(tenant_id))
+        if not validate_only:
+            await self._store.create_jobs(tenant_id, [new], now, claim=claim)
+        return self._created(tenant_id, new, now)
+
+    async def create_job(
+        self,
+        tenant_id: str,
+        spec: JobSpec,
+        *,
+        client_id: str | None = None,
+        request_id: str = "",
+        request_hash: bytes = b"",
+    ) -> Job:
+        """Validate and create one job; a repeated request_id returns the first job.
+
+        Args:
+            client_id: The client-chosen id (checked by the caller), or None.
+        """
         validation.check_request_id(request_id)
         replayed = await self._replayed(tenant_id, CREATE_JOB, request_id, request_hash)
         if replayed is not None:
             return replayed[0]
-        now = self._clock.now()
-        new = self._prepare(spec, now)
-        assert new.spec.target is not None
-        await self._guard.check(new.spec.target, await self._egress.policy(tenant_id))
         try:
-            await self._store.create_jobs(
-                tenant_id, [new], now, claim=self._claim(CREATE_JOB, request_id, request_hash)
+            return await self._create(
+                tenant_id,
+                spec,
+                client_id=client_id,
+                claim=self._claim(CREATE_JOB, request_id, request_hash),
             )
         except RequestTaken:
             # An identical request committed while this one was being validated.
             replayed = await self._replayed(tenant_id, CREATE_JOB, request_id, request_hash)
             assert replayed is not None
             return replayed[0]
-        return self._created(tenant_id, new, now)
 
     async def batch_create(
         self,
         tenant_id: str,
         specs: Sequence[JobSpec],
         *,
+        client_ids: Sequence[str | None] = (),
         request_id: str = "",
         request_hash: bytes = b"",
     ) -> list[Job]:
-        """Validate and create up to 1,000 jobs in one transaction: all or none."""
+        """Validate and create up to 1,000 jobs in one transaction: all or none.
+
+        Args:
+            client_ids: Each job's client-chosen id (checked by the caller) or None;
+                empty: none has one.
+        """
         validation.check_request_id(request_id)
         if not 1 <= len(specs) <= validation.MAX_BATCH:
             raise InvalidArgument(
                 "jobs", f"must hold 1 to {validation.MAX_BATCH} jobs, got {len(specs)}"
             )
+        ids = list(client_ids) or [None] * len(specs)
+        first_holder: dict[str, int] = {}
+        for i, client_id in enumerate(ids):
+            if client_id is not None and first_holder.setdefault(client_id, i) != i:
+                raise InvalidArgument(
+                    f"jobs[{i}].job_id", f"same id as jobs[{first_holder[client_id]}]"
+                )
         replayed = await self._replayed(tenant_id, BATCH_CREATE_JOBS, request_id, request_hash)
         if replayed is not None:
             return replayed
@@ -281,7 +340,8 @@ class JobManager:
         shared = validation.SharedChecks()
         fires: dict[int, tuple[CompiledSchedule, datetime | None]] = {}
         prepared = [
-            self._prepare(spec, now, f"jobs[{i}].", shared, fires) for i, spec in enumerate(specs)
+            self._prepare(spec, now, f"jobs[{i}].", shared, fires, client_id=client_id)
+            for i, (spec, client_id) in enumerate(zip(specs, ids, strict=True))
         ]
         first_index: dict[str, int] = {}
         for i, new in enumerate(prepared):
@@ -307,6 +367,16 @@ class JobManager:
         return [self._created(tenant_id, new, now) for new in prepared]
 
     # --- read -----------------------------------------------------------------------------
+
+    async def resolve(self, tenant_id: str, ref: JobRef) -> uuid.UUID:
+        """The uid a request's job reference names: a uid as is, a client id looked up
+        in the tenant's jobs (NOT_FOUND when it has none, as for an unknown uid)."""
+        if isinstance(ref, uuid.UUID):
+            return ref
+        uid = await self._store.job_uid(tenant_id, ref)
+        if uid is None:
+            raise NotFound(f"job {ref} not found")
+        return uid
 
     async def get_job(self, tenant_id: str, job_id: uuid.UUID) -> Job:
         """The tenant's job; NOT_FOUND for an unknown or foreign id."""
@@ -400,13 +470,15 @@ class JobManager:
     # --- change ---------------------------------------------------------------------------
 
     async def _conflict(
-        self, tenant_id: str, job_id: uuid.UUID, expected_version: int
+        self, tenant_id: str, job_id: uuid.UUID, expected_version: int, named: JobRef | None = None
     ) -> Exception:
-        """Why a conditional write matched nothing: NOT_FOUND or ABORTED."""
+        """Why a conditional write matched nothing: NOT_FOUND or ABORTED (about ``named``,
+        the id the request used, when given)."""
         version = await self._store.job_version(tenant_id, job_id)
+        shown = job_id if named is None else named
         if version is None:
-            return NotFound(f"job {job_id} not found")
-        return version_mismatch("job", job_id, version, expected_version)
+            return NotFound(f"job {shown} not found")
+        return version_mismatch("job", shown, version, expected_version)
 
     async def update_job(
         self,
@@ -425,46 +497,195 @@ class JobManager:
             job = await self.get_job(tenant_id, job_id)
             if expected_version and job.version != expected_version:
                 raise version_mismatch("job", job_id, job.version, expected_version)
-            spec = dataclasses.replace(
-                apply(job), paused=job.spec.paused, pause_note=job.spec.pause_note
-            )
-            reschedule = spec.schedule != job.spec.schedule
-            now = self._clock.now()
-            spec, compiled = validation.check_job_spec(
-                spec, str(job_id), now=now if reschedule else None
-            )
-            assert spec.target is not None
-            if spec.target != job.spec.target:
-                await self._guard.check(spec.target, await self._egress.policy(tenant_id))
-            next_run_at = job.next_run_at
-            if reschedule:
-                next_run_at = first_fire(
-                    compiled,
-                    spec.schedule,
-                    now,
-                    fired_count=job.fired_count,
-                    last_fire=job.stats.last_fire_time,
-                )
-            written = await self._store.update_job(
-                tenant_id,
-                job_id,
-                read_version=job.version,
-                spec=spec,
-                reschedule=reschedule,
-                next_run_at=next_run_at,
-                now=now,
-            )
-            if written:
-                return await self.get_job(tenant_id, job_id)
+            rewritten = await self._rewrite(tenant_id, job, apply(job))
+            if rewritten is not None:
+                return rewritten[0]
             if expected_version:
                 raise await self._conflict(tenant_id, job_id, expected_version)
             # Unconditional update raced with another change: merge onto the new version.
         raise Aborted(f"job {job_id} kept changing while being updated; retry")
 
+    async def _rewrite(
+        self,
+        tenant_id: str,
+        job: Job,
+        wanted: JobSpec,
+        *,
+        keep_equal: bool = False,
+        claim: RequestClaim | None = None,
+        validate_only: bool = False,
+    ) -> tuple[Job, bool] | None:
+        """Write ``wanted`` as the definition of ``job`` (as read, at its version).
+
+        Args:
+            keep_equal: When the validated definition equals the current one, write
+                nothing (ApplyJob's UNCHANGED).
+            claim: An idempotency record written with the change.
+            validate_only: Validate and compute, write nothing.
+
+        Returns:
+            The job after the change and whether it changed; None when the job changed
+            or vanished since it was read (nothing written).
+        """
+        spec = dataclasses.replace(wanted, paused=job.spec.paused, pause_note=job.spec.pause_note)
+        reschedule = spec.schedule != job.spec.schedule
+        now = self._clock.now()
+        spec, compiled = validation.check_job_spec(
+            spec, str(job.job_id), now=now if reschedule else None
+        )
+        if keep_equal and spec == job.spec:
+            return job, False
+        assert spec.target is not None
+        if spec.target != job.spec.target:
+            await self._guard.check(spec.target, await self._egress.policy(tenant_id))
+        next_run_at = job.next_run_at
+        if reschedule:
+            next_run_at = first_fire(
+                compiled,
+                spec.schedule,
+                now,
+                fired_count=job.fired_count,
+                last_fire=job.stats.last_fire_time,
+            )
+        if validate_only:
+            changed = dataclasses.replace(
+                job, spec=spec, next_run_at=next_run_at, version=job.version + 1, update_time=now
+            )
+            return changed, True
+        written = await self._store.update_job(
+            tenant_id,
+            job.job_id,
+            read_version=job.version,
+            spec=spec,
+            reschedule=reschedule,
+            next_run_at=next_run_at,
+            now=now,
+            claim=claim,
+        )
+        return (await self.get_job(tenant_id, job.job_id), True) if written else None
+
+    # --- apply ----------------------------------------------------------------------------
+
+    async def apply_job(
+        self,
+        tenant_id: str,
+        ref: JobRef,
+        spec: JobSpec,
+        *,
+        expected_version: int = 0,
+        validate_only: bool = False,
+        request_id: str = "",
+        request_hash: bytes = b"",
+    ) -> Applied:
+        """Make the job ``ref`` names match ``spec`` (job_service.proto ``ApplyJob``).
+
+        A client id the tenant does not use creates the job (``spec``'s paused and
+        pause_note honoured); an existing job keeps its paused state and note, and is
+        rewritten only when its definition differs. Two applies of one new id race on
+        the unique index: the loser compares with the winner's job.
+        """
+        validation.check_request_id(request_id)
+        if expected_version < 0:
+            raise InvalidArgument("expected_version", "must not be negative")
+        claim = None if validate_only else self._claim(APPLY_JOB, request_id, request_hash)
+        try:
+            if claim is not None:
+                earlier = await self._applied_before(tenant_id, request_id, request_hash)
+                if earlier is not None:
+                    return earlier
+            for _ in range(_OPTIMISTIC_ATTEMPTS):
+                applied = await self._apply_once(
+                    tenant_id,
+                    ref,
+                    spec,
+                    expected_version=expected_version,
+                    claim=claim,
+                    validate_only=validate_only,
+                )
+                if applied is not None:
+                    return applied
+        except RequestTaken:
+            # An identical request committed while this one was working.
+            earlier = await self._applied_before(tenant_id, request_id, request_hash)
+            assert earlier is not None
+            return earlier
+        raise Aborted(f"job {ref} kept changing while being applied; retry")
+
+    async def _apply_once(
+        self,
+        tenant_id: str,
+        ref: JobRef,
+        spec: JobSpec,
+        *,
+        expected_version: int,
+        claim: RequestClaim | None,
+        validate_only: bool,
+    ) -> Applied | None:
+        """One read-decide-write round of :meth:`apply_job`; None when it lost a race."""
+        uid = ref if isinstance(ref, uuid.UUID) else await self._store.job_uid(tenant_id, ref)
+        job = None if uid is None else await self._store.get_job(tenant_id, uid)
+        if job is None:
+            if isinstance(ref, uuid.UUID) or expected_version:
+                raise NotFound(f"job {ref} not found")
+            try:
+                created = await self._create(
+                    tenant_id,
+                    spec,
+                    client_id=ref,
+                    claim=_with_outcome(claim, ApplyOutcome.CREATED),
+                    validate_only=validate_only,
+                )
+            except AlreadyExists:
+                # A concurrent apply of this id created it; its insert may clash on the
+                # name before the id (both are unique). Compare with that job then.
+                if await self._store.job_uid(tenant_id, ref) is None:
+                    raise
+                return None
+            return Applied(created, ApplyOutcome.CREATED)
+        if expected_version and job.version != expected_version:
+            raise version_mismatch("job", ref, job.version, expected_version)
+        rewritten = await self._rewrite(
+            tenant_id,
+            job,
+            spec,
+            keep_equal=True,
+            claim=_with_outcome(claim, ApplyOutcome.UPDATED),
+            validate_only=validate_only,
+        )
+        if rewritten is None:
+            if expected_version:
+                raise await self._conflict(tenant_id, job.job_id, expected_version, ref)
+            return None
+        if rewritten[1]:
+            return Applied(rewritten[0], ApplyOutcome.UPDATED)
+        unchanged = _with_outcome(claim, ApplyOutcome.UNCHANGED)
+        if unchanged is not None:
+            await self._store.record_request(tenant_id, unchanged, job.job_id, self._clock.now())
+        return Applied(job, ApplyOutcome.UNCHANGED)
+
+    async def _applied_before(
+        self, tenant_id: str, request_id: str, request_hash: bytes
+    ) -> Applied | None:
+        """What an earlier identical ApplyJob did, with its job as it is now."""
+        record = await self._earlier(tenant_id, APPLY_JOB, request_id, request_hash)
+        if record is None:
+            return None
+        assert record.job_id is not None and record.outcome is not None
+        job = await self._store.get_job(tenant_id, record.job_id)
+        if job is None:
+            raise NotFound(f"request_id {request_id!r} already applied this job, deleted since")
+        return Applied(job, ApplyOutcome(record.outcome))
+
     async def delete_job(
-        self, tenant_id: str, job_id: uuid.UUID, *, expected_version: int, allow_missing: bool
+        self, tenant_id: str, ref: JobRef, *, expected_version: int, allow_missing: bool
     ) -> None:
         """Delete a job; its unfinished runs are cancelled."""
+        try:
+            job_id = await self.resolve(tenant_id, ref)
+        except NotFound:
+            if allow_missing:
+                return
+            raise
         if await self._store.delete_job(tenant_id, job_id, expected_version, self._clock.now()):
             return
         error = await self._conflict(tenant_id, job_id, expected_version)
@@ -538,3 +759,7 @@ class JobManager:
         if job_id is not None and await self._store.job_version(tenant_id, job_id) is None:
             raise NotFound(f"job_id: job {job_id} not found")
         return preview(compiled, after or self._clock.now(), count, 0)
+
+
+def _with_outcome(claim: RequestClaim | None, outcome: ApplyOutcome) -> RequestClaim | None:
+    return None if claim is None else dataclasses.replace(claim, outcome=outcome.value)

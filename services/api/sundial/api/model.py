@@ -8,6 +8,7 @@ the managers (``jobs``, ``runs``, ``tenancy``) work only with these. The run's w
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -70,6 +71,7 @@ class Job:
     """A stored job."""
 
     job_id: UUID
+    """The job's identity (``Job.uid`` on the wire): runs, partitions and NATS use it."""
     tenant_id: str
     spec: JobSpec
     partition_id: int
@@ -78,6 +80,8 @@ class Job:
     create_time: datetime
     update_time: datetime
     stats: JobStats = field(default_factory=JobStats)
+    client_id: str | None = None
+    """The client-chosen id (``Job.job_id`` on the wire), None for a server-id job."""
 
     @property
     def fired_count(self) -> int:
@@ -93,6 +97,27 @@ class NewJob:
     spec: JobSpec
     partition_id: int
     next_run_at: datetime | None
+    client_id: str | None = None
+
+
+JobRef = UUID | str
+"""How a request names a job: its UUID, or its client-chosen id (resolved per tenant)."""
+
+
+class ApplyOutcome(enum.Enum):
+    """What ApplyJob did (job_service.proto ``ApplyOutcome``)."""
+
+    CREATED = "created"
+    UPDATED = "updated"
+    UNCHANGED = "unchanged"
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """ApplyJob's answer: the job after the call and what the call did."""
+
+    job: Job
+    outcome: ApplyOutcome
 
 
 @dataclass(frozen=True, slots=True)

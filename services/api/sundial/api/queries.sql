@@ -10,7 +10,7 @@
 
 -- name: get_job
 SELECT j.job_id, j.tenant_id, j.name, j.partition_id, j.next_run_at, j.paused, j.version,
-       j.fired_count, j.created_at, j.updated_at,
+       j.fired_count, j.created_at, j.updated_at, j.client_job_id,
        d.schedule, d.target, d.policies, d.payload, d.labels, d.description, d.pause_note,
        j.last_fire_at, s.last_success_at, s.last_failure_at, j.last_lateness_ms,
        s.succeeded_count, s.dead_count, s.skipped_count, s.missed_count, s.cancelled_count
@@ -22,7 +22,7 @@ SELECT j.job_id, j.tenant_id, j.name, j.partition_id, j.next_run_at, j.paused, j
 -- name: get_jobs
 -- The jobs $1 of tenant $2 (any order; the caller restores the order it needs).
 SELECT j.job_id, j.tenant_id, j.name, j.partition_id, j.next_run_at, j.paused, j.version,
-       j.fired_count, j.created_at, j.updated_at,
+       j.fired_count, j.created_at, j.updated_at, j.client_job_id,
        d.schedule, d.target, d.policies, d.payload, d.labels, d.description, d.pause_note,
        j.last_fire_at, s.last_success_at, s.last_failure_at, j.last_lateness_ms,
        s.succeeded_count, s.dead_count, s.skipped_count, s.missed_count, s.cancelled_count
@@ -31,12 +31,16 @@ SELECT j.job_id, j.tenant_id, j.name, j.partition_id, j.next_run_at, j.paused, j
   LEFT JOIN job_stats s ON s.job_id = j.job_id
  WHERE j.job_id = ANY($1::uuid[]) AND j.tenant_id = $2;
 
+-- name: job_uid
+-- The uid of tenant $1's job whose client-chosen id is $2 (jobs_tenant_client_job_id_key).
+SELECT job_id FROM jobs WHERE tenant_id = $1 AND client_job_id = $2;
+
 -- name: list_jobs
 -- A page of tenant $1's jobs by name after $2, name in [$3, $4) when given, paused = $5
 -- when given, labels containing $6 when given. The (tenant_id, name) unique index (byte
 -- order, "C" collation) serves the order, the cursor and the prefix range.
 SELECT j.job_id, j.tenant_id, j.name, j.partition_id, j.next_run_at, j.paused, j.version,
-       j.fired_count, j.created_at, j.updated_at,
+       j.fired_count, j.created_at, j.updated_at, j.client_job_id,
        d.schedule, d.target, d.policies, d.payload, d.labels, d.description, d.pause_note,
        j.last_fire_at, s.last_success_at, s.last_failure_at, j.last_lateness_ms,
        s.succeeded_count, s.dead_count, s.skipped_count, s.missed_count, s.cancelled_count
@@ -56,9 +60,15 @@ SELECT j.job_id, j.tenant_id, j.name, j.partition_id, j.next_run_at, j.paused, j
 -- Which of the names $2 tenant $1 already uses (to name the clashing batch entry).
 SELECT name FROM jobs WHERE tenant_id = $1 AND name = ANY($2::text[]);
 
+-- name: existing_client_job_ids
+-- Which of the client job ids $2 tenant $1 already uses (likewise).
+SELECT client_job_id FROM jobs WHERE tenant_id = $1 AND client_job_id = ANY($2::text[]);
+
 -- name: insert_jobs
--- Inserts jobs for tenant $1 at $14 with their definitions and empty stats, if the
--- tenant's max_jobs allows $15 more: one set-based statement for one job or a thousand.
+-- Inserts jobs for tenant $1 at $15 with their definitions and empty stats, if the
+-- tenant's max_jobs allows $16 more: one set-based statement for one job or a thousand.
+-- The columns $2-$14 are arrays, one entry per job ($14: client job ids, NULL entries
+-- for jobs named by their uid).
 -- Returns how many were inserted: 0 when the quota refused them (nothing written).
 -- The inserts read the quota update's result, so it runs first; the tenant row then
 -- stays locked only for this statement and the commit (CreateJob without request_id
@@ -67,22 +77,23 @@ SELECT name FROM jobs WHERE tenant_id = $1 AND name = ANY($2::text[]);
 -- statement, after the jobs rows exist.
 WITH quota AS (
     UPDATE tenants
-       SET job_count = job_count + $15
-     WHERE tenant_id = $1 AND job_count + $15 <= max_jobs
+       SET job_count = job_count + $16
+     WHERE tenant_id = $1 AND job_count + $16 <= max_jobs
     RETURNING tenant_id
 ), input AS (
     SELECT t.*
       FROM unnest($2::uuid[], $3::text[], $4::smallint[], $5::timestamptz[], $6::boolean[],
                   $7::jsonb[], $8::jsonb[], $9::jsonb[], $10::bytea[], $11::jsonb[],
-                  $12::text[], $13::text[])
+                  $12::text[], $13::text[], $14::text[])
            AS t(job_id, name, partition_id, next_run_at, paused, schedule, target, policies,
-                payload, labels, description, pause_note)
+                payload, labels, description, pause_note, client_job_id)
      WHERE EXISTS (SELECT 1 FROM quota)
 ), new_jobs AS (
     INSERT INTO jobs (job_id, tenant_id, name, partition_id, next_run_at, paused,
-                      created_at, updated_at, definition_digest)
-    SELECT job_id, $1, name, partition_id, next_run_at, paused, $14, $14,
-           md5(schedule::text || ' ' || policies::text)::uuid  -- as migration 0008
+                      created_at, updated_at, definition_digest, client_job_id)
+    SELECT job_id, $1, name, partition_id, next_run_at, paused, $15, $15,
+           md5(schedule::text || ' ' || policies::text)::uuid,  -- as migration 0008
+           client_job_id
       FROM input
     RETURNING job_id
 ), new_definitions AS (
@@ -91,7 +102,7 @@ WITH quota AS (
     SELECT job_id, schedule, target, policies, payload, labels, description, pause_note
       FROM input
 ), new_stats AS (
-    INSERT INTO job_stats (job_id, updated_at) SELECT job_id, $14 FROM input
+    INSERT INTO job_stats (job_id, updated_at) SELECT job_id, $15 FROM input
 )
 SELECT count(*) FROM new_jobs;
 
@@ -103,23 +114,25 @@ UPDATE tenants SET job_count = greatest(job_count - 1, 0) WHERE tenant_id = $1;
 
 -- name: find_request
 -- An idempotency record of tenant $1, method $2, request_id $3 newer than $4.
-SELECT request_hash, job_id, job_ids, scheduled_at
+SELECT request_hash, job_id, job_ids, scheduled_at, outcome
   FROM job_requests
  WHERE tenant_id = $1 AND method = $2 AND request_id = $3 AND created_at >= $4;
 
 -- name: claim_request
--- Records request_id $3 of method $2 for tenant $1 at $8, taking over a record older
--- than $9 (expired). Returns no row when a live record exists; a concurrent claim of the
--- same key waits here until the other transaction ends, which serialises duplicates.
+-- Records request_id $3 of method $2 for tenant $1 at $8 (what it did: $5-$7, $10),
+-- taking over a record older than $9 (expired). Returns no row when a live record
+-- exists; a concurrent claim of the same key waits here until the other transaction
+-- ends, which serialises duplicates.
 INSERT INTO job_requests AS r (tenant_id, method, request_id, request_hash, job_id, job_ids,
-                               scheduled_at, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                               scheduled_at, created_at, outcome)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $10)
 ON CONFLICT (tenant_id, method, request_id) DO UPDATE
    SET request_hash = EXCLUDED.request_hash,
        job_id = EXCLUDED.job_id,
        job_ids = EXCLUDED.job_ids,
        scheduled_at = EXCLUDED.scheduled_at,
-       created_at = EXCLUDED.created_at
+       created_at = EXCLUDED.created_at,
+       outcome = EXCLUDED.outcome
  WHERE r.created_at < $9
 RETURNING true;
 

@@ -1,14 +1,17 @@
 """``sundial.v1.JobService``: wire requests in, managers called, wire responses out.
 
 Handlers hold no business rules and no status mapping: they convert, call the job or
-run manager with the caller's tenant (from the bearer token), and convert back. Errors
-are raised as :class:`~sundial.core.errors.SundialError` and mapped by the interceptor.
+run manager with the caller's tenant (from the bearer token), and convert back. A job
+named by its client id is resolved to its uid first (``JobManager.resolve``). Errors are
+raised as :class:`~sundial.core.errors.SundialError` and mapped by the interceptor.
 """
 
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import Iterable
+from typing import Any
 
 import grpc
 from google.protobuf import field_mask_pb2
@@ -18,12 +21,13 @@ from sundial.api import convert
 from sundial.api.auth import current_tenant
 from sundial.api.egress import EgressPolicies
 from sundial.api.jobs import JobManager
-from sundial.api.model import Job, JobSpec
+from sundial.api.model import ApplyOutcome, Job, JobSpec
 from sundial.api.runs import RunManager
 from sundial.api.tenancy import TenantManager
-from sundial.api.validation import field_prefix
+from sundial.api.validation import check_client_job_id, field_prefix
 from sundial.core import wire
 from sundial.core.errors import InvalidArgument
+from sundial.run import RunRef
 from sundial.v1 import job_pb2, job_service_pb2_grpc
 from sundial.v1 import job_service_pb2 as pb
 
@@ -108,6 +112,14 @@ def merge_update(current: Job, source: job_pb2.Job, paths: list[str]) -> JobSpec
     return convert.job_spec_in(merged)
 
 
+def client_id_in(text: str, field: str) -> str | None:
+    """A new job's client-chosen id (None when not given), checked."""
+    if not text:
+        return None
+    check_client_job_id(text, field)
+    return text
+
+
 class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     """JobService on top of :class:`JobManager` and :class:`RunManager`."""
 
@@ -119,6 +131,14 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         self._egress = egress
         self._tenants = tenants
 
+    async def _job(self, tenant: str, text: str, field: str = "job_id") -> uuid.UUID:
+        """The uid of the job a request names by ``text`` (a uid or a client id)."""
+        return await self._jobs.resolve(tenant, convert.job_ref_in(text, field))
+
+    async def _run(self, tenant: str, request: Any) -> RunRef:
+        job, scheduled_at = convert.run_ref_in(request)
+        return RunRef(await self._jobs.resolve(tenant, job), scheduled_at)
+
     # --- jobs -----------------------------------------------------------------------------
 
     async def CreateJob(
@@ -127,12 +147,25 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         tenant = current_tenant()
         if not request.HasField("job"):
             raise InvalidArgument("job", "is required")
+        if request.job_id and request.job.job_id and request.job.job_id != request.job_id:
+            raise InvalidArgument("job.job_id", "differs from job_id; set one of them")
+        client_id = client_id_in(
+            request.job_id or request.job.job_id, "job_id" if request.job_id else "job.job_id"
+        )
         spec = convert.job_spec_in(request.job)
+        # The id is part of the request's identity wherever it was given; a request
+        # without one hashes as it always did.
+        identity = request.job
+        if client_id is not None and identity.job_id != client_id:
+            identity = job_pb2.Job()
+            identity.CopyFrom(request.job)
+            identity.job_id = client_id
         job = await self._jobs.create_job(
             tenant,
             spec,
+            client_id=client_id,
             request_id=request.request_id,
-            request_hash=request_hash("CreateJob", [request.job]),
+            request_hash=request_hash("CreateJob", [identity]),
         )
         return pb.CreateJobResponse(job=convert.job_out(job))
 
@@ -141,27 +174,54 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     ) -> pb.BatchCreateJobsResponse:
         tenant = current_tenant()
         specs = []
+        client_ids = []
         for i, message in enumerate(request.jobs):
             with field_prefix(f"jobs[{i}]."):
+                client_ids.append(client_id_in(message.job_id, "job_id"))
                 specs.append(convert.job_spec_in(message))
         jobs = await self._jobs.batch_create(
             tenant,
             specs,
+            client_ids=client_ids,
             request_id=request.request_id,
             request_hash=request_hash("BatchCreateJobs", request.jobs),
         )
         return pb.BatchCreateJobsResponse(jobs=convert.jobs_out(jobs))
 
+    async def ApplyJob(
+        self, request: pb.ApplyJobRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ApplyJobResponse:
+        tenant = current_tenant()
+        if not request.HasField("job"):
+            raise InvalidArgument("job", "is required")
+        ref = convert.job_ref_in(request.job.job_id, "job.job_id")
+        spec = convert.job_spec_in(request.job)
+        applied = await self._jobs.apply_job(
+            tenant,
+            ref,
+            spec,
+            expected_version=request.expected_version,
+            validate_only=request.validate_only,
+            request_id=request.request_id,
+            request_hash=request_hash("ApplyJob", [request]),
+        )
+        job = convert.job_out(applied.job)
+        if request.validate_only and applied.outcome is ApplyOutcome.CREATED:
+            job.ClearField("uid")  # none is assigned until the job is created
+        return pb.ApplyJobResponse(job=job, outcome=convert.outcome_out(applied.outcome))
+
     async def GetJob(
         self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetJobResponse:
-        job = await self._jobs.get_job(current_tenant(), wire.job_id_in(request.job_id))
+        tenant = current_tenant()
+        job = await self._jobs.get_job(tenant, await self._job(tenant, request.job_id))
         return pb.GetJobResponse(job=convert.job_out(job))
 
     async def DescribeJob(
         self, request: pb.DescribeJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.DescribeJobResponse:
-        described = await self._jobs.describe_job(current_tenant(), wire.job_id_in(request.job_id))
+        tenant = current_tenant()
+        described = await self._jobs.describe_job(tenant, await self._job(tenant, request.job_id))
         return pb.DescribeJobResponse(
             job=convert.job_out(described.job),
             recent_runs=[convert.run_out(run) for run in described.recent_runs],
@@ -187,10 +247,11 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         self, request: pb.UpdateJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.UpdateJobResponse:
         tenant = current_tenant()
-        job_id = wire.job_id_in(request.job.job_id, "job.job_id")
+        ref = convert.job_ref_in(request.job.job_id, "job.job_id")
         paths = check_update_mask(request.update_mask.paths)
         if request.expected_version < 0:
             raise InvalidArgument("expected_version", "must not be negative")
+        job_id = await self._jobs.resolve(tenant, ref)
         job = await self._jobs.update_job(
             tenant,
             job_id,
@@ -202,9 +263,10 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     async def DeleteJob(
         self, request: pb.DeleteJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteJobResponse:
+        tenant = current_tenant()
         await self._jobs.delete_job(
-            current_tenant(),
-            wire.job_id_in(request.job_id),
+            tenant,
+            convert.job_ref_in(request.job_id),
             expected_version=request.expected_version,
             allow_missing=request.allow_missing,
         )
@@ -213,9 +275,10 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     async def PauseJob(
         self, request: pb.PauseJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.PauseJobResponse:
+        tenant = current_tenant()
         job = await self._jobs.pause_job(
-            current_tenant(),
-            wire.job_id_in(request.job_id),
+            tenant,
+            await self._job(tenant, request.job_id),
             note=request.note,
             expected_version=request.expected_version,
         )
@@ -224,9 +287,10 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     async def ResumeJob(
         self, request: pb.ResumeJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.ResumeJobResponse:
+        tenant = current_tenant()
         job = await self._jobs.resume_job(
-            current_tenant(),
-            wire.job_id_in(request.job_id),
+            tenant,
+            await self._job(tenant, request.job_id),
             note=request.note,
             expected_version=request.expected_version,
         )
@@ -243,7 +307,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
             convert.schedule_in(request.schedule),
             count=request.count,
             after=wire.optional_timestamp(request, "after", "after"),
-            job_id=wire.job_id_in(request.job_id) if request.job_id else None,
+            job_id=await self._job(tenant, request.job_id) if request.job_id else None,
         )
         return pb.PreviewScheduleResponse(
             fire_times=[convert.fire_time_out(entry) for entry in preview.entries],
@@ -256,7 +320,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         self, request: pb.TriggerJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.TriggerJobResponse:
         tenant = current_tenant()
-        job_id = wire.job_id_in(request.job_id)
+        job_id = await self._job(tenant, request.job_id)
         run = await self._runs.trigger(
             tenant,
             job_id,
@@ -271,7 +335,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         tenant = current_tenant()
         result = await self._runs.backfill(
             tenant,
-            wire.job_id_in(request.job_id),
+            await self._job(tenant, request.job_id),
             wire.optional_timestamp(request, "start_time", "start_time"),
             wire.optional_timestamp(request, "end_time", "end_time"),
         )
@@ -290,7 +354,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         tenant = current_tenant()
         page = await self._runs.list_runs(
             tenant,
-            wire.job_id_in(request.job_id),
+            await self._job(tenant, request.job_id),
             convert.run_filter_in(request),
             page_size=request.page_size,
             page_token=request.page_token,
@@ -304,21 +368,21 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         self, request: pb.GetRunRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetRunResponse:
         tenant = current_tenant()
-        run = await self._runs.get_run(tenant, convert.run_ref_in(request))
+        run = await self._runs.get_run(tenant, await self._run(tenant, request))
         return pb.GetRunResponse(run=convert.run_out(run))
 
     async def ReplayRun(
         self, request: pb.ReplayRunRequest, context: grpc.aio.ServicerContext
     ) -> pb.ReplayRunResponse:
         tenant = current_tenant()
-        run = await self._runs.replay(tenant, convert.run_ref_in(request))
+        run = await self._runs.replay(tenant, await self._run(tenant, request))
         return pb.ReplayRunResponse(run=convert.run_out(run))
 
     async def CancelRun(
         self, request: pb.CancelRunRequest, context: grpc.aio.ServicerContext
     ) -> pb.CancelRunResponse:
         tenant = current_tenant()
-        run = await self._runs.cancel(tenant, convert.run_ref_in(request), request.reason)
+        run = await self._runs.cancel(tenant, await self._run(tenant, request), request.reason)
         return pb.CancelRunResponse(run=convert.run_out(run))
 
     # --- egress ---------------------------------------------------------------------------

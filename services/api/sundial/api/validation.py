@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import itertools
 import re
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
@@ -84,6 +85,8 @@ _METADATA_KEY = re.compile(r"[a-z0-9\-_.]+")
 _REQUEST_ID = re.compile(r"[\x20-\x7e]+")  # printable ASCII, space included
 _BRACKETED_NETLOC = re.compile(r"\[[^\[\]]*\](:[^\[\]]*)?")  # [v6-address] then :port
 _TENANT_ID = re.compile(r"[a-z][a-z0-9-]{0,62}")
+# A client-chosen job id (AIP-122), as migration 0011's CHECK.
+_CLIENT_JOB_ID = re.compile(r"[a-z]([a-z0-9-]{0,61}[a-z0-9])?")
 # What a stored tenant id can be (migration 0001's CHECK), looser than CreateTenant's
 # rule above: an id a lookup names is checked against it before it reaches a query.
 _STORED_TENANT_ID = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_TENANT_ID_CHARS}}}")
@@ -167,6 +170,33 @@ def check_name(name: str, field: str = "name") -> None:
         raise _fail(field, f"longer than {MAX_NAME_CHARS} characters ({len(name)})")
     if _has_control(name):
         raise _fail(field, "must not contain control characters")
+
+
+def is_client_job_id(text: str) -> bool:
+    """Whether ``text`` has the form of a client-chosen job id (job.proto ``job_id``):
+    1-63 chars of a-z, 0-9 and '-', a letter first, not '-' last, and not a UUID."""
+    if not _CLIENT_JOB_ID.fullmatch(text):
+        return False
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return True
+    return False  # 32 hex digits, possibly hyphenated: a uid's form
+
+
+def check_client_job_id(text: str, field: str = "job_id") -> None:
+    """A client-chosen job id for a new job (CreateJob, BatchCreateJobs, ApplyJob)."""
+    if is_client_job_id(text):
+        return
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        raise _fail(
+            field,
+            "must be 1-63 characters of a-z, 0-9 and '-', starting with a letter and not "
+            "ending with '-'",
+        ) from None
+    raise _fail(field, "must not have the form of a UUID (uids are assigned by the server)")
 
 
 def check_note(note: str, field: str) -> None:

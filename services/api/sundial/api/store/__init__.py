@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncpg
 
 from sundial.api.store._base import (
+    JobIdTaken,
     RequestClaim,
     RequestRecord,
     RequestTaken,
@@ -20,6 +21,7 @@ from sundial.api.store._jobs import JobStore
 from sundial.api.store._tenants import TenantStore
 
 __all__ = [
+    "JobIdTaken",
     "RequestClaim",
     "RequestRecord",
     "RequestTaken",

@@ -23,6 +23,7 @@ from sundial.api.model import (
     Tenant,
 )
 from sundial.core.db import Queries, translate_db_errors
+from sundial.core.errors import AlreadyExists
 from sundial.run import (
     ErrorClass,
     RunKind,
@@ -35,8 +36,10 @@ from sundial.run import (
 
 queries = Queries.from_package("sundial.api")
 
+CLIENT_JOB_ID_INDEX = "jobs_tenant_client_job_id_key"
 _CONSTRAINTS = {
     "jobs_tenant_id_name_key": "name: a job with this name already exists",
+    CLIENT_JOB_ID_INDEX: "job_id: a job with this id already exists",
     "tenants_pkey": "tenant.tenant_id: a tenant with this id already exists",
 }
 translate = translate_db_errors(constraint_messages=_CONSTRAINTS)
@@ -62,6 +65,16 @@ class RequestTaken(Exception):
     earlier identical request won): the caller re-reads it instead of writing."""
 
 
+class JobIdTaken(AlreadyExists):
+    """A client job id is taken: the tenant has a job with it (the unique index said so,
+    also for a create that committed meanwhile). ApplyJob takes it as "a concurrent
+    apply created it" and compares with that job instead."""
+
+    def __init__(self, field: str, client_id: str | None) -> None:
+        named = f" {client_id!r}" if client_id else ""
+        super().__init__(f"{field}: a job with id{named} already exists")
+
+
 @dataclass(frozen=True, slots=True)
 class RequestRecord:
     """What an earlier request with the same request_id did."""
@@ -70,6 +83,8 @@ class RequestRecord:
     job_id: uuid.UUID | None
     job_ids: Sequence[uuid.UUID]
     scheduled_at: datetime | None
+    outcome: str | None = None
+    """ApplyJob's outcome (``ApplyOutcome`` value); None for the other methods."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +96,8 @@ class RequestClaim:
     request_hash: bytes
     expired_before: datetime
     """A record of the same key created before this is expired and may be replaced."""
+    outcome: str | None = None
+    """ApplyJob's outcome, recorded with the write that had it."""
 
 
 # --- row mapping --------------------------------------------------------------------------
@@ -121,6 +138,7 @@ def job_from_row(row: Row) -> Job:
         create_time=row["created_at"],
         update_time=row["updated_at"],
         stats=stats,
+        client_id=row["client_job_id"],
     )
 
 

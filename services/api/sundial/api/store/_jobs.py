@@ -18,7 +18,9 @@ from sundial.api.model import (
     RunFilter,
 )
 from sundial.api.store._base import (
+    CLIENT_JOB_ID_INDEX,
     Conn,
+    JobIdTaken,
     RequestClaim,
     RequestRecord,
     RequestTaken,
@@ -55,6 +57,10 @@ def _each(encode: Callable[[Any], Any], values: Sequence[Any]) -> list[Any]:
     return out
 
 
+class _Unmatched(Exception):
+    """Rolls back a transaction whose conditional write matched nothing."""
+
+
 class JobStore:
     """Tokens (authentication), jobs and runs."""
 
@@ -67,6 +73,11 @@ class JobStore:
         """Tenant ``tenant_id``'s job ``job_id``, or None (also for another tenant's)."""
         row = await self._pool.fetchrow(queries.get_job, job_id, tenant_id)
         return None if row is None else job_from_row(row)
+
+    @translate
+    async def job_uid(self, tenant_id: str, client_id: str) -> uuid.UUID | None:
+        """The uid of the tenant's job with client-chosen id ``client_id``, or None."""
+        return await self._pool.fetchval(queries.job_uid, tenant_id, client_id)
 
     @translate
     async def get_jobs(self, tenant_id: str, job_ids: Sequence[uuid.UUID]) -> list[Job]:
@@ -111,6 +122,7 @@ class JobStore:
             job_id=row["job_id"],
             job_ids=tuple(row["job_ids"] or ()),
             scheduled_at=row["scheduled_at"],
+            outcome=row["outcome"],
         )
 
     async def _claim(
@@ -134,9 +146,22 @@ class JobStore:
             None,
             now,
             claim.expired_before,
+            claim.outcome,
         )
         if not claimed:
             raise RequestTaken
+
+    @translate
+    async def record_request(
+        self, tenant_id: str, claim: RequestClaim, job_id: uuid.UUID, now: datetime
+    ) -> None:
+        """Record ``claim`` for a call that wrote nothing else (an UNCHANGED apply).
+
+        Raises:
+            RequestTaken: The key already has a live record.
+        """
+        async with self._pool.acquire() as conn:
+            await self._claim(conn, tenant_id, claim, now, job_id=job_id)
 
     @translate
     async def create_jobs(
@@ -154,8 +179,29 @@ class JobStore:
             RequestTaken: ``claim``'s key already has a live record (nothing written).
             AlreadyExists: A name is taken; the field names the entry (``jobs[3].name``
                 in a batch, ``name`` otherwise).
+            JobIdTaken: A client job id is taken (``jobs[3].job_id``, ``job_id``).
             ResourceExhausted: The quota would be exceeded.
         """
+        try:
+            await self._insert_jobs(tenant_id, jobs, now, claim=claim, single=single)
+        except asyncpg.UniqueViolationError as exc:
+            if exc.constraint_name != CLIENT_JOB_ID_INDEX:
+                raise
+            # Taken by a create that committed after the check below (or, for a single
+            # job, instead of it).
+            raise JobIdTaken(
+                "job_id" if single else "jobs", jobs[0].client_id if single else None
+            ) from exc
+
+    async def _insert_jobs(
+        self,
+        tenant_id: str,
+        jobs: Sequence[NewJob],
+        now: datetime,
+        *,
+        claim: RequestClaim | None,
+        single: bool,
+    ) -> None:
         names = [job.spec.name for job in jobs]
         columns: list[list[Any]] = [
             [job.job_id for job in jobs],
@@ -170,6 +216,7 @@ class JobStore:
             [dict(job.spec.labels) for job in jobs],
             [job.spec.description for job in jobs],
             [job.spec.pause_note for job in jobs],
+            [job.client_id for job in jobs],
         ]
         async with self._pool.acquire() as conn:
             if claim is None and single:
@@ -200,6 +247,15 @@ class JobStore:
                         raise AlreadyExists(
                             f"jobs[{index}].name: a job named {names[index]!r} already exists"
                         )
+                    client_ids = [job.client_id for job in jobs if job.client_id is not None]
+                    if client_ids:
+                        rows = await conn.fetch(
+                            queries.existing_client_job_ids, tenant_id, client_ids
+                        )
+                        used = {row["client_job_id"] for row in rows}
+                        if used:
+                            index = next(i for i, job in enumerate(jobs) if job.client_id in used)
+                            raise JobIdTaken(f"jobs[{index}].job_id", jobs[index].client_id)
                 inserted = await conn.fetchval(
                     queries.insert_jobs, tenant_id, *columns, now, len(jobs)
                 )
@@ -230,15 +286,19 @@ class JobStore:
         reschedule: bool,
         next_run_at: datetime | None,
         now: datetime,
+        claim: RequestClaim | None = None,
     ) -> bool:
         """Write the job's new definition if it is still at ``read_version``.
 
         Returns:
-            False when the job changed (or vanished) since it was read.
+            False when the job changed (or vanished) since it was read (nothing written,
+            ``claim`` included).
+
+        Raises:
+            RequestTaken: ``claim``'s key already has a live record (nothing written).
         """
         assert spec.target is not None
-        changed = await self._pool.fetchval(
-            queries.update_job,
+        args = (
             job_id,
             tenant_id,
             read_version,
@@ -253,7 +313,17 @@ class JobStore:
             dict(spec.labels),
             spec.description,
         )
-        return changed is not None
+        if claim is None:
+            return await self._pool.fetchval(queries.update_job, *args) is not None
+        async with self._pool.acquire() as conn:
+            try:
+                async with conn.transaction():
+                    await self._claim(conn, tenant_id, claim, now, job_id=job_id)
+                    if await conn.fetchval(queries.update_job, *args) is None:
+                        raise _Unmatched
+            except _Unmatched:
+                return False
+        return True
 
     @translate
     async def job_version(self, tenant_id: str, job_id: uuid.UUID) -> int | None:
