@@ -228,10 +228,11 @@ SELECT d.schedule
 -- Inserts QUEUED runs of kind $5 for job $1 (tenant $2, partition $3) at the instants
 -- $4, created at $6. check_at = $6 hands them to the scheduler, which publishes them.
 -- Instants that already have a run are left alone (the run key is the primary key).
+-- $7: each run's trace context, or NULL while tracing is off.
 INSERT INTO job_runs (job_id, scheduled_at, tenant_id, partition_id, kind, status,
-                      check_at, created_at, updated_at)
-SELECT $1, t, $2, $3, $5, 'queued', $6, $6, $6
-  FROM unnest($4::timestamptz[]) AS t
+                      check_at, created_at, updated_at, traceparent)
+SELECT $1, u.t, $2, $3, $5, 'queued', $6, $6, $6, u.traceparent
+  FROM unnest($4::timestamptz[], $7::text[]) AS u(t, traceparent)
 ON CONFLICT (job_id, scheduled_at) DO NOTHING
 RETURNING job_id, scheduled_at, kind, status, attempt, lease_until, executor_id, started_at,
           finished_at, next_attempt_at, lateness_ms, last_error, error_class, skip_reason,

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from opentelemetry.trace import SpanContext
+
 from sundial.run import FenceReason, RejectReason, RunKind, RunRef, RunStatus, Target
 
 __all__ = [
@@ -53,6 +55,10 @@ class Lease:
     lease_id: str = ""
     """The lease's id from the grant: sent back with heartbeats and the outcome (only the
     holder's are accepted). Never sent to the target: see :attr:`execution_id`."""
+    traceparent: str = ""
+    """The run's trace context from the grant (empty: the run has none)."""
+    lease_span: SpanContext | None = None
+    """The span of the LeaseRuns batch that granted it (the attempt span links to it)."""
 
     @property
     def execution_id(self) -> str:

@@ -123,6 +123,8 @@ class LeaseCandidate:
     signing_secrets: tuple[bytes, ...]
     """Every secret of the tenant still valid, newest first (two while a rotation
     overlaps)."""
+    traceparent: str = ""
+    """The run's trace context (empty: created while tracing was off)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +162,8 @@ class DeadLetterRun:
     target: Target | None
     payload: bytes
     labels: Mapping[str, str]
+    traceparent: str = ""
+    """The run's trace context (empty: created while tracing was off)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -318,8 +318,12 @@ class JobStore:
         instants: Sequence[datetime],
         kind: RunKind,
         now: datetime,
+        *,
+        traceparents: Sequence[str] | None = None,
     ) -> list[Run] | None:
         """Insert QUEUED runs at ``instants``; those that exist already are skipped.
+        ``traceparents`` (one per instant; None while tracing is off) are their trace
+        contexts.
 
         Returns:
             The runs created, oldest first; None when the job does not exist.
@@ -336,6 +340,7 @@ class JobStore:
                 list(instants),
                 kind.value,
                 now,
+                None if traceparents is None else list(traceparents),
             )
         return sorted((run_from_row(row) for row in rows), key=lambda run: run.scheduled_at)
 
@@ -349,8 +354,10 @@ class JobStore:
         *,
         claim: RequestClaim | None = None,
         max_collisions: int = 1000,
+        traceparent: str = "",
     ) -> Run | None:
-        """Insert a MANUAL run at ``at``, moved forward 1 µs per collision.
+        """Insert a MANUAL run at ``at``, moved forward 1 µs per collision, with the
+        trace context ``traceparent`` (empty: none).
 
         Returns:
             The run; None when the job does not exist.
@@ -373,6 +380,7 @@ class JobStore:
                     [at],
                     RunKind.MANUAL.value,
                     now,
+                    [traceparent or None],
                 )
                 if rows:
                     break

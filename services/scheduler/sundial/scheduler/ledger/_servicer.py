@@ -256,6 +256,7 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
             kind=wire.enum_out(candidate.kind),
             job_name=candidate.job_name,
             lease_id=lease.lease_id,
+            traceparent=candidate.traceparent,
         )
 
     # --- Heartbeat ------------------------------------------------------------------

@@ -93,6 +93,7 @@ def lease_candidate(row: Record) -> LeaseCandidate:
         payload=bytes(row["payload"] or b""),
         run_timeout=policies.run_timeout,
         signing_secrets=tuple(bytes(s) for s in secrets if s is not None),
+        traceparent=row["traceparent"] or "",
     )
 
 
@@ -113,6 +114,7 @@ def dead_letter_run(row: Record) -> DeadLetterRun:
         target=target_from_json(row["target"]),
         payload=bytes(row["payload"] or b""),
         labels={str(k): str(v) for k, v in labels.items()},
+        traceparent=row["traceparent"] or "",
     )
 
 
