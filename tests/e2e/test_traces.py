@@ -10,6 +10,7 @@ import asyncio
 import secrets
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import grpc
@@ -199,6 +200,55 @@ async def test_a_grpc_target_answering_unavailable_fails_its_attempt_in_the_trac
         assert call.attributes["rpc.grpc.status_code"] == code
         assert call.attributes["server.address"] == "127.0.0.1"
         assert (call.status_code == STATUS_ERROR) == (code != 0)
+
+
+async def test_scheduled_and_backfilled_runs_each_get_a_trace_of_their_own(
+    traced: Cluster, receiver: OtlpReceiver, target: RecordingTarget
+) -> None:
+    """A scheduled run's trace starts at its dispatch; backfilled runs get one trace each,
+    linked to the BackfillJob call that made them, and their attempts join it."""
+    tenant = await traced.tenant()
+    [scheduled_job] = await one_time_jobs(tenant, f"{target.url}/ok", 1)
+    http = job_pb2.Target(http=job_pb2.HttpTarget(url=f"{target.url}/ok"))
+    backfilled = await tenant.create_job(
+        job_pb2.Job(
+            name="traced-backfill", schedule=job_pb2.Schedule(cron="* * * * *"), target=http
+        )
+    )
+    backfilled_id = backfilled.job_id  # type: ignore[attr-defined]
+    request = job_service_pb2.BackfillJobRequest(job_id=backfilled_id)
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    request.start_time.FromDatetime(now - timedelta(minutes=2))
+    request.end_time.FromDatetime(now)
+    await tenant.call("BackfillJob", request)
+    await assert_eventually(
+        lambda: succeeded(tenant, [scheduled_job, backfilled_id]), timeout_s=40, interval_s=0.5
+    )
+
+    def attempts_of(job_id: str, count: int) -> list[ReceivedSpan]:
+        found = [
+            s
+            for s in receiver.spans
+            if s.name == "sundial.attempt" and s.attributes["sundial.run_key"].startswith(job_id)
+        ]
+        assert len(found) == count
+        return found
+
+    [scheduled] = await assert_eventually(lambda: attempts_of(scheduled_job, 1), timeout_s=20)
+    dispatch = receiver.span(scheduled.parent_span_id)
+    assert dispatch is not None
+    assert (dispatch.service, dispatch.name) == ("sundial-scheduler", "sundial.dispatch")
+    assert dispatch.parent_span_id == ""  # the root of the run's trace
+    assert dispatch.attributes["sundial.run_key"] == scheduled.attributes["sundial.run_key"]
+
+    backfill_attempts = await assert_eventually(lambda: attempts_of(backfilled_id, 2), timeout_s=20)
+    assert len({a.trace_id for a in backfill_attempts}) == 2  # one trace per run
+    [call] = [s for s in receiver.spans if s.name == "/sundial.v1.JobService/BackfillJob"]
+    for attempt in backfill_attempts:
+        root = receiver.span(attempt.parent_span_id)
+        assert root is not None and root.name == "sundial.backfill"
+        assert root.trace_id == attempt.trace_id != call.trace_id
+        assert root.links == ((call.trace_id, call.span_id),)
 
 
 async def test_an_executor_stops_promptly_when_its_collector_is_unreachable(
