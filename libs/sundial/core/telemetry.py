@@ -8,6 +8,15 @@ otherwise records nothing at almost no cost. The resource carries ``service.name
 (``sundial-<service>``) and ``service.version`` (the package's version); Prometheus shows
 them on ``target_info``.
 
+Traces go to the same OTLP collector, and only there: with ``SUNDIAL_OTLP_ENDPOINT`` set,
+:func:`configure_telemetry` installs a tracer provider (sampling
+``SUNDIAL_TRACE_SAMPLE_RATIO`` of the traces where they start, parents' decisions
+followed; spans batched) and hands it to :mod:`sundial.core.tracing`, which makes one
+trace per run and instruments the gRPC servers and clients. Unset, no tracer provider
+exists and tracing costs nothing. :meth:`Telemetry.shutdown` flushes spans and metrics
+within one bound even when the collector is unreachable (the SDK's own span flush is
+not bounded by anything shorter than its exporter's retries).
+
 Instruments (lateness and durations in seconds, lateness from the run's nominal
 ``scheduled_at``); no attribute names a tenant or a job, so the series stay few:
 
