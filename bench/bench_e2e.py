@@ -577,7 +577,13 @@ async def sundial_phases(
                 "SUNDIAL_LOG_LEVEL": "WARNING",
                 "SUNDIAL_MAX_IN_FLIGHT": str(args.max_in_flight),
                 "SUNDIAL_EXECUTOR_PROCESSES": str(args.executor_processes),
-                **({"SUNDIAL_OTLP_ENDPOINT": sink.endpoint} if sink is not None else {}),
+                # Spans exported every 0.5 s (the SDK's default is 5 s), so that their
+                # export happens within the measured herd, not after it.
+                **(
+                    {"SUNDIAL_OTLP_ENDPOINT": sink.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "500"}
+                    if sink is not None
+                    else {}
+                ),
             },
         )
         try:
@@ -594,8 +600,7 @@ async def sundial_phases(
                     before = sink.spans if sink is not None else 0
                     results["herd"] = await herd(api, recorder, url, database_url, args.herd)
                     if sink is not None:
-                        # What has been exported by the end; batches still queued are not.
-                        spans = sink.spans - before
+                        spans = await sink.settled() - before
                         results["herd"]["spans_per_run"] = round(spans / args.herd, 2)  # type: ignore[index]
         finally:
             await asyncio.to_thread(services.stop)
@@ -621,6 +626,16 @@ class SpanSink(trace_service_pb2_grpc.TraceServiceServicer):
             len(scope.spans) for spans in request.resource_spans for scope in spans.scope_spans
         )
         return trace_service_pb2.ExportTraceServiceResponse()
+
+    async def settled(self, quiet_s: float = 2.0, most_s: float = 30.0) -> int:
+        """The spans received once none came for ``quiet_s`` (or after ``most_s``)."""
+        deadline = time.monotonic() + most_s
+        while time.monotonic() < deadline:
+            seen = self.spans
+            await asyncio.sleep(quiet_s)
+            if self.spans == seen:
+                break
+        return self.spans
 
     async def __aenter__(self) -> SpanSink:
         await self._server.start()

@@ -41,6 +41,7 @@ Instruments (lateness and durations in seconds, lateness from the run's nominal
 from __future__ import annotations
 
 import importlib.metadata
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -159,6 +160,32 @@ def lateness_histogram(meter: metrics.Meter, name: str, description: str) -> met
     )
 
 
+class _OncePerInterval(logging.Filter):
+    """Lets one "Queue full" record of the SDK's batch processor through per interval.
+
+    The processor logs a WARNING for every span it drops when its queue is full: in a
+    herd that outruns the export, thousands of lines a second about one condition.
+    """
+
+    def __init__(self, interval_s: float = 60.0) -> None:
+        super().__init__()
+        self._interval_s = interval_s
+        self._next = 0.0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("Queue full"):
+            return True
+        now = time.monotonic()
+        if now < self._next:
+            return False
+        self._next = now + self._interval_s
+        record.msg = f"{record.msg} (said once a minute; lower SUNDIAL_TRACE_SAMPLE_RATIO)"
+        return True
+
+
+_BATCH_LOGGER = "opentelemetry.sdk._shared_internal"
+
+
 @dataclass(frozen=True)
 class Telemetry:
     """What :func:`configure_telemetry` installed."""
@@ -268,6 +295,9 @@ def configure_telemetry(
         # Queue and batch sizes: the SDK's defaults (2,048 spans, batches of 512), which
         # its OTEL_BSP_* variables tune; a burst beyond the queue drops spans, never blocks.
         tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
+        batch_logger = logging.getLogger(_BATCH_LOGGER)
+        if not any(isinstance(f, _OncePerInterval) for f in batch_logger.filters):
+            batch_logger.addFilter(_OncePerInterval())
         if install:
             trace.set_tracer_provider(tracer_provider)
             tracing.install(tracer_provider)

@@ -3,6 +3,7 @@ installed nothing is traced at all (no interceptor, no span)."""
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 from collections.abc import Iterator
@@ -82,3 +83,21 @@ def test_the_flush_at_exit_is_bounded_when_the_collector_is_unreachable() -> Non
     telemetry.shutdown(timeout_millis=1000)
     # The exporter alone retries an unreachable collector for 10 s per batch.
     assert time.monotonic() - started < 2.5
+
+
+def test_a_full_span_queue_is_reported_once_not_per_dropped_span(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config = TelemetryConfig(otlp_endpoint="http://127.0.0.1:9")
+    telemetry = configure_telemetry(config, "executor", install=False)
+    assert telemetry is not None
+    sdk = logging.getLogger("opentelemetry.sdk._shared_internal")
+    with caplog.at_level(logging.WARNING):
+        for _ in range(100):
+            sdk.warning("Queue full, dropping %s.", "Span")
+        sdk.warning("Exception while exporting Span.")
+    telemetry.shutdown(timeout_millis=200)
+    messages = [r.getMessage() for r in caplog.records if r.name == sdk.name]
+    assert len(messages) == 2
+    assert messages[0].startswith("Queue full, dropping Span.")
+    assert messages[1] == "Exception while exporting Span."
