@@ -275,13 +275,14 @@ async def test_a_failed_traced_call_has_error_status(target: RecordingTarget) ->
     target.script("/down", status=503)
     tracing.install(provider)
     try:
-        outcome = await runner.run(make_lease(HttpTarget(f"{target.url}/down")))
+        with provider.get_tracer("t").start_as_current_span("attempt"):
+            outcome = await runner.run(make_lease(HttpTarget(f"{target.url}/down")))
     finally:
         tracing.install(None)
         await http.aclose()
         await grpc_caller.aclose()
     assert outcome.status is OutcomeStatus.FAILED_RETRYABLE
-    [span] = exporter.get_finished_spans()
+    span, _ = exporter.get_finished_spans()
     assert span.status.status_code is StatusCode.ERROR
     assert span.attributes is not None
     assert span.attributes["http.response.status_code"] == 503

@@ -169,7 +169,9 @@ class HttpCaller:
         instrumentation's release for this SDK needs an older semantic-conventions
         package, so this is its span, made here. Never the URL: it may carry a secret.
         """
-        if not tracing.enabled():
+        if not tracing.enabled() or not trace.get_current_span().is_recording():
+            # Off, or the run is not sampled: the headers carry the attempt's context
+            # (or a fresh one), and an unrecorded span would only cost.
             return await self._call(target, payload, headers)
         with tracing.tracer.start_as_current_span(
             target.method, kind=trace.SpanKind.CLIENT, attributes=_http_attributes(target)
