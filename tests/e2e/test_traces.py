@@ -205,8 +205,9 @@ async def test_a_grpc_target_answering_unavailable_fails_its_attempt_in_the_trac
 async def test_scheduled_and_backfilled_runs_each_get_a_trace_of_their_own(
     traced: Cluster, receiver: OtlpReceiver, target: RecordingTarget
 ) -> None:
-    """A scheduled run's trace starts at its dispatch; backfilled runs get one trace each,
-    linked to the BackfillJob call that made them, and their attempts join it."""
+    """A scheduled run's trace starts at its dispatch, linked to the CreateJob call that
+    made its job; backfilled runs get one trace each, linked to the BackfillJob call that
+    made them, and their attempts join it."""
     tenant = await traced.tenant()
     [scheduled_job] = await one_time_jobs(tenant, f"{target.url}/ok", 1)
     http = job_pb2.Target(http=job_pb2.HttpTarget(url=f"{target.url}/ok"))
@@ -240,6 +241,11 @@ async def test_scheduled_and_backfilled_runs_each_get_a_trace_of_their_own(
     assert (dispatch.service, dispatch.name) == ("sundial-scheduler", "sundial.dispatch")
     assert dispatch.parent_span_id == ""  # the root of the run's trace
     assert dispatch.attributes["sundial.run_key"] == scheduled.attributes["sundial.run_key"]
+    # The job's first run links to the CreateJob call that made the job.
+    [(create_trace, create_span)] = dispatch.links
+    create = receiver.span(create_span)
+    assert create is not None and create.trace_id == create_trace
+    assert (create.service, create.name) == ("sundial-api", "/sundial.v1.JobService/CreateJob")
 
     backfill_attempts = await assert_eventually(lambda: attempts_of(backfilled_id, 2), timeout_s=20)
     assert len({a.trace_id for a in backfill_attempts}) == 2  # one trace per run

@@ -4,7 +4,9 @@ A run's trace context (its W3C ``traceparent``) is born with the run and stored 
 (``job_runs.traceparent``, migration 0010), so every later step joins the same trace
 however much later and on whichever process it happens (docs/design.md section 9):
 
-- a scheduled run's trace starts at dispatch (a ``sundial.dispatch`` span per run);
+- a scheduled run's trace starts at dispatch (a ``sundial.dispatch`` span per run; a
+  new job's first runs link to the ``CreateJob`` call, whose context the job row keeps
+  until then);
 - a ``TriggerJob`` run continues the API call's trace (the call's server span, which
   honours an incoming ``traceparent``), a ``BackfillJob`` run starts its own trace
   (``sundial.backfill``) linked to the call;
@@ -44,6 +46,7 @@ __all__ = [
     "enabled",
     "install",
     "server_interceptors",
+    "span_context_of",
     "start_span",
     "traceparent_of",
     "tracer",
@@ -93,6 +96,12 @@ def context_of(traceparent: str | None) -> otel_context.Context | None:
     if not trace.get_current_span(ctx).get_span_context().is_valid:
         return None
     return ctx
+
+
+def span_context_of(traceparent: str | None) -> trace.SpanContext | None:
+    """The span a stored ``traceparent`` names (for a link), or None."""
+    ctx = context_of(traceparent)
+    return None if ctx is None else trace.get_current_span(ctx).get_span_context()
 
 
 def start_span(

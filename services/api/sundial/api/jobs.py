@@ -13,6 +13,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
+from opentelemetry import trace
+
 from sundial.api import paging, validation
 from sundial.api.model import (
     Job,
@@ -29,6 +31,7 @@ from sundial.api.model import (
 from sundial.api.runs import with_due
 from sundial.api.store import RequestClaim, RequestRecord, RequestTaken, Store
 from sundial.api.validation import TargetGuard, field_prefix
+from sundial.core import tracing
 from sundial.core.clock import Clock
 from sundial.core.errors import Aborted, InvalidArgument, NotFound
 from sundial.core.partition import partition_of
@@ -245,7 +248,11 @@ class JobManager:
         await self._guard.check(new.spec.target)
         try:
             await self._store.create_jobs(
-                tenant_id, [new], now, claim=self._claim(CREATE_JOB, request_id, request_hash)
+                tenant_id,
+                [new],
+                now,
+                claim=self._claim(CREATE_JOB, request_id, request_hash),
+                traceparent=_call_traceparent(),
             )
         except RequestTaken:
             # An identical request committed while this one was being validated.
@@ -292,6 +299,7 @@ class JobManager:
                 now,
                 claim=self._claim(BATCH_CREATE_JOBS, request_id, request_hash),
                 single=False,
+                traceparent=_call_traceparent(),
             )
         except RequestTaken:
             replayed = await self._replayed(tenant_id, BATCH_CREATE_JOBS, request_id, request_hash)
@@ -502,3 +510,9 @@ class JobManager:
         if job_id is not None and await self._store.job_version(tenant_id, job_id) is None:
             raise NotFound(f"job_id: job {job_id} not found")
         return preview(compiled, after or self._clock.now(), count, 0)
+
+
+def _call_traceparent() -> str:
+    """This call's trace context (its server span; empty while tracing is off): the
+    job's first dispatched runs link to it (docs/design.md section 9)."""
+    return tracing.traceparent_of(trace.get_current_span())

@@ -59,6 +59,7 @@ SELECT name FROM jobs WHERE tenant_id = $1 AND name = ANY($2::text[]);
 -- name: insert_jobs
 -- Inserts jobs for tenant $1 at $14 with their definitions and empty stats, if the
 -- tenant's max_jobs allows $15 more: one set-based statement for one job or a thousand.
+-- $16: the creating call's trace context (NULL while tracing is off).
 -- Returns how many were inserted: 0 when the quota refused them (nothing written).
 -- The inserts read the quota update's result, so it runs first; the tenant row then
 -- stays locked only for this statement and the commit (CreateJob without request_id
@@ -80,9 +81,10 @@ WITH quota AS (
      WHERE EXISTS (SELECT 1 FROM quota)
 ), new_jobs AS (
     INSERT INTO jobs (job_id, tenant_id, name, partition_id, next_run_at, paused,
-                      created_at, updated_at, definition_digest)
+                      created_at, updated_at, definition_digest, create_traceparent)
     SELECT job_id, $1, name, partition_id, next_run_at, paused, $14, $14,
-           md5(schedule::text || ' ' || policies::text)::uuid  -- as migration 0008
+           md5(schedule::text || ' ' || policies::text)::uuid,  -- as migration 0008
+           $16::text
       FROM input
     RETURNING job_id
 ), new_definitions AS (

@@ -31,7 +31,7 @@ from sundial.core.loop import PassLoop
 from sundial.core.telemetry import DISPATCH_LATENESS, lateness_histogram
 from sundial.run import RunRef, RunStatus
 from sundial.scheduler.config import SchedulerConfig
-from sundial.scheduler.model import DispatchOutcome, PlannedRun, PublishBatch
+from sundial.scheduler.model import ClaimedJob, DispatchOutcome, PlannedRun, PublishBatch
 from sundial.scheduler.planning import (
     QUARANTINE,
     DefinitionCache,
@@ -158,7 +158,7 @@ class Dispatcher(PassLoop):
             plan = plan_batch(claimed, now, self._cache)
             await tx.quarantine_jobs(plan.quarantined, now + QUARANTINE)
             await tx.cancel_other_runs(plan.cancel_other, now)
-            traceparents = _start_traces(plan.runs, spans) if tracing.enabled() else None
+            traceparents = _start_traces(plan.runs, claimed, spans) if tracing.enabled() else None
             outcome.inserted, outcome.batches = await tx.insert_runs(
                 plan.runs,
                 now,
@@ -199,10 +199,18 @@ class Dispatcher(PassLoop):
             await asyncio.gather(*self._in_flight, return_exceptions=True)
 
 
-def _start_traces(runs: list[PlannedRun], spans: list[trace.Span]) -> list[str | None]:
+def _start_traces(
+    runs: list[PlannedRun], claimed: list[ClaimedJob], spans: list[trace.Span]
+) -> list[str | None]:
     """Start each run's trace (a ``sundial.dispatch`` span, appended to ``spans``) and
     return the contexts to store with the rows: one span per run that will run, none
-    for a skipped one, and nothing else per row (docs/design.md section 9)."""
+    for a skipped one, and nothing else per row (docs/design.md section 9). The first
+    runs of a new job link to the call that created it."""
+    created = {
+        job.job_id: tracing.span_context_of(job.create_traceparent)
+        for job in claimed
+        if job.create_traceparent
+    }
     contexts: list[str | None] = []
     for run in runs:
         if run.status is RunStatus.SKIPPED:
@@ -217,7 +225,10 @@ def _start_traces(runs: list[PlannedRun], spans: list[trace.Span]) -> list[str |
         if run.lateness_ms is not None:
             attributes["sundial.lateness_ms"] = run.lateness_ms
         span = tracing.start_span(
-            "sundial.dispatch", kind=trace.SpanKind.PRODUCER, attributes=attributes
+            "sundial.dispatch",
+            kind=trace.SpanKind.PRODUCER,
+            attributes=attributes,
+            links=[created.get(run.job_id)],
         )
         spans.append(span)
         contexts.append(tracing.traceparent_of(span))

@@ -47,6 +47,9 @@ class ClaimedJob:
     """Runs of the job still pending, queued, running or retrying (overlap policies)."""
     pending: int
     """Runs of the job waiting behind another (BUFFER_ONE/ALL)."""
+    create_traceparent: str = ""
+    """The creating call's trace context until the job's first dispatch (its runs link
+    to it), else empty."""
 
 
 @dataclass(frozen=True, slots=True)

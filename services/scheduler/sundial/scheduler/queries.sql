@@ -13,11 +13,11 @@
 -- Rows another scheduler holds are skipped, not waited for. Definitions are read after
 -- the lock, in another statement (job_definitions_of).
 SELECT j.job_id, j.tenant_id, j.partition_id, j.next_run_at, j.fired_count, j.version,
-       j.definition_digest
+       j.definition_digest, j.create_traceparent
   FROM unnest($1::smallint[]) AS p(id)
  CROSS JOIN LATERAL (
         SELECT job_id, tenant_id, partition_id, next_run_at, fired_count, version,
-               definition_digest
+               definition_digest, create_traceparent
           FROM jobs
          WHERE partition_id = p.id
            AND NOT paused
@@ -126,10 +126,11 @@ SELECT r.job_id, r.scheduled_at, r.dispatch_seq
 -- name: advance_jobs
 -- Moves each claimed job to its next nominal fire time (NULL: schedule exhausted), counts
 -- the occurrences it consumed (for max_runs) and records its last fire and lateness (a
--- job that fired nothing keeps them). One round trip; arrays in job_id order.
+-- job that fired nothing keeps them); the creating call's context served its first runs.
+-- One round trip; arrays in job_id order.
 UPDATE jobs j
    SET next_run_at = u.next_run_at, fired_count = j.fired_count + u.fired,
-       dispatch_not_before = NULL,
+       dispatch_not_before = NULL, create_traceparent = NULL,
        last_fire_at = coalesce(u.last_fire_at, j.last_fire_at),
        last_lateness_ms = coalesce(u.lateness_ms, j.last_lateness_ms)
   FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::timestamptz[], $5::bigint[])

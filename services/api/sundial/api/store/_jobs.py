@@ -147,8 +147,10 @@ class JobStore:
         *,
         claim: RequestClaim | None = None,
         single: bool = True,
+        traceparent: str = "",
     ) -> None:
-        """Insert ``jobs`` atomically, within the tenant's max_jobs quota.
+        """Insert ``jobs`` atomically, within the tenant's max_jobs quota; ``traceparent``
+        is the creating call's trace context (empty: none), which their first runs link to.
 
         Raises:
             RequestTaken: ``claim``'s key already has a live record (nothing written).
@@ -175,7 +177,7 @@ class JobStore:
             if claim is None and single:
                 # One statement in autocommit: atomic, and the fewest round trips.
                 inserted = await conn.fetchval(
-                    queries.insert_jobs, tenant_id, *columns, now, len(jobs)
+                    queries.insert_jobs, tenant_id, *columns, now, len(jobs), traceparent or None
                 )
                 if inserted == 0:
                     await self._quota_exceeded(conn, tenant_id, len(jobs))
@@ -201,7 +203,7 @@ class JobStore:
                             f"jobs[{index}].name: a job named {names[index]!r} already exists"
                         )
                 inserted = await conn.fetchval(
-                    queries.insert_jobs, tenant_id, *columns, now, len(jobs)
+                    queries.insert_jobs, tenant_id, *columns, now, len(jobs), traceparent or None
                 )
                 if inserted == 0:
                     await self._quota_exceeded(conn, tenant_id, len(jobs))

@@ -158,6 +158,7 @@ class Transaction:
                 policies=pair[1],
                 unfinished=0,
                 pending=0,
+                create_traceparent=r["create_traceparent"] or "",
             )
             for r in rows
         ]
