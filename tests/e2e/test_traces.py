@@ -14,9 +14,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import grpc
+import nats
 import pytest
 from google.protobuf.duration_pb2 import Duration
 
+from sundial.core.bus import DEAD_STREAM, dead_subject
 from sundial.devstack import Stack, free_port
 from sundial.v1 import job_pb2, job_service_pb2, run_pb2
 from tests.e2e.test_executor_processes import one_time_jobs, succeeded
@@ -24,6 +26,7 @@ from tests.helpers.cluster import Cluster, Tenant, running_cluster
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.grpc_target import GrpcTargetServer
 from tests.helpers.otlp_receiver import STATUS_ERROR, OtlpReceiver, ReceivedSpan
+from tests.helpers.stack import nats_options
 from tests.helpers.target_server import RecordingTarget
 
 pytestmark = pytest.mark.timeout(120)
@@ -255,6 +258,38 @@ async def test_scheduled_and_backfilled_runs_each_get_a_trace_of_their_own(
         assert root is not None and root.name == "sundial.backfill"
         assert root.trace_id == attempt.trace_id != call.trace_id
         assert root.links == ((call.trace_id, call.span_id),)
+
+
+async def test_a_dead_run_ends_its_trace_with_the_dead_letter(
+    traced: Cluster, receiver: OtlpReceiver, target: RecordingTarget, stack: Stack
+) -> None:
+    """The dead letter is in the run's trace, and its context travels with the letter."""
+    tenant = await traced.tenant()
+    target.script("/gone", status=404)  # a final failure: dead at once
+    http = job_pb2.Target(http=job_pb2.HttpTarget(url=f"{target.url}/gone"))
+    job = await tenant.create_job(_retrying_job("traced-dead", http))
+    job_id = job.job_id  # type: ignore[attr-defined]
+    trace_id = secrets.token_hex(16)
+    await _trigger(tenant, job_id, f"00-{trace_id}-{secrets.token_hex(8)}-01")
+
+    def letter_span() -> ReceivedSpan:
+        letters = [s for s in receiver.trace(trace_id) if s.name == "sundial.dead_letter"]
+        assert len(letters) == 1, [(s.service, s.name) for s in receiver.trace(trace_id)]
+        return letters[0]
+
+    letter = await assert_eventually(letter_span, timeout_s=30, interval_s=0.2)
+    [attempt] = _attempts(receiver.trace(trace_id))
+    assert attempt.status_code == STATUS_ERROR
+    assert attempt.attributes["sundial.run.next_status"] == "dead"
+    assert letter.service == "sundial-scheduler"
+    assert letter.parent_span_id == attempt.parent_span_id  # the run's context
+    client = await nats.connect(**nats_options(stack))
+    try:
+        message = await client.jetstream().get_last_msg(DEAD_STREAM, dead_subject(tenant.tenant_id))
+    finally:
+        await client.close()
+    assert message.headers is not None
+    assert message.headers["traceparent"].split("-")[1:3] == [trace_id, letter.span_id]
 
 
 async def test_an_executor_stops_promptly_when_its_collector_is_unreachable(
