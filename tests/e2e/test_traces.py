@@ -81,7 +81,9 @@ async def _trigger(tenant: Tenant, job_id: str, traceparent: str) -> run_pb2.Run
 
 
 async def _succeeded_at(tenant: Tenant, job_id: str, attempt: int) -> run_pb2.Run:
-    [run] = await tenant.runs(job_id)
+    runs = await tenant.runs(job_id)
+    assert len(runs) == 1, runs
+    [run] = runs
     assert run.status == run_pb2.RUN_STATUS_SUCCEEDED, run
     assert run.attempt == attempt
     return run
@@ -290,6 +292,18 @@ async def test_a_dead_run_ends_its_trace_with_the_dead_letter(
         await client.close()
     assert message.headers is not None
     assert message.headers["traceparent"].split("-")[1:3] == [trace_id, letter.span_id]
+
+
+async def test_a_run_longer_than_its_lease_keeps_it_through_the_traced_heartbeat(
+    traced: Cluster, target: RecordingTarget
+) -> None:
+    """The instrumented Heartbeat stream still extends leases: a call outlasting the
+    lease (10 s here) succeeds at its first attempt."""
+    tenant = await traced.tenant()
+    target.script("/slow", delay_s=12)
+    [job_id] = await one_time_jobs(tenant, f"{target.url}/slow", 1, in_s=1)
+    await assert_eventually(lambda: _succeeded_at(tenant, job_id, 1), timeout_s=40)
+    assert len(target.calls_to("/slow")) == 1
 
 
 async def test_an_executor_stops_promptly_when_its_collector_is_unreachable(
