@@ -2,7 +2,7 @@
 
 Run: ``python bench/bench_e2e.py [--rates 200,1000] [--seconds 20] [--herd 20000]
 [--executors 1] [--executor-processes 1] [--max-in-flight 256] [--concurrency 64]
-[--settings fast,durable] [--clients-only] [--json]``.
+[--settings fast,durable] [--tracing off,on] [--clients-only] [--json]``.
 
 Everything is real: ``sundial-api``, ``sundial-scheduler`` and ``sundial-executor``
 processes on the local stack, and a fast HTTP target in a process of its own (a bare
@@ -32,6 +32,10 @@ the same run against that one target:
 The Sundial phases run once per PostgreSQL setting of ``--settings``, each on a new
 stack: ``fast`` (fsync, synchronous_commit and full_page_writes off, as the tests run)
 and ``durable`` (all three on, PostgreSQL's defaults); the settings in force are printed.
+With ``--tracing off,on`` they run a second time on the same stack with every service
+exporting its spans (``SUNDIAL_OTLP_ENDPOINT``) to an OTLP sink in this process, which
+only counts them (its CPU is not any service's); the phases of that run are named
+``<setting>+tracing`` and the spans received per run are reported with their CPU.
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ from urllib.parse import urlsplit
 import asyncpg
 import grpc
 from _common import with_database  # bench/: the script's folder
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
 from sundial.devstack import Services, Stack
 from sundial.v1 import admin_pb2, admin_pb2_grpc, job_pb2, job_service_pb2, job_service_pb2_grpc
@@ -527,17 +533,26 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
         recorder = Recorder(target)
         await recorder.update()  # the plain clients' calls are not runs
         for setting in args.settings:
-            phases: dict[str, object] = {}
             with Stack(durable=setting == "durable") as stack:
-                await sundial_phases(args, stack, recorder, url, phases)
-            results.update({f"{setting}.{phase}": values for phase, values in phases.items()})
+                for tracing in args.tracing:
+                    phases: dict[str, object] = {}
+                    label = setting if tracing == "off" else f"{setting}+tracing"
+                    async with SpanSink() if tracing == "on" else _no_sink() as sink:
+                        await sundial_phases(args, stack, recorder, url, phases, sink=sink)
+                    results.update({f"{label}.{phase}": values for phase, values in phases.items()})
     finally:
         target.stop()
     return results
 
 
 async def sundial_phases(
-    args: argparse.Namespace, stack: Stack, recorder: Recorder, url: str, results: dict[str, object]
+    args: argparse.Namespace,
+    stack: Stack,
+    recorder: Recorder,
+    url: str,
+    results: dict[str, object],
+    *,
+    sink: SpanSink | None = None,
 ) -> None:
     name = f"bench_e2e_{uuid.uuid4().hex[:8]}"
     admin = await asyncpg.connect(stack.database_url)
@@ -562,6 +577,13 @@ async def sundial_phases(
                 "SUNDIAL_LOG_LEVEL": "WARNING",
                 "SUNDIAL_MAX_IN_FLIGHT": str(args.max_in_flight),
                 "SUNDIAL_EXECUTOR_PROCESSES": str(args.executor_processes),
+                # Spans exported every 0.5 s (the SDK's default is 5 s), so that their
+                # export happens within the measured herd, not after it.
+                **(
+                    {"SUNDIAL_OTLP_ENDPOINT": sink.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "500"}
+                    if sink is not None
+                    else {}
+                ),
             },
         )
         try:
@@ -575,9 +597,57 @@ async def sundial_phases(
                         api, recorder, url, database_url, rate=rate, seconds=args.seconds
                     )
                 if args.herd:
+                    before = sink.spans if sink is not None else 0
                     results["herd"] = await herd(api, recorder, url, database_url, args.herd)
+                    if sink is not None:
+                        spans = await sink.settled() - before
+                        results["herd"]["spans_per_run"] = round(spans / args.herd, 2)  # type: ignore[index]
         finally:
             await asyncio.to_thread(services.stop)
+
+
+class SpanSink(trace_service_pb2_grpc.TraceServiceServicer):
+    """An OTLP/gRPC collector on loopback that counts the spans it is sent (and drops
+    metrics): what tracing costs the services, not what a backend costs."""
+
+    def __init__(self) -> None:
+        self.spans = 0
+        self._server = grpc.aio.server()
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(self, self._server)
+        metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(
+            metrics_service_pb2_grpc.MetricsServiceServicer(), self._server
+        )
+        self.endpoint = f"http://127.0.0.1:{self._server.add_insecure_port('127.0.0.1:0')}"
+
+    async def Export(
+        self, request: trace_service_pb2.ExportTraceServiceRequest, context: object
+    ) -> trace_service_pb2.ExportTraceServiceResponse:
+        self.spans += sum(
+            len(scope.spans) for spans in request.resource_spans for scope in spans.scope_spans
+        )
+        return trace_service_pb2.ExportTraceServiceResponse()
+
+    async def settled(self, quiet_s: float = 2.0, most_s: float = 30.0) -> int:
+        """The spans received once none came for ``quiet_s`` (or after ``most_s``)."""
+        deadline = time.monotonic() + most_s
+        while time.monotonic() < deadline:
+            seen = self.spans
+            await asyncio.sleep(quiet_s)
+            if self.spans == seen:
+                break
+        return self.spans
+
+    async def __aenter__(self) -> SpanSink:
+        await self._server.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._server.stop(0)
+
+
+@contextlib.asynccontextmanager
+async def _no_sink() -> typing.AsyncIterator[None]:
+    yield None
 
 
 def best_client(results: dict[str, object]) -> tuple[str, float] | None:
@@ -628,6 +698,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max-in-flight", type=int, default=256)
     parser.add_argument("--executor-processes", type=int, default=1)
     parser.add_argument("--settings", default="fast,durable")
+    parser.add_argument("--tracing", default="off")
     parser.add_argument("--clients-only", action="store_true")
     parser.add_argument("--json", action="store_true")
     # Internal: the target process, and one plain client's process.
@@ -636,6 +707,9 @@ def parse_args() -> argparse.Namespace:
     args = parser.parse_args()
     args.rates = [int(r) for r in args.rates.split(",") if r]
     args.settings = [x for x in args.settings.split(",") if x]
+    args.tracing = [x for x in args.tracing.split(",") if x]
+    if not set(args.tracing) <= {"off", "on"}:
+        parser.error("--tracing: a list of off and on")
     if not set(args.settings) <= {"fast", "durable"}:
         parser.error("--settings: a list of fast and durable")
     return args

@@ -93,12 +93,14 @@ async def metrics_cluster(
 async def scraped(
     stack: Stack, migrated_database_url: str, tmp_path: Path
 ) -> AsyncIterator[Scraped]:
-    # The API and the scheduler also name an OTLP collector (nothing listens there), the
-    # executor none: /metrics works either way. (Not the executor: with spans to send to
-    # a collector that is not there, its exit waits out the span exporter's retries.)
+    # Every service also names an OTLP collector (nothing listens there): /metrics works
+    # either way, and the exits' flush of spans and metrics gives up in time.
     otlp = {"SUNDIAL_OTLP_ENDPOINT": f"http://127.0.0.1:{free_port()}"}
     async with metrics_cluster(
-        stack, migrated_database_url, tmp_path, service_env={"api": otlp, "scheduler": otlp}
+        stack,
+        migrated_database_url,
+        tmp_path,
+        service_env={"api": otlp, "scheduler": otlp, "executor": otlp},
     ) as running:
         yield running
 

@@ -42,6 +42,7 @@ from sundial.core.config import ServerConfig
 from sundial.core.errors import InvalidArgument, SundialError, Unavailable
 from sundial.core.logging import request_id_var
 from sundial.core.tls import ServerCertificates
+from sundial.core.tracing import server_interceptors
 
 __all__ = [
     "ERROR_DOMAIN",
@@ -322,9 +323,10 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
       :data:`~sundial.core.logging.request_id_var` for the RPC and returned in the
       trailing metadata of every error.
 
-    It must be the first (outermost) interceptor so it also maps errors raised by the
-    ones after it, from their handlers or from ``intercept_service`` itself (an auth
-    interceptor may simply raise ``Unauthenticated``); :func:`build_server` puts it there.
+    It must come before every other Sundial interceptor so it also maps errors raised by
+    the ones after it, from their handlers or from ``intercept_service`` itself (an auth
+    interceptor may simply raise ``Unauthenticated``); :func:`build_server` puts it there,
+    after only the trace interceptor (which raises nothing).
     """
 
     async def intercept_service(
@@ -466,7 +468,14 @@ class Server:
         # then calls to those services answer UNAVAILABLE, not UNIMPLEMENTED.
         self._late = _LateServices(() if services else self._service_names)
         self._server = grpc.aio.server(
-            interceptors=[ErrorInterceptor(), *interceptors, _LateInterceptors(self._late)],
+            # The trace interceptor (none while tracing is off) sits outside the error
+            # mapping, so its span records the status the mapping aborts with.
+            interceptors=[
+                *server_interceptors(),
+                ErrorInterceptor(),
+                *interceptors,
+                _LateInterceptors(self._late),
+            ],
             # gRPC sets SO_REUSEPORT by default, which lets a second process bind the
             # same fixed port silently and steal half the traffic; fail loudly instead.
             options=[

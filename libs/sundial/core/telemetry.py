@@ -8,6 +8,15 @@ otherwise records nothing at almost no cost. The resource carries ``service.name
 (``sundial-<service>``) and ``service.version`` (the package's version); Prometheus shows
 them on ``target_info``.
 
+Traces go to the same OTLP collector, and only there: with ``SUNDIAL_OTLP_ENDPOINT`` set,
+:func:`configure_telemetry` installs a tracer provider (sampling
+``SUNDIAL_TRACE_SAMPLE_RATIO`` of the traces where they start, parents' decisions
+followed; spans batched) and hands it to :mod:`sundial.core.tracing`, which makes one
+trace per run and instruments the gRPC servers and clients. Unset, no tracer provider
+exists and tracing costs nothing. :meth:`Telemetry.shutdown` flushes spans and metrics
+within one bound even when the collector is unreachable (the SDK's own span flush is
+not bounded by anything shorter than its exporter's retries).
+
 Instruments (lateness and durations in seconds, lateness from the run's nominal
 ``scheduled_at``). No attribute names a job, and none names a tenant unless the operator
 sets ``SUNDIAL_METRICS_TENANT_ATTRIBUTE`` (then the run counters and the executor's
@@ -53,6 +62,9 @@ and ``dead`` (plus ``sundial.leases.expired`` with ``outcome`` ``dead``).
 from __future__ import annotations
 
 import importlib.metadata
+import logging
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -61,8 +73,10 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
+from sundial.core import tracing
 from sundial.core.config import ConfigError, EnvConfig
 
 DISPATCH_LATENESS = "sundial.dispatch.lateness"
@@ -119,6 +133,10 @@ class TelemetryConfig(EnvConfig):
     metrics_tenant_attribute: bool = False
     """Give the run counters and the executor's histograms a ``tenant`` attribute (one
     series per tenant: for a deployment with a few tenants, not thousands)."""
+    trace_sample_ratio: float = 1.0
+    """Share of runs (and of API calls and ledger batches) traced, 0-1, decided where a
+    trace starts; every later span of a run follows that decision (it is stored with
+    the run). Only with ``otlp_endpoint``."""
 
     metrics_listen: str = ""
     """host:port of the Prometheus endpoint (``GET /metrics``), e.g. ``0.0.0.0:9464``;
@@ -132,6 +150,8 @@ class TelemetryConfig(EnvConfig):
             metrics_address(self.metrics_listen)
         if self.metrics_interval_s <= 0:
             raise ConfigError("metrics_interval_s", "must be > 0")
+        if not 0 <= self.trace_sample_ratio <= 1:
+            raise ConfigError("trace_sample_ratio", "must be between 0 and 1")
 
 
 def metrics_listen_for_worker(listen: str, index: int) -> str:
@@ -170,6 +190,32 @@ def lateness_histogram(meter: metrics.Meter, name: str, description: str) -> met
     )
 
 
+class _OncePerInterval(logging.Filter):
+    """Lets one "Queue full" record of the SDK's batch processor through per interval.
+
+    The processor logs a WARNING for every span it drops when its queue is full: in a
+    herd that outruns the export, thousands of lines a second about one condition.
+    """
+
+    def __init__(self, interval_s: float = 60.0) -> None:
+        super().__init__()
+        self._interval_s = interval_s
+        self._next = 0.0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("Queue full"):
+            return True
+        now = time.monotonic()
+        if now < self._next:
+            return False
+        self._next = now + self._interval_s
+        record.msg = f"{record.msg} (said once a minute; lower SUNDIAL_TRACE_SAMPLE_RATIO)"
+        return True
+
+
+_BATCH_LOGGER = "opentelemetry.sdk._shared_internal"
+
+
 @dataclass(frozen=True)
 class Telemetry:
     """What :func:`configure_telemetry` installed."""
@@ -178,10 +224,31 @@ class Telemetry:
     metrics_port: int | None = None
     """The port /metrics is served on (None: not served)."""
     _close: Callable[[], None] | None = None
+    tracer_provider: TracerProvider | None = None
+    """The tracer provider (None: tracing off)."""
+    _span_exporter: SpanExporter | None = None
 
     def shutdown(self, timeout_millis: float = 30_000) -> None:
-        """Flush the last metrics and stop serving /metrics."""
-        self.meter_provider.shutdown(timeout_millis=timeout_millis)
+        """Flush the last spans and metrics within ``timeout_millis`` in all, and stop
+        serving /metrics.
+
+        The SDK bounds neither a span flush (its batch processor waits 30 s for an
+        export that retries for up to 10 s per batch) nor an unreachable collector's
+        export: half the time goes to the spans, then the exporter is shut down, which
+        ends its retries and its pending call, and the rest goes to the metrics.
+        """
+        deadline = time.monotonic() + timeout_millis / 1000
+        if self.tracer_provider is not None:
+            flush = threading.Thread(
+                target=self.tracer_provider.shutdown, name="sundial-span-flush", daemon=True
+            )
+            flush.start()
+            flush.join(timeout_millis / 2000)
+            if flush.is_alive() and self._span_exporter is not None:
+                self._span_exporter.shutdown()  # interrupts the export's retry wait
+                flush.join(max(0.0, min(0.5, deadline - time.monotonic())))
+        left_ms = max(100.0, (deadline - time.monotonic()) * 1000)
+        self.meter_provider.shutdown(timeout_millis=left_ms)
         if self._close is not None:
             self._close()
 
@@ -191,8 +258,16 @@ def configure_telemetry(
     service: str,
     *,
     readers: tuple[MetricReader, ...] = (),
+    install: bool = True,
 ) -> Telemetry | None:
     """Install the global meter and tracer providers for ``service``.
+
+    Args:
+        config: Where to export.
+        service: ``api``, ``scheduler`` or ``executor`` (``service.name`` is
+            ``sundial-<service>``).
+        readers: Extra metric readers (tests).
+        install: False builds the providers without making them the global ones (tests).
 
     Returns:
         What was installed (shut it down on exit to flush), or None when nothing is
@@ -206,6 +281,8 @@ def configure_telemetry(
     all_readers = list(readers)
     close: Callable[[], None] | None = None
     metrics_port: int | None = None
+    tracer_provider: TracerProvider | None = None
+    span_exporter: SpanExporter | None = None
     if config.metrics_listen:
         # Imported here: only a service that serves /metrics needs prometheus_client.
         from opentelemetry.exporter.prometheus import PrometheusMetricReader  # noqa: PLC0415
@@ -240,13 +317,23 @@ def configure_telemetry(
                 export_interval_millis=config.metrics_interval_s * 1000,
             )
         )
-        tracer_provider = TracerProvider(resource=resource)
-        tracer_provider.add_span_processor(
-            BatchSpanProcessor(OTLPSpanExporter(endpoint=config.otlp_endpoint, insecure=insecure))
+        span_exporter = OTLPSpanExporter(endpoint=config.otlp_endpoint, insecure=insecure)
+        tracer_provider = TracerProvider(
+            resource=resource,
+            sampler=ParentBased(TraceIdRatioBased(config.trace_sample_ratio)),
         )
-        trace.set_tracer_provider(tracer_provider)
+        # Queue and batch sizes: the SDK's defaults (2,048 spans, batches of 512), which
+        # its OTEL_BSP_* variables tune; a burst beyond the queue drops spans, never blocks.
+        tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
+        batch_logger = logging.getLogger(_BATCH_LOGGER)
+        if not any(isinstance(f, _OncePerInterval) for f in batch_logger.filters):
+            batch_logger.addFilter(_OncePerInterval())
+        if install:
+            trace.set_tracer_provider(tracer_provider)
+            tracing.install(tracer_provider)
     provider = MeterProvider(resource=resource, metric_readers=all_readers)
-    metrics.set_meter_provider(provider)
+    if install:
+        metrics.set_meter_provider(provider)
     # Every service exports at least this (Prometheus shows ``target_info`` only beside a
     # metric): 1, with the version, the usual "build info" series.
     version = service_version()
@@ -255,4 +342,4 @@ def configure_telemetry(
         callbacks=[lambda _options: [metrics.Observation(1, {"version": version})]],
         description="1, with the running version of Sundial",
     )
-    return Telemetry(provider, metrics_port, close)
+    return Telemetry(provider, metrics_port, close, tracer_provider, span_exporter)

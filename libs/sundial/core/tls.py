@@ -36,6 +36,8 @@ from typing import Any
 
 import grpc
 
+from sundial.core.tracing import client_interceptors
+
 __all__ = [
     "ROUND_ROBIN",
     "ClientTls",
@@ -281,14 +283,18 @@ class ClientTls:
 def dial(address: str, tls: ClientTls | None, options: ChannelOptions = ()) -> grpc.aio.Channel:
     """A ``grpc.aio`` channel to ``address``: TLS with ``tls``, plaintext when it is None.
 
-    The channel connects lazily, so the server may start later.
+    The channel connects lazily, so the server may start later. While tracing is on its
+    calls are traced by the gRPC instrumentation (:mod:`sundial.core.tracing`).
 
     Raises:
         TlsError: A TLS file cannot be read.
     """
+    interceptors = client_interceptors(address)
     if tls is None:
-        return grpc.aio.insecure_channel(address, options=list(options))
-    return grpc.aio.secure_channel(address, tls.credentials(), [*options, *tls.options()])
+        return grpc.aio.insecure_channel(address, options=list(options), interceptors=interceptors)
+    return grpc.aio.secure_channel(
+        address, tls.credentials(), [*options, *tls.options()], interceptors=interceptors
+    )
 
 
 def dial_sync(address: str, tls: ClientTls | None, options: ChannelOptions = ()) -> grpc.Channel:

@@ -29,19 +29,19 @@ from sundial.v1 import job_pb2 as sundial_dot_v1_dot_job__pb2
 from sundial.v1 import run_pb2 as sundial_dot_v1_dot_run__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17sundial/v1/ledger.proto\x12\nsundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17sundial/v1/egress.proto\x1a\x14sundial/v1/job.proto\x1a\x14sundial/v1/run.proto\"w\n\x10LeaseRunsRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12 \n\x04runs\x18\x02 \x03(\x0b\x32\x12.sundial.v1.RunRef\x12,\n\tlease_ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"=\n\x11LeaseRunsResponse\x12(\n\x07results\x18\x01 \x03(\x0b\x32\x17.sundial.v1.LeaseResult\"\x88\x01\n\x0bLeaseResult\x12\x1f\n\x03run\x18\x01 \x01(\x0b\x32\x12.sundial.v1.RunRef\x12\"\n\x05grant\x18\x02 \x01(\x0b\x32\x11.sundial.v1.GrantH\x00\x12*\n\trejection\x18\x03 \x01(\x0b\x32\x15.sundial.v1.RejectionH\x00\x42\x08\n\x06result\"\xd6\x02\n\x05Grant\x12\x0f\n\x07\x61ttempt\x18\x01 \x01(\x05\x12/\n\x0blease_until\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\"\n\x06target\x18\x03 \x01(\x0b\x32\x12.sundial.v1.Target\x12\x0f\n\x07payload\x18\x04 \x01(\x0c\x12.\n\x0brun_timeout\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\ttenant_id\x18\x06 \x01(\t\x12\x0f\n\x07run_key\x18\x07 \x01(\t\x12\x11\n\tsignature\x18\x08 \x01(\t\x12!\n\x04kind\x18\t \x01(\x0e\x32\x13.sundial.v1.RunKind\x12\x10\n\x08job_name\x18\n \x01(\t\x12\x10\n\x08lease_id\x18\x0b \x01(\t\x12(\n\x06\x65gress\x18\x0c \x01(\x0b\x32\x18.sundial.v1.EgressPolicy\"u\n\tRejection\x12(\n\x06reason\x18\x01 \x01(\x0e\x32\x18.sundial.v1.RejectReason\x12.\n\x0bretry_after\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\"\x8a\x01\n\x10HeartbeatRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12!\n\x04runs\x18\x02 \x03(\x0b\x32\x13.sundial.v1.HeldRun\x12,\n\tlease_ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x10\n\x08\x64raining\x18\x04 \x01(\x08\"M\n\x07HeldRun\x12\x1f\n\x03run\x18\x01 \x01(\x0b\x32\x12.sundial.v1.RunRef\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x10\n\x08lease_id\x18\x03 \x01(\t\"\xc4\x01\n\x11HeartbeatResponse\x12,\n\x08\x65xtended\x18\x01 \x03(\x0b\x32\x1a.sundial.v1.LeaseExtension\x12\'\n\x06\x63\x61ncel\x18\x02 \x03(\x0b\x32\x17.sundial.v1.CancelOrder\x12!\n\x04lost\x18\x03 \x03(\x0b\x32\x13.sundial.v1.HeldRun\x12\x35\n\x12heartbeat_interval\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"s\n\x0eLeaseExtension\x12\x1f\n\x03run\x18\x01 \x01(\x0b\x32\x12.sundial.v1.RunRef\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12/\n\x0blease_until\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"O\n\x0b\x43\x61ncelOrder\x12\x1f\n\x03run\x18\x01 \x01(\x0b\x32\x12.sundial.v1.RunRef\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x0e\n\x06reason\x18\x03 \x01(\t\"Q\n\x13\x43ompleteRunsRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12%\n\x08outcomes\x18\x02 \x03(\x0b\x32\x13.sundial.v1.Outcome\"\x80\x03\n\x07Outcome\x12\x1f\n\x03run\x18\x01 \x01(\x0b\x32\x12.sundial.v1.RunRef\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x10\n\x08lease_id\x18\x0b \x01(\t\x12)\n\x06status\x18\x03 \x01(\x0e\x32\x19.sundial.v1.OutcomeStatus\x12\r\n\x05\x65rror\x18\x04 \x01(\t\x12+\n\x0b\x65rror_class\x18\x05 \x01(\x0e\x32\x16.sundial.v1.ErrorClass\x12.\n\x0bretry_after\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12.\n\nstarted_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0bhttp_status\x18\t \x01(\x05\x12\x16\n\tgrpc_code\x18\n \x01(\x05H\x00\x88\x01\x01\x42\x0c\n\n_grpc_code\"E\n\x14\x43ompleteRunsResponse\x12-\n\x07results\x18\x01 \x03(\x0b\x32\x1c.sundial.v1.CompletionResult\"\xd5\x01\n\x10\x43ompletionResult\x12\x1f\n\x03run\x18\x01 \x01(\x0b\x32\x12.sundial.v1.RunRef\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x08\x12-\n\x0c\x66\x65nce_reason\x18\x03 \x01(\x0e\x32\x17.sundial.v1.FenceReason\x12*\n\x0bnext_status\x18\x04 \x01(\x0e\x32\x15.sundial.v1.RunStatus\x12\x33\n\x0fnext_attempt_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*\xe8\x01\n\x0cRejectReason\x12\x1d\n\x19REJECT_REASON_UNSPECIFIED\x10\x00\x12\x1a\n\x16REJECT_REASON_FINISHED\x10\x01\x12\"\n\x1eREJECT_REASON_LEASED_ELSEWHERE\x10\x02\x12$\n REJECT_REASON_TENANT_AT_CAPACITY\x10\x03\x12\x1b\n\x17REJECT_REASON_NOT_FOUND\x10\x04\x12\x1b\n\x17REJECT_REASON_CANCELLED\x10\x05\x12\x19\n\x15REJECT_REASON_NOT_DUE\x10\x06*\xcf\x01\n\rOutcomeStatus\x12\x1e\n\x1aOUTCOME_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n\x18OUTCOME_STATUS_SUCCEEDED\x10\x01\x12#\n\x1fOUTCOME_STATUS_FAILED_RETRYABLE\x10\x02\x12\x1f\n\x1bOUTCOME_STATUS_FAILED_FINAL\x10\x03\x12\x1c\n\x18OUTCOME_STATUS_CANCELLED\x10\x04\x12\x1c\n\x18OUTCOME_STATUS_TIMED_OUT\x10\x05*\xa2\x01\n\x0b\x46\x65nceReason\x12\x1c\n\x18\x46\x45NCE_REASON_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x46\x45NCE_REASON_STALE_ATTEMPT\x10\x01\x12\x1c\n\x18\x46\x45NCE_REASON_NOT_RUNNING\x10\x02\x12\x1a\n\x16\x46\x45NCE_REASON_NOT_FOUND\x10\x03\x12\x1b\n\x17\x46\x45NCE_REASON_NOT_HOLDER\x10\x04\x32\xf6\x01\n\tRunLedger\x12H\n\tLeaseRuns\x12\x1c.sundial.v1.LeaseRunsRequest\x1a\x1d.sundial.v1.LeaseRunsResponse\x12L\n\tHeartbeat\x12\x1c.sundial.v1.HeartbeatRequest\x1a\x1d.sundial.v1.HeartbeatResponse(\x01\x30\x01\x12Q\n\x0c\x43ompleteRuns\x12\x1f.sundial.v1.CompleteRunsRequest\x1a .sundial.v1.CompleteRunsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17sundial/v1/ledger.proto\x12\nsundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17sundial/v1/egress.proto\x1a\x14sundial/v1/job.proto\x1a\x14sundial/v1/run.proto\"w\n\x10LeaseRunsRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12 \n\x04runs\x18\x02 \x03(\x0b\x32\x12.sundial.v1.RunRef\x12,\n\tlease_ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"=\n\x11LeaseRunsResponse\x12(\n\x07results\x18\x01 \x03(\x0b\x32\x17.sundial.v1.LeaseResult\"\x88\x01\n\x0bLeaseResult\x12\x1f\n\x03run\x18\x01 \x01(\x0b\x32\x12.sundial.v1.RunRef\x12\"\n\x05grant\x18\x02 \x01(\x0b\x32\x11.sundial.v1.GrantH\x00\x12*\n\trejection\x18\x03 \x01(\x0b\x32\x15.sundial.v1.RejectionH\x00\x42\x08\n\x06result\"\xeb\x02\n\x05Grant\x12\x0f\n\x07\x61ttempt\x18\x01 \x01(\x05\x12/\n\x0blease_until\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\"\n\x06target\x18\x03 \x01(\x0b\x32\x12.sundial.v1.Target\x12\x0f\n\x07payload\x18\x04 \x01(\x0c\x12.\n\x0brun_timeout\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\ttenant_id\x18\x06 \x01(\t\x12\x0f\n\x07run_key\x18\x07 \x01(\t\x12\x11\n\tsignature\x18\x08 \x01(\t\x12!\n\x04kind\x18\t \x01(\x0e\x32\x13.sundial.v1.RunKind\x12\x10\n\x08job_name\x18\n \x01(\t\x12\x10\n\x08lease_id\x18\x0b \x01(\t\x12(\n\x06\x65gress\x18\x0c \x01(\x0b\x32\x18.sundial.v1.EgressPolicy\x12\x13\n\x0btraceparent\x18\r \x01(\t\"u\n\tRejection\x12(\n\x06reason\x18\x01 \x01(\x0e\x32\x18.sundial.v1.RejectReason\x12.\n\x0bretry_after\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\"\x8a\x01\n\x10HeartbeatRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12!\n\x04runs\x18\x02 \x03(\x0b\x32\x13.sundial.v1.HeldRun\x12,\n\tlease_ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x10\n\x08\x64raining\x18\x04 \x01(\x08\"M\n\x07HeldRun\x12\x1f\n\x03run\x18\x01 \x01(\x0b\x32\x12.sundial.v1.RunRef\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x10\n\x08lease_id\x18\x03 \x01(\t\"\xc4\x01\n\x11HeartbeatResponse\x12,\n\x08\x65xtended\x18\x01 \x03(\x0b\x32\x1a.sundial.v1.LeaseExtension\x12\'\n\x06\x63\x61ncel\x18\x02 \x03(\x0b\x32\x17.sundial.v1.CancelOrder\x12!\n\x04lost\x18\x03 \x03(\x0b\x32\x13.sundial.v1.HeldRun\x12\x35\n\x12heartbeat_interval\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"s\n\x0eLeaseExtension\x12\x1f\n\x03run\x18\x01 \x01(\x0b\x32\x12.sundial.v1.RunRef\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12/\n\x0blease_until\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"O\n\x0b\x43\x61ncelOrder\x12\x1f\n\x03run\x18\x01 \x01(\x0b\x32\x12.sundial.v1.RunRef\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x0e\n\x06reason\x18\x03 \x01(\t\"Q\n\x13\x43ompleteRunsRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12%\n\x08outcomes\x18\x02 \x03(\x0b\x32\x13.sundial.v1.Outcome\"\x80\x03\n\x07Outcome\x12\x1f\n\x03run\x18\x01 \x01(\x0b\x32\x12.sundial.v1.RunRef\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x10\n\x08lease_id\x18\x0b \x01(\t\x12)\n\x06status\x18\x03 \x01(\x0e\x32\x19.sundial.v1.OutcomeStatus\x12\r\n\x05\x65rror\x18\x04 \x01(\t\x12+\n\x0b\x65rror_class\x18\x05 \x01(\x0e\x32\x16.sundial.v1.ErrorClass\x12.\n\x0bretry_after\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12.\n\nstarted_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0bhttp_status\x18\t \x01(\x05\x12\x16\n\tgrpc_code\x18\n \x01(\x05H\x00\x88\x01\x01\x42\x0c\n\n_grpc_code\"E\n\x14\x43ompleteRunsResponse\x12-\n\x07results\x18\x01 \x03(\x0b\x32\x1c.sundial.v1.CompletionResult\"\xd5\x01\n\x10\x43ompletionResult\x12\x1f\n\x03run\x18\x01 \x01(\x0b\x32\x12.sundial.v1.RunRef\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x08\x12-\n\x0c\x66\x65nce_reason\x18\x03 \x01(\x0e\x32\x17.sundial.v1.FenceReason\x12*\n\x0bnext_status\x18\x04 \x01(\x0e\x32\x15.sundial.v1.RunStatus\x12\x33\n\x0fnext_attempt_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*\xe8\x01\n\x0cRejectReason\x12\x1d\n\x19REJECT_REASON_UNSPECIFIED\x10\x00\x12\x1a\n\x16REJECT_REASON_FINISHED\x10\x01\x12\"\n\x1eREJECT_REASON_LEASED_ELSEWHERE\x10\x02\x12$\n REJECT_REASON_TENANT_AT_CAPACITY\x10\x03\x12\x1b\n\x17REJECT_REASON_NOT_FOUND\x10\x04\x12\x1b\n\x17REJECT_REASON_CANCELLED\x10\x05\x12\x19\n\x15REJECT_REASON_NOT_DUE\x10\x06*\xcf\x01\n\rOutcomeStatus\x12\x1e\n\x1aOUTCOME_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n\x18OUTCOME_STATUS_SUCCEEDED\x10\x01\x12#\n\x1fOUTCOME_STATUS_FAILED_RETRYABLE\x10\x02\x12\x1f\n\x1bOUTCOME_STATUS_FAILED_FINAL\x10\x03\x12\x1c\n\x18OUTCOME_STATUS_CANCELLED\x10\x04\x12\x1c\n\x18OUTCOME_STATUS_TIMED_OUT\x10\x05*\xa2\x01\n\x0b\x46\x65nceReason\x12\x1c\n\x18\x46\x45NCE_REASON_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x46\x45NCE_REASON_STALE_ATTEMPT\x10\x01\x12\x1c\n\x18\x46\x45NCE_REASON_NOT_RUNNING\x10\x02\x12\x1a\n\x16\x46\x45NCE_REASON_NOT_FOUND\x10\x03\x12\x1b\n\x17\x46\x45NCE_REASON_NOT_HOLDER\x10\x04\x32\xf6\x01\n\tRunLedger\x12H\n\tLeaseRuns\x12\x1c.sundial.v1.LeaseRunsRequest\x1a\x1d.sundial.v1.LeaseRunsResponse\x12L\n\tHeartbeat\x12\x1c.sundial.v1.HeartbeatRequest\x1a\x1d.sundial.v1.HeartbeatResponse(\x01\x30\x01\x12Q\n\x0c\x43ompleteRuns\x12\x1f.sundial.v1.CompleteRunsRequest\x1a .sundial.v1.CompleteRunsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sundial.v1.ledger_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_REJECTREASON']._serialized_start=2335
-  _globals['_REJECTREASON']._serialized_end=2567
-  _globals['_OUTCOMESTATUS']._serialized_start=2570
-  _globals['_OUTCOMESTATUS']._serialized_end=2777
-  _globals['_FENCEREASON']._serialized_start=2780
-  _globals['_FENCEREASON']._serialized_end=2942
+  _globals['_REJECTREASON']._serialized_start=2356
+  _globals['_REJECTREASON']._serialized_end=2588
+  _globals['_OUTCOMESTATUS']._serialized_start=2591
+  _globals['_OUTCOMESTATUS']._serialized_end=2798
+  _globals['_FENCEREASON']._serialized_start=2801
+  _globals['_FENCEREASON']._serialized_end=2963
   _globals['_LEASERUNSREQUEST']._serialized_start=173
   _globals['_LEASERUNSREQUEST']._serialized_end=292
   _globals['_LEASERUNSRESPONSE']._serialized_start=294
@@ -49,27 +49,27 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LEASERESULT']._serialized_start=358
   _globals['_LEASERESULT']._serialized_end=494
   _globals['_GRANT']._serialized_start=497
-  _globals['_GRANT']._serialized_end=839
-  _globals['_REJECTION']._serialized_start=841
-  _globals['_REJECTION']._serialized_end=958
-  _globals['_HEARTBEATREQUEST']._serialized_start=961
-  _globals['_HEARTBEATREQUEST']._serialized_end=1099
-  _globals['_HELDRUN']._serialized_start=1101
-  _globals['_HELDRUN']._serialized_end=1178
-  _globals['_HEARTBEATRESPONSE']._serialized_start=1181
-  _globals['_HEARTBEATRESPONSE']._serialized_end=1377
-  _globals['_LEASEEXTENSION']._serialized_start=1379
-  _globals['_LEASEEXTENSION']._serialized_end=1494
-  _globals['_CANCELORDER']._serialized_start=1496
-  _globals['_CANCELORDER']._serialized_end=1575
-  _globals['_COMPLETERUNSREQUEST']._serialized_start=1577
-  _globals['_COMPLETERUNSREQUEST']._serialized_end=1658
-  _globals['_OUTCOME']._serialized_start=1661
-  _globals['_OUTCOME']._serialized_end=2045
-  _globals['_COMPLETERUNSRESPONSE']._serialized_start=2047
-  _globals['_COMPLETERUNSRESPONSE']._serialized_end=2116
-  _globals['_COMPLETIONRESULT']._serialized_start=2119
-  _globals['_COMPLETIONRESULT']._serialized_end=2332
-  _globals['_RUNLEDGER']._serialized_start=2945
-  _globals['_RUNLEDGER']._serialized_end=3191
+  _globals['_GRANT']._serialized_end=860
+  _globals['_REJECTION']._serialized_start=862
+  _globals['_REJECTION']._serialized_end=979
+  _globals['_HEARTBEATREQUEST']._serialized_start=982
+  _globals['_HEARTBEATREQUEST']._serialized_end=1120
+  _globals['_HELDRUN']._serialized_start=1122
+  _globals['_HELDRUN']._serialized_end=1199
+  _globals['_HEARTBEATRESPONSE']._serialized_start=1202
+  _globals['_HEARTBEATRESPONSE']._serialized_end=1398
+  _globals['_LEASEEXTENSION']._serialized_start=1400
+  _globals['_LEASEEXTENSION']._serialized_end=1515
+  _globals['_CANCELORDER']._serialized_start=1517
+  _globals['_CANCELORDER']._serialized_end=1596
+  _globals['_COMPLETERUNSREQUEST']._serialized_start=1598
+  _globals['_COMPLETERUNSREQUEST']._serialized_end=1679
+  _globals['_OUTCOME']._serialized_start=1682
+  _globals['_OUTCOME']._serialized_end=2066
+  _globals['_COMPLETERUNSRESPONSE']._serialized_start=2068
+  _globals['_COMPLETERUNSRESPONSE']._serialized_end=2137
+  _globals['_COMPLETIONRESULT']._serialized_start=2140
+  _globals['_COMPLETIONRESULT']._serialized_end=2353
+  _globals['_RUNLEDGER']._serialized_start=2966
+  _globals['_RUNLEDGER']._serialized_end=3212
 # @@protoc_insertion_point(module_scope)

@@ -12,7 +12,9 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
 
+from sundial.core import tracing
 from sundial.core.clock import ManualClock
 from sundial.core.telemetry import RUN_START_LATENESS
 from sundial.devstack import free_port
@@ -210,30 +212,67 @@ async def test_outcomes_are_stamped_by_the_injected_clock(target: RecordingTarge
     assert outcome.retry_after == timedelta(seconds=30)
 
 
-async def test_a_traced_attempt_passes_its_span_to_the_target(target: RecordingTarget) -> None:
+def _recording_provider() -> tuple[TracerProvider, InMemorySpanExporter]:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider, exporter
+
+
+async def test_a_traced_call_passes_its_span_to_the_target(target: RecordingTarget) -> None:
+    """With tracing on, the HTTP call is a CLIENT span under the attempt's span, with the
+    HTTP semantic-convention attributes, and the target receives that span's context;
+    with tracing off it gets a fresh trace id and no span is made."""
+    provider, exporter = _recording_provider()
     policy = AddressPolicy(allow_loopback=True)
     http, grpc_caller = HttpCaller(policy), GrpcCaller(policy)
-    runner = Runner(
-        http, grpc_caller, CircuitBreaker(failures=3, open_s=1), tracer=provider.get_tracer("t")
-    )
-    untraced = Runner(http, grpc_caller, CircuitBreaker(failures=3, open_s=1))
+    runner = Runner(http, grpc_caller, CircuitBreaker(failures=3, open_s=1))
+    lease = make_lease(HttpTarget(f"{target.url}/traced"), attempt=2)
+    tracing.install(provider)
     try:
-        lease = make_lease(HttpTarget(f"{target.url}/traced"), attempt=2)
-        await runner.run(lease)
-        await untraced.run(lease)  # no tracer provider configured: no span, a fresh id
+        with provider.get_tracer("t").start_as_current_span("attempt") as attempt:
+            await runner.run(lease)
+        tracing.install(None)
+        await runner.run(lease)  # tracing off: no span, a fresh id
     finally:
+        tracing.install(None)
         await http.aclose()
         await grpc_caller.aclose()
-    [span] = exporter.get_finished_spans()
-    assert span.name == "sundial.run"
-    assert span.attributes is not None
-    assert span.attributes["sundial.run_key"] == lease.run_key
-    assert span.attributes["sundial.attempt"] == 2
-    context = span.get_span_context()
+    call_span, attempt_span = exporter.get_finished_spans()
+    assert attempt_span.context == attempt.get_span_context()
+    assert call_span.name == "POST"
+    assert call_span.kind is SpanKind.CLIENT
+    assert call_span.parent is not None
+    assert call_span.parent.span_id == attempt.get_span_context().span_id
+    assert call_span.attributes is not None
+    assert call_span.attributes["http.request.method"] == "POST"
+    assert call_span.attributes["server.address"] == "127.0.0.1"
+    assert call_span.attributes["server.port"] == int(target.url.rsplit(":", 1)[1])
+    assert call_span.attributes["http.response.status_code"] == 200
+    context = call_span.get_span_context()
     traced, fresh = (call.request.headers["traceparent"] for call in target.calls)
     assert traced == f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
     assert re.fullmatch(r"00-[0-9a-f]{32}-[0-9a-f]{16}-01", fresh)
     assert fresh.split("-")[1] != traced.split("-")[1]
+
+
+async def test_a_failed_traced_call_has_error_status(target: RecordingTarget) -> None:
+    provider, exporter = _recording_provider()
+    policy = AddressPolicy(allow_loopback=True)
+    http, grpc_caller = HttpCaller(policy), GrpcCaller(policy)
+    runner = Runner(http, grpc_caller, CircuitBreaker(failures=3, open_s=1))
+    target.script("/down", status=503)
+    tracing.install(provider)
+    try:
+        with provider.get_tracer("t").start_as_current_span("attempt"):
+            outcome = await runner.run(make_lease(HttpTarget(f"{target.url}/down")))
+    finally:
+        tracing.install(None)
+        await http.aclose()
+        await grpc_caller.aclose()
+    assert outcome.status is OutcomeStatus.FAILED_RETRYABLE
+    span, _ = exporter.get_finished_spans()
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.attributes is not None
+    assert span.attributes["http.response.status_code"] == 503
+    assert span.attributes["error.type"] == "503"

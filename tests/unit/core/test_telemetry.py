@@ -22,6 +22,8 @@ def test_without_an_endpoint_nothing_is_installed() -> None:
     [
         ({"SUNDIAL_OTLP_ENDPOINT": "otel:4317"}, "SUNDIAL_OTLP_ENDPOINT"),
         ({"SUNDIAL_METRICS_INTERVAL_S": "0"}, "SUNDIAL_METRICS_INTERVAL_S"),
+        ({"SUNDIAL_TRACE_SAMPLE_RATIO": "1.5"}, "SUNDIAL_TRACE_SAMPLE_RATIO"),
+        ({"SUNDIAL_TRACE_SAMPLE_RATIO": "-0.1"}, "SUNDIAL_TRACE_SAMPLE_RATIO"),
     ],
 )
 def test_bad_settings_name_the_variable(environ: dict[str, str], variable: str) -> None:

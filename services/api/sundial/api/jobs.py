@@ -18,6 +18,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
+from opentelemetry import trace
+
 from sundial.api import paging, validation
 from sundial.api.egress import EgressPolicies
 from sundial.api.model import (
@@ -38,6 +40,7 @@ from sundial.api.model import (
 from sundial.api.runs import with_due
 from sundial.api.store import RequestClaim, RequestRecord, RequestTaken, Store
 from sundial.api.validation import TargetGuard, field_prefix
+from sundial.core import tracing
 from sundial.core.clock import Clock
 from sundial.core.errors import (
     Aborted,
@@ -272,7 +275,9 @@ class JobManager:
         assert new.spec.target is not None
         await self._guard.check(new.spec.target, await self._egress.policy(tenant_id))
         if not validate_only:
-            await self._store.create_jobs(tenant_id, [new], now, claim=claim)
+            await self._store.create_jobs(
+                tenant_id, [new], now, claim=claim, traceparent=_call_traceparent()
+            )
         return self._created(tenant_id, new, now)
 
     async def create_job(
@@ -359,6 +364,7 @@ class JobManager:
                 now,
                 claim=self._claim(BATCH_CREATE_JOBS, request_id, request_hash),
                 single=False,
+                traceparent=_call_traceparent(),
             )
         except RequestTaken:
             replayed = await self._replayed(tenant_id, BATCH_CREATE_JOBS, request_id, request_hash)
@@ -763,3 +769,9 @@ class JobManager:
 
 def _with_outcome(claim: RequestClaim | None, outcome: ApplyOutcome) -> RequestClaim | None:
     return None if claim is None else dataclasses.replace(claim, outcome=outcome.value)
+
+
+def _call_traceparent() -> str:
+    """This call's trace context (its server span; empty while tracing is off): the
+    job's first dispatched runs link to it (docs/design.md section 9)."""
+    return tracing.traceparent_of(trace.get_current_span())

@@ -68,7 +68,8 @@ SELECT client_job_id FROM jobs WHERE tenant_id = $1 AND client_job_id = ANY($2::
 -- Inserts jobs for tenant $1 at $15 with their definitions and empty stats, if the
 -- tenant's max_jobs allows $16 more: one set-based statement for one job or a thousand.
 -- The columns $2-$14 are arrays, one entry per job ($14: client job ids, NULL entries
--- for jobs named by their uid).
+-- for jobs named by their uid). $17: the creating call's trace context (NULL while
+-- tracing is off).
 -- Returns how many were inserted: 0 when the quota refused them (nothing written).
 -- The inserts read the quota update's result, so it runs first; the tenant row then
 -- stays locked only for this statement and the commit (CreateJob without request_id
@@ -90,10 +91,11 @@ WITH quota AS (
      WHERE EXISTS (SELECT 1 FROM quota)
 ), new_jobs AS (
     INSERT INTO jobs (job_id, tenant_id, name, partition_id, next_run_at, paused,
-                      created_at, updated_at, definition_digest, client_job_id)
+                      created_at, updated_at, definition_digest, client_job_id,
+                      create_traceparent)
     SELECT job_id, $1, name, partition_id, next_run_at, paused, $15, $15,
            md5(schedule::text || ' ' || policies::text)::uuid,  -- as migration 0008
-           client_job_id
+           client_job_id, $17::text
       FROM input
     RETURNING job_id
 ), new_definitions AS (
@@ -241,10 +243,11 @@ SELECT d.schedule
 -- Inserts QUEUED runs of kind $5 for job $1 (tenant $2, partition $3) at the instants
 -- $4, created at $6. check_at = $6 hands them to the scheduler, which publishes them.
 -- Instants that already have a run are left alone (the run key is the primary key).
+-- $7: each run's trace context, or NULL while tracing is off.
 INSERT INTO job_runs (job_id, scheduled_at, tenant_id, partition_id, kind, status,
-                      check_at, created_at, updated_at)
-SELECT $1, t, $2, $3, $5, 'queued', $6, $6, $6
-  FROM unnest($4::timestamptz[]) AS t
+                      check_at, created_at, updated_at, traceparent)
+SELECT $1, u.t, $2, $3, $5, 'queued', $6, $6, $6, u.traceparent
+  FROM unnest($4::timestamptz[], $7::text[]) AS u(t, traceparent)
 ON CONFLICT (job_id, scheduled_at) DO NOTHING
 RETURNING job_id, scheduled_at, kind, status, attempt, lease_until, executor_id, started_at,
           finished_at, next_attempt_at, lateness_ms, last_error, error_class, skip_reason,

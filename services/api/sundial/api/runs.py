@@ -8,13 +8,18 @@ job is NOT_FOUND.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import uuid
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
+
+from opentelemetry import trace
 
 from sundial.api import paging, validation
 from sundial.api.model import BackfillResult, Page, Run, RunFilter
 from sundial.api.store import RequestClaim, RequestRecord, RequestTaken, Store
+from sundial.core import tracing
 from sundial.core.clock import Clock
 from sundial.core.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from sundial.run import RunKind, RunRef, RunStatus
@@ -94,8 +99,13 @@ class RunManager:
             if request_id
             else None
         )
+        # The run continues the caller's trace: its context is this call's span (the
+        # gRPC instrumentation's, a child of any traceparent the caller sent).
+        traceparent = tracing.traceparent_of(trace.get_current_span())
         try:
-            run = await self._store.trigger(tenant_id, job_id, at, now, claim=claim)
+            run = await self._store.trigger(
+                tenant_id, job_id, at, now, claim=claim, traceparent=traceparent
+            )
         except RequestTaken:
             record = await self._earlier(tenant_id, request_id, request_hash)
             assert record is not None
@@ -137,7 +147,10 @@ class RunManager:
         instants = instants[:MAX_BACKFILL]
         created: list[Run] = []
         if instants:
-            runs = await self._store.insert_runs(tenant_id, job_id, instants, RunKind.BACKFILL, now)
+            with _backfill_traces(job_id, instants) as traceparents:
+                runs = await self._store.insert_runs(
+                    tenant_id, job_id, instants, RunKind.BACKFILL, now, traceparents=traceparents
+                )
             if runs is None:
                 raise NotFound(f"job {job_id} not found")
             created = [with_due(run, compiled) for run in runs]
@@ -233,3 +246,32 @@ def _off_schedule(compiled: CompiledSchedule, at: datetime) -> datetime:
     while (fire := compiled.next_fire(at - step)) is not None and fire.at == at:
         at += step
     return at
+
+
+@contextlib.contextmanager
+def _backfill_traces(job_id: uuid.UUID, instants: Sequence[datetime]) -> Iterator[list[str] | None]:
+    """One trace per backfilled run (up to 1,000 share one call: one trace each, not one
+    for all), each started by a ``sundial.backfill`` span linked to this call's span;
+    None while tracing is off."""
+    if not tracing.enabled():
+        yield None
+        return
+    call = trace.get_current_span().get_span_context()
+    spans = [
+        tracing.start_span(
+            "sundial.backfill",
+            kind=trace.SpanKind.PRODUCER,
+            attributes={
+                "sundial.run_key": RunRef(job_id, at).key,
+                "sundial.job_id": str(job_id),
+                "sundial.run.kind": "backfill",
+            },
+            links=[call],
+        )
+        for at in instants
+    ]
+    try:
+        yield [tracing.traceparent_of(span) for span in spans]
+    finally:
+        for span in spans:
+            span.end()

@@ -22,6 +22,8 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import TypeVar
 
+from opentelemetry.trace import SpanContext
+
 from sundial.core import wire
 from sundial.core.egress import EgressPolicy
 from sundial.core.errors import InvalidArgument
@@ -115,22 +117,31 @@ def lease_request(
 
 
 def lease_results(
-    refs: Sequence[RunRef], response: ledger_pb2.LeaseRunsResponse
+    refs: Sequence[RunRef],
+    response: ledger_pb2.LeaseRunsResponse,
+    *,
+    lease_span: SpanContext | None = None,
 ) -> list[LeaseResult]:
-    """What LeaseRuns decided about each of ``refs`` (answered in request order).
+    """What LeaseRuns decided about each of ``refs`` (answered in request order);
+    ``lease_span`` is the span of the call, which each lease keeps.
 
     Raises:
         ValueError: The ledger answered a different number of results.
     """
     if len(response.results) != len(refs):
         raise ValueError(f"{len(response.results)} results for {len(refs)} runs")
-    return [_lease_result(ref, result) for ref, result in zip(refs, response.results, strict=True)]
+    return [
+        _lease_result(ref, result, lease_span)
+        for ref, result in zip(refs, response.results, strict=True)
+    ]
 
 
-def _lease_result(ref: RunRef, result: ledger_pb2.LeaseResult) -> LeaseResult:
+def _lease_result(
+    ref: RunRef, result: ledger_pb2.LeaseResult, lease_span: SpanContext | None
+) -> LeaseResult:
     if result.WhichOneof("result") == "grant":
         try:
-            return lease_from_grant(ref, result.grant)
+            return lease_from_grant(ref, result.grant, lease_span=lease_span)
         except ValueError as exc:
             return UnusableGrant(ref, result.grant.attempt, str(exc), result.grant.lease_id)
     rejection = result.rejection
@@ -148,7 +159,9 @@ def _lease_result(ref: RunRef, result: ledger_pb2.LeaseResult) -> LeaseResult:
     )
 
 
-def lease_from_grant(ref: RunRef, grant: ledger_pb2.Grant) -> Lease:
+def lease_from_grant(
+    ref: RunRef, grant: ledger_pb2.Grant, *, lease_span: SpanContext | None = None
+) -> Lease:
     """The lease a Grant of run ``ref`` gives.
 
     Raises:
@@ -183,6 +196,8 @@ def lease_from_grant(ref: RunRef, grant: ledger_pb2.Grant) -> Lease:
         kind=_known(RunKind, grant.kind),
         lease_id=grant.lease_id,
         egress=egress,
+        traceparent=grant.traceparent,
+        lease_span=lease_span,
     )
 
 

@@ -31,13 +31,15 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from opentelemetry import metrics
+from opentelemetry import context as otel_context
+from opentelemetry import metrics, trace
 
+from sundial.core import tracing
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.logging import run_key_var
 from sundial.core.telemetry import EXECUTOR_FREE_SLOTS, EXECUTOR_IN_FLIGHT
 from sundial.executor.config import ExecutorConfig
-from sundial.executor.model import HeldLease, HeldRun, Lease
+from sundial.executor.model import Answer, HeldLease, HeldRun, Lease
 from sundial.executor.runner import Runner
 from sundial.run import Completion, ErrorClass, Outcome, OutcomeStatus, RunRef
 
@@ -290,6 +292,10 @@ class InFlight:
     async def _execute(self, held: Held) -> None:
         lease = held.lease
         token = run_key_var.set(lease.run_key)
+        # The attempt's span (none while tracing is off) is current for the call and the
+        # report: the target call's span is its child, log lines carry its ids.
+        span = _attempt_span(lease) if tracing.enabled() else None
+        scope = otel_context.attach(trace.set_span_in_context(span)) if span else None
         released = False
         try:
             held.call = asyncio.create_task(self._runner.run(lease))
@@ -327,12 +333,18 @@ class InFlight:
             if held.lost:
                 return
             _log_outcome(lease, outcome)
+            if span is not None:
+                _record_outcome(span, outcome)
             completion = Completion(lease.run, lease.attempt, outcome, lease_id=lease.lease_id)
             self._remember(completion, lease)
-            await self._submit(completion)
+            answer = await self._submit(completion)
+            if span is not None and isinstance(answer, Answer):
+                _record_answer(span, answer)
         except asyncio.CancelledError:
             if held.call is not None and not held.call.done():
                 held.call.cancel()
+            if span is not None:
+                span.set_status(trace.StatusCode.ERROR, "abandoned: lease lost or shutdown")
             if _being_cancelled():
                 raise
             # Otherwise the lease was lost: the run task ends quietly.
@@ -345,6 +357,50 @@ class InFlight:
                 self.release()
             self._held.pop((lease.run, lease.attempt), None)
             run_key_var.reset(token)
+            if span is not None:
+                span.end()
+            if scope is not None:
+                otel_context.detach(scope)
+
+
+def _attempt_span(lease: Lease) -> trace.Span:
+    """The attempt's span: a child of the run's stored context (so every attempt of a
+    run shares its trace), linked to the LeaseRuns batch that granted it."""
+    attributes: dict[str, str | int] = {
+        "sundial.run_key": lease.run_key,
+        "sundial.attempt": lease.attempt,
+        "sundial.tenant_id": lease.tenant_id,
+    }
+    if lease.kind is not None:
+        attributes["sundial.run.kind"] = lease.kind.value
+    return tracing.start_span(
+        "sundial.attempt",
+        parent=lease.traceparent,
+        attributes=attributes,
+        links=[lease.lease_span],
+    )
+
+
+def _record_outcome(span: trace.Span, outcome: Outcome) -> None:
+    span.set_attribute("sundial.outcome", outcome.status.value)
+    if outcome.error_class is not None:
+        span.set_attribute("sundial.error_class", outcome.error_class.value)
+    if outcome.failed:  # a retryable or final failure, a timeout: the attempt failed
+        span.set_status(trace.StatusCode.ERROR, (outcome.error or outcome.status.value)[:256])
+
+
+def _record_answer(span: trace.Span, answer: Answer) -> None:
+    """What the ledger made of the report: the run's next status (a retry, dead...)."""
+    if not answer.sent:
+        span.set_attribute("sundial.report", "not_sent")
+    elif answer.accepted:
+        span.set_attribute("sundial.report", "accepted")
+        if answer.next_status is not None:
+            span.set_attribute("sundial.run.next_status", answer.next_status.value)
+    else:
+        span.set_attribute("sundial.report", "fenced")
+        if answer.fence_reason is not None:
+            span.set_attribute("sundial.fence_reason", answer.fence_reason.value)
 
 
 def _being_cancelled() -> bool:

@@ -43,6 +43,7 @@ from typing import TypeVar
 
 import grpc
 
+from sundial.core import tracing
 from sundial.core.clock import Clock, SystemClock
 from sundial.executor import convert
 from sundial.executor.config import ExecutorConfig
@@ -186,14 +187,17 @@ class LedgerClient:
             LedgerError: Refused, given up, or answered with the wrong number of results.
         """
         request = convert.lease_request(self.executor_id, refs, self._lease_ttl_s)
-        response = await self._retrying(
-            "LeaseRuns",
-            lambda timeout: self._stub.LeaseRuns(request, timeout=timeout, metadata=self._metadata),
-            stop=stop,
-            extra={"runs": len(refs)},
-        )
+        with tracing.batch_span("sundial.lease", {"sundial.runs": len(refs)}) as lease_span:
+            response = await self._retrying(
+                "LeaseRuns",
+                lambda timeout: self._stub.LeaseRuns(
+                    request, timeout=timeout, metadata=self._metadata
+                ),
+                stop=stop,
+                extra={"runs": len(refs)},
+            )
         try:
-            return convert.lease_results(refs, response)
+            return convert.lease_results(refs, response, lease_span=lease_span)
         except ValueError as exc:
             raise LedgerError("LeaseRuns", None, str(exc), gave_up=False) from None
 

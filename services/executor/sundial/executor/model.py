@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from opentelemetry.trace import SpanContext
+
 from sundial.core.egress import EgressPolicy
 from sundial.run import FenceReason, RejectReason, RunKind, RunRef, RunStatus, Target
 
@@ -56,6 +58,10 @@ class Lease:
     holder's are accepted). Never sent to the target: see :attr:`execution_id`."""
     egress: EgressPolicy | None = None
     """The tenant's egress policy at grant time; None: the operator's default."""
+    traceparent: str = ""
+    """The run's trace context from the grant (empty: the run has none)."""
+    lease_span: SpanContext | None = None
+    """The span of the LeaseRuns batch that granted it (the attempt span links to it)."""
 
     @property
     def execution_id(self) -> str:

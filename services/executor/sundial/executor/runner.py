@@ -7,7 +7,6 @@ cancellation through, which is how cancel orders, lost leases and shutdown stop 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
 from datetime import timedelta
 
@@ -42,14 +41,12 @@ USER_AGENT = "sundial-executor/1"
 # more so the target's DEADLINE_EXCEEDED (with its metadata) wins the race.
 _GRPC_SLACK_S = 1.0
 
-_tracer = trace.get_tracer("sundial.executor")
 _propagator = TraceContextTextMapPropagator()
-# What the global tracer provider is until telemetry configures one (tracing off).
-_UNCONFIGURED = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
 
 
 def _traceparent() -> dict[str, str]:
-    """W3C trace context of the current span, or a fresh one when tracing is off."""
+    """W3C trace context of the current span (the attempt's; the call's span replaces
+    it with its own), or a fresh one when tracing is off."""
     carrier: dict[str, str] = {}
     if trace.get_current_span().get_span_context().is_valid:
         _propagator.inject(carrier)
@@ -85,10 +82,11 @@ class Runner:
         meter: Records the first attempts' start lateness and each target call's duration
             (the global meter if None).
         clock: Stamps the outcomes and measures the lateness.
-        tracer: Traces each attempt (the global tracer if None, and no span at all
-            while no tracer provider is configured).
         tenant_attribute: Give both histograms a ``tenant`` attribute
             (``SUNDIAL_METRICS_TENANT_ATTRIBUTE``).
+
+    The attempt's span is the caller's (:class:`~sundial.executor.inflight.InFlight`);
+    the call's own span is the HTTP caller's or the gRPC instrumentation's.
     """
 
     def __init__(
@@ -99,12 +97,10 @@ class Runner:
         meter: metrics.Meter | None = None,
         *,
         clock: Clock | None = None,
-        tracer: trace.Tracer | None = None,
         tenant_attribute: bool = False,
     ) -> None:
         self._http = http
         self._tenant_attribute = tenant_attribute
-        self._tracer = tracer
         self._grpc = grpc_caller
         self._breaker = breaker
         self._clock = clock or SystemClock()
@@ -146,20 +142,19 @@ class Runner:
                 max(0.0, (started - lease.run.scheduled_at).total_seconds()),
                 {"tenant": lease.tenant_id} if self._tenant_attribute else None,
             )
-        with self._span(lease):
-            try:
-                outcome = await self._call(lease, target)
-            except TimeoutError:
-                outcome = Outcome(
-                    status=OutcomeStatus.TIMED_OUT,
-                    started_at=started,
-                    finished_at=self._clock.now(),
-                    error=f"run timeout of {lease.run_timeout_s:g} s exceeded",
-                    error_class=ErrorClass.TIMEOUT,
-                )
-            except BaseException:  # cancelled (or a bug): the target gave no answer
-                self._breaker.release(key)
-                raise
+        try:
+            outcome = await self._call(lease, target)
+        except TimeoutError:
+            outcome = Outcome(
+                status=OutcomeStatus.TIMED_OUT,
+                started_at=started,
+                finished_at=self._clock.now(),
+                error=f"run timeout of {lease.run_timeout_s:g} s exceeded",
+                error_class=ErrorClass.TIMEOUT,
+            )
+        except BaseException:  # cancelled (or a bug): the target gave no answer
+            self._breaker.release(key)
+            raise
         attributes = {"outcome": outcome.status.value}
         if self._tenant_attribute:
             attributes["tenant"] = lease.tenant_id
@@ -167,25 +162,6 @@ class Runner:
         # A final failure (a 4xx) is an answer: the target is up.
         self._breaker.record(key, failed=outcome.status.retryable)
         return outcome
-
-    def _span(self, lease: Lease) -> contextlib.AbstractContextManager[object]:
-        """The attempt's span, or nothing when tracing is off: a no-op span cost about
-        8% of the executor's CPU in the herd benchmark and gives the target nothing
-        (it gets a fresh trace id either way)."""
-        tracer = self._tracer
-        if tracer is None:
-            if isinstance(trace.get_tracer_provider(), _UNCONFIGURED):
-                return contextlib.nullcontext()
-            tracer = _tracer
-        return tracer.start_as_current_span(
-            "sundial.run",
-            kind=trace.SpanKind.CLIENT,
-            attributes={
-                "sundial.run_key": lease.run_key,
-                "sundial.attempt": lease.attempt,
-                "sundial.tenant_id": lease.tenant_id,
-            },
-        )
 
     async def _call(self, lease: Lease, target: Target) -> Outcome:
         headers = sundial_headers(lease)

@@ -18,12 +18,14 @@ lock, the advanced ``next_run_at`` and the run key primary key stop it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Collection
 from datetime import timedelta
 
-from opentelemetry import metrics
+from opentelemetry import metrics, trace
 
+from sundial.core import tracing
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.loop import PassLoop
 from sundial.core.telemetry import (
@@ -32,8 +34,9 @@ from sundial.core.telemetry import (
     OCCURRENCES_SKIPPED,
     lateness_histogram,
 )
+from sundial.run import RunRef, RunStatus
 from sundial.scheduler.config import SchedulerConfig
-from sundial.scheduler.model import DispatchOutcome, PublishBatch
+from sundial.scheduler.model import ClaimedJob, DispatchOutcome, PlannedRun, PublishBatch
 from sundial.scheduler.planning import (
     QUARANTINE,
     DefinitionCache,
@@ -162,7 +165,11 @@ class Dispatcher(PassLoop):
         owned = owned[self._start :] + owned[: self._start]
         now = self._clock.now()
         outcome = DispatchOutcome()
-        async with self._store.transaction() as tx:
+        spans: list[trace.Span] = []
+        async with contextlib.AsyncExitStack() as stack:
+            # Entered first, so it ends the runs' spans after the commit (or the error).
+            stack.callback(_end_all, spans)
+            tx = await stack.enter_async_context(self._store.transaction())
             claimed = await tx.claim_due_jobs(owned, self._config.batch_size, now, self._documents)
             if not claimed:
                 return outcome
@@ -176,10 +183,12 @@ class Dispatcher(PassLoop):
             plan = plan_batch(claimed, now, self._cache)
             await tx.quarantine_jobs(plan.quarantined, now + QUARANTINE)
             await tx.cancel_other_runs(plan.cancel_other, now)
+            traceparents = _start_traces(plan.runs, claimed, spans) if tracing.enabled() else None
             outcome.inserted, outcome.batches = await tx.insert_runs(
                 plan.runs,
                 now,
                 confirm_until=now + timedelta(seconds=self._config.publish_confirm_s),
+                traceparents=traceparents,
             )
             await tx.advance_jobs(plan.advances, now)
         outcome.lateness_ms.extend(published_lateness(plan.runs, now))
@@ -219,3 +228,44 @@ class Dispatcher(PassLoop):
     async def _drain(self) -> None:
         if self._in_flight:
             await asyncio.gather(*self._in_flight, return_exceptions=True)
+
+
+def _start_traces(
+    runs: list[PlannedRun], claimed: list[ClaimedJob], spans: list[trace.Span]
+) -> list[str | None]:
+    """Start each run's trace (a ``sundial.dispatch`` span, appended to ``spans``) and
+    return the contexts to store with the rows: one span per run that will run, none
+    for a skipped one, and nothing else per row (docs/design.md section 9). The first
+    runs of a new job link to the call that created it."""
+    created = {
+        job.job_id: tracing.span_context_of(job.create_traceparent)
+        for job in claimed
+        if job.create_traceparent
+    }
+    contexts: list[str | None] = []
+    for run in runs:
+        if run.status is RunStatus.SKIPPED:
+            contexts.append(None)
+            continue
+        attributes: dict[str, str | int] = {
+            "sundial.run_key": RunRef(run.job_id, run.scheduled_at).key,
+            "sundial.job_id": str(run.job_id),
+            "sundial.run.kind": "scheduled",
+            "sundial.run.status": run.status.value,
+        }
+        if run.lateness_ms is not None:
+            attributes["sundial.lateness_ms"] = run.lateness_ms
+        span = tracing.start_span(
+            "sundial.dispatch",
+            kind=trace.SpanKind.PRODUCER,
+            attributes=attributes,
+            links=[created.get(run.job_id)],
+        )
+        spans.append(span)
+        contexts.append(tracing.traceparent_of(span))
+    return contexts
+
+
+def _end_all(spans: list[trace.Span]) -> None:
+    for span in spans:
+        span.end()

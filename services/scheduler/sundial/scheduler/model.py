@@ -48,6 +48,9 @@ class ClaimedJob:
     """Runs of the job still pending, queued, running or retrying (overlap policies)."""
     pending: int
     """Runs of the job waiting behind another (BUFFER_ONE/ALL)."""
+    create_traceparent: str = ""
+    """The creating call's trace context until the job's first dispatch (its runs link
+    to it), else empty."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +131,8 @@ class LeaseCandidate:
     overlaps)."""
     egress: EgressPolicy | None = None
     """The tenant's own egress policy at grant time; None: the operator's default."""
+    traceparent: str = ""
+    """The run's trace context (empty: created while tracing was off)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +170,8 @@ class DeadLetterRun:
     target: Target | None
     payload: bytes
     labels: Mapping[str, str]
+    traceparent: str = ""
+    """The run's trace context (empty: created while tracing was off)."""
 
 
 @dataclass(frozen=True, slots=True)

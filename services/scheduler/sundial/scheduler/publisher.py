@@ -10,7 +10,9 @@ from datetime import datetime
 
 from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
+from opentelemetry import trace
 
+from sundial.core import tracing
 from sundial.core.bus import DEAD_STREAM, RUNS_STREAM, dead_subject, runs_subject
 from sundial.scheduler.convert import encode_dead_letter, encode_run_dispatch, message_id
 from sundial.scheduler.model import DeadLetterRun, PublishBatch
@@ -117,13 +119,30 @@ async def publish_dead_letter(
     key = letter.ref.key
     if jetstream is None:
         return False
+    headers = {"Nats-Msg-Id": f"{key}#dead#{letter.attempt}"}
+    span = None
+    if tracing.enabled():
+        # In the run's trace; its context goes with the letter, so a consumer of
+        # SUNDIAL_DEAD can continue it.
+        span = tracing.start_span(
+            "sundial.dead_letter",
+            parent=letter.traceparent,
+            kind=trace.SpanKind.PRODUCER,
+            attributes={
+                "sundial.run_key": key,
+                "sundial.attempt": letter.attempt,
+                "messaging.system": "nats",
+                "messaging.destination.name": DEAD_STREAM,
+            },
+        )
+        headers["traceparent"] = tracing.traceparent_of(span)
     try:
         await jetstream.publish(
             dead_subject(letter.tenant_id),
             encode_dead_letter(letter, now),
             timeout=timeout_s,
             stream=DEAD_STREAM,
-            headers={"Nats-Msg-Id": f"{key}#dead#{letter.attempt}"},
+            headers=headers,
         )
     except (NatsError, TimeoutError, OSError) as exc:
         log.warning(
@@ -131,7 +150,12 @@ async def publish_dead_letter(
             exc,
             extra={"action": "dead_letter", "run_key": key},
         )
+        if span is not None:
+            span.set_status(trace.StatusCode.ERROR, f"not published: {type(exc).__name__}")
+            span.end()
         return False
+    if span is not None:
+        span.end()
     log.warning(
         "run is dead: %s",
         letter.last_error,

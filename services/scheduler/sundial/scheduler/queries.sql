@@ -13,11 +13,11 @@
 -- Rows another scheduler holds are skipped, not waited for. Definitions are read after
 -- the lock, in another statement (job_definitions_of).
 SELECT j.job_id, j.tenant_id, j.partition_id, j.next_run_at, j.fired_count, j.version,
-       j.definition_digest
+       j.definition_digest, j.create_traceparent
   FROM unnest($1::smallint[]) AS p(id)
  CROSS JOIN LATERAL (
         SELECT job_id, tenant_id, partition_id, next_run_at, fired_count, version,
-               definition_digest
+               definition_digest, create_traceparent
           FROM jobs
          WHERE partition_id = p.id
            AND NOT paused
@@ -100,17 +100,18 @@ SELECT (SELECT count(*) FROM running) AS asked, (SELECT count(*) FROM waiting) A
 -- name: insert_runs
 -- Inserts the planned run rows; a run key that already exists is left alone (the
 -- primary key is what makes dispatch once per run key). The command tag counts the rows
--- inserted (runs_of_dispatches tells which, when not all were).
+-- inserted (runs_of_dispatches tells which, when not all were). $11: each run's trace
+-- context, or NULL while tracing is off (unnest pads a NULL array with NULLs).
 INSERT INTO job_runs (job_id, scheduled_at, tenant_id, partition_id, kind, status,
                       dispatch_seq, check_at, lateness_ms, skip_reason, finished_at,
-                      created_at, updated_at)
+                      created_at, updated_at, traceparent)
 SELECT r.job_id, r.scheduled_at, r.tenant_id, r.partition_id, 'scheduled', r.status,
        r.dispatch_seq, r.check_at, r.lateness_ms, r.skip_reason,
-       CASE WHEN r.status = 'skipped' THEN $10::timestamptz END, $10, $10
+       CASE WHEN r.status = 'skipped' THEN $10::timestamptz END, $10, $10, r.traceparent
   FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::smallint[], $5::text[],
-              $6::bigint[], $7::timestamptz[], $8::bigint[], $9::text[])
+              $6::bigint[], $7::timestamptz[], $8::bigint[], $9::text[], $11::text[])
        AS r(job_id, scheduled_at, tenant_id, partition_id, status, dispatch_seq, check_at,
-            lateness_ms, skip_reason)
+            lateness_ms, skip_reason, traceparent)
 ON CONFLICT (job_id, scheduled_at) DO NOTHING;
 
 -- name: runs_of_dispatches
@@ -125,10 +126,11 @@ SELECT r.job_id, r.scheduled_at, r.dispatch_seq
 -- name: advance_jobs
 -- Moves each claimed job to its next nominal fire time (NULL: schedule exhausted), counts
 -- the occurrences it consumed (for max_runs) and records its last fire and lateness (a
--- job that fired nothing keeps them). One round trip; arrays in job_id order.
+-- job that fired nothing keeps them); the creating call's context served its first runs.
+-- One round trip; arrays in job_id order.
 UPDATE jobs j
    SET next_run_at = u.next_run_at, fired_count = j.fired_count + u.fired,
-       dispatch_not_before = NULL,
+       dispatch_not_before = NULL, create_traceparent = NULL,
        last_fire_at = coalesce(u.last_fire_at, j.last_fire_at),
        last_lateness_ms = coalesce(u.lateness_ms, j.last_lateness_ms)
   FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::timestamptz[], $5::bigint[])
@@ -196,7 +198,7 @@ SELECT count(*) FROM due;
 -- is decided in Python (sundial.run.lease_expiry), not read out of the JSON here.
 SELECT r.job_id, r.scheduled_at, r.partition_id, r.status, r.cancel_requested,
        r.attempt, r.attempt_base, d.policies::text AS policies,
-       a.recheck_at AS acked_until
+       a.recheck_at AS acked_until, r.traceparent
   FROM job_runs r
   LEFT JOIN job_definitions d ON d.job_id = r.job_id
   LEFT JOIN dispatch_acks a ON a.dispatch_seq = r.dispatch_seq AND r.status = 'queued'
@@ -289,7 +291,7 @@ WITH due AS (
       FROM due
      WHERE r.job_id = due.job_id AND r.scheduled_at = due.scheduled_at
     RETURNING r.job_id, r.scheduled_at, r.tenant_id, r.kind, r.attempt, r.executor_id,
-              r.started_at, r.finished_at, r.last_error, r.error_class
+              r.started_at, r.finished_at, r.last_error, r.error_class, r.traceparent
 )
 SELECT c.*, j.name AS job_name, d.target, d.payload, d.labels
   FROM claimed c
@@ -340,7 +342,7 @@ SELECT tenant_id, count(*) AS running_runs
 SELECT r.job_id, r.scheduled_at, r.tenant_id, r.partition_id, r.kind, r.status,
        r.attempt, r.attempt_base, r.lease_until, r.next_attempt_at, r.executor_id,
        r.lease_id, r.lease_token_id, r.cancel_requested, r.started_at, r.created_at, r.lateness_ms, r.last_error,
-       j.job_id IS NOT NULL AS job_exists, j.name AS job_name,
+       r.traceparent, j.job_id IS NOT NULL AS job_exists, j.name AS job_name,
        d.target, d.payload, d.policies::text AS policies, d.labels,
        t.max_concurrent_runs, t.signing_secret,
        -- The tenant's own egress policy (NULL: the operator's default), as it is now.
@@ -379,7 +381,7 @@ SELECT r.job_id, r.scheduled_at, r.tenant_id, r.status, r.attempt, r.attempt_bas
 -- The runs $1/$2 that are dead with their DeadLetter not yet acknowledged, with what the
 -- letter carries (as claim_dead_letters returns them). Read after CompleteRuns commits.
 SELECT r.job_id, r.scheduled_at, r.tenant_id, r.kind, r.attempt, r.executor_id,
-       r.started_at, r.finished_at, r.last_error, r.error_class,
+       r.started_at, r.finished_at, r.last_error, r.error_class, r.traceparent,
        j.name AS job_name, d.target, d.payload, d.labels
   FROM job_runs r
   JOIN unnest($1::uuid[], $2::timestamptz[]) AS q(job_id, scheduled_at)

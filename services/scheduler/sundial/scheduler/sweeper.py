@@ -20,12 +20,13 @@ import logging
 from collections.abc import Callable, Collection
 from datetime import timedelta
 
-from opentelemetry import metrics
+from opentelemetry import metrics, trace
 
+from sundial.core import tracing
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.loop import PassLoop
 from sundial.core.telemetry import LEASES_EXPIRED
-from sundial.run import RunStatus, due_check
+from sundial.run import RunState, RunStatus, Transition, due_check
 from sundial.scheduler.config import SchedulerConfig
 from sundial.scheduler.model import SweepOutcome
 from sundial.scheduler.publisher import RunPublisher, publish_due_dead_letters
@@ -101,22 +102,23 @@ class Sweeper(PassLoop):
             # recheck; the others are decided by the run machine.
             deferred = [
                 (state.ref, acked_until)
-                for state, _, acked_until in due
+                for state, _, acked_until, _ in due
                 if acked_until is not None and acked_until > now
             ]
             await tx.defer_checks(deferred)
             checked = [
-                (state, partition)
-                for state, partition, acked_until in due
+                (state, partition, traceparent)
+                for state, partition, acked_until, traceparent in due
                 if acked_until is None or acked_until <= now
             ]
-            transitions = [(due_check(state, now), partition) for state, partition in checked]
+            transitions = [(due_check(state, now), partition) for state, partition, _ in checked]
             batches = await tx.apply_checks(transitions, now, confirm_until=confirm_until)
             # Last, so runs that died in this pass are in it.
             letters = await tx.claim_dead_letters(owned, limit, now, retry_at=confirm_until)
-        for (state, _), (transition, _) in zip(checked, transitions, strict=True):
+        for (state, _, _), (transition, _) in zip(checked, transitions, strict=True):
             if state.status is RunStatus.RUNNING:  # a lapsed lease (see due_check)
                 self._expired.add(1, {"outcome": transition.status.value})
+        spans = _check_spans(checked, transitions) if tracing.enabled() else []
         cancelled = sum(t.status is RunStatus.CANCELLED for t, _ in transitions)
         outcome = SweepOutcome(batches, cancelled, released, letters, checked=len(due))
         # The republished batches and the dead-letter outbox go out together, each
@@ -130,6 +132,8 @@ class Sweeper(PassLoop):
                 timeout_s=self._publisher.timeout_s,
             ),
         )
+        for span in spans:
+            span.end()
         if acked:
             await self._store.confirm_published(
                 acked, now + timedelta(seconds=self._config.unleased_republish_s)
@@ -143,3 +147,37 @@ class Sweeper(PassLoop):
             await self._store.clear_dead_letters(sent)
         await self._store.purge_dispatch_acks(now, limit)
         return outcome
+
+
+# What a due check is, in a run's trace, by the status it found the run in.
+_CHECK_SPANS = {
+    RunStatus.QUEUED: "sundial.publish",  # queued by the API, or its publish unconfirmed
+    RunStatus.RETRYING: "sundial.retry",
+    RunStatus.RUNNING: "sundial.lease_expired",
+}
+
+
+def _check_spans(
+    checked: list[tuple[RunState, int, str]], transitions: list[tuple[Transition, int]]
+) -> list[trace.Span]:
+    """One span per decided run, in the run's trace (runs without a stored context get
+    none): its publish, its retry, or the lapse of its lease (an ERROR: the attempt
+    was lost). Ended by the caller after the publishes."""
+    spans = []
+    for (state, _, traceparent), (transition, _) in zip(checked, transitions, strict=True):
+        if not traceparent:
+            continue
+        span = tracing.start_span(
+            _CHECK_SPANS.get(state.status, "sundial.check"),
+            parent=traceparent,
+            kind=trace.SpanKind.PRODUCER if transition.republish else trace.SpanKind.INTERNAL,
+            attributes={
+                "sundial.run_key": state.ref.key,
+                "sundial.attempt": state.attempt,
+                "sundial.run.next_status": transition.status.value,
+            },
+        )
+        if state.status is RunStatus.RUNNING:
+            span.set_status(trace.StatusCode.ERROR, "lease expired: the attempt was lost")
+        spans.append(span)
+    return spans

@@ -172,8 +172,10 @@ class JobStore:
         *,
         claim: RequestClaim | None = None,
         single: bool = True,
+        traceparent: str = "",
     ) -> None:
-        """Insert ``jobs`` atomically, within the tenant's max_jobs quota.
+        """Insert ``jobs`` atomically, within the tenant's max_jobs quota; ``traceparent``
+        is the creating call's trace context (empty: none), which their first runs link to.
 
         Raises:
             RequestTaken: ``claim``'s key already has a live record (nothing written).
@@ -183,7 +185,9 @@ class JobStore:
             ResourceExhausted: The quota would be exceeded.
         """
         try:
-            await self._insert_jobs(tenant_id, jobs, now, claim=claim, single=single)
+            await self._insert_jobs(
+                tenant_id, jobs, now, claim=claim, single=single, traceparent=traceparent
+            )
         except asyncpg.UniqueViolationError as exc:
             if exc.constraint_name != CLIENT_JOB_ID_INDEX:
                 raise
@@ -201,6 +205,7 @@ class JobStore:
         *,
         claim: RequestClaim | None,
         single: bool,
+        traceparent: str,
     ) -> None:
         names = [job.spec.name for job in jobs]
         columns: list[list[Any]] = [
@@ -222,7 +227,7 @@ class JobStore:
             if claim is None and single:
                 # One statement in autocommit: atomic, and the fewest round trips.
                 inserted = await conn.fetchval(
-                    queries.insert_jobs, tenant_id, *columns, now, len(jobs)
+                    queries.insert_jobs, tenant_id, *columns, now, len(jobs), traceparent or None
                 )
                 if inserted == 0:
                     await self._quota_exceeded(conn, tenant_id, len(jobs))
@@ -257,7 +262,7 @@ class JobStore:
                             index = next(i for i, job in enumerate(jobs) if job.client_id in used)
                             raise JobIdTaken(f"jobs[{index}].job_id", jobs[index].client_id)
                 inserted = await conn.fetchval(
-                    queries.insert_jobs, tenant_id, *columns, now, len(jobs)
+                    queries.insert_jobs, tenant_id, *columns, now, len(jobs), traceparent or None
                 )
                 if inserted == 0:
                     await self._quota_exceeded(conn, tenant_id, len(jobs))
@@ -393,8 +398,12 @@ class JobStore:
         instants: Sequence[datetime],
         kind: RunKind,
         now: datetime,
+        *,
+        traceparents: Sequence[str] | None = None,
     ) -> list[Run] | None:
         """Insert QUEUED runs at ``instants``; those that exist already are skipped.
+        ``traceparents`` (one per instant; None while tracing is off) are their trace
+        contexts.
 
         Returns:
             The runs created, oldest first; None when the job does not exist.
@@ -411,6 +420,7 @@ class JobStore:
                 list(instants),
                 kind.value,
                 now,
+                None if traceparents is None else list(traceparents),
             )
         return sorted((run_from_row(row) for row in rows), key=lambda run: run.scheduled_at)
 
@@ -424,8 +434,10 @@ class JobStore:
         *,
         claim: RequestClaim | None = None,
         max_collisions: int = 1000,
+        traceparent: str = "",
     ) -> Run | None:
-        """Insert a MANUAL run at ``at``, moved forward 1 µs per collision.
+        """Insert a MANUAL run at ``at``, moved forward 1 µs per collision, with the
+        trace context ``traceparent`` (empty: none).
 
         Returns:
             The run; None when the job does not exist.
@@ -448,6 +460,7 @@ class JobStore:
                     [at],
                     RunKind.MANUAL.value,
                     now,
+                    [traceparent or None],
                 )
                 if rows:
                     break

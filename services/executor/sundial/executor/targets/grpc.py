@@ -18,6 +18,7 @@ import grpc
 from sundial.core import wire
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.egress import EgressPolicy, Protocol
+from sundial.core.tracing import client_interceptors
 from sundial.executor.model import Lease
 from sundial.executor.targets.address import AddressPolicy, TargetRefused, split_host_port
 from sundial.executor.targets.classify import classify_grpc, failure, parse_retry_after
@@ -67,11 +68,16 @@ class GrpcCaller:
             return channel
         dial = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
         options: list[tuple[str, str | int]] = [("grpc.default_authority", target.address)]
+        # Traced by the gRPC instrumentation while tracing is on: its client span is the
+        # attempt's child and its traceparent the one the target receives.
+        interceptors = client_interceptors(target.address)
         if target.plaintext:
-            channel = grpc.aio.insecure_channel(dial, options=options)
+            channel = grpc.aio.insecure_channel(dial, options=options, interceptors=interceptors)
         else:
             options.append(("grpc.ssl_target_name_override", host))
-            channel = grpc.aio.secure_channel(dial, grpc.ssl_channel_credentials(), options)
+            channel = grpc.aio.secure_channel(
+                dial, grpc.ssl_channel_credentials(), options, interceptors=interceptors
+            )
         self._channels[key] = channel
         while len(self._channels) > _MAX_CHANNELS:
             _, oldest = self._channels.popitem(last=False)

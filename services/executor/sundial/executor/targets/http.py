@@ -34,8 +34,17 @@ import ssl
 import aiohttp
 import aiohttp.abc
 from multidict import CIMultiDict
+from opentelemetry import propagate, trace
+from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
+from opentelemetry.semconv.attributes.http_attributes import (
+    HTTP_REQUEST_METHOD,
+    HTTP_RESPONSE_STATUS_CODE,
+)
+from opentelemetry.semconv.attributes.server_attributes import SERVER_ADDRESS, SERVER_PORT
+from opentelemetry.semconv.attributes.url_attributes import URL_SCHEME
 from yarl import URL
 
+from sundial.core import tracing
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.egress import EgressPolicy, Protocol
 from sundial.core.netpolicy import ResolveError
@@ -200,7 +209,39 @@ class HttpCaller:
         the grant; None: the operator's default). Never raises for a failed call: the
         failure is the outcome. Cancellation (run timeout, cancel order, shutdown)
         propagates, and closes the request's connection.
+
+        While tracing is on the call has a CLIENT span (the current span's child) with
+        the HTTP semantic-convention attributes, and the target receives its context
+        as ``traceparent`` (OpenTelemetry's propagator): the aiohttp client
+        instrumentation's release for this SDK needs an older semantic-conventions
+        package, so this is its span, made here. Never the URL: it may carry a secret.
         """
+        if not tracing.enabled() or not trace.get_current_span().is_recording():
+            # Off, or the run is not sampled: the headers carry the attempt's context
+            # (or a fresh one), and an unrecorded span would only cost.
+            return await self._call(target, payload, headers, egress)
+        with tracing.tracer.start_as_current_span(
+            target.method, kind=trace.SpanKind.CLIENT, attributes=_http_attributes(target)
+        ) as span:
+            propagate.inject(headers)  # the attempt's traceparent becomes this span's
+            outcome = await self._call(target, payload, headers, egress)
+            if outcome.http_status is not None:
+                span.set_attribute(HTTP_RESPONSE_STATUS_CODE, outcome.http_status)
+            if outcome.failed:
+                span.set_attribute(
+                    ERROR_TYPE,
+                    str(outcome.http_status or (outcome.error_class or ErrorClass.RETRYABLE).value),
+                )
+                span.set_status(trace.StatusCode.ERROR)
+        return outcome
+
+    async def _call(
+        self,
+        target: HttpTarget,
+        payload: bytes,
+        headers: dict[str, str],
+        egress: EgressPolicy | None,
+    ) -> Outcome:
         started = self._clock.now()
         # Case-insensitive merge: Sundial's headers replace any spelling of the same name.
         # The job's are sorted so that two spellings of one name always merge alike.
@@ -289,6 +330,20 @@ class HttpCaller:
         except ValueError:
             return  # a name: the connector's resolver checks what it resolves to
         rules.check(host, address)
+
+
+def _http_attributes(target: HttpTarget) -> dict[str, str | int]:
+    attributes: dict[str, str | int] = {HTTP_REQUEST_METHOD: target.method}
+    try:
+        url = URL(target.url)
+    except (ValueError, TypeError):
+        return attributes
+    if url.absolute and url.host:
+        attributes[SERVER_ADDRESS] = url.host
+        attributes[URL_SCHEME] = url.scheme
+        if url.port is not None:
+            attributes[SERVER_PORT] = url.port
+    return attributes
 
 
 async def _read_some(response: aiohttp.ClientResponse, *, succeeded: bool) -> bytes:

@@ -257,6 +257,7 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
             kind=wire.enum_out(candidate.kind),
             job_name=candidate.job_name,
             lease_id=lease.lease_id,
+            traceparent=candidate.traceparent,
         )
         if candidate.egress is not None:
             grant.egress.CopyFrom(wire.egress_policy(candidate.egress))

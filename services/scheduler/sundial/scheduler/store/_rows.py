@@ -95,6 +95,7 @@ def lease_candidate(row: Record) -> LeaseCandidate:
         run_timeout=policies.run_timeout,
         signing_secrets=tuple(bytes(s) for s in secrets if s is not None),
         egress=policy_from_document(row["egress_policy"]) if row["egress_policy"] else None,
+        traceparent=row["traceparent"] or "",
     )
 
 
@@ -115,6 +116,7 @@ def dead_letter_run(row: Record) -> DeadLetterRun:
         target=target_from_json(row["target"]),
         payload=bytes(row["payload"] or b""),
         labels={str(k): str(v) for k, v in labels.items()},
+        traceparent=row["traceparent"] or "",
     )
 
 

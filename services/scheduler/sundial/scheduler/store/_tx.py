@@ -158,6 +158,7 @@ class Transaction:
                 policies=pair[1],
                 unfinished=0,
                 pending=0,
+                create_traceparent=r["create_traceparent"] or "",
             )
             for r in rows
         ]
@@ -186,14 +187,20 @@ class Transaction:
 
     @translate_db_errors()
     async def insert_runs(
-        self, runs: Sequence[PlannedRun], now: datetime, *, confirm_until: datetime
+        self,
+        runs: Sequence[PlannedRun],
+        now: datetime,
+        *,
+        confirm_until: datetime,
+        traceparents: Sequence[str | None] | None = None,
     ) -> tuple[int, list[PublishBatch]]:
         """Insert the planned run rows (a run key that exists is left alone).
 
         QUEUED runs already due get a dispatch sequence per partition (and per 500 runs)
         and ``check_at = confirm_until``: the returned batches must be published after
         the commit, then confirmed. A jittered run whose due time is ahead gets
-        ``check_at`` at it (the sweeper publishes it then).
+        ``check_at`` at it (the sweeper publishes it then). ``traceparents`` (one per
+        run, None while tracing is off) is each run's trace context.
 
         Returns:
             The number of rows inserted and the batches to publish.
@@ -229,7 +236,9 @@ class Transaction:
             )
             for col, value in zip(cols, values, strict=True):
                 col.append(value)
-        status = await self._conn.execute(queries.insert_runs, *cols, now)
+        status = await self._conn.execute(
+            queries.insert_runs, *cols, now, None if traceparents is None else list(traceparents)
+        )
         inserted = int(status.split()[-1])
         if inserted == len(runs):  # the usual case: every run key was new
             return inserted, [
@@ -283,16 +292,20 @@ class Transaction:
     @translate_db_errors()
     async def lock_due_checks(
         self, owned: Sequence[int], limit: int, now: datetime
-    ) -> list[tuple[RunState, int, datetime | None]]:
+    ) -> list[tuple[RunState, int, datetime | None, str]]:
         """Lock the runs of ``owned`` whose ``check_at`` passed (SKIP LOCKED): unconfirmed
         or unleased publishes, deferred or released runs, expired leases, due retries.
 
         Returns:
-            Each run's state, partition, and for a queued run whose publish JetStream
-            acknowledged, the ack's recheck time (else None).
+            Each run's state, partition, for a queued run whose publish JetStream
+            acknowledged the ack's recheck time (else None), and its trace context
+            (empty when it has none).
         """
         rows = await self._conn.fetch(queries.lock_due_checks, list(owned), limit, now)
-        return [(run_state(r), r["partition_id"], r["acked_until"]) for r in rows]
+        return [
+            (run_state(r), r["partition_id"], r["acked_until"], r["traceparent"] or "")
+            for r in rows
+        ]
 
     @translate_db_errors()
     async def defer_checks(self, deferred: Sequence[tuple[RunRef, datetime]]) -> None:
