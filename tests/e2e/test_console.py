@@ -300,6 +300,12 @@ async def test_the_console_in_a_browser(
     kinds = [r.kind for r in await tenant.runs(beat.job_id)]
     assert run_pb2.RUN_KIND_MANUAL in kinds
 
+    # Tokens reach no log: not the API's (which saw every request) nor any other.
+    for log in (tmp_path / "logs").iterdir():
+        text = log.read_text(errors="replace")
+        assert tenant.token not in text, f"{log.name} holds the tenant token"
+        assert ADMIN_TOKEN not in text, f"{log.name} holds the admin token"
+
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     for shot in sorted(shots.iterdir()):
         shutil.copyfile(shot, ARTIFACTS / shot.name)

@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import shutil
+import ssl
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -16,8 +19,11 @@ from google.protobuf import descriptor_pb2, json_format
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
+from sundial.api.config import ApiConfig
 from sundial.api.web import HttpServer
+from sundial.core.config import ConfigError
 from sundial.v1 import job_service_pb2 as pb
+from tests.helpers.certs import Authority
 from tests.integration.api.support import ADMIN_TOKEN, Api, StartApi, Tenant, make_job
 
 pytestmark = pytest.mark.timeout(60)
@@ -269,3 +275,74 @@ async def test_no_cors_by_default(http: Http) -> None:
         headers={"origin": "https://evil.example", "content-type": "application/json"},
     ) as answer:
         assert "access-control-allow-origin" not in answer.headers
+
+
+async def test_tls_with_the_grpc_ports_certificate(start_api: StartApi, tmp_path: Path) -> None:
+    ca = Authority(tmp_path / "pki")
+    issued = ca.issue("api", client=False)
+    api = await start_api(
+        http_listen="127.0.0.1:0",
+        tls_cert_file=issued.cert_file,
+        tls_key_file=issued.key_file,
+        channel_tls=ca.client_tls(),
+    )
+    server = http_server(api)
+    assert server.url.startswith("https://")
+    trusted = ssl.create_default_context(cafile=str(ca.cert_file))
+    async with aiohttp.ClientSession() as session:
+        async with session.post(
+            f"{server.url}{JOBS}/ListJobs",
+            json={},
+            headers={"content-type": "application/json"},
+            ssl=trusted,
+        ) as answer:
+            assert answer.status == 401  # served over TLS, and still authenticated
+        with pytest.raises(aiohttp.ClientError):  # plaintext is not served on that port
+            async with session.post(
+                f"http://127.0.0.1:{server.port}{JOBS}/ListJobs", json={}
+            ) as answer:
+                await answer.read()
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+async def test_curl_creates_lists_and_triggers_a_job(http_api: Api, tenant: Tenant) -> None:
+    base = http_server(http_api).url
+    auth = f"authorization: Bearer {tenant.token}"
+
+    async def curl(method: str, body: str) -> dict[str, Any]:
+        process = await asyncio.create_subprocess_exec(
+            "curl", "--silent", "--show-error", "--noproxy", "*", "--max-time", "10",
+            "-H", auth, "-H", "content-type: application/json", "-d", body,
+            f"{base}{JOBS}/{method}",
+            stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, _ = await process.communicate()
+        assert process.returncode == 0
+        return json.loads(out)
+
+    created = await curl(
+        "CreateJob",
+        '{"job": {"name": "report", "schedule": {"cron": "0 9 * * MON-FRI", '
+        '"timeZone": "Europe/Berlin"}, "target": {"http": {"url": "http://127.0.0.1:9/hook"}}}}',
+    )
+    job_id = created["job"]["jobId"]
+    assert [j["jobId"] for j in (await curl("ListJobs", "{}"))["jobs"]] == [job_id]
+    triggered = await curl("TriggerJob", json.dumps({"jobId": job_id}))
+    assert triggered["run"]["jobId"] == job_id
+    error = await curl("GetJob", '{"jobId": "not-a-uuid"}')
+    assert error["code"] == "invalid_argument"
+
+
+@pytest.mark.parametrize(
+    ("settings", "field"),
+    [
+        ({"http_listen": "8080"}, "http_listen"),
+        ({"http_cors_origins": ("https://ops.example.com/path",)}, "http_cors_origins"),
+        ({"http_cors_origins": ("*",)}, "http_cors_origins"),
+        ({"http_cors_origins": ("ops.example.com",)}, "http_cors_origins"),
+    ],
+)
+def test_bad_http_settings_are_refused(settings: dict[str, Any], field: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        ApiConfig(database_url="postgresql://localhost/x", **settings)
+    assert raised.value.name == field
