@@ -23,19 +23,24 @@ puts the request id in the ``x-request-id`` response header.
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any, NoReturn
 
 import grpc
 from connectrpc.code import Code
+from connectrpc.codec import Codec
+from connectrpc.compat import google_protobuf_binary_codec, google_protobuf_json_codec
 from connectrpc.errors import ConnectError, ErrorDetail
 from connectrpc.request import RequestContext
+from google.protobuf import any_pb2, json_format, message
 from google.rpc import status_pb2
 from protobuf.wkt import Any as ConnectAny
 
-from sundial.core.grpc import REQUEST_ID_METADATA_KEY, Server
+from sundial.core.errors import InvalidArgument
+from sundial.core.grpc import REQUEST_ID_METADATA_KEY, Server, status_of
 
-__all__ = ["GrpcBridge"]
+__all__ = ["CODECS", "GrpcBridge"]
 
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
@@ -62,6 +67,49 @@ def _code(status: grpc.StatusCode) -> Code:
     return Code.CANCELED if status is grpc.StatusCode.CANCELLED else Code[status.name]
 
 
+def _connect_error(code: Code, message: str, details: Iterable[any_pb2.Any]) -> ConnectError:
+    """A Connect error carrying ``google.rpc.Status`` details as they are (type and bytes)."""
+    return ConnectError(
+        code,
+        message,
+        [ErrorDetail(ConnectAny(type_url=d.type_url, value=d.value)) for d in details],
+    )
+
+
+class _Checked:
+    """A codec whose undecodable requests are Sundial's INVALID_ARGUMENT, with the same
+    details as any refusal (ErrorInfo, RequestInfo, BadRequest), as over gRPC (where
+    ``sundial.core.grpc`` does the same for an undecodable message)."""
+
+    def __init__(self, inner: Codec) -> None:
+        self._inner = inner
+
+    def name(self) -> str:
+        return self._inner.name()
+
+    def encode(self, message: Any) -> bytes:
+        return self._inner.encode(message)
+
+    def decode(self, data: bytes | bytearray, message_class: type[Any]) -> Any:
+        try:
+            return self._inner.decode(data, message_class)
+        except (json_format.ParseError, message.DecodeError, UnicodeDecodeError) as exc:
+            kind = "JSON (the proto JSON mapping)" if self.name() == "json" else "protobuf"
+            error = InvalidArgument(
+                "", f"the body is not a {message_class.DESCRIPTOR.name} in {kind}: {exc}"
+            )
+            status = status_of(error, str(uuid.uuid4()))
+            raise _connect_error(Code.INVALID_ARGUMENT, error.message, status.details) from None
+
+
+CODECS: tuple[Codec, ...] = (
+    _Checked(google_protobuf_binary_codec()),
+    _Checked(google_protobuf_json_codec()),
+)
+"""The codecs to serve Connect with: google.protobuf's binary and JSON, refusing bodies
+that do not decode as INVALID_ARGUMENT."""
+
+
 class _Aborted(Exception):
     """Raised by :meth:`_BridgeContext.abort`: the status the handler ended the call with."""
 
@@ -74,15 +122,11 @@ class _Aborted(Exception):
         self.trailing = tuple(trailing)
 
     def connect_error(self) -> ConnectError:
-        details: list[ErrorDetail] = []
+        details: list[any_pb2.Any] = []
         for key, value in self.trailing:
             if key == STATUS_DETAILS_KEY and isinstance(value, bytes):
-                status = status_pb2.Status.FromString(value)
-                details.extend(
-                    ErrorDetail(ConnectAny(type_url=d.type_url, value=d.value))
-                    for d in status.details
-                )
-        return ConnectError(_code(self.code), self.message, details)
+                details.extend(status_pb2.Status.FromString(value).details)
+        return _connect_error(_code(self.code), self.message, details)
 
     def request_id(self) -> str | None:
         for key, value in self.trailing:

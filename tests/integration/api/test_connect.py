@@ -346,3 +346,24 @@ def test_bad_http_settings_are_refused(settings: dict[str, Any], field: str) -> 
     with pytest.raises(ConfigError) as raised:
         ApiConfig(database_url="postgresql://localhost/x", **settings)
     assert raised.value.name == field
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"not json", b'{"jobId": 5}', b'{"pageSize": "many"}', b'{"scheduledAfter": "yesterday"}'],
+)
+async def test_a_body_that_does_not_decode_is_invalid_argument(
+    http: Http, tenant: Tenant, body: bytes
+) -> None:
+    async with http.session.post(
+        f"{http.base}{JOBS}/ListRuns",
+        data=body,
+        headers={"content-type": "application/json", "authorization": f"Bearer {tenant.token}"},
+    ) as answer:
+        assert answer.status == 400
+        error = await answer.json()
+    assert error["code"] == "invalid_argument"
+    assert error["message"].startswith("the body is not a ListRunsRequest in JSON")
+    got = details(error)
+    assert got["google.rpc.ErrorInfo"].reason == "INVALID_ARGUMENT"
+    assert got["google.rpc.BadRequest"].field_violations

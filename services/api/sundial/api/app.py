@@ -105,7 +105,8 @@ async def build(
         components: list[Component] = [purger]
         if config.http_listen:
             # The same servicers over Connect, through the gRPC server's interceptors.
-            app = web_app(connect_apps(server), SERVICES, cors_origins=config.http_cors_origins)
+            apps = connect_apps(server, max_bytes=config.max_message_bytes)
+            app = web_app(apps, SERVICES, cors_origins=config.http_cors_origins)
             components.append(HttpServer(config, app))
         # Built: hand the resources to the service, which closes them after it stops.
         return Service(

@@ -44,7 +44,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sundial.api.config import ApiConfig
-from sundial.core.connect import GrpcBridge
+from sundial.core.connect import CODECS, GrpcBridge
 from sundial.core.grpc import Server
 from sundial.v1 import admin_connect, job_service_connect
 
@@ -85,15 +85,18 @@ _CORS_HEADERS = (
 _CORS_EXPOSED = ("x-request-id", "grpc-status", "grpc-message", "grpc-status-details-bin")
 
 
-def connect_apps(server: Server) -> list[ConnectASGIApplication[Any]]:
+def connect_apps(server: Server, *, max_bytes: int) -> list[ConnectASGIApplication[Any]]:
     """The public services' generated Connect applications, each served by the gRPC
-    servicers of ``server``. RunLedger is not among them: executors speak gRPC only."""
+    servicers of ``server``, reading requests of up to ``max_bytes`` (the gRPC port's
+    limit). RunLedger is not among them: executors speak gRPC only."""
     # Any: the bridge has every method of every service, generically (__getattr__),
     # which no static Protocol check can see.
     bridge: Any = GrpcBridge(server)
     return [
-        job_service_connect.JobServiceASGIApplication(bridge),
-        admin_connect.AdminServiceASGIApplication(bridge),
+        job_service_connect.JobServiceASGIApplication(
+            bridge, codecs=CODECS, read_max_bytes=max_bytes
+        ),
+        admin_connect.AdminServiceASGIApplication(bridge, codecs=CODECS, read_max_bytes=max_bytes),
     ]
 
 
