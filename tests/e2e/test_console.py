@@ -43,6 +43,7 @@ if CHROMIUM is None or CHROMEDRIVER is None:
 from selenium import webdriver  # noqa: E402 - only once the browser is known to exist
 from selenium.webdriver.chrome.service import Service as DriverService  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -88,12 +89,23 @@ def rows(driver: WebDriver, table_id: str) -> list[WebElement]:
     return driver.find_elements(By.CSS_SELECTOR, f"#{table_id} tbody tr[data-run-key]")
 
 
+def unlabelled(driver: WebDriver) -> list[str]:
+    """Form controls of the page without a label (an accessibility failure)."""
+    return list(
+        driver.execute_script(
+            "return [...document.querySelectorAll('input, select, textarea')]"
+            ".filter(e => !e.labels || !e.labels.length).map(e => e.id || e.name);"
+        )
+    )
+
+
 def status_text(driver: WebDriver) -> str:
     return driver.find_element(By.ID, "status").text
 
 
-def confirm(driver: WebDriver, button_id: str) -> None:
-    driver.find_element(By.ID, button_id).click()
+def confirm(driver: WebDriver, button: WebElement) -> None:
+    """Click ``button``, then the confirmation dialog's confirm button."""
+    button.click()
     until(
         driver,
         lambda d: d.find_element(By.ID, "confirm").get_attribute("open") is not None,
@@ -142,9 +154,9 @@ def browse(driver: WebDriver, visit: Visit) -> dict[str, str]:
     beat_id, broken_id = visit.beat_id, visit.broken_id
     driver.get(f"{base}/console/")
     token = until(driver, lambda d: d.find_element(By.ID, "token"), "the login form")
-    token.send_keys(tenant.token)
-    driver.find_element(By.ID, "login").click()
+    token.send_keys(tenant.token + Keys.ENTER)  # the keyboard alone logs in
     until(driver, lambda d: "beat" in d.find_element(By.ID, "jobs-table").text, "the jobs list")
+    assert unlabelled(driver) == []
     listed = driver.find_element(By.ID, "jobs-table").text
     assert "broken" in listed
     assert "other-tenants-job" not in listed  # another tenant's job is never shown
@@ -167,7 +179,15 @@ def browse(driver: WebDriver, visit: Visit) -> dict[str, str]:
     assert "every 2.00 s" in facts, facts
     assert driver.find_elements(By.CSS_SELECTOR, "#upcoming-table tbody tr")
 
-    confirm(driver, "action-trigger")
+    assert unlabelled(driver) == []
+    # Trigger with the keyboard: the dialog takes the focus to its confirm button.
+    driver.find_element(By.ID, "action-trigger").send_keys(Keys.ENTER)
+    until(
+        driver,
+        lambda d: d.switch_to.active_element.get_attribute("id") == "confirm-ok",
+        "the focus on the dialog's confirm button",
+    )
+    driver.switch_to.active_element.send_keys(Keys.ENTER)
     until(driver, lambda d: "Triggered: run" in status_text(d), "the trigger's answer")
     until(
         driver,
@@ -202,13 +222,7 @@ def browse(driver: WebDriver, visit: Visit) -> dict[str, str]:
     )
     assert "03:00" in gap[0].text and gap[0].find_element(By.CLASS_NAME, "dst").text, gap[0].text
     driver.save_screenshot(str(shots / "3-dead-run.png"))
-    replay[0].click()
-    until(
-        driver,
-        lambda d: d.find_element(By.ID, "confirm").get_attribute("open") is not None,
-        "the replay confirmation",
-    )
-    driver.find_element(By.ID, "confirm-ok").click()
+    confirm(driver, replay[0])
     until(driver, lambda d: "Replayed:" in status_text(d), "the replay's answer")
 
     # Pause the first job, with a note.
