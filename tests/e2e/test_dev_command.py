@@ -8,12 +8,14 @@ would: the addresses and tokens must be there while it runs, not only at exit.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import asyncpg
@@ -30,6 +32,7 @@ STOP_TIMEOUT_S = 30.0
 _API = re.compile(r"export SUNDIAL_API=(\S+) SUNDIAL_TOKEN=(\S+)")
 _POSTGRES = re.compile(r"(postgresql://\S+@127\.0\.0\.1:\d+/postgres)")
 _ADMIN = re.compile(r"admin token: (sundial-admin-\S+)")
+_CONSOLE = re.compile(r"Web console: (http://127\.0\.0\.1:\d+)/console/")
 
 
 def _dev_env() -> dict[str, str]:
@@ -115,6 +118,20 @@ async def _durability(url: str) -> dict[str, str]:
 
 
 @pytest.mark.timeout(STARTS * (UP_TIMEOUT_S + STOP_TIMEOUT_S) + 60)
+def _list_jobs_over_http(base: str, token: str) -> str:
+    """The names ListJobs answers on the printed HTTP port, called as curl would."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(f"{base}/console/", timeout=5) as page:
+        assert page.status == 200
+    request = urllib.request.Request(
+        f"{base}/sundial.v1.JobService/ListJobs",
+        data=b"{}",
+        headers={"authorization": f"Bearer {token}", "content-type": "application/json"},
+    )
+    with opener.open(request, timeout=5) as answer:
+        return " ".join(job["name"] for job in json.load(answer).get("jobs", []))
+
+
 def test_dev_starts_shows_its_addresses_at_once_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     for attempt in range(STARTS):
         out = tmp_path / f"dev-{attempt}.out"
@@ -133,6 +150,9 @@ def test_dev_starts_shows_its_addresses_at_once_and_stops_on_ctrl_c(tmp_path: Pa
             postgres = _POSTGRES.search(text)
             assert api and postgres and _ADMIN.search(text), text
             assert api.group(2).startswith("sndl_")
+            console = _CONSOLE.search(text)
+            assert console, text
+            assert "demo" in _list_jobs_over_http(console.group(1), api.group(2))
             children = _children(dev.pid)
             # PostgreSQL, NATS, etcd, three services, the demo target.
             assert len(children) >= 7, children

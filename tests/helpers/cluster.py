@@ -136,12 +136,14 @@ async def running_cluster(
     log_dir: Path,
     *,
     client_tls: ClientTls | None = None,
+    http: bool = False,
     **env: str,
 ) -> AsyncIterator[Cluster]:
     """Start API, scheduler and executor (in that order); stop them at the end.
 
     ``env`` adds or overrides service variables; when they make the services serve TLS,
     ``client_tls`` says how to dial them (the probe, the executor and ``Cluster.api``).
+    ``http``: the API serves its HTTP port too (``services.processes["api"].http_url``).
     """
     await reset_streams(stack)
     services = Services(
@@ -149,6 +151,7 @@ async def running_cluster(
         log_dir=log_dir,
         extra_env={**FAST_ENV, "SUNDIAL_DATABASE_URL": database_url, **env},
         client_tls=client_tls,
+        http=http,
     )
     await asyncio.to_thread(services.start)
     try:

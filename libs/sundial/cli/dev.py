@@ -146,6 +146,7 @@ def dev(
             # The demo target (and anything else you run locally) listens on loopback.
             "SUNDIAL_ALLOW_LOOPBACK_TARGETS": "1",
         },
+        http=True,
     )
     demo: DemoTarget | None = None
     try:
@@ -161,6 +162,16 @@ def dev(
             job = create_demo(channel, token, f"{demo.url}/demo")
         _print_endpoints(stack, services, admin_token)
         _print_demo(api_address, token, job, stack.data_dir / "logs" / "demo-target.log")
+        http_url = services.processes["api"].http_url
+        if http_url:
+            console.print(
+                f"Web console: [bold]{http_url}/console/[/] (log in with the token above)."
+                "\nHTTP/JSON:\n"
+                f"  curl -H 'authorization: Bearer {token}' -H 'content-type: application/json'"
+                f" -d '{{}}' {http_url}/sundial.v1.JobService/ListJobs\n",
+                highlight=False,
+                soft_wrap=True,
+            )
         console.print(
             f"tenant [bold]{DEV_TENANT}[/] signing secret (verifies Sundial-Signature on "
             f"calls to your targets): [bold]{signing_secret}[/]",
@@ -186,6 +197,9 @@ def _print_endpoints(stack: Stack, services: Services, admin_token: str) -> None
     table.add_column("address")
     for name, process in services.processes.items():
         table.add_row(f"{name} (gRPC)", process.address)
+        if process.http_url:
+            table.add_row(f"{name} (HTTP/JSON, Connect)", process.http_url)
+            table.add_row("web console", f"{process.http_url}/console/")
     table.add_row("PostgreSQL", stack.database_url)
     table.add_row("NATS JetStream", stack.nats_url)
     table.add_row("etcd", ",".join(stack.etcd_endpoints))

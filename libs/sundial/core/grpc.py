@@ -357,6 +357,14 @@ def _aborting_handler(mapper: _Mapper, exc: Exception) -> grpc.RpcMethodHandler[
     return grpc.stream_stream_rpc_method_handler(abort)
 
 
+class _CallDetails(grpc.HandlerCallDetails):
+    """What :meth:`Server.resolve` hands the interceptors (grpc.aio builds the same)."""
+
+    def __init__(self, method: str, invocation_metadata: tuple[tuple[str, str], ...]) -> None:
+        self.method = method
+        self.invocation_metadata = invocation_metadata
+
+
 class _LateServices(grpc.GenericRpcHandler):
     """Services and interceptors registered after the server started listening.
 
@@ -467,15 +475,17 @@ class Server:
         # Built without its services, the server is waiting for add_services: until
         # then calls to those services answer UNAVAILABLE, not UNIMPLEMENTED.
         self._late = _LateServices(() if services else self._service_names)
+        self._interceptors: tuple[grpc.aio.ServerInterceptor, ...] = (
+            ErrorInterceptor(),
+            *interceptors,
+            _LateInterceptors(self._late),
+        )
         self._server = grpc.aio.server(
             # The trace interceptor (none while tracing is off) sits outside the error
-            # mapping, so its span records the status the mapping aborts with.
-            interceptors=[
-                *server_interceptors(),
-                ErrorInterceptor(),
-                *interceptors,
-                _LateInterceptors(self._late),
-            ],
+            # mapping, so its span records the status the mapping aborts with. Not in
+            # self._interceptors: the Connect bridge runs those alone (its calls are not
+            # gRPC calls for the instrumentation).
+            interceptors=[*server_interceptors(), *self._interceptors],
             # gRPC sets SO_REUSEPORT by default, which lets a second process bind the
             # same fixed port silently and steal half the traffic; fail loudly instead.
             options=[
@@ -594,6 +604,30 @@ class Server:
         run after the ones given at construction, for every call.
         """
         self._late.register(services, interceptors)
+
+    async def resolve(
+        self, method: str, metadata: Sequence[tuple[str, str]]
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        """The handler this server would serve a call of ``method`` with: found among
+        the services added with :meth:`add_services` and passed through the same
+        interceptors as on the gRPC port (the error mapping and request id, then every
+        interceptor given here or to :meth:`add_services`), or None for an unknown method.
+
+        This is how a second transport serves the same servicers with the same auth,
+        validation and errors (:mod:`sundial.core.connect`): it calls the handler with a
+        context whose ``abort`` raises.
+        """
+        details = _CallDetails(method, tuple(metadata))
+
+        async def servicers(
+            call: grpc.HandlerCallDetails,
+        ) -> grpc.RpcMethodHandler[Any, Any] | None:
+            return self._late.service(call)
+
+        chain: _Continuation = servicers
+        for interceptor in reversed(self._interceptors):
+            chain = functools.partial(interceptor.intercept_service, chain)
+        return await chain(details)
 
     async def run(self, started: Callable[[], None]) -> None:
         """Lifecycle entry point: start (unless started early), serve the services added

@@ -47,6 +47,8 @@ class ServiceProcess:
     process: ManagedProcess
     tls: ClientTls | None = None
     """How to dial it when it serves TLS (the readiness probe does so)."""
+    http_url: str | None = None
+    """The API's HTTP port (Connect JSON API and console), when the stack turned it on."""
 
     def start(self, timeout_s: float = 60.0) -> None:
         self.process.start()
@@ -76,6 +78,10 @@ class Services:
     client_tls: ClientTls | None = None
     """How to dial the services when they serve TLS; None: plaintext."""
 
+    http: bool = False
+    """Serve the API's HTTP port too (SUNDIAL_HTTP_LISTEN on a free loopback port):
+    the Connect JSON API and the web console, at ``processes["api"].http_url``."""
+
     executor_token: str = field(default="", repr=False)
     """The executor token executors present to the ledger (SUNDIAL_LEDGER_TOKEN): from
     ``extra_env``, else issued through the API's AdminService with the bootstrap admin
@@ -100,6 +106,11 @@ class Services:
             env["SUNDIAL_LEDGER_TOKEN"] = self.issue_executor_token(env)
         if env.get("SUNDIAL_TLS_CERT_FILE") and self.client_tls is None:
             raise StackError("the services serve TLS (SUNDIAL_TLS_CERT_FILE): set client_tls")
+        http_url = None
+        if name == "api" and self.http:
+            env["SUNDIAL_HTTP_LISTEN"] = f"127.0.0.1:{free_port()}"
+            scheme = "https" if env.get("SUNDIAL_TLS_CERT_FILE") else "http"
+            http_url = f"{scheme}://{env['SUNDIAL_HTTP_LISTEN']}"
         service = ServiceProcess(
             name,
             address,
@@ -111,6 +122,7 @@ class Services:
                 stop_signal=signal.SIGTERM,
             ),
             tls=self.client_tls,
+            http_url=http_url,
         )
         service.start()
         key = name if name not in self.processes else f"{name}-{address.rsplit(':', 1)[1]}"

@@ -19,6 +19,7 @@ from sundial.api.cluster import MembershipSource
 from sundial.api.config import ApiConfig
 from sundial.core.clock import Clock
 from sundial.core.service import Service
+from sundial.core.tls import ClientTls, dial
 from sundial.v1 import admin_pb2, admin_pb2_grpc, job_pb2, job_service_pb2_grpc
 from tests.helpers.eventually import assert_eventually
 
@@ -126,11 +127,13 @@ async def launch(
     *,
     clock: Clock | None = None,
     membership: MembershipSource | None = None,
+    channel_tls: ClientTls | None = None,
     **settings: Any,
 ) -> Api:
     """Build the API service (``app.build``) on ``database_url``, serve it in-process on
     127.0.0.1:0 with loopback targets allowed (``settings`` override ApiConfig fields),
-    and wait until it reports SERVING."""
+    and wait until it reports SERVING. ``channel_tls``: dial it so (when ``settings``
+    make it serve TLS)."""
     config = ApiConfig(
         database_url=database_url,
         listen="127.0.0.1:0",
@@ -145,7 +148,7 @@ async def launch(
     stop = asyncio.Event()
     task = asyncio.create_task(service.run(install_signal_handlers=False, stop_event=stop))
     address = service.server.address
-    channel = grpc.aio.insecure_channel(address)
+    channel = dial(address, channel_tls)
     health = health_pb2_grpc.HealthStub(channel)
 
     async def serving() -> None:

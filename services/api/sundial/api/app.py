@@ -17,17 +17,20 @@ from sundial.api.servicer import JobServicer
 from sundial.api.store import Store
 from sundial.api.tenancy import TenantManager
 from sundial.api.validation import TargetGuard, TargetPolicy
+from sundial.api.web import HttpServer, connect_apps, web_app
 from sundial.core.auth import Role, Tokens
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.db import close_pool, open_pool
 from sundial.core.grpc import build_server
+from sundial.core.lifecycle import Component
 from sundial.core.service import Service
 from sundial.v1 import admin_pb2, admin_pb2_grpc, job_service_pb2, job_service_pb2_grpc
 
-SERVICE_NAMES = (
-    job_service_pb2.DESCRIPTOR.services_by_name["JobService"].full_name,
-    admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
+SERVICES = (
+    job_service_pb2.DESCRIPTOR.services_by_name["JobService"],
+    admin_pb2.DESCRIPTOR.services_by_name["AdminService"],
 )
+SERVICE_NAMES = tuple(service.full_name for service in SERVICES)
 
 
 async def build(
@@ -99,11 +102,17 @@ async def build(
         purger = RequestPurger(
             store, clock, retention=retention, interval_s=config.request_id_purge_interval_s
         )
+        components: list[Component] = [purger]
+        if config.http_listen:
+            # The same servicers over Connect, through the gRPC server's interceptors.
+            apps = connect_apps(server, max_bytes=config.max_message_bytes)
+            app = web_app(apps, SERVICES, cors_origins=config.http_cors_origins)
+            components.append(HttpServer(config, app))
         # Built: hand the resources to the service, which closes them after it stops.
         return Service(
             "api",
             server=server,
-            components=[purger],
+            components=components,
             grace_period_s=config.grace_period_s,
             resources=resources.pop_all(),
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from sundial.core.config import (
     ConfigError,
@@ -60,6 +61,16 @@ class ApiConfig(DatabaseConfig, ServerConfig, LogConfig, TelemetryConfig, EtcdAc
     request_id_purge_interval_s: float = 600.0
     """Seconds between purges of request ids older than the retention."""
 
+    http_listen: str = ""
+    """Address (host:port) of the HTTP port: JobService and AdminService over the Connect
+    protocol (JSON over HTTP/1.1 for curl and browsers, gRPC-Web) and the web console at
+    /console/; empty: off. TLS with the gRPC port's SUNDIAL_TLS_* files when set (read at
+    start)."""
+
+    http_cors_origins: tuple[str, ...] = ()
+    """Origins (scheme://host[:port], comma-separated) whose web pages may call the HTTP
+    port's API from a browser (CORS); empty: same-origin only."""
+
     def etcd(self) -> EtcdConfig:
         """How ClusterStatus reaches etcd (``etcd_endpoints`` must be set)."""
         return EtcdConfig(etcd_endpoints=self.etcd_endpoints, **self.etcd_access())
@@ -86,3 +97,21 @@ class ApiConfig(DatabaseConfig, ServerConfig, LogConfig, TelemetryConfig, EtcdAc
             raise ConfigError("request_id_retention_s", "must be at least 60 seconds")
         if self.request_id_purge_interval_s <= 0:
             raise ConfigError("request_id_purge_interval_s", "must be > 0")
+        if self.http_listen:
+            host, sep, port = self.http_listen.rpartition(":")
+            if not (sep and host and port.isdigit() and int(port) <= 65535):
+                raise ConfigError("http_listen", f"expected host:port, got {self.http_listen!r}")
+        for origin in self.http_cors_origins:
+            parts = urlsplit(origin)
+            if (
+                parts.scheme not in ("http", "https")
+                or not parts.netloc
+                or parts.path
+                or parts.query
+                or parts.fragment
+                or "*" in origin
+            ):
+                raise ConfigError(
+                    "http_cors_origins",
+                    f"{origin!r} is not an origin: scheme://host[:port], no path, no wildcard",
+                )

@@ -1,0 +1,738 @@
+// Sundial console: plain JavaScript on the API's Connect JSON endpoints, no dependencies.
+//
+// Security (docs/design.md section 7): the token is kept in this tab's sessionStorage and
+// sent only in the Authorization header (never in a URL, no cookies); the page builds its
+// DOM with textContent only (no HTML from data) and runs under a CSP without inline code.
+"use strict";
+
+(() => {
+  const TOKEN_KEY = "sundial.token";
+  const ROLE_KEY = "sundial.role";
+  const POLL_MS = 2000;
+  const JOBS_PAGE = 25;
+  const HISTORY = 100;
+
+  // --- the API ---------------------------------------------------------------------------
+
+  class ApiError extends Error {
+    constructor(code, message, status, requestId) {
+      super(message);
+      this.code = code;
+      this.status = status;
+      this.requestId = requestId;
+    }
+  }
+
+  async function rpc(service, method, body) {
+    const headers = { "content-type": "application/json" };
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    if (token) headers.authorization = `Bearer ${token}`;
+    const answer = await fetch(`/sundial.v1.${service}/${method}`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify(body || {}),
+      cache: "no-store",
+      credentials: "omit",
+    });
+    const text = await answer.text();
+    let data = {};
+    try {
+      data = text ? JSON.parse(text) : {};
+    } catch (_) {
+      data = {};
+    }
+    if (!answer.ok) {
+      throw new ApiError(
+        data.code || "unknown",
+        data.message || answer.statusText,
+        answer.status,
+        answer.headers.get("x-request-id"),
+      );
+    }
+    return data;
+  }
+  const jobApi = (method, body) => rpc("JobService", method, body);
+  const adminApi = (method, body) => rpc("AdminService", method, body);
+
+  // --- DOM helpers -------------------------------------------------------------------------
+
+  const $ = (selector) => document.querySelector(selector);
+
+  function h(tag, attrs, ...children) {
+    return fill(document.createElement(tag), attrs, children);
+  }
+
+  function s(tag, attrs, ...children) {
+    return fill(document.createElementNS("http://www.w3.org/2000/svg", tag), attrs, children);
+  }
+
+  function fill(el, attrs, children) {
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
+      else el.setAttribute(key, value === true ? "" : String(value));
+    }
+    for (const child of children.flat()) {
+      if (child === null || child === undefined || child === false) continue;
+      el.append(child instanceof Node ? child : String(child));
+    }
+    return el;
+  }
+
+  function mount(...children) {
+    const app = $("#app");
+    app.replaceChildren(...children);
+    return app;
+  }
+
+  function say(text) {
+    const box = $("#status");
+    box.className = "status";
+    box.textContent = text;
+  }
+
+  function fail(error) {
+    if (error instanceof ApiError && error.code === "unauthenticated") {
+      logout("The token was refused: log in again.");
+      return;
+    }
+    const box = $("#status");
+    box.className = "status error";
+    const id = error.requestId ? ` (request id ${error.requestId})` : "";
+    box.textContent = `${error.code ? error.code + ": " : ""}${error.message}${id}`;
+  }
+
+  // --- formatting --------------------------------------------------------------------------
+
+  const enumName = (value, prefix) =>
+    (value || "").replace(prefix, "").toLowerCase().replaceAll("_", " ") || "unknown";
+  const runStatus = (run) => enumName(run.status, "RUN_STATUS_");
+
+  function seconds(duration) {
+    if (!duration) return null;
+    const value = Number.parseFloat(duration);
+    return Number.isFinite(value) ? value : null;
+  }
+
+  function fmtSeconds(value) {
+    if (value === null) return "—";
+    const abs = Math.abs(value);
+    if (abs < 1) return `${Math.round(value * 1000)} ms`;
+    if (abs < 120) return `${value.toFixed(2)} s`;
+    if (abs < 7200) return `${(value / 60).toFixed(1)} min`;
+    return `${(value / 3600).toFixed(1)} h`;
+  }
+
+  function fmtTime(ts) {
+    if (!ts) return "—";
+    const date = new Date(ts);
+    if (Number.isNaN(date.getTime())) return ts;
+    return `${date.toISOString().replace("T", " ").slice(0, 19)} UTC`;
+  }
+
+  function relative(ts) {
+    if (!ts) return "";
+    const diff = (new Date(ts).getTime() - Date.now()) / 1000;
+    const text = fmtSeconds(Math.abs(diff)).replace(/\.\d+ s$/, " s");
+    return diff >= 0 ? `in ${text}` : `${text} ago`;
+  }
+
+  const timeCell = (ts) =>
+    h("td", {}, h("time", { datetime: ts || "" }, fmtTime(ts)), " ",
+      h("span", { class: "muted" }, relative(ts)));
+
+  const pill = (text, cls) => h("span", { class: `pill s-${cls || text}` }, text);
+
+  // --- schedules in words ------------------------------------------------------------------
+
+  const DAYS = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
+  const DAY_NAMES = { SUN: 0, MON: 1, TUE: 2, WED: 3, THU: 4, FRI: 5, SAT: 6 };
+  const MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August",
+    "September", "October", "November", "December"];
+  const MACROS = {
+    "@yearly": "every year at midnight on 1 January",
+    "@annually": "every year at midnight on 1 January",
+    "@monthly": "at midnight on the first day of every month",
+    "@weekly": "every Sunday at midnight",
+    "@daily": "every day at midnight",
+    "@midnight": "every day at midnight",
+    "@hourly": "every hour, on the hour",
+  };
+  const isNumber = (field) => /^\d+$/.test(field);
+  const pad = (n) => String(n).padStart(2, "0");
+
+  function dayName(token) {
+    const upper = token.toUpperCase();
+    if (upper in DAY_NAMES) return DAYS[DAY_NAMES[upper]];
+    if (isNumber(token)) return DAYS[Number(token) % 7];
+    return token;
+  }
+
+  function listOf(field, name) {
+    return field.split(",").map((part) => {
+      const [range, step] = part.split("/");
+      const [from, to] = range.split("-");
+      let text = to === undefined ? name(from) : `${name(from)} through ${name(to)}`;
+      if (range === "*") text = "every one";
+      if (step) text = `every ${step}${range === "*" ? "" : ` from ${text}`}`;
+      return text;
+    }).join(", ");
+  }
+
+  function describeCron(expr) {
+    const trimmed = expr.trim();
+    if (MACROS[trimmed.toLowerCase()]) return MACROS[trimmed.toLowerCase()];
+    const fields = trimmed.split(/\s+/);
+    let second = null;
+    if (fields.length === 6) second = fields.shift();
+    if (fields.length !== 5) return `cron ${expr}`;
+    const [minute, hour, dom, month, dow] = fields;
+    let time;
+    if (isNumber(minute) && isNumber(hour)) {
+      time = `at ${pad(hour)}:${pad(minute)}${second && second !== "0" ? `:${pad(second)}` : ""}`;
+    } else if (minute === "*" && hour === "*") {
+      time = second && second !== "*" ? `every minute at second ${second}` : "every minute";
+    } else if (minute.startsWith("*/") && hour === "*") {
+      time = `every ${minute.slice(2)} minutes`;
+    } else if (isNumber(minute) && hour === "*") {
+      time = minute === "0" ? "every hour, on the hour" : `every hour at minute ${minute}`;
+    } else if (isNumber(minute) && hour.startsWith("*/")) {
+      time = `every ${hour.slice(2)} hours at minute ${minute}`;
+    } else {
+      time = `at minute ${minute} of hour ${hour}`;
+    }
+    if (second && (second.startsWith("*/") || second === "*")) {
+      time = second === "*" ? "every second" : `every ${second.slice(2)} seconds`;
+    }
+    const days = [];
+    const domText = dom === "*" ? "" : `on day ${listOf(dom, (d) => d)} of the month`;
+    const dowText = dow === "*" ? "" : `on ${listOf(dow, dayName)}`;
+    if (domText && dowText) {
+      // Both restricted: either matches, unless one starts with * (then both must).
+      const both = dom.startsWith("*") || dow.startsWith("*");
+      days.push(`${domText} ${both ? "and" : "or"} ${dowText}`);
+    } else if (domText || dowText) {
+      days.push(domText || dowText);
+    } else if (isNumber(hour)) {
+      days.push("every day");
+    }
+    if (month !== "*") days.push(`in ${listOf(month, (m) => MONTHS[Number(m) - 1] || m)}`);
+    return [time, ...days].join(", ");
+  }
+
+  function describeSchedule(schedule) {
+    if (!schedule) return "—";
+    const zone = schedule.timeZone || "UTC";
+    if (schedule.cron) return `${describeCron(schedule.cron)} (${zone})`;
+    if (schedule.interval) {
+      const offset = seconds(schedule.interval.offset);
+      return `every ${fmtSeconds(seconds(schedule.interval.every))}` +
+        (offset ? `, offset ${fmtSeconds(offset)}` : "");
+    }
+    if (schedule.once) return `once, at ${fmtTime(schedule.once)}`;
+    return "no schedule";
+  }
+
+  const scheduleSpec = (schedule) =>
+    schedule && schedule.cron ? h("code", {}, schedule.cron) : null;
+
+  function lastOutcome(stats) {
+    const ok = stats && stats.lastSuccessTime;
+    const bad = stats && stats.lastFailureTime;
+    if (!ok && !bad) return h("span", { class: "muted" }, "no runs yet");
+    if (ok && (!bad || new Date(ok) >= new Date(bad))) {
+      return h("span", {}, pill("succeeded"), " ", h("span", { class: "muted" }, relative(ok)));
+    }
+    return h("span", {}, pill("failed", "dead"), " ", h("span", { class: "muted" }, relative(bad)));
+  }
+
+  function newRequestId() {
+    const bytes = crypto.getRandomValues(new Uint8Array(16));
+    return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  }
+
+  // --- confirmation dialog -----------------------------------------------------------------
+
+  function confirmAction(title, text, fields, okLabel) {
+    const dialog = $("#confirm");
+    $("#confirm-title").textContent = title;
+    $("#confirm-text").textContent = text;
+    $("#confirm-fields").replaceChildren(...(fields || []));
+    $("#confirm-ok").textContent = okLabel || "Confirm";
+    dialog.returnValue = "";
+    return new Promise((resolve) => {
+      dialog.addEventListener("close", () => {
+        const form = new FormData($("#confirm-form"));
+        resolve(dialog.returnValue === "ok" ? form : null);
+      }, { once: true });
+      dialog.showModal();
+      const first = $("#confirm-fields input");
+      (first || $("#confirm-ok")).focus();
+    });
+  }
+
+  // --- polling -----------------------------------------------------------------------------
+
+  let poller = null;
+
+  function poll(refresh, everyMs) {
+    stopPolling();
+    let busy = false;
+    const tick = async () => {
+      if (busy || document.hidden || $("#confirm").open) return;
+      busy = true;
+      try {
+        await refresh();
+      } catch (error) {
+        fail(error);
+      } finally {
+        busy = false;
+      }
+    };
+    poller = setInterval(tick, everyMs || POLL_MS);
+    return tick();
+  }
+
+  function stopPolling() {
+    if (poller !== null) clearInterval(poller);
+    poller = null;
+  }
+
+  // --- log in ------------------------------------------------------------------------------
+
+  async function detectRole() {
+    try {
+      await jobApi("ListJobs", { pageSize: 1 });
+      return "tenant";
+    } catch (error) {
+      if (!(error instanceof ApiError) || error.code !== "permission_denied") throw error;
+    }
+    await adminApi("ListTenants", { pageSize: 1 });
+    return "admin";
+  }
+
+  function logout(message) {
+    stopPolling();
+    sessionStorage.removeItem(TOKEN_KEY);
+    sessionStorage.removeItem(ROLE_KEY);
+    history.replaceState(null, "", "#/");
+    renderLogin(message);
+  }
+
+  function renderLogin(message) {
+    $("#nav").hidden = true;
+    say("");
+    const input = h("input", {
+      id: "token", name: "token", type: "password", autocomplete: "off", required: true,
+      spellcheck: "false", "aria-describedby": "token-help",
+    });
+    const error = h("p", { id: "login-error", class: "error-text", role: "alert" }, message || "");
+    const form = h("form", { class: "login", id: "login-form" },
+      h("label", { for: "token" }, "API token", input),
+      h("p", { id: "token-help", class: "muted" },
+        "A tenant token shows that tenant's jobs; an admin token shows tenants and the " +
+        "cluster. The token stays in this browser tab and is sent only in the " +
+        "Authorization header."),
+      h("button", { type: "submit", class: "primary", id: "login" }, "Log in"),
+      error);
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+      try {
+        const role = await detectRole();
+        sessionStorage.setItem(ROLE_KEY, role);
+        location.hash = role === "admin" ? "#/admin" : "#/jobs";
+        route();
+      } catch (err) {
+        sessionStorage.removeItem(TOKEN_KEY);
+        error.textContent = err.code === "unauthenticated"
+          ? "This token was refused." : `Could not log in: ${err.message}`;
+      }
+    });
+    mount(h("h1", {}, "Log in"), form);
+    input.focus();
+  }
+
+  // --- jobs list ---------------------------------------------------------------------------
+
+  const list = { namePrefix: "", label: "", paused: "", tokens: [""], page: 0 };
+
+  function jobsRequest() {
+    const body = { pageSize: JOBS_PAGE, pageToken: list.tokens[list.page] };
+    if (list.namePrefix) body.namePrefix = list.namePrefix;
+    if (list.label) {
+      const at = list.label.indexOf("=");
+      if (at <= 0) throw new ApiError("invalid_argument", "a label filter is key=value");
+      body.labels = { [list.label.slice(0, at).trim()]: list.label.slice(at + 1).trim() };
+    }
+    if (list.paused) body.paused = list.paused === "paused";
+    return body;
+  }
+
+  function showJobs() {
+    const table = h("table", { id: "jobs-table" },
+      h("caption", { class: "muted" }, "Jobs, ordered by name"),
+      h("thead", {}, h("tr", {},
+        ["Name", "Schedule", "State", "Next run", "Last outcome", "Labels"].map(
+          (title) => h("th", { scope: "col" }, title)))),
+      h("tbody"));
+    const prev = h("button", { type: "button", id: "page-prev" }, "Previous page");
+    const next = h("button", { type: "button", id: "page-next" }, "Next page");
+    const where = h("span", { id: "page-number", class: "muted" });
+    const field = (id, label, value, hint) => h("label", { for: id }, label,
+      h("input", { id, name: id, value, placeholder: hint || "" }));
+    const paused = h("select", { id: "search-paused", name: "paused" },
+      h("option", { value: "" }, "any"), h("option", { value: "paused" }, "paused"),
+      h("option", { value: "active" }, "not paused"));
+    paused.value = list.paused;
+    const form = h("form", { class: "inline", id: "search-form", role: "search" },
+      field("search-name", "Name starts with", list.namePrefix),
+      field("search-label", "Label", list.label, "key=value"),
+      h("label", { for: "search-paused" }, "Paused", paused),
+      h("button", { type: "submit", class: "primary", id: "search" }, "Search"));
+    mount(h("h1", {}, "Jobs"), form, table, h("div", { class: "pager" }, prev, where, next));
+
+    async function load() {
+      const answer = await jobApi("ListJobs", jobsRequest());
+      const rows = (answer.jobs || []).map((job) => h("tr", { "data-job-id": job.jobId },
+        h("td", {}, h("a", { href: `#/jobs/${encodeURIComponent(job.jobId)}` }, job.name)),
+        h("td", {}, describeSchedule(job.schedule)),
+        h("td", {}, job.paused ? pill("paused") : pill("active", "succeeded")),
+        job.paused ? h("td", { class: "muted" }, "paused") : timeCell(job.nextRunAt),
+        h("td", {}, lastOutcome(job.stats)),
+        h("td", {}, Object.entries(job.labels || {}).map(([k, v]) => `${k}=${v}`).join(", "))));
+      if (!rows.length) {
+        rows.push(h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No jobs match.")));
+      }
+      table.tBodies[0].replaceChildren(...rows);
+      list.tokens[list.page + 1] = answer.nextPageToken || "";
+      prev.disabled = list.page === 0;
+      next.disabled = !answer.nextPageToken;
+      where.textContent = `page ${list.page + 1}`;
+    }
+
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      list.namePrefix = $("#search-name").value.trim();
+      list.label = $("#search-label").value.trim();
+      list.paused = paused.value;
+      list.tokens = [""];
+      list.page = 0;
+      poll(load);
+    });
+    prev.addEventListener("click", () => { list.page -= 1; poll(load); });
+    next.addEventListener("click", () => { list.page += 1; poll(load); });
+    return poll(load);
+  }
+
+  // --- one job -----------------------------------------------------------------------------
+
+  function renderChart(runs) {
+    const points = runs
+      .filter((run) => run.lateness && run.scheduledAt)
+      .map((run) => ({ t: new Date(run.scheduledAt).getTime(), y: seconds(run.lateness), run }))
+      .sort((a, b) => a.t - b.t);
+    const width = 900;
+    const height = 220;
+    const left = 60;
+    const bottom = 30;
+    const top = 12;
+    const right = 12;
+    const chart = s("svg", {
+      class: "chart", id: "lateness-chart", viewBox: `0 0 ${width} ${height}`,
+      role: "img", "aria-labelledby": "lateness-title",
+    });
+    const values = points.map((p) => p.y);
+    const max = Math.max(0.001, ...values);
+    const summary = points.length
+      ? `Start lateness of the last ${points.length} scheduled runs: ` +
+        `latest ${fmtSeconds(values[values.length - 1])}, highest ${fmtSeconds(max)}.`
+      : "No scheduled run has started yet.";
+    chart.append(s("title", { id: "lateness-title" }, summary));
+    chart.append(s("line", { class: "axis", x1: left, y1: height - bottom, x2: width - right,
+      y2: height - bottom }));
+    chart.append(s("line", { class: "axis", x1: left, y1: top, x2: left, y2: height - bottom }));
+    chart.append(s("text", { x: 4, y: top + 8 }, fmtSeconds(max)));
+    chart.append(s("text", { x: 4, y: height - bottom }, "0"));
+    if (points.length) {
+      const t0 = points[0].t;
+      const span = Math.max(1, points[points.length - 1].t - t0);
+      const x = (p) => left + ((p.t - t0) / span) * (width - left - right);
+      const y = (p) => height - bottom - (Math.max(0, p.y) / max) * (height - bottom - top);
+      chart.append(s("polyline", {
+        class: "line", points: points.map((p) => `${x(p).toFixed(1)},${y(p).toFixed(1)}`).join(" "),
+      }));
+      for (const p of points) {
+        const bad = ["dead", "cancelled"].includes(runStatus(p.run));
+        chart.append(s("circle", { class: bad ? "dot bad" : "dot", cx: x(p), cy: y(p), r: 3 },
+          s("title", {}, `${fmtTime(p.run.scheduledAt)}: ${fmtSeconds(p.y)} late`)));
+      }
+      chart.append(s("text", { x: left, y: height - 8 }, fmtTime(points[0].run.scheduledAt)));
+      chart.append(s("text", { x: width - right, y: height - 8, "text-anchor": "end" },
+        fmtTime(points[points.length - 1].run.scheduledAt)));
+    }
+    return [chart, h("p", { class: "muted", id: "lateness-summary" }, summary)];
+  }
+
+  function renderStrip(runs) {
+    const ordered = [...runs].reverse();
+    const strip = h("ul", {
+      class: "strip", id: "outcomes",
+      "aria-label": `Outcomes of the last ${ordered.length} runs, oldest first`,
+    });
+    for (const run of ordered) {
+      const status = runStatus(run);
+      const kind = status === "succeeded" ? "ok" : ["dead", "cancelled"].includes(status)
+        ? "bad" : "other";
+      const mark = kind === "ok" ? "✓" : kind === "bad" ? "✗" : "·";
+      const label = `${status}, ${fmtTime(run.scheduledAt)}`;
+      strip.append(h("li", { class: kind, title: label, "aria-label": label }, mark));
+    }
+    return strip;
+  }
+
+  function runRow(run, withReplay, onReplay) {
+    const status = runStatus(run);
+    return h("tr", { "data-run-key": run.runKey, "data-status": status },
+      h("td", {}, h("time", { datetime: run.scheduledAt }, fmtTime(run.scheduledAt))),
+      h("td", {}, enumName(run.kind, "RUN_KIND_")),
+      h("td", {}, pill(status)),
+      h("td", { class: "num" }, run.attempt || 0),
+      h("td", { class: "num" }, fmtSeconds(seconds(run.lateness))),
+      h("td", {}, run.lastError ? h("span", { class: "error-text" }, run.lastError) : ""),
+      withReplay ? h("td", {}, h("button", {
+        type: "button", class: "replay", "aria-label": `Replay the run of ${run.scheduledAt}`,
+        onclick: () => onReplay(run),
+      }, "Replay")) : null);
+  }
+
+  function runsTable(id, caption, runs, withReplay, onReplay) {
+    const head = ["Scheduled at", "Kind", "Status", "Attempt", "Lateness", "Last error"];
+    if (withReplay) head.push("Action");
+    const rows = runs.map((run) => runRow(run, withReplay, onReplay));
+    if (!rows.length) {
+      rows.push(h("tr", {}, h("td", { colspan: head.length, class: "muted" }, "None.")));
+    }
+    return h("table", { id },
+      h("caption", { class: "muted" }, caption),
+      h("thead", {}, h("tr", {}, head.map((title) => h("th", { scope: "col" }, title)))),
+      h("tbody", {}, rows));
+  }
+
+  function fireTable(id, fires) {
+    if (!fires.length) return h("p", { class: "muted", id }, "No more fire times.");
+    return h("table", { id },
+      h("thead", {}, h("tr", {}, ["UTC", "Local time", "DST"].map(
+        (title) => h("th", { scope: "col" }, title)))),
+      h("tbody", {}, fires.map((fire) => h("tr", {},
+        h("td", {}, fire.dropped ? h("s", {}, fmtTime(fire.at)) : fmtTime(fire.at)),
+        h("td", {}, fire.localTime || ""),
+        h("td", { class: fire.note ? "dst" : "muted" }, fire.dropped
+          ? `dropped: ${fire.note || "the local time does not exist"}`
+          : fire.note || "—")))));
+  }
+
+  function dateField(id, label) {
+    return h("label", { for: id }, `${label} (UTC)`,
+      h("input", { id, name: id, type: "datetime-local", step: 1, required: true }));
+  }
+
+  function showJob(jobId) {
+    const sections = {
+      title: h("h1", { id: "job-name" }, "Job"),
+      facts: h("dl", { class: "facts", id: "job-facts" }),
+      actions: h("div", { class: "actions", id: "job-actions" }),
+      upcoming: h("div", { id: "upcoming" }),
+      preview: h("div", { id: "preview-result", "aria-live": "polite" }),
+      chart: h("div", { id: "chart" }),
+      strip: h("div", { id: "strip" }),
+      runs: h("div", { id: "runs" }),
+      dead: h("div", { id: "dead" }),
+    };
+    mount(h("p", {}, h("a", { href: "#/jobs" }, "← All jobs")), sections.title, sections.facts,
+      sections.actions,
+      h("h2", {}, "Next fire times"), sections.upcoming, previewForm(), sections.preview,
+      h("h2", {}, "Lateness over time"), sections.chart,
+      h("h2", {}, "Successes and failures"), sections.strip,
+      h("h2", {}, "Run history"), sections.runs,
+      h("h2", {}, "Dead runs"), sections.dead);
+    let current = null;
+
+    function previewForm() {
+      const after = h("input", { id: "preview-after", name: "after", type: "date", required: true });
+      const form = h("form", { class: "inline", id: "preview-form" },
+        h("label", { for: "preview-after" }, "Fire times after (UTC date)", after),
+        h("button", { type: "submit", id: "preview" }, "Preview"));
+      form.addEventListener("submit", async (event) => {
+        event.preventDefault();
+        if (!current) return;
+        try {
+          const answer = await jobApi("PreviewSchedule", {
+            schedule: current.schedule, jobId, count: 10,
+            after: new Date(`${after.value}T00:00:00Z`).toISOString(),
+          });
+          sections.preview.replaceChildren(
+            h("p", { class: "muted" }, `The 10 fire times after ${after.value}, with DST notes:`),
+            fireTable("preview-table", answer.fireTimes || []));
+        } catch (error) {
+          fail(error);
+        }
+      });
+      return form;
+    }
+
+    async function act(title, text, fields, okLabel, call, done) {
+      const form = await confirmAction(title, text, fields, okLabel);
+      if (form === null) return;
+      try {
+        const answer = await call(form);
+        say(done(answer));
+        await refresh();
+      } catch (error) {
+        fail(error);
+      }
+    }
+
+    function renderActions(job) {
+      const button = (id, label, onclick, cls) =>
+        h("button", { type: "button", id, class: cls || "", onclick }, label);
+      sections.actions.replaceChildren(
+        button("action-trigger", "Trigger now", () => act("Trigger a run",
+          `Start a manual run of ${job.name} now?`, [], "Trigger",
+          () => jobApi("TriggerJob", { jobId, requestId: newRequestId() }),
+          (a) => `Triggered: run ${a.run.runKey}`), "primary"),
+        job.paused
+          ? button("action-resume", "Resume", () => act("Resume the job",
+            `Resume ${job.name}? Occurrences missed while paused are not run.`, [], "Resume",
+            () => jobApi("ResumeJob", { jobId }), () => "Resumed."))
+          : button("action-pause", "Pause", () => act("Pause the job",
+            `Pause ${job.name}? No scheduled run starts until it is resumed.`,
+            [h("label", { for: "pause-note" }, "Note (optional)",
+              h("input", { id: "pause-note", name: "note", maxlength: 500 }))], "Pause",
+            (form) => jobApi("PauseJob", { jobId, note: form.get("note") || "" }),
+            () => "Paused."), "danger"),
+        button("action-backfill", "Backfill…", () => act("Backfill a range",
+          `Create runs for ${job.name}'s occurrences in a past range (at most 1,000).`,
+          [dateField("backfill-start", "From"), dateField("backfill-end", "To")], "Backfill",
+          (form) => jobApi("BackfillJob", {
+            jobId,
+            startTime: new Date(`${form.get("backfill-start")}Z`).toISOString(),
+            endTime: new Date(`${form.get("backfill-end")}Z`).toISOString(),
+          }),
+          (a) => `Backfill: ${(a.runs || []).length} runs created, ${a.existingCount || 0} ` +
+            "already existed.")));
+    }
+
+    function replay(run) {
+      return act("Replay a dead run", `Run ${run.runKey} again under the same run key?`, [],
+        "Replay", () => jobApi("ReplayRun", { runKey: run.runKey }),
+        (a) => `Replayed: ${a.run.runKey} is ${runStatus(a.run)}.`);
+    }
+
+    async function refresh() {
+      const [described, history, dead] = await Promise.all([
+        jobApi("DescribeJob", { jobId }),
+        jobApi("ListRuns", { jobId, pageSize: HISTORY }),
+        jobApi("ListRuns", { jobId, statuses: ["RUN_STATUS_DEAD"], pageSize: 50 }),
+      ]);
+      const job = described.job;
+      const runs = history.runs || [];
+      document.title = `${job.name} · Sundial console`;
+      sections.title.textContent = job.name;
+      const fact = (term, ...value) => [h("dt", {}, term), h("dd", {}, ...value)];
+      sections.facts.replaceChildren(
+        ...fact("Schedule", describeSchedule(job.schedule), " ", scheduleSpec(job.schedule)),
+        ...fact("State", job.paused ? pill("paused") : pill("active", "succeeded"),
+          job.paused && job.pauseNote ? ` ${job.pauseNote}` : ""),
+        ...fact("Next run", job.paused ? "paused" : `${fmtTime(job.nextRunAt)} ` +
+          relative(job.nextRunAt)),
+        ...fact("Last outcome", lastOutcome(job.stats)),
+        ...fact("Active runs", String(described.activeRuns || 0)),
+        ...fact("Target", job.target && job.target.http ? job.target.http.url
+          : job.target && job.target.grpc ? `gRPC ${job.target.grpc.address}` : "—"),
+        ...fact("Job id", h("code", {}, job.jobId)));
+      if (!current || current.paused !== job.paused || current.name !== job.name) {
+        renderActions(job);
+      }
+      current = job;
+      sections.upcoming.replaceChildren(fireTable("upcoming-table", described.upcoming || []));
+      sections.chart.replaceChildren(...renderChart(runs));
+      sections.strip.replaceChildren(renderStrip(runs));
+      sections.runs.replaceChildren(runsTable("runs-table",
+        `The ${runs.length} most recent runs, newest first`, runs, false));
+      sections.dead.replaceChildren(runsTable("dead-table", "Runs that failed for good",
+        dead.runs || [], true, replay));
+    }
+
+    return poll(refresh);
+  }
+
+  // --- admin -------------------------------------------------------------------------------
+
+  function showAdmin() {
+    const tenants = h("div", { id: "tenants" });
+    const cluster = h("div", { id: "cluster" });
+    mount(h("h1", {}, "Admin"), h("h2", {}, "Tenants"), tenants, h("h2", {}, "Cluster"), cluster);
+
+    async function refresh() {
+      const listed = await adminApi("ListTenants", { pageSize: 100 });
+      const rows = (listed.tenants || []).map((t) => h("tr", { "data-tenant-id": t.tenantId },
+        h("td", {}, h("code", {}, t.tenantId)),
+        h("td", {}, t.displayName || ""),
+        h("td", { class: "num" }, (t.quotas && t.quotas.maxJobs) || "default"),
+        h("td", { class: "num" }, (t.quotas && t.quotas.maxConcurrentRuns) || "default"),
+        h("td", {}, fmtTime(t.createTime))));
+      tenants.replaceChildren(h("table", { id: "tenants-table" },
+        h("thead", {}, h("tr", {}, ["Tenant", "Name", "Max jobs", "Max running", "Created"].map(
+          (title) => h("th", { scope: "col" }, title)))),
+        h("tbody", {}, rows)),
+      listed.nextPageToken ? h("p", { class: "muted" }, "Showing the first 100 tenants.") : "");
+      try {
+        const status = await adminApi("ClusterStatus", {});
+        const members = status.members || [];
+        cluster.replaceChildren(h("dl", { class: "facts", id: "cluster-facts" },
+          h("dt", {}, "Cluster"), h("dd", {}, status.cluster || ""),
+          h("dt", {}, "Dispatch lag"), h("dd", {}, fmtSeconds(seconds(status.dispatchLag) || 0)),
+          h("dt", {}, "Oldest due job"), h("dd", {}, fmtTime(status.oldestDueTime)),
+          h("dt", {}, "Partitions"), h("dd", {}, `${(status.partitions || []).length} owned of ` +
+            `${status.partitionCount || 0}`)),
+        h("table", { id: "members-table" },
+          h("thead", {}, h("tr", {}, ["Scheduler", "Address", "Partitions", "Since", "Version"]
+            .map((title) => h("th", { scope: "col" }, title)))),
+          h("tbody", {}, members.map((m) => h("tr", {},
+            h("td", {}, m.nodeId), h("td", {}, m.address || ""),
+            h("td", { class: "num" }, m.partitionsOwned || 0), h("td", {}, fmtTime(m.since)),
+            h("td", {}, m.version || ""))))));
+      } catch (error) {
+        if (!(error instanceof ApiError) || error.code === "unauthenticated") throw error;
+        cluster.replaceChildren(h("p", { class: "muted" }, `Cluster status: ${error.message}`));
+      }
+    }
+
+    return poll(refresh, 5000);
+  }
+
+  // --- routing -----------------------------------------------------------------------------
+
+  function route() {
+    stopPolling();
+    say("");
+    if (!sessionStorage.getItem(TOKEN_KEY)) return renderLogin();
+    const role = sessionStorage.getItem(ROLE_KEY) || "tenant";
+    $("#nav").hidden = false;
+    $("#nav-jobs").hidden = role === "admin";
+    $("#nav-admin").hidden = role !== "admin";
+    $("#who").textContent = role === "admin" ? "admin token" : "tenant token";
+    const hash = location.hash || "#/";
+    const job = hash.match(/^#\/jobs\/([^/]+)$/);
+    if (job && role !== "admin") return showJob(decodeURIComponent(job[1]));
+    if (role === "admin") return showAdmin();
+    return showJobs();
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    $("#logout").addEventListener("click", () => logout("Logged out."));
+    window.addEventListener("hashchange", route);
+    route();
+  });
+})();

@@ -1,0 +1,334 @@
+"""The web console in a real browser (headless Chromium from Debian's ``chromium``, driven
+by Selenium through ``chromium-driver``) against a real stack: API with its HTTP port,
+scheduler, executor, and a recording target.
+
+It logs in with a tenant token, finds a job by name and by label (never another
+tenant's), watches its runs appear as they fire, triggers a run, replays a dead run,
+pauses the job, and looks at the admin view; screenshots are kept under the test's
+tmp dir (the path is printed), and copied to ``$SUNDIAL_SCREENSHOTS_DIR`` when set
+(``SUNDIAL_SCREENSHOTS_DIR=bench/results/console`` refreshes README's picture), so a
+test run leaves the repository as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sundial.devstack import Stack
+from sundial.v1 import job_pb2, job_service_pb2, run_pb2
+from tests.helpers.cluster import ADMIN_TOKEN, Cluster, Tenant, running_cluster
+from tests.helpers.eventually import assert_eventually
+from tests.helpers.target_server import RecordingTarget
+
+pytestmark = pytest.mark.timeout(240)
+
+CHROMIUM = shutil.which("chromium")
+CHROMEDRIVER = shutil.which("chromedriver")
+WAIT_S = 30.0
+NY = "America/New_York"
+
+if CHROMIUM is None or CHROMEDRIVER is None:
+    pytest.skip(
+        "the browser test needs Debian's chromium and chromium-driver packages "
+        "(.ci/run installs them; apt-get install chromium chromium-driver)",
+        allow_module_level=True,
+    )
+
+from selenium import webdriver  # noqa: E402 - only once the browser is known to exist
+from selenium.webdriver.chrome.service import Service as DriverService  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+
+@pytest.fixture
+def browser() -> Iterator[WebDriver]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",  # CI runs as root, where Chromium's sandbox cannot start
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1500",
+        "--no-first-run",
+        "--disable-extensions",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ):
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=DriverService(str(CHROMEDRIVER)))
+    driver.set_page_load_timeout(WAIT_S)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+async def cluster(stack: Stack, migrated_database_url: str, tmp_path: Path) -> Any:
+    async with running_cluster(stack, migrated_database_url, tmp_path / "logs", http=True) as c:
+        yield c
+
+
+def until(driver: WebDriver, check: Callable[[WebDriver], Any], what: str) -> Any:
+    """Poll ``check`` until it returns something truthy (WebDriverWait, bounded)."""
+    return WebDriverWait(driver, WAIT_S, poll_frequency=0.2).until(check, message=what)
+
+
+def rows(driver: WebDriver, table_id: str) -> list[WebElement]:
+    return driver.find_elements(By.CSS_SELECTOR, f"#{table_id} tbody tr[data-run-key]")
+
+
+def unlabelled(driver: WebDriver) -> list[str]:
+    """Form controls of the page without a label (an accessibility failure)."""
+    return list(
+        driver.execute_script(
+            "return [...document.querySelectorAll('input, select, textarea')]"
+            ".filter(e => !e.labels || !e.labels.length).map(e => e.id || e.name);"
+        )
+    )
+
+
+def status_text(driver: WebDriver) -> str:
+    return driver.find_element(By.ID, "status").text
+
+
+def confirm(driver: WebDriver, button: WebElement) -> None:
+    """Click ``button``, then the confirmation dialog's confirm button."""
+    button.click()
+    until(
+        driver,
+        lambda d: d.find_element(By.ID, "confirm").get_attribute("open") is not None,
+        "the confirmation dialog",
+    )
+    driver.find_element(By.ID, "confirm-ok").click()
+
+
+def job(
+    name: str, url: str, labels: dict[str, str], *, zone: str = "Europe/Berlin", **schedule: Any
+) -> job_pb2.Job:
+    return job_pb2.Job(
+        name=name,
+        labels=labels,
+        schedule=job_pb2.Schedule(time_zone=zone, **schedule),
+        target=job_pb2.Target(http=job_pb2.HttpTarget(url=url)),
+    )
+
+
+def search(driver: WebDriver, field: str, text: str, *, shown: str, hidden: str) -> None:
+    """Type ``text`` into the search ``field``, search, wait for the filtered list."""
+    driver.find_element(By.ID, field).send_keys(text)
+    driver.find_element(By.ID, "search").click()
+
+    def filtered(d: WebDriver) -> bool:
+        listed = d.find_element(By.ID, "jobs-table").text
+        return shown in listed and hidden not in listed
+
+    until(driver, filtered, f"the jobs list filtered by {field}")
+
+
+@dataclass
+class Visit:
+    """What the browser session works on."""
+
+    base: str
+    tenant: Tenant
+    beat_id: str
+    broken_id: str
+    shots: Path
+
+
+def browse(driver: WebDriver, visit: Visit) -> dict[str, str]:
+    """The whole browser session (Selenium is synchronous: run off the event loop)."""
+    base, tenant, shots = visit.base, visit.tenant, visit.shots
+    beat_id, broken_id = visit.beat_id, visit.broken_id
+    driver.get(f"{base}/console/")
+    token = until(driver, lambda d: d.find_element(By.ID, "token"), "the login form")
+    token.send_keys(tenant.token + Keys.ENTER)  # the keyboard alone logs in
+    until(driver, lambda d: "beat" in d.find_element(By.ID, "jobs-table").text, "the jobs list")
+    assert unlabelled(driver) == []
+    listed = driver.find_element(By.ID, "jobs-table").text
+    assert "broken" in listed
+    assert "other-tenants-job" not in listed  # another tenant's job is never shown
+    assert tenant.token not in driver.current_url  # the token is never in a URL
+    driver.save_screenshot(str(shots / "1-jobs.png"))
+
+    # Search by label, then by name prefix (server-side filters).
+    search(driver, "search-label", "team=growth", shown="broken", hidden="beat")
+    driver.find_element(By.ID, "search-label").clear()
+    search(driver, "search-name", "be", shown="beat", hidden="broken")
+    driver.find_element(By.LINK_TEXT, "beat").click()
+
+    # Runs appear as they fire (the page polls).
+    until(driver, lambda d: len(rows(d, "runs-table")) >= 1, "a first run")
+    first = len(rows(driver, "runs-table"))
+    until(driver, lambda d: len(rows(d, "runs-table")) > first, "runs appearing as they fire")
+    until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#outcomes li.ok"), "a success")
+    until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#lateness-chart circle"), "a chart")
+    facts = driver.find_element(By.ID, "job-facts").text
+    assert "every 2.00 s" in facts, facts
+    assert driver.find_elements(By.CSS_SELECTOR, "#upcoming-table tbody tr")
+
+    assert unlabelled(driver) == []
+    # Trigger with the keyboard: the dialog takes the focus to its confirm button.
+    driver.find_element(By.ID, "action-trigger").send_keys(Keys.ENTER)
+    until(
+        driver,
+        lambda d: d.switch_to.active_element.get_attribute("id") == "confirm-ok",
+        "the focus on the dialog's confirm button",
+    )
+    driver.switch_to.active_element.send_keys(Keys.ENTER)
+    until(driver, lambda d: "Triggered: run" in status_text(d), "the trigger's answer")
+    until(
+        driver,
+        lambda d: any("manual" in r.text for r in rows(d, "runs-table")),
+        "the manual run in the history",
+    )
+    driver.save_screenshot(str(shots / "2-job.png"))
+
+    # The dead run of the other job, replayed.
+    driver.get(f"{base}/console/#/jobs/{broken_id}")
+    replay = until(
+        driver,
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#dead-table button.replay"),
+        "the dead run's Replay button",
+    )
+    dead_key = replay[0].find_element(By.XPATH, "./ancestor::tr").get_attribute("data-run-key")
+    facts = driver.find_element(By.ID, "job-facts").text
+    assert "at 02:30, every day (America/New_York)" in facts, facts
+    # Fire times across the spring-forward gap carry their DST note.
+    driver.execute_script(
+        "const i = document.getElementById('preview-after'); i.value = '2027-03-12';"
+    )
+    driver.find_element(By.ID, "preview").click()
+    gap = until(
+        driver,
+        lambda d: [
+            r
+            for r in d.find_elements(By.CSS_SELECTOR, "#preview-table tbody tr")
+            if "2027-03-14" in r.text
+        ],
+        "the preview across the DST gap",
+    )
+    assert "03:00" in gap[0].text and gap[0].find_element(By.CLASS_NAME, "dst").text, gap[0].text
+    driver.save_screenshot(str(shots / "3-dead-run.png"))
+    confirm(driver, replay[0])
+    until(driver, lambda d: "Replayed:" in status_text(d), "the replay's answer")
+
+    # Pause the first job, with a note.
+    driver.get(f"{base}/console/#/jobs/{beat_id}")
+    until(driver, lambda d: d.find_elements(By.ID, "action-pause"), "the Pause button")
+    driver.find_element(By.ID, "action-pause").click()
+    until(driver, lambda d: d.find_element(By.ID, "pause-note").is_displayed(), "the note field")
+    driver.find_element(By.ID, "pause-note").send_keys("maintenance")
+    driver.find_element(By.ID, "confirm-ok").click()
+    until(driver, lambda d: d.find_elements(By.ID, "action-resume"), "the job shown paused")
+    assert "maintenance" in driver.find_element(By.ID, "job-facts").text
+    driver.save_screenshot(str(shots / "4-paused.png"))
+
+    # The admin view, with an admin token.
+    driver.find_element(By.ID, "logout").click()
+    token = until(driver, lambda d: d.find_element(By.ID, "token"), "the login form again")
+    token.send_keys(ADMIN_TOKEN)
+    driver.find_element(By.ID, "login").click()
+    until(
+        driver,
+        lambda d: tenant.tenant_id in d.find_element(By.ID, "tenants-table").text,
+        "the tenants list",
+    )
+    until(
+        driver,
+        lambda d: (
+            d.find_elements(By.ID, "cluster-facts")
+            or "Cluster status" in d.find_element(By.ID, "cluster").text
+        ),
+        "the cluster section",
+    )
+    driver.save_screenshot(str(shots / "5-admin.png"))
+
+    blocked = [
+        entry["message"]
+        for entry in driver.get_log("browser")
+        if "Content Security Policy" in entry["message"] or entry["level"] == "SEVERE"
+    ]
+    # The 401/403 answers the login probe draws are expected in the log; nothing else is.
+    unexpected = [m for m in blocked if "401" not in m and "403" not in m]
+    assert not unexpected, unexpected
+    return {"dead_key": dead_key or ""}
+
+
+async def test_the_console_in_a_browser(
+    cluster: Cluster, target: RecordingTarget, browser: WebDriver, tmp_path: Path
+) -> None:
+    target.script("/broken", status=400, body=b"bad request")
+    tenant = await cluster.tenant()
+    other = await cluster.tenant()
+    await other.create_job(job("other-tenants-job", f"{target.url}/ok", {}, cron="0 3 * * *"))
+    beat = await tenant.create_job(
+        job(
+            "beat",
+            f"{target.url}/ok",
+            {"team": "core"},
+            interval=job_pb2.IntervalSchedule(every={"seconds": 2}),
+        )
+    )
+    broken = await tenant.create_job(
+        job("broken", f"{target.url}/broken", {"team": "growth"}, cron="30 2 * * *", zone=NY)
+    )
+    await tenant.call("TriggerJob", job_service_pb2.TriggerJobRequest(job_id=broken.job_id))
+
+    async def dead() -> run_pb2.Run:
+        runs = [r for r in await tenant.runs(broken.job_id) if r.status == run_pb2.RUN_STATUS_DEAD]
+        assert runs, "the broken job's run is not dead yet"
+        return runs[0]
+
+    await assert_eventually(dead, timeout_s=30, interval_s=0.3)
+
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    base = cluster.services.processes["api"].http_url
+    assert base is not None
+    seen = await asyncio.to_thread(
+        browse, browser, Visit(base, tenant, beat.job_id, broken.job_id, shots)
+    )
+
+    # What the browser did, as the gRPC API sees it.
+    async def replayed() -> None:
+        runs = {r.run_key: r for r in await tenant.runs(broken.job_id)}
+        assert runs[seen["dead_key"]].replay_count == 1
+
+    await assert_eventually(replayed, timeout_s=10, interval_s=0.2)
+    got = await tenant.call("GetJob", job_service_pb2.GetJobRequest(job_id=beat.job_id))
+    assert got.job.paused
+    assert got.job.pause_note == "maintenance"
+    kinds = [r.kind for r in await tenant.runs(beat.job_id)]
+    assert run_pb2.RUN_KIND_MANUAL in kinds
+
+    # Tokens reach no log: not the API's (which saw every request) nor any other.
+    for log in (tmp_path / "logs").iterdir():
+        text = log.read_text(errors="replace")
+        assert tenant.token not in text, f"{log.name} holds the tenant token"
+        assert ADMIN_TOKEN not in text, f"{log.name} holds the admin token"
+
+    print(f"console screenshots: {shots}")
+    await asyncio.to_thread(_keep_screenshots, shots)
+
+
+def _keep_screenshots(shots: Path) -> None:
+    """Copy the screenshots to ``$SUNDIAL_SCREENSHOTS_DIR`` when it is set."""
+    if keep := os.environ.get("SUNDIAL_SCREENSHOTS_DIR"):
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        for shot in sorted(shots.iterdir()):
+            shutil.copyfile(shot, Path(keep) / shot.name)
