@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test generate verify lint typecheck deploy-check bench chaos clean
+.PHONY: help setup run test generate verify lint typecheck proto-check proto-baseline deploy-check bench chaos clean
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -17,8 +17,9 @@ $(BIN)/python:
 setup: $(BIN)/python ## Create .venv, install Sundial with its dev and stack extras, build sdk/typescript
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@if command -v npm >/dev/null; then \
-		cd sdk/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build; \
-	else echo "npm not found: sdk/typescript not built (its tests are skipped)"; fi
+		(cd sdk/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build) && \
+		(cd tools/buf && npm ci --no-audit --no-fund --loglevel=error); \
+	else echo "npm not found: sdk/typescript not built (its tests are skipped), no buf"; fi
 
 run: setup ## Start PostgreSQL, NATS, etcd and the three services locally, with a demo schedule
 	$(BIN)/sundial dev
@@ -34,9 +35,18 @@ verify: setup ## Fail when generated code (protos, README config tables) is stal
 	$(BIN)/python scripts/gen_protos.py --check
 	$(BIN)/python scripts/config_docs.py --check
 
-lint: setup typecheck ## Ruff lint and format check, and the type check
+lint: setup typecheck proto-check ## Ruff lint and format check, the type check, buf lint and breaking
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+BUF := tools/buf/node_modules/.bin/buf
+
+proto-check: setup ## buf lint (STANDARD) and buf breaking against the committed contract, proto/baseline.binpb
+	$(BUF) lint
+	$(BUF) breaking --against proto/baseline.binpb
+
+proto-baseline: setup ## Make the current protos the contract buf breaking checks against (a deliberate act)
+	$(BUF) build --exclude-source-info -o proto/baseline.binpb
 
 typecheck: setup ## Type-check with mypy (what it checks is [tool.mypy] in pyproject.toml)
 	$(BIN)/mypy

@@ -49,9 +49,9 @@ from sundial.core.partition import PARTITION_COUNT
 from sundial.core.wire import timestamp_in
 from sundial.devstack import Stack
 from sundial.devstack._services import Services
+from sundial.internal.v1 import events_pb2
 from sundial.run import JobPolicies, policies_to_json, schedule_to_json
 from sundial.schedule import CronSpec, Schedule
-from sundial.v1 import events_pb2
 
 BATCH = 500
 SCHEDULE = schedule_to_json(Schedule(CronSpec("0 0 * * *")))

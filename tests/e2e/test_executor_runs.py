@@ -15,7 +15,8 @@ import pytest
 
 from sundial.client import SignatureError, verify_signature
 from sundial.core.bus import DEAD_STREAM, dead_subject
-from sundial.v1 import events_pb2, job_pb2, job_service_pb2, run_pb2
+from sundial.internal.v1 import events_pb2
+from sundial.v1 import job_pb2, job_service_pb2, run_pb2
 from tests.helpers.cluster import Cluster, Tenant
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.stack import nats_options

@@ -19,7 +19,7 @@ GRACE_S = 5.0
 
 EXPECTED = {
     "api": {"sundial.v1.JobService", "sundial.v1.AdminService"},
-    "scheduler": {"sundial.v1.RunLedger"},
+    "scheduler": {"sundial.internal.v1.RunLedgerService"},
     "executor": set(),
 }
 

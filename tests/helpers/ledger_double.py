@@ -58,6 +58,7 @@ from sundial.core.clock import Clock, SystemClock
 from sundial.core.config import ServerConfig
 from sundial.core.errors import InvalidArgument, SundialError, Unauthenticated
 from sundial.core.grpc import Server, build_server
+from sundial.internal.v1 import ledger_pb2, ledger_pb2_grpc
 from sundial.run import (
     Grant,
     RetryPolicy,
@@ -86,7 +87,7 @@ from sundial.scheduler.ledger import (
     lease_ttl_in,
     rejection_out,
 )
-from sundial.v1 import job_pb2, ledger_pb2, ledger_pb2_grpc, run_pb2
+from sundial.v1 import job_pb2, run_pb2
 
 DEFAULT_LEASE_S = 30
 """Lease of a request without lease_ttl (the scheduler's default ``run_lease_s``)."""
@@ -157,7 +158,7 @@ EXECUTOR_TOKEN = "double-executor-token"
 :attr:`LedgerDouble.tokens`)."""
 
 
-class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
+class LedgerDouble(ledger_pb2_grpc.RunLedgerServiceServicer):
     """In-memory RunLedger (see the module docstring). A double: label results as such.
 
     Args:
@@ -225,8 +226,8 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServicer):
     async def start(self) -> LedgerDouble:
         self._server = build_server(
             ServerConfig(listen=f"127.0.0.1:{self._port}", grace_period_s=0),
-            services=[(ledger_pb2_grpc.add_RunLedgerServicer_to_server, self)],
-            service_names=["sundial.v1.RunLedger"],
+            services=[(ledger_pb2_grpc.add_RunLedgerServiceServicer_to_server, self)],
+            service_names=["sundial.internal.v1.RunLedgerService"],
             interceptors=[LedgerAuthInterceptor(_TokenTable(self.tokens))],
         )
         self._port = self._server.port

@@ -1,7 +1,8 @@
 """The wire contracts: generated code is current, and the .proto files keep the house rules.
 
 Rules checked here (buf-lint style, plus Sundial's own):
-  * libs/sundial/v1 is exactly what scripts/gen_protos.py generates from proto/;
+  * libs/sundial/v1 and libs/sundial/internal/v1 are exactly what scripts/gen_protos.py
+    generates from proto/;
   * every enum's zero value is <ENUM_NAME>_UNSPECIFIED and every value carries the prefix;
   * every RPC has its own <Method>Request / <Method>Response messages;
   * the services have exactly the RPCs the design names;
@@ -24,11 +25,15 @@ import pytest
 from google.protobuf import descriptor, descriptor_pb2, timestamp_pb2
 from grpc_tools import protoc
 
+import sundial.internal.v1
 import sundial.v1
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gen_protos.py"
 PACKAGE = "sundial.v1"
+"""What tenants' SDKs are generated from (proto/sundial/v1)."""
+INTERNAL = "sundial.internal.v1"
+"""Between Sundial's own services only: the ledger and the NATS payloads."""
 
 EXPECTED_METHODS = {
     "JobService": {
@@ -52,7 +57,7 @@ EXPECTED_METHODS = {
         "GetEgressPolicy",
         "RotateOwnSigningSecret",
     },
-    "RunLedger": {"LeaseRuns", "Heartbeat", "CompleteRuns"},
+    "RunLedgerService": {"LeaseRuns", "Heartbeat", "CompleteRuns"},
     "TargetService": {"Execute"},
     "AdminService": {
         "CreateTenant",
@@ -76,10 +81,12 @@ _ENUM_VALUE, _SERVICE_METHOD = 2, 2
 
 
 def _pb2_modules() -> list[ModuleType]:
-    names = sorted(
-        m.name for m in pkgutil.iter_modules(sundial.v1.__path__) if m.name.endswith("_pb2")
-    )
-    return [importlib.import_module(f"{PACKAGE}.{name}") for name in names]
+    return [
+        importlib.import_module(f"{package.__name__}.{m.name}")
+        for package in (sundial.v1, sundial.internal.v1)
+        for m in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name)
+        if m.name.endswith("_pb2")
+    ]
 
 
 def _files() -> list[descriptor.FileDescriptor]:
@@ -114,11 +121,12 @@ def _run_script(*args: str | Path) -> subprocess.CompletedProcess[str]:
 
 def _copy_project(dest: Path) -> Path:
     shutil.copytree(ROOT / "proto", dest / "proto")
-    shutil.copytree(
-        ROOT / "libs" / "sundial" / "v1",
-        dest / "libs" / "sundial" / "v1",
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
+    for package in ("v1", "internal/v1"):
+        shutil.copytree(
+            ROOT / "libs" / "sundial" / package,
+            dest / "libs" / "sundial" / package,
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
     return dest / "libs" / "sundial" / "v1"
 
 
@@ -179,11 +187,20 @@ def test_sundial_stays_a_namespace_package() -> None:
 
 def test_every_file_is_in_the_package() -> None:
     files = _files()
-    assert {f.name for f in files} == {
-        f"sundial/v1/{name}.proto"
-        for name in ("admin", "egress", "events", "job", "job_service", "ledger", "run", "target")
+    assert {f.name: f.package for f in files} == {
+        **{
+            f"sundial/v1/{name}.proto": PACKAGE
+            for name in ("admin", "egress", "job", "job_service", "run", "target")
+        },
+        **{f"sundial/internal/v1/{name}.proto": INTERNAL for name in ("events", "ledger")},
     }
-    assert {f.package for f in files} == {PACKAGE}
+
+
+def test_the_public_package_imports_nothing_internal() -> None:
+    """A tenant SDK generated from proto/sundial/v1 holds no internal service or message."""
+    for file in _files():
+        if file.package == PACKAGE:
+            assert not [d.name for d in file.dependencies if d.package == INTERNAL], file.name
 
 
 def test_enum_zero_values_are_unspecified_and_values_prefixed() -> None:
@@ -211,7 +228,7 @@ def test_every_rpc_has_its_own_request_and_response() -> None:
         for method in service.methods:
             assert method.input_type.name == f"{method.name}Request", method.full_name
             assert method.output_type.name == f"{method.name}Response", method.full_name
-            assert method.input_type.full_name.startswith(f"{PACKAGE}.")
+            assert method.input_type.full_name.startswith(f"{service.file.package}.")
             for message in (method.input_type, method.output_type):
                 assert message.full_name not in seen, f"{message.full_name} is shared"
                 seen.add(message.full_name)

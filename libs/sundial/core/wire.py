@@ -23,6 +23,7 @@ from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
 from sundial.core import egress
 from sundial.core.errors import InvalidArgument
+from sundial.internal.v1 import ledger_pb2
 from sundial.run import (
     ErrorClass,
     FenceReason,
@@ -36,7 +37,7 @@ from sundial.run import (
     SkipReason,
     Target,
 )
-from sundial.v1 import egress_pb2, job_pb2, ledger_pb2, run_pb2
+from sundial.v1 import egress_pb2, job_pb2, run_pb2
 
 __all__ = [
     "MAX_TIME",

@@ -1,5 +1,6 @@
 import datetime
 
+from google.api import field_behavior_pb2 as _field_behavior_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2

@@ -22,27 +22,32 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14sundial/v1/run.proto\x12\nsundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"J\n\x06RunRef\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x30\n\x0cscheduled_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x81\x06\n\x03Run\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x30\n\x0cscheduled_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07run_key\x18\x03 \x01(\t\x12!\n\x04kind\x18\x04 \x01(\x0e\x32\x13.sundial.v1.RunKind\x12%\n\x06status\x18\x05 \x01(\x0e\x32\x15.sundial.v1.RunStatus\x12\x0f\n\x07\x61ttempt\x18\x06 \x01(\x05\x12/\n\x0blease_until\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0b\x65xecutor_id\x18\x08 \x01(\t\x12.\n\nstarted_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12+\n\x08lateness\x18\x0b \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x12\n\nlast_error\x18\x0c \x01(\t\x12+\n\x0b\x65rror_class\x18\r \x01(\x0e\x32\x16.sundial.v1.ErrorClass\x12+\n\x0bskip_reason\x18\x0e \x01(\x0e\x32\x16.sundial.v1.SkipReason\x12\x33\n\x0fnext_attempt_at\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x63reate_time\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12*\n\x06\x64ue_at\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x63\x61ncel_requested\x18\x12 \x01(\x08\x12\x14\n\x0creplay_count\x18\x13 \x01(\x05\x12\x18\n\x10last_http_status\x18\x14 \x01(\x05\x12\x1b\n\x0elast_grpc_code\x18\x15 \x01(\x05H\x00\x88\x01\x01\x42\x11\n\x0f_last_grpc_code*g\n\x07RunKind\x12\x18\n\x14RUN_KIND_UNSPECIFIED\x10\x00\x12\x16\n\x12RUN_KIND_SCHEDULED\x10\x01\x12\x13\n\x0fRUN_KIND_MANUAL\x10\x02\x12\x15\n\x11RUN_KIND_BACKFILL\x10\x03*\xe8\x01\n\tRunStatus\x12\x1a\n\x16RUN_STATUS_UNSPECIFIED\x10\x00\x12\x16\n\x12RUN_STATUS_PENDING\x10\x01\x12\x15\n\x11RUN_STATUS_QUEUED\x10\x02\x12\x16\n\x12RUN_STATUS_RUNNING\x10\x03\x12\x17\n\x13RUN_STATUS_RETRYING\x10\x04\x12\x18\n\x14RUN_STATUS_SUCCEEDED\x10\x05\x12\x13\n\x0fRUN_STATUS_DEAD\x10\x06\x12\x16\n\x12RUN_STATUS_SKIPPED\x10\x07\x12\x18\n\x14RUN_STATUS_CANCELLED\x10\x08*\x85\x02\n\nErrorClass\x12\x1b\n\x17\x45RROR_CLASS_UNSPECIFIED\x10\x00\x12\x19\n\x15\x45RROR_CLASS_RETRYABLE\x10\x01\x12\x15\n\x11\x45RROR_CLASS_FINAL\x10\x02\x12\x17\n\x13\x45RROR_CLASS_TIMEOUT\x10\x03\x12\x1a\n\x16\x45RROR_CLASS_CONNECTION\x10\x04\x12\x17\n\x13\x45RROR_CLASS_REFUSED\x10\x05\x12\x19\n\x15\x45RROR_CLASS_CANCELLED\x10\x06\x12\x1d\n\x19\x45RROR_CLASS_LEASE_EXPIRED\x10\x07\x12 \n\x1c\x45RROR_CLASS_TARGET_FORBIDDEN\x10\x08*x\n\nSkipReason\x12\x1b\n\x17SKIP_REASON_UNSPECIFIED\x10\x00\x12\x17\n\x13SKIP_REASON_OVERLAP\x10\x01\x12\x1b\n\x17SKIP_REASON_BUFFER_FULL\x10\x02\x12\x17\n\x13SKIP_REASON_MISFIRE\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14sundial/v1/run.proto\x12\nsundial.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"V\n\x06RunRef\x12\x14\n\x06job_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x36\n\x0cscheduled_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x02\"\x81\x06\n\x03Run\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x30\n\x0cscheduled_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07run_key\x18\x03 \x01(\t\x12!\n\x04kind\x18\x04 \x01(\x0e\x32\x13.sundial.v1.RunKind\x12%\n\x06status\x18\x05 \x01(\x0e\x32\x15.sundial.v1.RunStatus\x12\x0f\n\x07\x61ttempt\x18\x06 \x01(\x05\x12/\n\x0blease_until\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0b\x65xecutor_id\x18\x08 \x01(\t\x12.\n\nstarted_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12+\n\x08lateness\x18\x0b \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x12\n\nlast_error\x18\x0c \x01(\t\x12+\n\x0b\x65rror_class\x18\r \x01(\x0e\x32\x16.sundial.v1.ErrorClass\x12+\n\x0bskip_reason\x18\x0e \x01(\x0e\x32\x16.sundial.v1.SkipReason\x12\x33\n\x0fnext_attempt_at\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x63reate_time\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12*\n\x06\x64ue_at\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x63\x61ncel_requested\x18\x12 \x01(\x08\x12\x14\n\x0creplay_count\x18\x13 \x01(\x05\x12\x18\n\x10last_http_status\x18\x14 \x01(\x05\x12\x1b\n\x0elast_grpc_code\x18\x15 \x01(\x05H\x00\x88\x01\x01\x42\x11\n\x0f_last_grpc_code*g\n\x07RunKind\x12\x18\n\x14RUN_KIND_UNSPECIFIED\x10\x00\x12\x16\n\x12RUN_KIND_SCHEDULED\x10\x01\x12\x13\n\x0fRUN_KIND_MANUAL\x10\x02\x12\x15\n\x11RUN_KIND_BACKFILL\x10\x03*\xe8\x01\n\tRunStatus\x12\x1a\n\x16RUN_STATUS_UNSPECIFIED\x10\x00\x12\x16\n\x12RUN_STATUS_PENDING\x10\x01\x12\x15\n\x11RUN_STATUS_QUEUED\x10\x02\x12\x16\n\x12RUN_STATUS_RUNNING\x10\x03\x12\x17\n\x13RUN_STATUS_RETRYING\x10\x04\x12\x18\n\x14RUN_STATUS_SUCCEEDED\x10\x05\x12\x13\n\x0fRUN_STATUS_DEAD\x10\x06\x12\x16\n\x12RUN_STATUS_SKIPPED\x10\x07\x12\x18\n\x14RUN_STATUS_CANCELLED\x10\x08*\x85\x02\n\nErrorClass\x12\x1b\n\x17\x45RROR_CLASS_UNSPECIFIED\x10\x00\x12\x19\n\x15\x45RROR_CLASS_RETRYABLE\x10\x01\x12\x15\n\x11\x45RROR_CLASS_FINAL\x10\x02\x12\x17\n\x13\x45RROR_CLASS_TIMEOUT\x10\x03\x12\x1a\n\x16\x45RROR_CLASS_CONNECTION\x10\x04\x12\x17\n\x13\x45RROR_CLASS_REFUSED\x10\x05\x12\x19\n\x15\x45RROR_CLASS_CANCELLED\x10\x06\x12\x1d\n\x19\x45RROR_CLASS_LEASE_EXPIRED\x10\x07\x12 \n\x1c\x45RROR_CLASS_TARGET_FORBIDDEN\x10\x08*x\n\nSkipReason\x12\x1b\n\x17SKIP_REASON_UNSPECIFIED\x10\x00\x12\x17\n\x13SKIP_REASON_OVERLAP\x10\x01\x12\x1b\n\x17SKIP_REASON_BUFFER_FULL\x10\x02\x12\x17\n\x13SKIP_REASON_MISFIRE\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sundial.v1.run_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_RUNKIND']._serialized_start=949
-  _globals['_RUNKIND']._serialized_end=1052
-  _globals['_RUNSTATUS']._serialized_start=1055
-  _globals['_RUNSTATUS']._serialized_end=1287
-  _globals['_ERRORCLASS']._serialized_start=1290
-  _globals['_ERRORCLASS']._serialized_end=1551
-  _globals['_SKIPREASON']._serialized_start=1553
-  _globals['_SKIPREASON']._serialized_end=1673
-  _globals['_RUNREF']._serialized_start=101
-  _globals['_RUNREF']._serialized_end=175
-  _globals['_RUN']._serialized_start=178
-  _globals['_RUN']._serialized_end=947
+  _globals['_RUNREF'].fields_by_name['job_id']._loaded_options = None
+  _globals['_RUNREF'].fields_by_name['job_id']._serialized_options = b'\342A\001\002'
+  _globals['_RUNREF'].fields_by_name['scheduled_at']._loaded_options = None
+  _globals['_RUNREF'].fields_by_name['scheduled_at']._serialized_options = b'\342A\001\002'
+  _globals['_RUNKIND']._serialized_start=994
+  _globals['_RUNKIND']._serialized_end=1097
+  _globals['_RUNSTATUS']._serialized_start=1100
+  _globals['_RUNSTATUS']._serialized_end=1332
+  _globals['_ERRORCLASS']._serialized_start=1335
+  _globals['_ERRORCLASS']._serialized_end=1596
+  _globals['_SKIPREASON']._serialized_start=1598
+  _globals['_SKIPREASON']._serialized_end=1718
+  _globals['_RUNREF']._serialized_start=134
+  _globals['_RUNREF']._serialized_end=220
+  _globals['_RUN']._serialized_start=223
+  _globals['_RUN']._serialized_end=992
 # @@protoc_insertion_point(module_scope)

@@ -14,8 +14,9 @@ from sundial.core.service import Service
 from sundial.executor.completer import Completer
 from sundial.executor.consumer import Consumer
 from sundial.executor.heartbeat import Heartbeat
+from sundial.internal.v1 import events_pb2
 from sundial.run import run_key
-from sundial.v1 import events_pb2, run_pb2
+from sundial.v1 import run_pb2
 from tests.helpers.ledger_double import LedgerDouble, http_target, ref
 from tests.helpers.target_server import RecordingTarget
 

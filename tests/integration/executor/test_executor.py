@@ -16,8 +16,9 @@ import pytest
 from nats.js import JetStreamContext
 
 from sundial.core.bus import runs_subject
+from sundial.internal.v1 import events_pb2, ledger_pb2
 from sundial.run import RejectReason
-from sundial.v1 import events_pb2, ledger_pb2, run_pb2
+from sundial.v1 import run_pb2
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.ledger_double import LedgerDouble, counts, ref
 from tests.helpers.target_server import RecordingTarget

@@ -17,7 +17,7 @@ from nats.js.errors import ServiceUnavailableError
 
 from sundial.core.grpc import KEEPALIVE_SERVER_OPTIONS
 from sundial.executor.app import LEDGER_CHANNEL_OPTIONS
-from sundial.v1 import ledger_pb2
+from sundial.internal.v1 import ledger_pb2
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.ledger_double import LedgerDouble
 from tests.helpers.target_server import RecordingTarget

@@ -17,8 +17,8 @@ import pytest
 from sundial.executor.config import ExecutorConfig
 from sundial.executor.ledger import LedgerClient, LedgerError, RetryPolicy
 from sundial.executor.model import Rejected
+from sundial.internal.v1 import ledger_pb2_grpc
 from sundial.run import Completion, FenceReason, Outcome, OutcomeStatus, RejectReason, RunRef
-from sundial.v1 import ledger_pb2_grpc
 from tests.helpers.ledger_double import LedgerDouble
 
 pytestmark = pytest.mark.timeout(30)
@@ -34,7 +34,7 @@ async def client(ledger: LedgerDouble) -> AsyncIterator[LedgerClient]:
     )
     async with grpc.aio.insecure_channel(ledger.address) as channel:
         yield LedgerClient(
-            ledger_pb2_grpc.RunLedgerStub(channel),
+            ledger_pb2_grpc.RunLedgerServiceStub(channel),
             config,
             executor_id="test-executor",
             token=config.ledger_token,

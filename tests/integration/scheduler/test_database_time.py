@@ -20,7 +20,7 @@ from sundial.core.dbclock import DatabaseTime
 from sundial.devstack import Stack
 from sundial.schedule import CronSpec, IntervalSpec, Schedule
 from sundial.scheduler.dispatcher import Dispatcher
-from sundial.scheduler.ledger import RunLedgerServicer
+from sundial.scheduler.ledger import RunLedgerServiceServicer
 from sundial.scheduler.publisher import RunPublisher
 from sundial.scheduler.store import SchedulerStore
 from tests.integration.scheduler.conftest import scheduler_config
@@ -100,7 +100,7 @@ async def test_a_lease_is_never_born_expired(
     [job] = await insert_jobs(pool, HOURLY, first_due=start)
     await insert_queued_runs(pool, job, [start])
     clock = await corrected(pool, skew)
-    servicer = RunLedgerServicer(SchedulerStore(pool), None, config, clock, random.Random(1))
+    servicer = RunLedgerServiceServicer(SchedulerStore(pool), None, config, clock, random.Random(1))
     async with serve(servicer, pool) as stub:
         [result] = await lease(stub, [ref(job, start)])
     assert result.grant.attempt == 1

@@ -20,10 +20,10 @@ from sundial.core.clock import ManualClock
 from sundial.core.config import DatabaseConfig
 from sundial.core.db import close_pool, create_pool
 from sundial.devstack import Stack
-from sundial.scheduler.ledger import RunLedgerServicer
+from sundial.internal.v1 import ledger_pb2
+from sundial.scheduler.ledger import RunLedgerServiceServicer
 from sundial.scheduler.store import SchedulerStore
 from sundial.scheduler.store._tx import Transaction
-from sundial.v1 import ledger_pb2
 from tests.integration.scheduler.conftest import scheduler_config
 from tests.integration.scheduler.support import add_tenant, insert_jobs, insert_queued_runs
 from tests.integration.scheduler.test_ledger import DAILY, T0, complete, lease, ref, serve
@@ -75,7 +75,7 @@ async def test_lease_and_completion_commit_synchronously_under_a_default_of_off(
     assert store.seen == ["off"], "the database default must be off for this test to mean much"
     [job] = await insert_jobs(pool, DAILY, first_due=T0)
     await insert_queued_runs(pool, job, [T0])
-    servicer = RunLedgerServicer(
+    servicer = RunLedgerServiceServicer(
         store,
         bus.jetstream,
         scheduler_config(migrated_database_url, stack),

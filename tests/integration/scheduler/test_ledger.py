@@ -27,13 +27,14 @@ from sundial.core.grpc import build_server
 from sundial.core.telemetry import LEASES_EXPIRED, RUNS_COMPLETED, RUNS_FENCED
 from sundial.core.wire import timestamp
 from sundial.devstack import Stack
+from sundial.internal.v1 import events_pb2, ledger_pb2, ledger_pb2_grpc
 from sundial.run import JobPolicies
 from sundial.schedule import CronSpec, Schedule
-from sundial.scheduler.ledger import LedgerAuthInterceptor, RunLedgerServicer
+from sundial.scheduler.ledger import LedgerAuthInterceptor, RunLedgerServiceServicer
 from sundial.scheduler.publisher import RunPublisher
 from sundial.scheduler.store import SchedulerStore
 from sundial.scheduler.sweeper import Sweeper
-from sundial.v1 import events_pb2, ledger_pb2, ledger_pb2_grpc, run_pb2
+from sundial.v1 import run_pb2
 from tests.helpers.bearer import bearer_interceptors
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.metrics import counts
@@ -58,14 +59,14 @@ def clock() -> ManualClock:
 
 @contextlib.asynccontextmanager
 async def serve(
-    servicer: RunLedgerServicer, pool: asyncpg.Pool
-) -> AsyncIterator[ledger_pb2_grpc.RunLedgerStub]:
+    servicer: RunLedgerServiceServicer, pool: asyncpg.Pool
+) -> AsyncIterator[ledger_pb2_grpc.RunLedgerServiceStub]:
     """``servicer`` behind a real gRPC server on a free port (with its authentication),
     and a stub calling it with an executor token."""
     server = build_server(
         ServerConfig(listen="127.0.0.1:0"),
-        services=[(ledger_pb2_grpc.add_RunLedgerServicer_to_server, servicer)],
-        service_names=["sundial.v1.RunLedger"],
+        services=[(ledger_pb2_grpc.add_RunLedgerServiceServicer_to_server, servicer)],
+        service_names=["sundial.internal.v1.RunLedgerService"],
         interceptors=[LedgerAuthInterceptor(Tokens(pool, SystemClock()))],
     )
     await server.start()
@@ -74,7 +75,7 @@ async def serve(
         async with grpc.aio.insecure_channel(
             server.address, interceptors=bearer_interceptors(token)
         ) as channel:
-            yield ledger_pb2_grpc.RunLedgerStub(channel)
+            yield ledger_pb2_grpc.RunLedgerServiceStub(channel)
     finally:
         await server.stop(0)
 
@@ -82,9 +83,9 @@ async def serve(
 @pytest.fixture
 async def ledger(
     pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
-) -> AsyncIterator[ledger_pb2_grpc.RunLedgerStub]:
+) -> AsyncIterator[ledger_pb2_grpc.RunLedgerServiceStub]:
     config = scheduler_config(migrated_database_url, stack)
-    servicer = RunLedgerServicer(
+    servicer = RunLedgerServiceServicer(
         SchedulerStore(pool), bus.jetstream, config, clock, random.Random(7)
     )
     async with serve(servicer, pool) as stub:
@@ -106,7 +107,7 @@ def _held_key(run: run_pb2.RunRef, attempt: int) -> tuple[str, int, int]:
 
 
 async def lease(
-    stub: ledger_pb2_grpc.RunLedgerStub, refs: list[run_pb2.RunRef], executor: str = "ex-1"
+    stub: ledger_pb2_grpc.RunLedgerServiceStub, refs: list[run_pb2.RunRef], executor: str = "ex-1"
 ) -> list[ledger_pb2.LeaseResult]:
     answer = await stub.LeaseRuns(ledger_pb2.LeaseRunsRequest(executor_id=executor, runs=refs))
     for run, result in zip(refs, answer.results, strict=True):
@@ -117,7 +118,7 @@ async def lease(
 
 
 async def complete(
-    stub: ledger_pb2_grpc.RunLedgerStub,
+    stub: ledger_pb2_grpc.RunLedgerServiceStub,
     run: run_pb2.RunRef,
     attempt: int,
     status: int = ledger_pb2.OUTCOME_STATUS_SUCCEEDED,
@@ -134,7 +135,7 @@ async def complete(
 
 
 async def test_grant_carries_what_to_call_and_success_is_recorded(
-    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerServiceStub
 ) -> None:
     [job] = await insert_jobs(pool, DAILY, first_due=T0, payload=b'{"a":1}')
     await insert_queued_runs(pool, job, [T0])
@@ -159,7 +160,7 @@ async def test_grant_carries_what_to_call_and_success_is_recorded(
 
 
 async def test_stale_attempt_is_fenced_out_and_changes_nothing(
-    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub, clock: ManualClock
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerServiceStub, clock: ManualClock
 ) -> None:
     [job] = await insert_jobs(pool, DAILY, first_due=T0)
     await insert_queued_runs(pool, job, [T0])
@@ -189,7 +190,7 @@ async def test_stale_attempt_is_fenced_out_and_changes_nothing(
 
 
 async def test_heartbeat_extends_matching_leases(
-    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub, clock: ManualClock
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerServiceStub, clock: ManualClock
 ) -> None:
     [job] = await insert_jobs(pool, DAILY, first_due=T0)
     await insert_queued_runs(pool, job, [T0])
@@ -210,7 +211,7 @@ async def test_heartbeat_extends_matching_leases(
 
 
 async def test_retryable_failure_backs_off_then_dies_with_a_dead_letter(
-    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub, clock: ManualClock, bus: Bus
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerServiceStub, clock: ManualClock, bus: Bus
 ) -> None:
     policies = JobPolicies(retry_max_attempts=2, retry_base_delay=timedelta(seconds=10))
     [job] = await insert_jobs(pool, DAILY, first_due=T0, policies=policies)
@@ -258,7 +259,7 @@ async def test_retryable_failure_backs_off_then_dies_with_a_dead_letter(
 
 
 async def test_retry_after_is_honoured(
-    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerServiceStub
 ) -> None:
     [job] = await insert_jobs(pool, DAILY, first_due=T0)
     await insert_queued_runs(pool, job, [T0])
@@ -274,7 +275,7 @@ async def test_retry_after_is_honoured(
 
 
 async def test_tenant_cap_holds_under_concurrent_leases(
-    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerServiceStub
 ) -> None:
     await add_tenant(pool, "capped", cap=3)
     jobs = await insert_jobs(pool, DAILY, first_due=T0, count=20, tenant_id="capped")
@@ -298,7 +299,7 @@ async def test_tenant_cap_holds_under_concurrent_leases(
 
 
 async def test_unknown_run_is_not_found(
-    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerServiceStub
 ) -> None:
     [job] = await insert_jobs(pool, DAILY, first_due=T0)
     [result] = await lease(ledger, [ref(job, T0)])
@@ -309,7 +310,7 @@ async def test_unknown_run_is_not_found(
 
 
 async def test_cancel_between_beats_is_pushed_on_the_stream(
-    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerServiceStub
 ) -> None:
     [job] = await insert_jobs(pool, DAILY, first_due=T0)
     await insert_queued_runs(pool, job, [T0])
@@ -330,7 +331,7 @@ async def test_cancel_between_beats_is_pushed_on_the_stream(
 
 
 async def test_signature_has_one_v1_per_valid_secret(
-    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerServiceStub
 ) -> None:
     # A rotation in progress: the new secret and the old one until it expires.
     await pool.execute(
@@ -363,7 +364,7 @@ async def test_dead_letter_the_ledger_could_not_publish_is_sent_by_the_sweeper(
     [job] = await insert_jobs(pool, DAILY, first_due=T0, policies=policies)
     await insert_queued_runs(pool, job, [T0])
     # A ledger without NATS: the run dies, its letter is not acknowledged.
-    async with serve(RunLedgerServicer(store, None, config, clock), pool) as cut_off:
+    async with serve(RunLedgerServiceServicer(store, None, config, clock), pool) as cut_off:
         [grant] = await lease(cut_off, [ref(job, T0)])
         dead = await complete(
             cut_off,
@@ -392,7 +393,7 @@ async def test_dead_letter_the_ledger_could_not_publish_is_sent_by_the_sweeper(
 
 
 async def test_ledger_clears_the_outbox_entry_once_its_letter_is_acknowledged(
-    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub, bus: Bus
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerServiceStub, bus: Bus
 ) -> None:
     [job] = await insert_jobs(pool, DAILY, first_due=T0)
     await insert_queued_runs(pool, job, [T0])
@@ -406,7 +407,7 @@ async def test_ledger_clears_the_outbox_entry_once_its_letter_is_acknowledged(
 
 
 async def test_a_cancel_is_honoured_when_the_attempt_fails_retryably(
-    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub, clock: ManualClock
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerServiceStub, clock: ManualClock
 ) -> None:
     [job] = await insert_jobs(pool, DAILY, first_due=T0)
     await insert_queued_runs(pool, job, [T0])
@@ -427,7 +428,7 @@ async def test_a_cancel_is_honoured_when_the_attempt_fails_retryably(
 
 
 async def test_a_run_asked_to_stop_is_not_leased_again(
-    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub, clock: ManualClock
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerServiceStub, clock: ManualClock
 ) -> None:
     [job] = await insert_jobs(pool, DAILY, first_due=T0)
     await insert_queued_runs(pool, job, [T0])
@@ -444,7 +445,7 @@ async def test_a_run_asked_to_stop_is_not_leased_again(
 async def test_expired_lease_on_the_last_attempt_is_not_granted_again(
     *,
     pool: asyncpg.Pool,
-    ledger: ledger_pb2_grpc.RunLedgerStub,
+    ledger: ledger_pb2_grpc.RunLedgerServiceStub,
     clock: ManualClock,
     bus: Bus,
     stack: Stack,
@@ -478,7 +479,7 @@ async def test_expired_lease_on_the_last_attempt_is_not_granted_again(
 
 
 async def test_a_retried_lease_call_of_the_same_executor_gets_the_same_grant_again(
-    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub, clock: ManualClock
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerServiceStub, clock: ManualClock
 ) -> None:
     # The first LeaseRuns committed, but its answer never reached the executor (deadline,
     # broken connection): the retry must hand the same grant back, or nobody runs it.
@@ -504,7 +505,7 @@ async def test_a_retried_lease_call_of_the_same_executor_gets_the_same_grant_aga
 
 
 async def test_a_regrant_does_not_count_against_the_tenant_cap_twice(
-    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerServiceStub
 ) -> None:
     await pool.execute("UPDATE tenants SET max_concurrent_runs = 1")
     jobs = await insert_jobs(pool, DAILY, first_due=T0, count=2)
@@ -521,7 +522,7 @@ async def test_outcomes_are_counted_by_next_status_and_error_class_and_fences_by
     pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
 ) -> None:
     reader = InMemoryMetricReader()
-    servicer = RunLedgerServicer(
+    servicer = RunLedgerServiceServicer(
         SchedulerStore(pool),
         bus.jetstream,
         scheduler_config(migrated_database_url, stack),
@@ -556,7 +557,7 @@ async def test_outcomes_are_counted_by_next_status_and_error_class_and_fences_by
 
 
 async def test_each_grant_carries_the_tenants_egress_policy_as_it_is_then(
-    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerStub, clock: ManualClock
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerServiceStub, clock: ManualClock
 ) -> None:
     policies = JobPolicies(retry_max_attempts=3, retry_base_delay=timedelta(seconds=1))
     [job] = await insert_jobs(pool, DAILY, first_due=T0, policies=policies)

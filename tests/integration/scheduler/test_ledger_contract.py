@@ -1,6 +1,6 @@
 """The RunLedger contract, run on the real ledger and on its test double alike.
 
-Every test runs twice: on the real :class:`RunLedgerServicer` over PostgreSQL (behind
+Every test runs twice: on the real :class:`RunLedgerServiceServicer` over PostgreSQL (behind
 ``build_server``, its rows written as the API and a dispatch would), and on
 ``tests/helpers/ledger_double.py`` (``implicit_runs=False``, so a run exists only once
 seeded, as a row does). Both decide with :mod:`sundial.run`; these tests pin that they
@@ -36,6 +36,7 @@ from sundial.core.clock import SystemClock
 from sundial.core.config import ServerConfig
 from sundial.core.grpc import build_server
 from sundial.devstack import Stack
+from sundial.internal.v1 import ledger_pb2, ledger_pb2_grpc
 from sundial.run import (
     GrpcTarget,
     HttpTarget,
@@ -46,9 +47,9 @@ from sundial.run import (
     target_to_json,
 )
 from sundial.schedule import CronSpec, Schedule
-from sundial.scheduler.ledger import LedgerAuthInterceptor, RunLedgerServicer
+from sundial.scheduler.ledger import LedgerAuthInterceptor, RunLedgerServiceServicer
 from sundial.scheduler.store import SchedulerStore
-from sundial.v1 import ledger_pb2, ledger_pb2_grpc, run_pb2
+from sundial.v1 import run_pb2
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.ledger_double import LedgerDouble, ref
 from tests.integration.scheduler.conftest import scheduler_config
@@ -70,7 +71,7 @@ FAST_RETRY = RetryPolicy(
 )
 """Backoff of at most 1 s: a retry comes due while a test polls."""
 
-Stub = ledger_pb2_grpc.RunLedgerStub
+Stub = ledger_pb2_grpc.RunLedgerServiceStub
 
 
 class Ledger(Protocol):
@@ -227,11 +228,11 @@ async def real_ledger(
         migrated_database_url, stack, capacity_retry_s=CAPACITY_RETRY.total_seconds()
     )
     # No JetStream: dead letters stay in the outbox for a sweeper (none runs here).
-    servicer = RunLedgerServicer(SchedulerStore(pool), None, config, rng=random.Random(7))
+    servicer = RunLedgerServiceServicer(SchedulerStore(pool), None, config, rng=random.Random(7))
     server = build_server(
         ServerConfig(listen="127.0.0.1:0"),
-        services=[(ledger_pb2_grpc.add_RunLedgerServicer_to_server, servicer)],
-        service_names=["sundial.v1.RunLedger"],
+        services=[(ledger_pb2_grpc.add_RunLedgerServiceServicer_to_server, servicer)],
+        service_names=["sundial.internal.v1.RunLedgerService"],
         interceptors=[LedgerAuthInterceptor(Tokens(pool, SystemClock()))],
     )
     await server.start()
@@ -748,7 +749,7 @@ async def test_the_holders_executor_id_under_another_token_gets_no_regrant(
 async def test_an_undecodable_heartbeat_is_an_invalid_argument(ledger: Ledger) -> None:
     good = ledger_pb2.HeartbeatRequest(executor_id="ZZZZ").SerializeToString()
     bad = good.replace(b"ZZZZ", b"\xff\xfe\xfd\xfc")  # not UTF-8 in a string field
-    call = ledger.channel.stream_stream("/sundial.v1.RunLedger/Heartbeat")(
+    call = ledger.channel.stream_stream("/sundial.internal.v1.RunLedgerService/Heartbeat")(
         metadata=auth(ledger.token)
     )
     await call.write(bad)

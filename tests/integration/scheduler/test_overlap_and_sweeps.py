@@ -11,13 +11,14 @@ import pytest
 from sundial.core.bus import Bus
 from sundial.core.clock import ManualClock
 from sundial.devstack import Stack
+from sundial.internal.v1 import events_pb2
 from sundial.run import JobPolicies, OverlapPolicy
 from sundial.schedule import IntervalSpec, Schedule
 from sundial.scheduler.dispatcher import Dispatcher
 from sundial.scheduler.publisher import RunPublisher
 from sundial.scheduler.store import SchedulerStore
 from sundial.scheduler.sweeper import Sweeper
-from sundial.v1 import events_pb2, run_pb2
+from sundial.v1 import run_pb2
 from tests.helpers.eventually import assert_eventually
 from tests.integration.scheduler.conftest import scheduler_config
 from tests.integration.scheduler.support import dead_letters, insert_jobs, runs_of

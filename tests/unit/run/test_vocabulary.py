@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from sundial.core import wire
 from sundial.core.errors import InvalidArgument
+from sundial.internal.v1 import ledger_pb2
 from sundial.run import (
     ACTIVE_STATUSES,
     ENDED_STATUSES,
@@ -37,7 +38,7 @@ from sundial.run import (
     parse_run_key,
     run_key,
 )
-from sundial.v1 import ledger_pb2, run_pb2
+from sundial.v1 import run_pb2
 
 # (member, its proto constant, the number written out, the stored/text value)
 PINS: list[tuple[enum.Enum, int, int, str]] = [

@@ -9,7 +9,7 @@ so it simply raises ``Unauthenticated`` / ``PermissionDenied``.
 Tokens are resolved by :class:`sundial.core.auth.Tokens` (one index probe by sha256, no
 cache: a revoked token stops working at once on every replica); the bootstrap admin token
 from configuration is compared in constant time. Executor tokens are refused here: they
-are for the scheduler's RunLedger.
+are for the scheduler's RunLedgerService.
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ _CORS_EXPOSED = ("x-request-id", "grpc-status", "grpc-message", "grpc-status-det
 def connect_apps(server: Server, *, max_bytes: int) -> list[ConnectASGIApplication[Any]]:
     """The public services' generated Connect applications, each served by the gRPC
     servicers of ``server``, reading requests of up to ``max_bytes`` (the gRPC port's
-    limit). RunLedger is not among them: executors speak gRPC only."""
+    limit). RunLedgerService is not among them: executors speak gRPC only."""
     # Any: the bridge has every method of every service, generically (__getattr__),
     # which no static Protocol check can see.
     bridge: Any = GrpcBridge(server)

@@ -27,7 +27,7 @@ from sundial.executor.inflight import InFlight
 from sundial.executor.ledger import LedgerClient
 from sundial.executor.runner import Runner
 from sundial.executor.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCaller
-from sundial.v1 import ledger_pb2_grpc
+from sundial.internal.v1 import ledger_pb2_grpc
 
 # Keepalive on the ledger channel: a ping every 10 s, the connection declared dead when
 # one goes unanswered for 5 s, also while no call is open. Without it a ledger host that
@@ -77,7 +77,7 @@ async def build(config: ExecutorConfig, *, clock: Clock | None = None) -> Servic
         )
         resources.push_async_callback(ledger_channel.close)
         ledger = LedgerClient(
-            ledger_pb2_grpc.RunLedgerStub(ledger_channel),
+            ledger_pb2_grpc.RunLedgerServiceStub(ledger_channel),
             config,
             executor_id=executor_id(config),
             token=config.ledger_token,

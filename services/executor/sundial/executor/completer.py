@@ -1,4 +1,4 @@
-"""Reports attempt outcomes to the ledger in batches (RunLedger.CompleteRuns).
+"""Reports attempt outcomes to the ledger in batches (RunLedgerService.CompleteRuns).
 
 An outcome waits at most ``complete_flush_ms`` for others to share its call, and a full
 batch (``complete_batch_size``) is sent at once. Calls go through

@@ -17,12 +17,12 @@ class ExecutorConfig(NatsConfig, ServerConfig, LogConfig, TelemetryConfig):
     """Everything the executor service reads at start."""
 
     ledger_address: str
-    """Where the schedulers' RunLedger is: ``host:port`` (a name resolving to every
+    """Where the schedulers' RunLedgerService is: ``host:port`` (a name resolving to every
     scheduler, e.g. a headless Service, is best: calls and heartbeat streams then spread
     over all of them and move off a frozen one) or several ``ip:port`` comma-separated."""
 
     ledger_token: str = field(repr=False)
-    """The executor token presented on every RunLedger call (TOKEN_ROLE_EXECUTOR, issued
+    """The executor token presented on every RunLedgerService call (TOKEN_ROLE_EXECUTOR, issued
     with ``sundial admin tokens create --role executor``). Keep it in a secret store."""
 
     node_id: str = ""

@@ -1,4 +1,4 @@
-"""Pulls RunDispatch messages from JetStream and leases their runs (RunLedger.LeaseRuns).
+"""Pulls RunDispatch messages from JetStream and leases their runs (RunLedgerService.LeaseRuns).
 
 One durable pull consumer (``sundial-executors``) on SUNDIAL_RUNS is shared by every
 executor, so each message goes to one of them. The loop:

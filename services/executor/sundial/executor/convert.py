@@ -1,4 +1,4 @@
-"""Translation between the RunLedger and bus wire messages and the executor's types.
+"""Translation between the RunLedgerService and bus wire messages and the executor's types.
 
 Timestamps, durations, run references, targets and the run vocabulary's enums are
 converted by :mod:`sundial.core.wire`; what is here is only the executor's own: the
@@ -37,6 +37,7 @@ from sundial.executor.model import (
     Rejected,
     UnusableGrant,
 )
+from sundial.internal.v1 import events_pb2, ledger_pb2
 from sundial.run import (
     MAX_RETRY_AFTER,
     Completion,
@@ -48,7 +49,7 @@ from sundial.run import (
     RunStatus,
     truncate_error,
 )
-from sundial.v1 import egress_pb2, events_pb2, ledger_pb2, run_pb2
+from sundial.v1 import egress_pb2, run_pb2
 
 __all__ = [
     "DEFAULT_RUN_TIMEOUT_S",

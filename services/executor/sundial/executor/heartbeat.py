@@ -1,4 +1,4 @@
-"""The executor's one Heartbeat stream to the ledger (RunLedger.Heartbeat).
+"""The executor's one Heartbeat stream to the ledger (RunLedgerService.Heartbeat).
 
 Every ``interval`` (10 s by default; the ledger's announced interval wins) the stream
 carries the full list of held runs; the ledger extends their leases and answers with

@@ -1,4 +1,4 @@
-"""The executor's one door to RunLedger: every LeaseRuns, CompleteRuns and Heartbeat
+"""The executor's one door to RunLedgerService: every LeaseRuns, CompleteRuns and Heartbeat
 stream goes through :class:`LedgerClient`, under one retry policy.
 
 The policy (:class:`RetryPolicy`), declared once for every operation:
@@ -49,8 +49,8 @@ from sundial.executor import convert
 from sundial.executor.config import ExecutorConfig
 from sundial.executor.model import Answer, HeartbeatAnswer, HeldLease, LeaseResult
 from sundial.executor.timing import Backoff, sleep_unless
+from sundial.internal.v1 import ledger_pb2_grpc
 from sundial.run import Completion, RunRef
-from sundial.v1 import ledger_pb2_grpc
 
 __all__ = [
     "SERVER_ERROR_CODES",
@@ -142,10 +142,10 @@ class LedgerError(Exception):
 
 
 class LedgerClient:
-    """RunLedger calls of one executor, under :class:`RetryPolicy`.
+    """RunLedgerService calls of one executor, under :class:`RetryPolicy`.
 
     Args:
-        stub: The RunLedger stub on the ledger channel.
+        stub: The RunLedgerService stub on the ledger channel.
         config: Supplies the lease asked for (``run_lease_s``) and the deadlines.
         executor_id: This process's id at the ledger (sent with every request).
         token: The executor token every call and stream presents (``ledger_token``).
@@ -155,7 +155,7 @@ class LedgerClient:
 
     def __init__(
         self,
-        stub: ledger_pb2_grpc.RunLedgerStub,
+        stub: ledger_pb2_grpc.RunLedgerServiceStub,
         config: ExecutorConfig,
         *,
         executor_id: str,

@@ -1,1 +1,1 @@
-"""The scheduler service: partition ownership, dispatch, sweeps and the ``RunLedger``."""
+"""The scheduler service: partition ownership, dispatch, sweeps and the ``RunLedgerService``."""

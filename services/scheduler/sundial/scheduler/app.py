@@ -20,18 +20,18 @@ from sundial.core.db import close_pool, open_pool
 from sundial.core.dbclock import DatabaseTime
 from sundial.core.grpc import build_server
 from sundial.core.service import Service
+from sundial.internal.v1 import ledger_pb2, ledger_pb2_grpc
 from sundial.scheduler.config import SchedulerConfig
 from sundial.scheduler.dispatcher import Dispatcher
-from sundial.scheduler.ledger import LedgerAuthInterceptor, RunLedgerServicer
+from sundial.scheduler.ledger import LedgerAuthInterceptor, RunLedgerServiceServicer
 from sundial.scheduler.maintenance import Maintenance
 from sundial.scheduler.membership import Membership
 from sundial.scheduler.publisher import RunPublisher
 from sundial.scheduler.store import SchedulerStore
 from sundial.scheduler.streams import StreamKeeper
 from sundial.scheduler.sweeper import Sweeper
-from sundial.v1 import ledger_pb2, ledger_pb2_grpc
 
-SERVICE_NAMES = (ledger_pb2.DESCRIPTOR.services_by_name["RunLedger"].full_name,)
+SERVICE_NAMES = (ledger_pb2.DESCRIPTOR.services_by_name["RunLedgerService"].full_name,)
 
 
 async def _connect_bus(config: SchedulerConfig) -> Bus:
@@ -90,8 +90,8 @@ async def build(config: SchedulerConfig) -> Service:
         server.add_services(
             [
                 (
-                    ledger_pb2_grpc.add_RunLedgerServicer_to_server,
-                    RunLedgerServicer(store, bus.jetstream, config, clock),
+                    ledger_pb2_grpc.add_RunLedgerServiceServicer_to_server,
+                    RunLedgerServiceServicer(store, bus.jetstream, config, clock),
                 )
             ],
             interceptors=[LedgerAuthInterceptor(Tokens(pool, SystemClock()))],

@@ -10,9 +10,10 @@ from datetime import datetime
 from google.protobuf import timestamp_pb2
 
 from sundial.core import wire
+from sundial.internal.v1 import events_pb2
 from sundial.run import RunStatus
 from sundial.scheduler.model import DeadLetterRun, PublishBatch
-from sundial.v1 import events_pb2, run_pb2
+from sundial.v1 import run_pb2
 
 __all__ = ["encode_dead_letter", "encode_run_dispatch", "message_id"]
 

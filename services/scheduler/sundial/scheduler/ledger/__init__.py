@@ -1,4 +1,4 @@
-"""``RunLedger``: how executors lease, heartbeat and complete runs (ledger.proto).
+"""``RunLedgerService``: how executors lease, heartbeat and complete runs (ledger.proto).
 
 The servicer parses requests, asks the store for the locked run states, decides with
 :mod:`sundial.run`'s state machine and has the store write the result in the same
@@ -10,7 +10,7 @@ from sundial.scheduler.ledger._auth import LedgerAuthInterceptor, current_token_
 from sundial.scheduler.ledger._servicer import (
     MAX_BATCH,
     MAX_HELD,
-    RunLedgerServicer,
+    RunLedgerServiceServicer,
     completion_in,
     completion_result,
     executor_id_in,
@@ -20,13 +20,13 @@ from sundial.scheduler.ledger._servicer import (
 )
 from sundial.scheduler.ledger._signing import signature
 
-# The request parsing and answer encoding are public so the test double of RunLedger
+# The request parsing and answer encoding are public so the test double of RunLedgerService
 # (tests/helpers/ledger_double.py) refuses and answers exactly as this servicer does.
 __all__ = [
     "MAX_BATCH",
     "MAX_HELD",
     "LedgerAuthInterceptor",
-    "RunLedgerServicer",
+    "RunLedgerServiceServicer",
     "completion_in",
     "completion_result",
     "current_token_id",

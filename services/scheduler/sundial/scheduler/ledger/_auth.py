@@ -1,6 +1,6 @@
-"""RunLedger authentication: executor tokens only (docs/design.md section 7).
+"""RunLedgerService authentication: executor tokens only (docs/design.md section 7).
 
-Every RunLedger call and the Heartbeat stream must carry an executor token
+Every RunLedgerService call and the Heartbeat stream must carry an executor token
 (``authorization: Bearer <token>``, TOKEN_ROLE_EXECUTOR issued by AdminService). The
 check runs in an interceptor, before the handler reads the request: without a valid
 token a caller gets UNAUTHENTICATED whatever it asked, so it learns nothing about which
@@ -31,15 +31,15 @@ def current_token_id() -> str:
     is re-granted only under the credential it was granted to."""
     who = current_credential()
     if who is None:  # a handler reached without the interceptor: a wiring bug
-        raise RuntimeError("RunLedger served without LedgerAuthInterceptor")
+        raise RuntimeError("RunLedgerService served without LedgerAuthInterceptor")
     return str(who.token_id or "")
 
 
 class LedgerAuthInterceptor(RoleInterceptor):
-    """Admits RunLedger calls carrying a valid executor token; other services pass."""
+    """Admits RunLedgerService calls carrying a valid executor token; other services pass."""
 
     def __init__(self, tokens: Authenticator) -> None:
-        super().__init__(tokens, {"/sundial.v1.RunLedger/": Role.EXECUTOR})
+        super().__init__(tokens, {"/sundial.internal.v1.RunLedgerService/": Role.EXECUTOR})
 
     def wrap(
         self, handler: grpc.RpcMethodHandler[Any, Any], call: Admitted

@@ -1,4 +1,4 @@
-"""The RunLedger servicer (see the package doc and docs/design.md section 7).
+"""The RunLedgerService servicer (see the package doc and docs/design.md section 7).
 
 Every state change of a run an executor causes goes through here, in one transaction
 per call, with the run rows locked:
@@ -33,6 +33,7 @@ from sundial.core import wire
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.errors import InvalidArgument
 from sundial.core.telemetry import RUNS_COMPLETED, RUNS_FENCED
+from sundial.internal.v1 import ledger_pb2, ledger_pb2_grpc
 from sundial.run import (
     Completion,
     ErrorClass,
@@ -53,7 +54,7 @@ from sundial.scheduler.ledger._dead_letters import send_dead_letters
 from sundial.scheduler.ledger._signing import signature
 from sundial.scheduler.model import LeaseCandidate, WrittenLease
 from sundial.scheduler.store import HeldLease, SchedulerStore
-from sundial.v1 import ledger_pb2, ledger_pb2_grpc, run_pb2
+from sundial.v1 import run_pb2
 
 log = logging.getLogger(__name__)
 
@@ -142,8 +143,8 @@ def rejection_out(answer: Rejection) -> ledger_pb2.Rejection:
     return rejection
 
 
-class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
-    """The RunLedger gRPC service.
+class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
+    """The RunLedgerService gRPC service.
 
     Args:
         store: The scheduler store.

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from sundial.v1 import ledger_pb2 as sundial_dot_v1_dot_ledger__pb2
+from sundial.internal.v1 import ledger_pb2 as sundial_dot_internal_dot_v1_dot_ledger__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,14 +18,14 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in sundial/v1/ledger_pb2_grpc.py depends on'
+        + ' but the generated code in sundial/internal/v1/ledger_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
 
 
-class RunLedgerStub:
+class RunLedgerServiceStub:
     """Lease, heartbeat and complete runs. Executors only.
     """
 
@@ -36,23 +36,23 @@ class RunLedgerStub:
             channel: A grpc.Channel.
         """
         self.LeaseRuns = channel.unary_unary(
-                '/sundial.v1.RunLedger/LeaseRuns',
-                request_serializer=sundial_dot_v1_dot_ledger__pb2.LeaseRunsRequest.SerializeToString,
-                response_deserializer=sundial_dot_v1_dot_ledger__pb2.LeaseRunsResponse.FromString,
+                '/sundial.internal.v1.RunLedgerService/LeaseRuns',
+                request_serializer=sundial_dot_internal_dot_v1_dot_ledger__pb2.LeaseRunsRequest.SerializeToString,
+                response_deserializer=sundial_dot_internal_dot_v1_dot_ledger__pb2.LeaseRunsResponse.FromString,
                 _registered_method=True)
         self.Heartbeat = channel.stream_stream(
-                '/sundial.v1.RunLedger/Heartbeat',
-                request_serializer=sundial_dot_v1_dot_ledger__pb2.HeartbeatRequest.SerializeToString,
-                response_deserializer=sundial_dot_v1_dot_ledger__pb2.HeartbeatResponse.FromString,
+                '/sundial.internal.v1.RunLedgerService/Heartbeat',
+                request_serializer=sundial_dot_internal_dot_v1_dot_ledger__pb2.HeartbeatRequest.SerializeToString,
+                response_deserializer=sundial_dot_internal_dot_v1_dot_ledger__pb2.HeartbeatResponse.FromString,
                 _registered_method=True)
         self.CompleteRuns = channel.unary_unary(
-                '/sundial.v1.RunLedger/CompleteRuns',
-                request_serializer=sundial_dot_v1_dot_ledger__pb2.CompleteRunsRequest.SerializeToString,
-                response_deserializer=sundial_dot_v1_dot_ledger__pb2.CompleteRunsResponse.FromString,
+                '/sundial.internal.v1.RunLedgerService/CompleteRuns',
+                request_serializer=sundial_dot_internal_dot_v1_dot_ledger__pb2.CompleteRunsRequest.SerializeToString,
+                response_deserializer=sundial_dot_internal_dot_v1_dot_ledger__pb2.CompleteRunsResponse.FromString,
                 _registered_method=True)
 
 
-class RunLedgerServicer:
+class RunLedgerServiceServicer:
     """Lease, heartbeat and complete runs. Executors only.
     """
 
@@ -81,32 +81,32 @@ class RunLedgerServicer:
         raise NotImplementedError('Method not implemented!')
 
 
-def add_RunLedgerServicer_to_server(servicer, server):
+def add_RunLedgerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'LeaseRuns': grpc.unary_unary_rpc_method_handler(
                     servicer.LeaseRuns,
-                    request_deserializer=sundial_dot_v1_dot_ledger__pb2.LeaseRunsRequest.FromString,
-                    response_serializer=sundial_dot_v1_dot_ledger__pb2.LeaseRunsResponse.SerializeToString,
+                    request_deserializer=sundial_dot_internal_dot_v1_dot_ledger__pb2.LeaseRunsRequest.FromString,
+                    response_serializer=sundial_dot_internal_dot_v1_dot_ledger__pb2.LeaseRunsResponse.SerializeToString,
             ),
             'Heartbeat': grpc.stream_stream_rpc_method_handler(
                     servicer.Heartbeat,
-                    request_deserializer=sundial_dot_v1_dot_ledger__pb2.HeartbeatRequest.FromString,
-                    response_serializer=sundial_dot_v1_dot_ledger__pb2.HeartbeatResponse.SerializeToString,
+                    request_deserializer=sundial_dot_internal_dot_v1_dot_ledger__pb2.HeartbeatRequest.FromString,
+                    response_serializer=sundial_dot_internal_dot_v1_dot_ledger__pb2.HeartbeatResponse.SerializeToString,
             ),
             'CompleteRuns': grpc.unary_unary_rpc_method_handler(
                     servicer.CompleteRuns,
-                    request_deserializer=sundial_dot_v1_dot_ledger__pb2.CompleteRunsRequest.FromString,
-                    response_serializer=sundial_dot_v1_dot_ledger__pb2.CompleteRunsResponse.SerializeToString,
+                    request_deserializer=sundial_dot_internal_dot_v1_dot_ledger__pb2.CompleteRunsRequest.FromString,
+                    response_serializer=sundial_dot_internal_dot_v1_dot_ledger__pb2.CompleteRunsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
-            'sundial.v1.RunLedger', rpc_method_handlers)
+            'sundial.internal.v1.RunLedgerService', rpc_method_handlers)
     server.add_generic_rpc_handlers((generic_handler,))
-    server.add_registered_method_handlers('sundial.v1.RunLedger', rpc_method_handlers)
+    server.add_registered_method_handlers('sundial.internal.v1.RunLedgerService', rpc_method_handlers)
 
 
  # This class is part of an EXPERIMENTAL API.
-class RunLedger:
+class RunLedgerService:
     """Lease, heartbeat and complete runs. Executors only.
     """
 
@@ -124,9 +124,9 @@ class RunLedger:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/sundial.v1.RunLedger/LeaseRuns',
-            sundial_dot_v1_dot_ledger__pb2.LeaseRunsRequest.SerializeToString,
-            sundial_dot_v1_dot_ledger__pb2.LeaseRunsResponse.FromString,
+            '/sundial.internal.v1.RunLedgerService/LeaseRuns',
+            sundial_dot_internal_dot_v1_dot_ledger__pb2.LeaseRunsRequest.SerializeToString,
+            sundial_dot_internal_dot_v1_dot_ledger__pb2.LeaseRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -151,9 +151,9 @@ class RunLedger:
         return grpc.experimental.stream_stream(
             request_iterator,
             target,
-            '/sundial.v1.RunLedger/Heartbeat',
-            sundial_dot_v1_dot_ledger__pb2.HeartbeatRequest.SerializeToString,
-            sundial_dot_v1_dot_ledger__pb2.HeartbeatResponse.FromString,
+            '/sundial.internal.v1.RunLedgerService/Heartbeat',
+            sundial_dot_internal_dot_v1_dot_ledger__pb2.HeartbeatRequest.SerializeToString,
+            sundial_dot_internal_dot_v1_dot_ledger__pb2.HeartbeatResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -178,9 +178,9 @@ class RunLedger:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/sundial.v1.RunLedger/CompleteRuns',
-            sundial_dot_v1_dot_ledger__pb2.CompleteRunsRequest.SerializeToString,
-            sundial_dot_v1_dot_ledger__pb2.CompleteRunsResponse.FromString,
+            '/sundial.internal.v1.RunLedgerService/CompleteRuns',
+            sundial_dot_internal_dot_v1_dot_ledger__pb2.CompleteRunsRequest.SerializeToString,
+            sundial_dot_internal_dot_v1_dot_ledger__pb2.CompleteRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,
