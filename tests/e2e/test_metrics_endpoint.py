@@ -164,6 +164,22 @@ async def test_each_service_serves_metrics_counting_the_succeeded_runs(
 
     version = service_version()
     api = await asyncio.to_thread(scrape, ports["api"])
+    # RPC latency by method and status: the test's own CreateJob calls on the API, the
+    # executors' LeaseRuns on the ledger.
+    created = value(
+        api,
+        "rpc_server_duration_seconds_count",
+        rpc_service="sundial.v1.JobService",
+        rpc_method="CreateJob",
+        rpc_grpc_status_code="0",
+    )
+    assert created is not None and created >= RUNS
+    assert value(
+        scheduler,
+        "rpc_server_duration_seconds_count",
+        rpc_service="sundial.internal.v1.RunLedgerService",
+        rpc_method="LeaseRuns",
+    )
     for name, samples in (("api", api), ("scheduler", scheduler), ("executor", executor)):
         [info] = [s for s in samples if s.name == "target_info"]
         assert info.labels["service_name"] == f"sundial-{name}"

@@ -148,7 +148,9 @@ async def test_a_triggered_run_is_one_trace_across_the_three_services(
         [(link_trace, link_span)] = attempt.links
         lease = receiver.span(link_span)
         assert lease is not None and lease.name == "sundial.lease"
-        calls = [s for s in receiver.trace(link_trace) if s.name.endswith("RunLedgerService/LeaseRuns")]
+        calls = [
+            s for s in receiver.trace(link_trace) if s.name.endswith("RunLedgerService/LeaseRuns")
+        ]
         assert {s.service for s in calls} == {"sundial-executor", "sundial-scheduler"}
         assert any(s.kind == SPAN_KIND_CLIENT and "server.address" in s.attributes for s in calls)
 

@@ -20,12 +20,14 @@ absolute import, which is the only kind this code base uses, so the names never 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime
 import functools
 import inspect
 import logging
 import re
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -37,10 +39,12 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 from grpc_reflection.v1alpha._async import ReflectionServicer
 from grpc_status import rpc_status
+from opentelemetry import metrics
 
 from sundial.core.config import ServerConfig
 from sundial.core.errors import InvalidArgument, SundialError, Unavailable
 from sundial.core.logging import request_id_var
+from sundial.core.telemetry import RPC_DURATION_BUCKETS_S, RPC_SERVER_DURATION
 from sundial.core.tls import ServerCertificates
 from sundial.core.tracing import server_interceptors
 
@@ -149,12 +153,36 @@ def status_of(error: SundialError, request_id: str) -> status_pb2.Status:
     )
 
 
+_RPC_DURATION = metrics.get_meter("sundial.rpc").create_histogram(
+    RPC_SERVER_DURATION,
+    unit="s",
+    description="Unary RPCs served, by service, method and status code",
+    explicit_bucket_boundaries_advisory=RPC_DURATION_BUCKETS_S,
+)
+
+
+def _status_code(exc: Exception) -> grpc.StatusCode:
+    """The code :meth:`_Mapper.abort` answers ``exc`` with."""
+    if isinstance(exc, SundialError) and exc.code is not grpc.StatusCode.INTERNAL:
+        return exc.code
+    return grpc.StatusCode.INTERNAL
+
+
 class _Mapper:
     """Turns one RPC's exception into a status; shared by all four handler shapes."""
 
     def __init__(self, method: str, request_id: str) -> None:
         self.method = method
         self.request_id = request_id
+        service, _, name = method.lstrip("/").rpartition("/")
+        self.rpc_attributes = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": name}
+
+    def record(self, started: float, code: grpc.StatusCode) -> None:
+        """Time one unary RPC (``rpc.server.duration``)."""
+        _RPC_DURATION.record(
+            time.monotonic() - started,
+            {**self.rpc_attributes, "rpc.grpc.status_code": code.value[0]},
+        )
 
     async def abort(self, context: grpc.aio.ServicerContext[Any, Any], exc: Exception) -> None:
         """Log ``exc`` and abort the RPC with its status (always raises ``AbortError``)."""
@@ -236,15 +264,23 @@ def _wrap_unary_response(behavior: Callable[..., Any], mapper: _Mapper) -> Calla
     # `await context.write()` (a coroutine that returns None).
     async def wrapper(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         token = request_id_var.set(mapper.request_id)
+        started, code = time.monotonic(), grpc.StatusCode.OK
         try:
             _check_decoded(request)
             return await behavior(request, context)
         except grpc.aio.AbortError:
-            raise  # the handler aborted with a status of its own choosing
+            # The handler's own abort: the code it set.
+            code = context.code() or grpc.StatusCode.UNKNOWN
+            raise
+        except asyncio.CancelledError:
+            code = grpc.StatusCode.CANCELLED
+            raise
         except Exception as exc:
+            code = _status_code(exc)
             await mapper.abort(context, exc)
         finally:
             request_id_var.reset(token)
+            mapper.record(started, code)
 
     return wrapper
 

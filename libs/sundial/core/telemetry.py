@@ -55,6 +55,11 @@ thousands), so the series stay few:
   of the shared durable consumer not yet delivered to any executor, and delivered but
   not acknowledged, as of its last consumer check.
 
+- ``rpc.server.duration`` (every service's gRPC server, and the API's Connect port,
+  which runs the same handlers): each unary RPC served, by ``rpc.service``,
+  ``rpc.method`` and ``rpc.grpc.status_code`` (OpenTelemetry's RPC semantic
+  conventions; the gRPC instrumentation makes spans only). Streams are not timed.
+
 Retries and dead letters are ``sundial.runs.completed`` with ``outcome`` ``retrying``
 and ``dead`` (plus ``sundial.leases.expired`` with ``outcome`` ``dead``).
 """
@@ -95,6 +100,10 @@ PARTITION_CHANGES = "sundial.partitions.changes"
 STREAM_MESSAGES = "sundial.stream.messages"
 CONSUMER_PENDING = "sundial.consumer.pending"
 CONSUMER_ACK_PENDING = "sundial.consumer.ack_pending"
+RPC_SERVER_DURATION = "rpc.server.duration"
+
+# An RPC served: a millisecond for a cached read up to the longest calls.
+RPC_DURATION_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
 # Bucket bounds in seconds: "on time" (under a second) in detail, then the tail.
 LATENESS_BUCKETS_S = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600)
