@@ -43,6 +43,7 @@ if CHROMIUM is None or CHROMEDRIVER is None:
     )
 
 from selenium import webdriver  # noqa: E402 - only once the browser is known to exist
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.chrome.service import Service as DriverService  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
@@ -83,8 +84,12 @@ async def cluster(stack: Stack, migrated_database_url: str, tmp_path: Path) -> A
 
 
 def until(driver: WebDriver, check: Callable[[WebDriver], Any], what: str) -> Any:
-    """Poll ``check`` until it returns something truthy (WebDriverWait, bounded)."""
-    return WebDriverWait(driver, WAIT_S, poll_frequency=0.2).until(check, message=what)
+    """Poll ``check`` until it returns something truthy (WebDriverWait, bounded). The
+    console re-renders its tables as it polls, so an element found a moment ago may be
+    gone when read: that is one more poll, not a failure."""
+    return WebDriverWait(
+        driver, WAIT_S, poll_frequency=0.2, ignored_exceptions=(StaleElementReferenceException,)
+    ).until(check, message=what)
 
 
 def rows(driver: WebDriver, table_id: str) -> list[WebElement]:
@@ -105,9 +110,24 @@ def status_text(driver: WebDriver) -> str:
     return driver.find_element(By.ID, "status").text
 
 
-def confirm(driver: WebDriver, button: WebElement) -> None:
-    """Click ``button``, then the confirmation dialog's confirm button."""
-    button.click()
+def click(driver: WebDriver, css: str, what: str) -> None:
+    """Click the element ``css`` finds, found afresh (the page re-renders as it polls)."""
+
+    def clicked(d: WebDriver) -> bool:
+        d.find_element(By.CSS_SELECTOR, css).click()
+        return True
+
+    until(driver, clicked, what)
+
+
+def text_of(driver: WebDriver, element_id: str) -> str:
+    """The text of element ``element_id`` once it has some (read afresh)."""
+    return str(until(driver, lambda d: d.find_element(By.ID, element_id).text, element_id))
+
+
+def confirm(driver: WebDriver, css: str) -> None:
+    """Click the element ``css`` finds, then the confirmation dialog's confirm button."""
+    click(driver, css, css)
     until(
         driver,
         lambda d: d.find_element(By.ID, "confirm").get_attribute("open") is not None,
@@ -159,7 +179,7 @@ def browse(driver: WebDriver, visit: Visit) -> dict[str, str]:
     token.send_keys(tenant.token + Keys.ENTER)  # the keyboard alone logs in
     until(driver, lambda d: "beat" in d.find_element(By.ID, "jobs-table").text, "the jobs list")
     assert unlabelled(driver) == []
-    listed = driver.find_element(By.ID, "jobs-table").text
+    listed = text_of(driver, "jobs-table")
     assert "broken" in listed
     assert "other-tenants-job" not in listed  # another tenant's job is never shown
     assert tenant.token not in driver.current_url  # the token is never in a URL
@@ -177,7 +197,7 @@ def browse(driver: WebDriver, visit: Visit) -> dict[str, str]:
     until(driver, lambda d: len(rows(d, "runs-table")) > first, "runs appearing as they fire")
     until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#outcomes li.ok"), "a success")
     until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#lateness-chart circle"), "a chart")
-    facts = driver.find_element(By.ID, "job-facts").text
+    facts = text_of(driver, "job-facts")
     assert "every 2.00 s" in facts, facts
     assert driver.find_elements(By.CSS_SELECTOR, "#upcoming-table tbody tr")
 
@@ -200,13 +220,16 @@ def browse(driver: WebDriver, visit: Visit) -> dict[str, str]:
 
     # The dead run of the other job, replayed.
     driver.get(f"{base}/console/#/jobs/{broken_id}")
-    replay = until(
+    dead_key = until(
         driver,
-        lambda d: d.find_elements(By.CSS_SELECTOR, "#dead-table button.replay"),
+        lambda d: (
+            d.find_element(By.CSS_SELECTOR, "#dead-table button.replay")
+            .find_element(By.XPATH, "./ancestor::tr")
+            .get_attribute("data-run-key")
+        ),
         "the dead run's Replay button",
     )
-    dead_key = replay[0].find_element(By.XPATH, "./ancestor::tr").get_attribute("data-run-key")
-    facts = driver.find_element(By.ID, "job-facts").text
+    facts = text_of(driver, "job-facts")
     assert "at 02:30, every day (America/New_York)" in facts, facts
     # Fire times across the spring-forward gap carry their DST note.
     driver.execute_script(
@@ -216,15 +239,15 @@ def browse(driver: WebDriver, visit: Visit) -> dict[str, str]:
     gap = until(
         driver,
         lambda d: [
-            r
+            (r.text, r.find_element(By.CLASS_NAME, "dst").text)
             for r in d.find_elements(By.CSS_SELECTOR, "#preview-table tbody tr")
             if "2027-03-14" in r.text
         ],
         "the preview across the DST gap",
     )
-    assert "03:00" in gap[0].text and gap[0].find_element(By.CLASS_NAME, "dst").text, gap[0].text
+    assert "03:00" in gap[0][0] and gap[0][1], gap[0]
     driver.save_screenshot(str(shots / "3-dead-run.png"))
-    confirm(driver, replay[0])
+    confirm(driver, "#dead-table button.replay")
     until(driver, lambda d: "Replayed:" in status_text(d), "the replay's answer")
 
     # Pause the first job, with a note.
@@ -235,7 +258,7 @@ def browse(driver: WebDriver, visit: Visit) -> dict[str, str]:
     driver.find_element(By.ID, "pause-note").send_keys("maintenance")
     driver.find_element(By.ID, "confirm-ok").click()
     until(driver, lambda d: d.find_elements(By.ID, "action-resume"), "the job shown paused")
-    assert "maintenance" in driver.find_element(By.ID, "job-facts").text
+    until(driver, lambda d: "maintenance" in d.find_element(By.ID, "job-facts").text, "the note")
     driver.save_screenshot(str(shots / "4-paused.png"))
 
     # The admin view, with an admin token.

@@ -5,7 +5,7 @@ What it adds to the generated stub:
 - the bearer token on every call, a deadline, and retries of ``UNAVAILABLE`` with
   backoff by gRPC's own retry policy (a service config, not a loop of ours);
 - writes that are only safe to retry with an idempotency key get one: every
-  ``create_job``, ``trigger_job`` and ``backfill_job`` call sends a ``request_id``
+  ``create_job``, ``apply_job``, ``trigger_job`` and ``backfill_job`` call sends a ``request_id``
   (yours, or a fresh UUID), so a retry after a lost answer returns the first result;
 - ``datetime``/``timedelta`` in and out instead of Timestamp/Duration;
 - iterators over every page of ``ListJobs`` and ``ListRuns``;
@@ -159,6 +159,23 @@ class Client:
         """Create ``job``; safe to retry (a request id is sent)."""
         request = pb.CreateJobRequest(job=job, request_id=request_id or str(uuid.uuid4()))
         return self._call("CreateJob", request).job
+
+    def apply_job(
+        self, job: job_pb2.Job, *, expected_version: int = 0, request_id: str = ""
+    ) -> tuple[job_pb2.Job, int]:
+        """Create ``job`` by its ``job_id`` or update it to match (``ApplyJob``); safe to
+        retry (a request id is sent).
+
+        Returns:
+            The job and the ``ApplyOutcome`` (CREATED, UPDATED or UNCHANGED).
+        """
+        request = pb.ApplyJobRequest(
+            job=job,
+            expected_version=expected_version,
+            request_id=request_id or str(uuid.uuid4()),
+        )
+        answer = self._call("ApplyJob", request)
+        return answer.job, answer.outcome
 
     def get_job(self, job: str) -> job_pb2.Job:
         """The job with this id, or else the one with this exact name.

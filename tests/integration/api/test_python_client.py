@@ -26,9 +26,17 @@ async def test_the_client_wraps_the_job_service(api: Api, tenant: Tenant) -> Non
             assert again.job_id == created.job_id
             for i in range(4):
                 client.create_job(make_job(f"report-{i}"))
+            # Apply by a client id: created, then unchanged, then updated.
+            wanted = make_job("applied", job_id="applied-job")
+            job, outcome = client.apply_job(wanted)
+            assert (job.job_id, outcome) == ("applied-job", pb.APPLY_OUTCOME_CREATED)
+            assert client.apply_job(wanted)[1] == pb.APPLY_OUTCOME_UNCHANGED
+            wanted.description = "now described"
+            assert client.apply_job(wanted)[1] == pb.APPLY_OUTCOME_UPDATED
+            assert client.get_job("applied-job").description == "now described"
             # Every page, in name order.
             names = [job.name for job in client.list_jobs(page_size=2)]
-            assert names == ["nightly", "report-0", "report-1", "report-2", "report-3"]
+            assert names == ["applied", "nightly", "report-0", "report-1", "report-2", "report-3"]
             assert [j.name for j in client.list_jobs(name_prefix="report-")][-1] == "report-3"
             # By id, or else by exact name.
             assert client.get_job(created.job_id).name == "nightly"
