@@ -16,6 +16,7 @@ import * as protoLoader from "@grpc/proto-loader";
 import protobuf from "protobufjs";
 
 import { verifySignature } from "../dist/index.js";
+import { startTarget } from "../examples/grpc-target.mjs";
 
 const env = process.env;
 const configured = Boolean(env.SUNDIAL_API && env.SUNDIAL_TOKEN);
@@ -127,6 +128,36 @@ test("a Node client uses Sundial end to end", { skip: !configured, timeout: 60_0
     };
     verifySignature(signed, { secrets: [env.SUNDIAL_SIGNING_SECRET] });
     assert.throws(() => verifySignature(signed, { secrets: ["not-the-secret"] }), /matches none/);
+
+    // The example gRPC target (examples/grpc-target.mjs): a run called there succeeds,
+    // its signature checked and its work done once per idempotency key.
+    const grpcTarget = await startTarget({
+      address: "127.0.0.1:0",
+      protoPath: env.SUNDIAL_PROTO_PATH,
+      secrets: [env.SUNDIAL_SIGNING_SECRET],
+      work: (request) => `done ${request.run_key}`,
+    });
+    try {
+      const grpcJob = {
+        job_id: "node-grpc",
+        name: "node grpc",
+        schedule: { cron: "0 3 * * *" },
+        target: { grpc: { address: `127.0.0.1:${grpcTarget.port}`, plaintext: true } },
+        payload: Buffer.from("grpc payload"),
+      };
+      assert.equal((await call("ApplyJob", { job: grpcJob })).outcome, "APPLY_OUTCOME_CREATED");
+      const run = (await call("TriggerJob", { job_id: "node-grpc" })).run;
+      const until = Date.now() + 30_000;
+      let status = "";
+      while (status !== "RUN_STATUS_SUCCEEDED") {
+        assert.ok(Date.now() < until, `the gRPC run never succeeded (last: ${status})`);
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        status = (await call("GetRun", { run_key: run.run_key })).run.status;
+      }
+      assert.deepEqual([...grpcTarget.done.keys()], [run.run_key]);
+    } finally {
+      grpcTarget.server.forceShutdown();
+    }
   } finally {
     close();
     target.close();
