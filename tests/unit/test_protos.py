@@ -56,6 +56,7 @@ EXPECTED_METHODS = {
         "CancelRun",
         "GetEgressPolicy",
         "RotateOwnSigningSecret",
+        "ListJobRevisions",
     },
     "RunLedgerService": {"LeaseRuns", "Heartbeat", "CompleteRuns"},
     "TargetService": {"Execute"},

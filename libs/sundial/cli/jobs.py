@@ -619,3 +619,83 @@ def backfill(
         )
 
     emit(created, output, table=table, names=lambda: [run.run_key for run in created.runs])
+
+
+_DEFINITION_FIELDS = ["name", "description", "schedule", "target", "payload", "policies", "labels"]
+"""What a rollback restores: the definition (paused and pause_note are operational)."""
+
+
+@app.command()
+@connected
+def history(
+    job_id: JobId,
+    *,
+    limit: Annotated[int, typer.Option(help="Show at most this many (0: all).", min=0)] = 50,
+    conn: Connection,
+    token: TokenOption = "",
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """A job's revisions, newest first: what each change changed, who and when."""
+    request = pb.ListJobRevisionsRequest(job_id=job_id)
+    with jobs_client(conn, token) as (stub, md):
+        listed = all_pages(
+            lambda r: stub.ListJobRevisions(r, metadata=md),
+            request,
+            pb.ListJobRevisionsResponse(),
+            "revisions",
+            limit,
+        )
+
+    def table(wide: bool) -> None:
+        print_table(
+            (
+                Column("version"),
+                Column("at"),
+                Column("changed"),
+                Column("by", 1),
+                Column("schedule", 2),
+                Column("request id", 3, wide=True),
+            ),
+            [
+                (
+                    str(r.version),
+                    r.create_time.ToJsonString(),
+                    ",".join(r.changed_fields) or "-",
+                    r.changed_by or "-",
+                    schedule_text(r.job.schedule),
+                    r.request_id or "-",
+                )
+                for r in listed.revisions
+            ],
+            wide=wide,
+        )
+
+    emit(listed, output, table=table, names=lambda: [str(r.version) for r in listed.revisions])
+
+
+@app.command()
+@connected
+def rollback(
+    job_id: JobId,
+    *,
+    to_version: Annotated[
+        int, typer.Option(help="The revision whose definition to restore.", min=1)
+    ],
+    conn: Connection,
+    token: TokenOption = "",
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """Restore the definition a revision had (a new revision; paused state unchanged)."""
+    with jobs_client(conn, token) as (stub, md):
+        current = stub.GetJob(pb.GetJobRequest(job_id=job_id), metadata=md).job
+        then = stub.GetJob(pb.GetJobRequest(job_id=job_id, version=to_version), metadata=md).job
+        then.job_id = current.uid or current.job_id
+        response = stub.UpdateJob(
+            pb.UpdateJobRequest(
+                job=then,
+                update_mask=field_mask_pb2.FieldMask(paths=_DEFINITION_FIELDS),
+                expected_version=current.version,
+            ),
+            metadata=md,
+        )
+    emit_job(response.job, response, output)

@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .job_service_pb2 import ApplyJobRequest, ApplyJobResponse, BackfillJobRequest, BackfillJobResponse, BatchCreateJobsRequest, BatchCreateJobsResponse, CancelRunRequest, CancelRunResponse, CreateJobRequest, CreateJobResponse, DeleteJobRequest, DeleteJobResponse, DescribeJobRequest, DescribeJobResponse, GetEgressPolicyRequest, GetEgressPolicyResponse, GetJobRequest, GetJobResponse, GetRunRequest, GetRunResponse, ListJobsRequest, ListJobsResponse, ListRunsRequest, ListRunsResponse, PauseJobRequest, PauseJobResponse, PreviewScheduleRequest, PreviewScheduleResponse, ReplayRunRequest, ReplayRunResponse, ResumeJobRequest, ResumeJobResponse, RotateOwnSigningSecretRequest, RotateOwnSigningSecretResponse, TriggerJobRequest, TriggerJobResponse, UpdateJobRequest, UpdateJobResponse
+from .job_service_pb2 import ApplyJobRequest, ApplyJobResponse, BackfillJobRequest, BackfillJobResponse, BatchCreateJobsRequest, BatchCreateJobsResponse, CancelRunRequest, CancelRunResponse, CreateJobRequest, CreateJobResponse, DeleteJobRequest, DeleteJobResponse, DescribeJobRequest, DescribeJobResponse, GetEgressPolicyRequest, GetEgressPolicyResponse, GetJobRequest, GetJobResponse, GetRunRequest, GetRunResponse, ListJobRevisionsRequest, ListJobRevisionsResponse, ListJobsRequest, ListJobsResponse, ListRunsRequest, ListRunsResponse, PauseJobRequest, PauseJobResponse, PreviewScheduleRequest, PreviewScheduleResponse, ReplayRunRequest, ReplayRunResponse, ResumeJobRequest, ResumeJobResponse, RotateOwnSigningSecretRequest, RotateOwnSigningSecretResponse, TriggerJobRequest, TriggerJobResponse, UpdateJobRequest, UpdateJobResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -157,6 +157,13 @@ class JobService(Protocol):
         """
         Issues the caller's tenant a new signing secret (returned once) while the current
         ones keep signing for an overlap, so targets can switch to it without a failed call.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def list_job_revisions(self, request: ListJobRevisionsRequest, ctx: RequestContext[ListJobRevisionsRequest, ListJobRevisionsResponse], /) -> ListJobRevisionsResponse:
+        """
+        Lists a job's revisions, newest first: every change to it (create, update, apply,
+        pause, resume) kept with who made it, when, which fields, and the request id.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -382,6 +389,17 @@ class JobServiceASGIApplication(ConnectASGIApplication[JobService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.rotate_own_signing_secret,
+                ),
+                "/sundial.v1.JobService/ListJobRevisions": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ListJobRevisions",
+                        service_name="sundial.v1.JobService",
+                        input=ListJobRevisionsRequest,
+                        output=ListJobRevisionsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.list_job_revisions,
                 ),
             },
             interceptors=interceptors,
@@ -866,6 +884,30 @@ class JobServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def list_job_revisions(
+        self,
+        request: ListJobRevisionsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListJobRevisionsResponse:
+        """
+        Lists a job's revisions, newest first: every change to it (create, update, apply,
+        pause, resume) kept with who made it, when, which fields, and the request id.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListJobRevisions",
+                service_name="sundial.v1.JobService",
+                input=ListJobRevisionsRequest,
+                output=ListJobRevisionsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class JobServiceSync(Protocol):
     """
@@ -987,6 +1029,13 @@ class JobServiceSync(Protocol):
         """
         Issues the caller's tenant a new signing secret (returned once) while the current
         ones keep signing for an overlap, so targets can switch to it without a failed call.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def list_job_revisions(self, request: ListJobRevisionsRequest, ctx: RequestContext[ListJobRevisionsRequest, ListJobRevisionsResponse], /) -> ListJobRevisionsResponse:
+        """
+        Lists a job's revisions, newest first: every change to it (create, update, apply,
+        pause, resume) kept with who made it, when, which fields, and the request id.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -1210,6 +1259,17 @@ class JobServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.rotate_own_signing_secret,
+                ),
+                "/sundial.v1.JobService/ListJobRevisions": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ListJobRevisions",
+                        service_name="sundial.v1.JobService",
+                        input=ListJobRevisionsRequest,
+                        output=ListJobRevisionsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.list_job_revisions,
                 ),
             },
             interceptors=interceptors,
@@ -1688,6 +1748,30 @@ class JobServiceClientSync(ConnectClientSync):
                 service_name="sundial.v1.JobService",
                 input=RotateOwnSigningSecretRequest,
                 output=RotateOwnSigningSecretResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def list_job_revisions(
+        self,
+        request: ListJobRevisionsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListJobRevisionsResponse:
+        """
+        Lists a job's revisions, newest first: every change to it (create, update, apply,
+        pause, resume) kept with who made it, when, which fields, and the request id.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListJobRevisions",
+                service_name="sundial.v1.JobService",
+                input=ListJobRevisionsRequest,
+                output=ListJobRevisionsResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

@@ -95,10 +95,12 @@ class ApplyJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., outcome: _Optional[_Union[ApplyOutcome, str]] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
-    __slots__ = ("job_id",)
+    __slots__ = ("job_id", "version")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
     job_id: str
-    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+    version: int
+    def __init__(self, job_id: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
 
 class GetJobResponse(_message.Message):
     __slots__ = ("job",)
@@ -384,3 +386,37 @@ class RotateOwnSigningSecretResponse(_message.Message):
     secret_id: str
     previous_expire_time: _timestamp_pb2.Timestamp
     def __init__(self, signing_secret: _Optional[str] = ..., secret_id: _Optional[str] = ..., previous_expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListJobRevisionsRequest(_message.Message):
+    __slots__ = ("job_id", "page_size", "page_token")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, job_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListJobRevisionsResponse(_message.Message):
+    __slots__ = ("revisions", "next_page_token")
+    REVISIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    revisions: _containers.RepeatedCompositeFieldContainer[JobRevision]
+    next_page_token: str
+    def __init__(self, revisions: _Optional[_Iterable[_Union[JobRevision, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class JobRevision(_message.Message):
+    __slots__ = ("version", "job", "changed_fields", "changed_by", "request_id", "create_time")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELDS_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_BY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    job: _job_pb2.Job
+    changed_fields: _containers.RepeatedScalarFieldContainer[str]
+    changed_by: str
+    request_id: str
+    create_time: _timestamp_pb2.Timestamp
+    def __init__(self, version: _Optional[int] = ..., job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., changed_fields: _Optional[_Iterable[str]] = ..., changed_by: _Optional[str] = ..., request_id: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...

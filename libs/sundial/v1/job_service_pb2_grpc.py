@@ -130,6 +130,11 @@ class JobServiceStub:
                 request_serializer=sundial_dot_v1_dot_job__service__pb2.RotateOwnSigningSecretRequest.SerializeToString,
                 response_deserializer=sundial_dot_v1_dot_job__service__pb2.RotateOwnSigningSecretResponse.FromString,
                 _registered_method=True)
+        self.ListJobRevisions = channel.unary_unary(
+                '/sundial.v1.JobService/ListJobRevisions',
+                request_serializer=sundial_dot_v1_dot_job__service__pb2.ListJobRevisionsRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_job__service__pb2.ListJobRevisionsResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -274,6 +279,14 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListJobRevisions(self, request, context):
+        """Lists a job's revisions, newest first: every change to it (create, update, apply,
+        pause, resume) kept with who made it, when, which fields, and the request id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -371,6 +384,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.RotateOwnSigningSecret,
                     request_deserializer=sundial_dot_v1_dot_job__service__pb2.RotateOwnSigningSecretRequest.FromString,
                     response_serializer=sundial_dot_v1_dot_job__service__pb2.RotateOwnSigningSecretResponse.SerializeToString,
+            ),
+            'ListJobRevisions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListJobRevisions,
+                    request_deserializer=sundial_dot_v1_dot_job__service__pb2.ListJobRevisionsRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_job__service__pb2.ListJobRevisionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -887,6 +905,33 @@ class JobService:
             '/sundial.v1.JobService/RotateOwnSigningSecret',
             sundial_dot_v1_dot_job__service__pb2.RotateOwnSigningSecretRequest.SerializeToString,
             sundial_dot_v1_dot_job__service__pb2.RotateOwnSigningSecretResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListJobRevisions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/ListJobRevisions',
+            sundial_dot_v1_dot_job__service__pb2.ListJobRevisionsRequest.SerializeToString,
+            sundial_dot_v1_dot_job__service__pb2.ListJobRevisionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

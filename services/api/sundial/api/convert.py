@@ -28,12 +28,14 @@ from sundial.api.model import (
     Job,
     JobFilter,
     JobRef,
+    JobRevision,
     JobSpec,
     JobStats,
     PreviewEntry,
     Run,
     RunFilter,
     TenantEgress,
+    as_revised,
 )
 from sundial.api.validation import is_client_job_id
 from sundial.core import wire
@@ -287,6 +289,19 @@ def _stats_out(stats: JobStats) -> job_pb2.JobStats:
             getattr(message, name).CopyFrom(wire.timestamp(value))
     if stats.last_lateness is not None:
         message.last_lateness.CopyFrom(wire.duration(stats.last_lateness))
+    return message
+
+
+def revision_out(job: Job, revision: JobRevision) -> job_service_pb2.JobRevision:
+    """One revision of ``job`` (the job as it is now, for its ids)."""
+    message = job_service_pb2.JobRevision(
+        version=revision.version,
+        job=job_out(as_revised(job, revision)),
+        changed_fields=revision.changed_fields,
+        changed_by=revision.changed_by or "",
+        request_id=revision.request_id or "",
+    )
+    message.create_time.CopyFrom(wire.timestamp(revision.create_time))
     return message
 
 

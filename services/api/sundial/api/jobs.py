@@ -29,6 +29,7 @@ from sundial.api.model import (
     JobDescription,
     JobFilter,
     JobRef,
+    JobRevision,
     JobSpec,
     JobStats,
     NewJob,
@@ -36,6 +37,7 @@ from sundial.api.model import (
     Preview,
     PreviewEntry,
     RunFilter,
+    as_revised,
 )
 from sundial.api.runs import with_due
 from sundial.api.store import RequestClaim, RequestRecord, RequestTaken, Store
@@ -56,6 +58,9 @@ from sundial.schedule import CompiledSchedule, OnceSpec, Schedule, compile_sched
 CREATE_JOB = "CreateJob"
 BATCH_CREATE_JOBS = "BatchCreateJobs"
 APPLY_JOB = "ApplyJob"
+
+# A revision cursor: the last version shown, as decimal text (paging keys are text).
+_VERSION = paging.Text(19)
 
 PREVIEW_KEY = "00000000-0000-0000-0000-000000000000"
 """Hash key for Jenkins ``H`` and jitter in a preview without a job (job_service.proto)."""
@@ -390,6 +395,39 @@ class JobManager:
         if job is None:
             raise NotFound(f"job {job_id} not found")
         return job
+
+    async def job_at(self, tenant_id: str, job_id: uuid.UUID, version: int) -> Job:
+        """The job as revision ``version`` left it: its definition then, its ids as now
+        (no stats, no next_run_at: those are not history)."""
+        if version < 1:
+            raise InvalidArgument("version", f"must be 1 or more, got {version}")
+        job = await self.get_job(tenant_id, job_id)
+        found = await self._store.job_revisions(
+            tenant_id, job_id, before_version=version + 1, limit=1
+        )
+        if not found or found[0].version != version:
+            raise NotFound(f"job {job_id} has no revision {version} (it is at {job.version})")
+        return as_revised(job, found[0])
+
+    async def job_revisions(
+        self, tenant_id: str, job_id: uuid.UUID, *, page_size: int, page_token: str
+    ) -> Page[JobRevision]:
+        """A page of the job's revisions, newest first; NOT_FOUND for an unknown job
+        (a deleted job's history stays, but only its id could name it)."""
+        await self.get_job(tenant_id, job_id)
+        size = validation.page_size(page_size)
+        fingerprint = paging.fingerprint("job_revisions", {"job": str(job_id)})
+        cursor = paging.decode(page_token, fingerprint, (_VERSION,))
+        if cursor is not None and not (cursor[0].isascii() and cursor[0].isdigit()):
+            raise InvalidArgument("page_token", "is not a token this list issued")
+        before = None if cursor is None else int(cursor[0])
+        revisions = await self._store.job_revisions(
+            tenant_id, job_id, before_version=before, limit=size + 1
+        )
+        more = len(revisions) > size
+        revisions = revisions[:size]
+        token = paging.encode([str(revisions[-1].version)], fingerprint) if more else ""
+        return Page(revisions, token)
 
     async def describe_job(self, tenant_id: str, job_id: uuid.UUID) -> JobDescription:
         """The job, its 10 latest runs, its next 10 fire times and its live run count."""

@@ -8,6 +8,7 @@ the managers (``jobs``, ``runs``, ``tenancy``) work only with these. The run's w
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,20 @@ class JobSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
     paused: bool = False
     pause_note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JobRevision:
+    """A job's definition as one change left it (job_revisions, migration 0012)."""
+
+    version: int
+    spec: JobSpec
+    changed_fields: tuple[str, ...]
+    """What changed from the previous revision (``created`` for the first)."""
+    changed_by: str | None
+    """The writer's token id (``admin``: the bootstrap admin token; None: unknown)."""
+    request_id: str | None
+    create_time: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,3 +353,16 @@ class ClusterSnapshot:
     membership: Membership
     oldest_due_time: datetime | None
     observed_at: datetime
+
+
+def as_revised(job: Job, revision: JobRevision) -> Job:
+    """``job`` as ``revision`` left it: that definition and version, the ids as now, no
+    next_run_at or stats (they are not history)."""
+    return dataclasses.replace(
+        job,
+        spec=revision.spec,
+        version=revision.version,
+        update_time=revision.create_time,
+        next_run_at=None,
+        stats=JobStats(),
+    )

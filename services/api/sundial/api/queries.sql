@@ -69,7 +69,8 @@ SELECT client_job_id FROM jobs WHERE tenant_id = $1 AND client_job_id = ANY($2::
 -- tenant's max_jobs allows $16 more: one set-based statement for one job or a thousand.
 -- The columns $2-$14 are arrays, one entry per job ($14: client job ids, NULL entries
 -- for jobs named by their uid). $17: the creating call's trace context (NULL while
--- tracing is off).
+-- tracing is off). $18, $19: who wrote it and the RPC's request id (the revisions,
+-- migration 0012).
 -- Returns how many were inserted: 0 when the quota refused them (nothing written).
 -- The inserts read the quota update's result, so it runs first; the tenant row then
 -- stays locked only for this statement and the commit (CreateJob without request_id
@@ -100,8 +101,9 @@ WITH quota AS (
     RETURNING job_id
 ), new_definitions AS (
     INSERT INTO job_definitions (job_id, schedule, target, policies, payload, labels,
-                                 description, pause_note)
-    SELECT job_id, schedule, target, policies, payload, labels, description, pause_note
+                                 description, pause_note, changed_by, change_request_id)
+    SELECT job_id, schedule, target, policies, payload, labels, description, pause_note,
+           $18::text, $19::text
       FROM input
 ), new_stats AS (
     INSERT INTO job_stats (job_id, updated_at) SELECT job_id, $15 FROM input
@@ -149,7 +151,8 @@ DELETE FROM job_requests
 
 -- name: update_job
 -- Writes job $1 of tenant $2 if it is still at version $3: new name ($4), next_run_at
--- ($6) only when $5, definition ($8-$13), version + 1, updated_at $7.
+-- ($6) only when $5, definition ($8-$13), version + 1, updated_at $7; $14, $15: who and
+-- the request id (the revision).
 WITH changed AS (
     UPDATE jobs
        SET name = $4,
@@ -164,27 +167,29 @@ WITH changed AS (
 )
 UPDATE job_definitions d
    SET schedule = $8, target = $9, policies = $10, payload = $11, labels = $12,
-       description = $13
+       description = $13, changed_by = $14, change_request_id = $15
   FROM changed
  WHERE d.job_id = changed.job_id
 RETURNING d.job_id;
 
 -- name: pause_job
--- Pauses job $1 of tenant $2 (when $3 is 0 or its version) with note $4 at $5.
+-- Pauses job $1 of tenant $2 (when $3 is 0 or its version) with note $4 at $5; $6, $7:
+-- who and the request id (the revision).
 WITH changed AS (
     UPDATE jobs
        SET paused = true, version = version + 1, updated_at = $5
      WHERE job_id = $1 AND tenant_id = $2 AND ($3::bigint = 0 OR version = $3)
     RETURNING job_id
 )
-UPDATE job_definitions d SET pause_note = $4
+UPDATE job_definitions d SET pause_note = $4, changed_by = $6, change_request_id = $7
   FROM changed
  WHERE d.job_id = changed.job_id
 RETURNING d.job_id;
 
 -- name: resume_job
 -- Resumes job $1 of tenant $2 if still at version $3, note $4 at $5; a paused job gets
--- next_run_at $6 (computed from the resume instant), an unpaused one keeps its own.
+-- next_run_at $6 (computed from the resume instant), an unpaused one keeps its own;
+-- $7, $8: who and the request id (the revision).
 WITH changed AS (
     UPDATE jobs
        SET paused = false,
@@ -195,7 +200,7 @@ WITH changed AS (
      WHERE job_id = $1 AND tenant_id = $2 AND version = $3
     RETURNING job_id
 )
-UPDATE job_definitions d SET pause_note = $4
+UPDATE job_definitions d SET pause_note = $4, changed_by = $7, change_request_id = $8
   FROM changed
  WHERE d.job_id = changed.job_id
 RETURNING d.job_id;
@@ -433,3 +438,12 @@ UPDATE tenants
    SET egress_policy = $2::text::jsonb, egress_policy_updated_at = $3
  WHERE tenant_id = $1
 RETURNING egress_policy::text AS egress_policy, egress_policy_updated_at;
+
+-- name: list_job_revisions
+-- Job $1's revisions (tenant $2), newest first, versions below $3 when given, at most $4.
+SELECT version, name, paused, schedule, target, policies, payload, labels, description,
+       pause_note, changed_fields, changed_by, request_id, created_at
+  FROM job_revisions
+ WHERE job_id = $1 AND tenant_id = $2 AND ($3::bigint IS NULL OR version < $3)
+ ORDER BY version DESC
+ LIMIT $4;

@@ -214,8 +214,25 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetJobResponse:
         tenant = current_tenant()
-        job = await self._jobs.get_job(tenant, await self._job(tenant, request.job_id))
+        job_id = await self._job(tenant, request.job_id)
+        if request.version:
+            job = await self._jobs.job_at(tenant, job_id, request.version)
+        else:
+            job = await self._jobs.get_job(tenant, job_id)
         return pb.GetJobResponse(job=convert.job_out(job))
+
+    async def ListJobRevisions(
+        self, request: pb.ListJobRevisionsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListJobRevisionsResponse:
+        tenant = current_tenant()
+        job = await self._jobs.get_job(tenant, await self._job(tenant, request.job_id))
+        page = await self._jobs.job_revisions(
+            tenant, job.job_id, page_size=request.page_size, page_token=request.page_token
+        )
+        return pb.ListJobRevisionsResponse(
+            revisions=[convert.revision_out(job, revision) for revision in page.items],
+            next_page_token=page.next_page_token,
+        )
 
     async def DescribeJob(
         self, request: pb.DescribeJobRequest, context: grpc.aio.ServicerContext

@@ -12,6 +12,7 @@ import asyncpg
 from sundial.api.model import (
     Job,
     JobFilter,
+    JobRevision,
     JobSpec,
     NewJob,
     Run,
@@ -30,13 +31,17 @@ from sundial.api.store._base import (
     run_from_row,
     translate,
 )
+from sundial.core.auth import current_credential
 from sundial.core.errors import AlreadyExists, ResourceExhausted
+from sundial.core.logging import request_id_var
 from sundial.run import (
     RunKind,
     RunStatus,
+    policies_from_json,
     policies_to_json,
     schedule_from_json,
     schedule_to_json,
+    target_from_json,
     target_to_json,
 )
 from sundial.schedule import Schedule
@@ -59,6 +64,16 @@ def _each(encode: Callable[[Any], Any], values: Sequence[Any]) -> list[Any]:
 
 class _Unmatched(Exception):
     """Rolls back a transaction whose conditional write matched nothing."""
+
+
+def _writer() -> tuple[str | None, str | None]:
+    """Who is writing (the caller's token id; ``admin`` for the bootstrap token) and the
+    RPC's request id, recorded with the job's revision (migration 0012)."""
+    credential = current_credential()
+    actor = None
+    if credential is not None:
+        actor = str(credential.token_id) if credential.token_id is not None else "admin"
+    return actor, request_id_var.get()
 
 
 class JobStore:
@@ -227,7 +242,13 @@ class JobStore:
             if claim is None and single:
                 # One statement in autocommit: atomic, and the fewest round trips.
                 inserted = await conn.fetchval(
-                    queries.insert_jobs, tenant_id, *columns, now, len(jobs), traceparent or None
+                    queries.insert_jobs,
+                    tenant_id,
+                    *columns,
+                    now,
+                    len(jobs),
+                    traceparent or None,
+                    *_writer(),
                 )
                 if inserted == 0:
                     await self._quota_exceeded(conn, tenant_id, len(jobs))
@@ -262,7 +283,13 @@ class JobStore:
                             index = next(i for i, job in enumerate(jobs) if job.client_id in used)
                             raise JobIdTaken(f"jobs[{index}].job_id", jobs[index].client_id)
                 inserted = await conn.fetchval(
-                    queries.insert_jobs, tenant_id, *columns, now, len(jobs), traceparent or None
+                    queries.insert_jobs,
+                    tenant_id,
+                    *columns,
+                    now,
+                    len(jobs),
+                    traceparent or None,
+                    *_writer(),
                 )
                 if inserted == 0:
                     await self._quota_exceeded(conn, tenant_id, len(jobs))
@@ -317,6 +344,7 @@ class JobStore:
             spec.payload,
             dict(spec.labels),
             spec.description,
+            *_writer(),
         )
         if claim is None:
             return await self._pool.fetchval(queries.update_job, *args) is not None
@@ -331,6 +359,36 @@ class JobStore:
         return True
 
     @translate
+    async def job_revisions(
+        self, tenant_id: str, job_id: uuid.UUID, *, before_version: int | None, limit: int
+    ) -> list[JobRevision]:
+        """The job's revisions, newest first (versions below ``before_version``)."""
+        rows = await self._pool.fetch(
+            queries.list_job_revisions, job_id, tenant_id, before_version, limit
+        )
+        return [
+            JobRevision(
+                version=row["version"],
+                spec=JobSpec(
+                    name=row["name"],
+                    schedule=schedule_from_json(row["schedule"]),
+                    target=target_from_json(row["target"]),
+                    description=row["description"],
+                    payload=bytes(row["payload"]),
+                    policies=policies_from_json(row["policies"]),
+                    labels=dict(row["labels"]),
+                    paused=row["paused"],
+                    pause_note=row["pause_note"],
+                ),
+                changed_fields=tuple(row["changed_fields"]),
+                changed_by=row["changed_by"],
+                request_id=row["request_id"],
+                create_time=row["created_at"],
+            )
+            for row in rows
+        ]
+
+    @translate
     async def job_version(self, tenant_id: str, job_id: uuid.UUID) -> int | None:
         """The job's version, or None when it does not exist (for this tenant)."""
         return await self._pool.fetchval(queries.job_version, job_id, tenant_id)
@@ -341,7 +399,7 @@ class JobStore:
     ) -> bool:
         """Pause the job (at ``expected_version`` unless 0); False when not matched."""
         changed = await self._pool.fetchval(
-            queries.pause_job, job_id, tenant_id, expected_version, note, now
+            queries.pause_job, job_id, tenant_id, expected_version, note, now, *_writer()
         )
         return changed is not None
 
@@ -358,7 +416,14 @@ class JobStore:
     ) -> bool:
         """Resume the job if still at ``read_version``; False when not matched."""
         changed = await self._pool.fetchval(
-            queries.resume_job, job_id, tenant_id, read_version, note, now, next_run_at
+            queries.resume_job,
+            job_id,
+            tenant_id,
+            read_version,
+            note,
+            now,
+            next_run_at,
+            *_writer(),
         )
         return changed is not None
 
