@@ -22,10 +22,12 @@ import asyncio
 import contextlib
 import logging
 import random
+from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 
 import grpc
+from google.protobuf import timestamp_pb2
 from nats.js import JetStreamContext
 from opentelemetry import metrics
 
@@ -52,7 +54,7 @@ from sundial.scheduler.ledger._dead_letters import send_dead_letters
 from sundial.scheduler.ledger._signing import signature
 from sundial.scheduler.model import LeaseCandidate, WrittenLease
 from sundial.scheduler.store import HeldLease, SchedulerStore
-from sundial.v1 import ledger_pb2, ledger_pb2_grpc, run_pb2
+from sundial.v1 import job_pb2, ledger_pb2, ledger_pb2_grpc, run_pb2
 
 log = logging.getLogger(__name__)
 
@@ -214,20 +216,28 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
                 now=now,
             )
         results = []
+        logged = log.isEnabledFor(logging.INFO)  # one line per grant: only when read
+        lease_until_wire = wire.timestamp(lease_until)
+        targets: dict[int, job_pb2.Target] = {}  # a herd's runs share their target object
         for ref, wire_ref, answer in zip(refs, request.runs, answers, strict=True):
             if isinstance(answer, Grant) and ref in leases:
-                grant = self._grant(lock.candidates[ref], leases[ref], lease_until, now)
+                candidate = lock.candidates[ref]
+                target = targets.get(id(candidate.target))
+                if target is None:
+                    target = targets[id(candidate.target)] = wire.target(candidate.target)
+                grant = self._grant(candidate, leases[ref], lease_until_wire, target, now)
                 results.append(ledger_pb2.LeaseResult(run=wire_ref, grant=grant))
-                log.info(
-                    "run leased",
-                    extra={
-                        "action": "lease",
-                        "job_id": str(ref.job_id),
-                        "run_key": ref.key,
-                        "attempt": leases[ref].attempt,
-                        "executor_id": executor_id,
-                    },
-                )
+                if logged:
+                    log.info(
+                        "run leased",
+                        extra={
+                            "action": "lease",
+                            "job_id": str(ref.job_id),
+                            "run_key": ref.key,
+                            "attempt": leases[ref].attempt,
+                            "executor_id": executor_id,
+                        },
+                    )
                 continue
             rejection = ledger_pb2.Rejection(
                 reason=ledger_pb2.REJECT_REASON_LEASED_ELSEWHERE, detail="duplicate"
@@ -239,15 +249,20 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
 
     @staticmethod
     def _grant(
-        candidate: LeaseCandidate, lease: WrittenLease, lease_until: datetime, now: datetime
+        candidate: LeaseCandidate,
+        lease: WrittenLease,
+        lease_until: timestamp_pb2.Timestamp,
+        target: job_pb2.Target,
+        now: datetime,
     ) -> ledger_pb2.Grant:
-        """What an executor needs to call the target of one granted attempt."""
+        """What an executor needs to call the target of one granted attempt (the lease's
+        end and the target already in wire form: the same for every grant of a call)."""
         key = candidate.state.ref.key
         attempt = lease.attempt
         return ledger_pb2.Grant(
             attempt=attempt,
-            lease_until=wire.timestamp(lease_until),
-            target=wire.target(candidate.target),
+            lease_until=lease_until,
+            target=target,
             payload=candidate.payload,
             run_timeout=wire.duration(candidate.run_timeout),
             tenant_id=candidate.state.tenant_id,
@@ -376,12 +391,20 @@ class RunLedgerServicer(ledger_pb2_grpc.RunLedgerServicer):
         return ledger_pb2.CompleteRunsResponse(results=results)
 
     def _count(self, answers: list[Transition | Fenced]) -> None:
-        """Count the committed outcomes (no tenant or job attribute: few series)."""
+        """Count the committed outcomes (no tenant or job attribute: few series), one
+        ``add`` per distinct attribute set of the batch rather than per outcome."""
+        fenced: Counter[str] = Counter()
+        completed: Counter[tuple[str, str | None]] = Counter()
         for answer in answers:
             if isinstance(answer, Fenced):
-                self._fenced.add(1, {"reason": answer.reason.value})
-                continue
-            attributes = {"outcome": answer.status.value}
-            if answer.error_class is not None:
-                attributes["error_class"] = answer.error_class.value
-            self._completed.add(1, attributes)
+                fenced[answer.reason.value] += 1
+            else:
+                error_class = answer.error_class.value if answer.error_class else None
+                completed[(answer.status.value, error_class)] += 1
+        for reason, count in fenced.items():
+            self._fenced.add(count, {"reason": reason})
+        for (outcome, error_class), count in completed.items():
+            attributes = {"outcome": outcome}
+            if error_class is not None:
+                attributes["error_class"] = error_class
+            self._completed.add(count, attributes)
