@@ -20,6 +20,7 @@ decoded as compressed, so the bounded read is a bound on what is received.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import socket
 import ssl
@@ -86,15 +87,34 @@ class _GuardedResolver(aiohttp.abc.AbstractResolver):
         """Nothing to release: lookups run on the event loop's resolver."""
 
 
-def breaker_key(target: HttpTarget) -> str:
-    """The circuit breaker key of an HTTP target: its origin (scheme, host, port)."""
+def breaker_key(url: str) -> str:
+    """The circuit breaker key of an HTTP target's URL: its origin (scheme, host, port)."""
     try:
-        url = URL(target.url)
+        parsed = URL(url)
     except (ValueError, TypeError):
-        return target.url
-    if not url.absolute:
-        return target.url
-    return f"{url.scheme}://{url.host}:{url.port or (443 if url.scheme == 'https' else 80)}"
+        return url
+    if not parsed.absolute:
+        return url
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    return f"{parsed.scheme}://{parsed.host}:{port}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(url: str) -> tuple[URL, ipaddress.IPv4Address | ipaddress.IPv6Address | None]:
+    """``url`` parsed once (jobs share URLs: parsing per call was a per-run cost), with
+    the IP address it names literally (None: a host name, checked by the resolver).
+
+    Raises:
+        ValueError: ``url`` is not a URL.
+    """
+    parsed = URL(url)
+    host = parsed.raw_host
+    if host is None:
+        return parsed, None  # aiohttp refuses a URL without a host (InvalidURL)
+    try:
+        return parsed, ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return parsed, None
 
 
 class HttpCaller:
@@ -163,10 +183,13 @@ class HttpCaller:
         for name, value in (*sorted(target.headers.items()), *headers.items()):
             request_headers[name] = value
         try:
-            self._check_literal(target.url)
+            url, literal = _parsed(target.url)
+            if literal is not None:
+                # aiohttp does not call the resolver for an IP literal: check it here.
+                self._policy.check(literal)
             async with self._pool().request(
                 target.method,
-                target.url,
+                url,
                 data=payload,
                 headers=request_headers,
                 allow_redirects=False,
@@ -216,22 +239,6 @@ class HttpCaller:
             retry_after=parse_retry_after(response.headers.get("Retry-After"), finished),
             http_status=response.status,
         )
-
-    def _check_literal(self, url: str) -> None:
-        """Check a URL whose host is an IP address (the connector resolves only names).
-
-        Raises:
-            TargetRefused: The address may not be called.
-            ValueError: ``url`` is not a URL.
-        """
-        host = URL(url).raw_host
-        if host is None:
-            return  # aiohttp refuses a URL without a host (InvalidURL)
-        try:
-            address = ipaddress.ip_address(host.split("%", 1)[0])
-        except ValueError:
-            return  # a name: the connector's resolver checks what it resolves to
-        self._policy.check(address)
 
 
 async def _read_some(response: aiohttp.ClientResponse, *, succeeded: bool) -> bytes:
