@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import sys
@@ -27,6 +28,21 @@ log = logging.getLogger(__name__)
 ConfigT = TypeVar("ConfigT", bound=LogConfig)
 
 TELEMETRY_FLUSH_TIMEOUT_MS = 2000
+
+GC_THRESHOLDS = (50_000, 50, 100)
+"""The cyclic collector's thresholds in a service process (Python's default: 700, 10, 10).
+With the default a collection ran every few runs on the executor's and the ledger's hot
+paths, and its full collections walk every long-lived object: in bench_e2e's herd after a
+steady load they were half the executor's CPU (310 -> 158 µs per run with these).
+Reference counting frees what a run leaves behind; the collector only finds cycles, so
+collecting less often costs little memory (docs/design.md section 8)."""
+
+
+def tune_gc() -> None:
+    """Freeze what exists now (imported modules, configuration: never walked again by the
+    collector) and collect cycles less often (:data:`GC_THRESHOLDS`)."""
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 @dataclass
@@ -142,6 +158,7 @@ def main(
     except OSError as exc:  # the /metrics port is taken or not ours to bind
         print(f"sundial-{name}: cannot serve /metrics: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
+    tune_gc()
 
     async def serve() -> int:
         service = await _build_until_signal(name, build, config)

@@ -19,9 +19,10 @@ import functools
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TypeVar
 
+from google.protobuf import duration_pb2, timestamp_pb2
 from opentelemetry.trace import SpanContext
 
 from sundial.core import wire
@@ -47,9 +48,10 @@ from sundial.run import (
     RunKind,
     RunRef,
     RunStatus,
+    Target,
     truncate_error,
 )
-from sundial.v1 import egress_pb2, run_pb2
+from sundial.v1 import egress_pb2, job_pb2, run_pb2
 
 __all__ = [
     "DEFAULT_RUN_TIMEOUT_S",
@@ -131,18 +133,64 @@ def lease_results(
     """
     if len(response.results) != len(refs):
         raise ValueError(f"{len(response.results)} results for {len(refs)} runs")
+    parts = _GrantParts()
     return [
-        _lease_result(ref, result, lease_span)
+        _lease_result(ref, result, parts, lease_span)
         for ref, result in zip(refs, response.results, strict=True)
     ]
 
 
+class _GrantParts:
+    """The parts the grants of one LeaseRuns answer share, each converted once: a call's
+    grants carry one lease end and, for a herd, one target and run timeout (converting
+    them per grant was most of the executor's cost of reading an answer)."""
+
+    def __init__(self) -> None:
+        self._targets: dict[bytes, Target] = {}
+        self._instants: dict[tuple[int, int], datetime] = {}
+        self._timeouts: dict[tuple[int, int], float] = {}
+
+    def target(self, message: job_pb2.Target) -> Target:
+        key = message.SerializeToString(deterministic=True)
+        found = self._targets.get(key)
+        if found is None:
+            found = self._targets[key] = _grant_target(message)
+        return found
+
+    def lease_until(self, ts: timestamp_pb2.Timestamp) -> datetime:
+        key = (ts.seconds, ts.nanos)
+        found = self._instants.get(key)
+        if found is None:
+            found = self._instants[key] = wire.timestamp_in(ts, "grant.lease_until")
+        return found
+
+    def timeout_s(self, d: duration_pb2.Duration) -> float:
+        key = (d.seconds, d.nanos)
+        found = self._timeouts.get(key)
+        if found is None:
+            seconds = wire.timedelta_in(d, "grant.run_timeout").total_seconds()
+            found = self._timeouts[key] = seconds if seconds > 0 else DEFAULT_RUN_TIMEOUT_S
+        return found
+
+
+def _grant_target(message: job_pb2.Target) -> Target:
+    target = wire.target_in(message)
+    if target is None:
+        raise ValueError("grant without a target")
+    if isinstance(target, HttpTarget):
+        target = replace(target, method=(target.method or "POST").upper())
+    return target
+
+
 def _lease_result(
-    ref: RunRef, result: ledger_pb2.LeaseResult, lease_span: SpanContext | None
+    ref: RunRef,
+    result: ledger_pb2.LeaseResult,
+    parts: _GrantParts | None = None,
+    lease_span: SpanContext | None = None,
 ) -> LeaseResult:
     if result.WhichOneof("result") == "grant":
         try:
-            return lease_from_grant(ref, result.grant, lease_span=lease_span)
+            return lease_from_grant(ref, result.grant, parts, lease_span=lease_span)
         except ValueError as exc:
             return UnusableGrant(ref, result.grant.attempt, str(exc), result.grant.lease_id)
     rejection = result.rejection
@@ -161,24 +209,28 @@ def _lease_result(
 
 
 def lease_from_grant(
-    ref: RunRef, grant: ledger_pb2.Grant, *, lease_span: SpanContext | None = None
+    ref: RunRef,
+    grant: ledger_pb2.Grant,
+    parts: _GrantParts | None = None,
+    *,
+    lease_span: SpanContext | None = None,
 ) -> Lease:
     """The lease a Grant of run ``ref`` gives.
+
+    Args:
+        parts: Converts what the grants of one answer share, once each.
 
     Raises:
         ValueError: The grant has no target, or a malformed lease_until or run_timeout.
     """
-    target = wire.target_in(grant.target)
-    if target is None:
-        raise ValueError("grant without a target")
-    if isinstance(target, HttpTarget):
-        target = replace(target, method=(target.method or "POST").upper())
+    parts = parts or _GrantParts()
+    target = parts.target(grant.target)
     try:
-        lease_until = wire.timestamp_in(grant.lease_until, "grant.lease_until")
+        lease_until = parts.lease_until(grant.lease_until)
         timeout = (
-            wire.timedelta_in(grant.run_timeout, "grant.run_timeout").total_seconds()
+            parts.timeout_s(grant.run_timeout)
             if grant.HasField("run_timeout")
-            else 0.0
+            else DEFAULT_RUN_TIMEOUT_S
         )
         egress = _egress(grant.egress.SerializeToString()) if grant.HasField("egress") else None
     except InvalidArgument as exc:
@@ -189,7 +241,7 @@ def lease_from_grant(
         lease_until=lease_until,
         target=target,
         payload=grant.payload,
-        run_timeout_s=timeout if timeout > 0 else DEFAULT_RUN_TIMEOUT_S,
+        run_timeout_s=timeout,
         tenant_id=grant.tenant_id,
         run_key=grant.run_key or ref.key,
         signature=grant.signature,

@@ -64,9 +64,15 @@ class Held:
 
     lease: Lease
     task: asyncio.Task[None] | None = None
-    call: asyncio.Task[Outcome] | None = None
+    """The run's one task: it calls the target, then reports the outcome."""
+    calling: bool = False
+    """True while the task is in the target call (only then is a cancel order acted on)."""
     cancel_reason: str | None = None
     lost: bool = False
+    abandoned: bool = False
+    """Cancelled by shutdown: nothing is reported."""
+    cancels: int = 0
+    """Cancellations of the task requested by a cancel order or a lost lease."""
 
 
 class InFlight:
@@ -242,10 +248,11 @@ class InFlight:
     def cancel(self, run: RunRef, attempt: int, reason: str) -> bool:
         """A cancel order: stop the call and report CANCELLED. False if not held/in call."""
         held = self._held.get((run, attempt))
-        if held is None or held.call is None or held.call.done():
+        if held is None or held.task is None or not held.calling:
             return False
         held.cancel_reason = reason
-        held.call.cancel()
+        held.cancels += 1
+        held.task.cancel()
         log.info(
             "cancelling run: %s",
             reason,
@@ -259,8 +266,9 @@ class InFlight:
         if held is None:
             return False
         held.lost = True
-        if held.call is not None and not held.call.done():
-            held.call.cancel()
+        if held.task is not None and held.calling:
+            held.cancels += 1
+            held.task.cancel()
         log.warning(
             "lease lost; abandoning run",
             extra={"action": "run.lost", "run_key": held.lease.run_key, "attempt": attempt},
@@ -278,7 +286,10 @@ class InFlight:
 
     async def abandon_all(self) -> None:
         """Shutdown past the grace period: cancel every run task, report nothing."""
-        tasks = [h.task for h in self._held.values() if h.task is not None and not h.task.done()]
+        abandoned = [h for h in self._held.values() if h.task is not None and not h.task.done()]
+        tasks = [h.task for h in abandoned if h.task is not None]
+        for held in abandoned:
+            held.abandoned = True
         for task in tasks:
             task.cancel()
         if tasks:
@@ -290,6 +301,9 @@ class InFlight:
             )
 
     async def _execute(self, held: Held) -> None:
+        # One task per run: the target is called in this task (no task of its own, a
+        # per-run cost), so a cancel order or a lost lease cancels this task while
+        # `calling`, and the flags tell what the cancellation was.
         lease = held.lease
         token = run_key_var.set(lease.run_key)
         # The attempt's span (none while tracing is off) is current for the call and the
@@ -298,12 +312,16 @@ class InFlight:
         scope = otel_context.attach(trace.set_span_in_context(span)) if span else None
         released = False
         try:
-            held.call = asyncio.create_task(self._runner.run(lease))
+            held.calling = True
             try:
-                outcome = await held.call
+                outcome = await self._runner.run(lease)
             except asyncio.CancelledError:
-                if _being_cancelled() or held.lost or held.cancel_reason is None:
-                    raise  # shutdown or a lost lease: nothing to report
+                if held.abandoned or not _uncancel_ours(held):
+                    raise  # shutdown (or a cancellation not ours): nothing to report
+                if held.lost or held.cancel_reason is None:
+                    if span is not None:
+                        span.set_status(trace.StatusCode.ERROR, "abandoned: lease lost")
+                    return  # a lost lease: nothing to report
                 now = self._clock.now()
                 outcome = Outcome(
                     status=OutcomeStatus.CANCELLED,
@@ -328,6 +346,8 @@ class InFlight:
                     error=f"executor error: {type(exc).__name__}: {exc}",
                     error_class=ErrorClass.RETRYABLE,
                 )
+            finally:
+                held.calling = False
             self.release()
             released = True
             if held.lost:
@@ -341,11 +361,9 @@ class InFlight:
             if span is not None and isinstance(answer, Answer):
                 _record_answer(span, answer)
         except asyncio.CancelledError:
-            if held.call is not None and not held.call.done():
-                held.call.cancel()
             if span is not None:
                 span.set_status(trace.StatusCode.ERROR, "abandoned: lease lost or shutdown")
-            if _being_cancelled():
+            if held.abandoned or not _uncancel_ours(held):
                 raise
             # Otherwise the lease was lost: the run task ends quietly.
         except Exception:
@@ -403,12 +421,22 @@ def _record_answer(span: trace.Span, answer: Answer) -> None:
             span.set_attribute("sundial.fence_reason", answer.fence_reason.value)
 
 
-def _being_cancelled() -> bool:
+def _uncancel_ours(held: Held) -> bool:
+    """Withdraw the cancellations of ``held``'s task that a cancel order or a lost lease
+    requested; True when no other (a shutdown's) remains."""
     current = asyncio.current_task()
-    return current is not None and current.cancelling() > 0
+    if current is None:
+        return False
+    remaining = current.cancelling()
+    while held.cancels and remaining:
+        held.cancels -= 1
+        remaining = current.uncancel()
+    return remaining == 0
 
 
 def _log_outcome(lease: Lease, outcome: Outcome) -> None:
+    if not log.isEnabledFor(logging.INFO):
+        return  # the line's fields cost a run more than the rest of its bookkeeping
     extra: dict[str, object] = {
         "action": "run.attempt",
         "run_key": lease.run_key,

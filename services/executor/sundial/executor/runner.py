@@ -7,7 +7,8 @@ cancellation through, which is how cancel orders, lost leases and shutdown stop 
 from __future__ import annotations
 
 import asyncio
-import secrets
+import functools
+import os
 from datetime import timedelta
 
 from opentelemetry import metrics, trace
@@ -53,15 +54,22 @@ def _traceparent() -> dict[str, str]:
     if "traceparent" not in carrier:
         # No tracer provider configured: still give the target a unique trace id, so
         # its logs of this attempt can be correlated with ours.
-        carrier = {"traceparent": f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"}
+        ids = os.urandom(24).hex()  # one read for the trace and the span id
+        carrier = {"traceparent": f"00-{ids[:32]}-{ids[32:]}-01"}
     return carrier
+
+
+# The runs of a herd, or of one second of steady load, share their scheduled instant.
+_scheduled_at = functools.lru_cache(maxsize=1024)(format_timestamp)
+# The breaker key of a URL (parsing it per call was a per-run cost; jobs share URLs).
+_http_breaker_key = functools.lru_cache(maxsize=4096)(breaker_key)
 
 
 def sundial_headers(lease: Lease) -> dict[str, str]:
     """The headers (and, lower-cased, gRPC metadata) every attempt carries."""
     headers = {
         "Idempotency-Key": lease.run_key,
-        "Sundial-Scheduled-At": format_timestamp(lease.run.scheduled_at),
+        "Sundial-Scheduled-At": _scheduled_at(lease.run.scheduled_at),
         "Sundial-Attempt": str(lease.attempt),
         **_traceparent(),
     }
@@ -122,7 +130,11 @@ class Runner:
             asyncio.CancelledError: The call was cancelled (nothing is recorded).
         """
         target = lease.target
-        key = breaker_key(target) if isinstance(target, HttpTarget) else f"grpc://{target.address}"
+        key = (
+            _http_breaker_key(target.url)
+            if isinstance(target, HttpTarget)
+            else f"grpc://{target.address}"
+        )
         held_back_s = self._breaker.acquire(key)
         if held_back_s is not None:
             now = self._clock.now()

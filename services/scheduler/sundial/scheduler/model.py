@@ -136,6 +136,19 @@ class LeaseCandidate:
 
 
 @dataclass(frozen=True, slots=True)
+class TenantTerms:
+    """What LeaseRuns needs of one tenant, read once per call under its lock."""
+
+    running: int
+    """Its runs RUNNING before the call (the cap counts them)."""
+    max_concurrent_runs: int | None
+    signing_secrets: tuple[bytes, ...]
+    """Every secret still valid, newest first."""
+    egress: EgressPolicy | None = None
+    """The tenant's own egress policy; None: the operator's default."""
+
+
+@dataclass(frozen=True, slots=True)
 class LeaseLock:
     """What LeaseRuns decides on: the locked runs that exist and the tenants' counts."""
 

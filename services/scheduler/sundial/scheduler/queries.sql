@@ -320,45 +320,48 @@ SELECT set_config(
          true);
 
 -- name: lock_tenants
--- Serialises LeaseRuns per tenant (sorted: no deadlock), so the concurrent-run cap holds
--- even when several executors lease the same tenant's runs at once.
+-- Serialises LeaseRuns per tenant $1 (sorted: no deadlock), so the concurrent-run cap holds
+-- even when several executors lease the same tenant's runs at once. Taken after the run
+-- rows are locked (lock_runs), so the section a tenant's calls wait for is only the count,
+-- the grant and the commit: concurrent calls lock and read their runs in parallel. No
+-- deadlock: a call holding a tenant lock waits for no row lock after it.
 SELECT pg_advisory_xact_lock(hashtextextended('sundial.tenant:' || t.tenant_id, 0))
-  FROM (SELECT DISTINCT r.tenant_id
-          FROM job_runs r
-          JOIN unnest($1::uuid[], $2::timestamptz[]) AS q(job_id, scheduled_at)
-            ON r.job_id = q.job_id AND r.scheduled_at = q.scheduled_at
-         ORDER BY 1) AS t;
+  FROM (SELECT DISTINCT tenant_id FROM unnest($1::text[]) AS u(tenant_id) ORDER BY 1) AS t;
 
--- name: count_running
--- Runs currently RUNNING per tenant (the cap counts them).
-SELECT tenant_id, count(*) AS running_runs
-  FROM job_runs
- WHERE tenant_id = ANY($1::text[]) AND status = 'running'
- GROUP BY tenant_id;
-
--- name: lock_runs
--- The requested runs with what a grant or a completion needs, locked in key order.
--- Rows that do not exist are simply absent.
-SELECT r.job_id, r.scheduled_at, r.tenant_id, r.partition_id, r.kind, r.status,
-       r.attempt, r.attempt_base, r.lease_until, r.next_attempt_at, r.executor_id,
-       r.lease_id, r.lease_token_id, r.cancel_requested, r.started_at, r.created_at, r.lateness_ms, r.last_error,
-       r.traceparent, j.job_id IS NOT NULL AS job_exists, j.name AS job_name,
-       d.target, d.payload, d.policies::text AS policies, d.labels,
-       t.max_concurrent_runs, t.signing_secret,
+-- name: tenant_lease_terms
+-- Per tenant of a LeaseRuns call (locked by lock_tenants, so the count holds until the
+-- commit; a statement of its own, so its snapshot is taken after the lock was granted):
+-- its cap, its egress policy, its runs RUNNING now (the cap counts them) and every signing secret
+-- still valid, newest first (two while a rotation overlaps). Once per tenant, not per
+-- run: a herd of one tenant reads its secrets once per call.
+SELECT t.tenant_id, t.max_concurrent_runs, t.signing_secret,
        -- The tenant's own egress policy (NULL: the operator's default), as it is now.
        t.egress_policy::text AS egress_policy,
-       -- Every secret still valid (two while a rotation overlaps), newest first.
+       (SELECT count(*)
+          FROM job_runs r
+         WHERE r.tenant_id = t.tenant_id AND r.status = 'running') AS running_runs,
        (SELECT array_agg(k.secret ORDER BY k.created_at DESC)
           FROM tenant_signing_secrets k
-         WHERE k.tenant_id = r.tenant_id
+         WHERE k.tenant_id = t.tenant_id
            AND (k.expires_at IS NULL OR k.expires_at > now())) AS signing_secrets
+  FROM tenants t
+ WHERE t.tenant_id = ANY($1::text[]);
+
+-- name: lock_runs
+-- The requested runs with what a grant needs, locked in key order (the tenant's cap and
+-- secrets come once per tenant from tenant_lease_terms). Rows that do not exist are
+-- simply absent.
+SELECT r.job_id, r.scheduled_at, r.tenant_id, r.kind, r.status, r.attempt, r.attempt_base,
+       r.lease_until, r.next_attempt_at, r.executor_id, r.lease_id, r.lease_token_id,
+       r.cancel_requested, r.traceparent,
+       j.job_id IS NOT NULL AS job_exists, j.name AS job_name,
+       d.target::text AS target, d.payload, d.policies::text AS policies
   FROM job_runs r
   JOIN (SELECT DISTINCT job_id, scheduled_at
           FROM unnest($1::uuid[], $2::timestamptz[]) AS x(job_id, scheduled_at)) AS q
     ON r.job_id = q.job_id AND r.scheduled_at = q.scheduled_at
   LEFT JOIN jobs j ON j.job_id = r.job_id
   LEFT JOIN job_definitions d ON d.job_id = r.job_id
-  LEFT JOIN tenants t ON t.tenant_id = r.tenant_id
  ORDER BY r.job_id, r.scheduled_at
    FOR UPDATE OF r;
 

@@ -27,6 +27,7 @@ decoded as compressed, so the bounded read is a bound on what is received.
 from __future__ import annotations
 
 import contextvars
+import functools
 import ipaddress
 import socket
 import ssl
@@ -133,15 +134,34 @@ class _GuardedResolver(aiohttp.abc.AbstractResolver):
         """Nothing to release: lookups run on the event loop's resolver."""
 
 
-def breaker_key(target: HttpTarget) -> str:
-    """The circuit breaker key of an HTTP target: its origin (scheme, host, port)."""
+def breaker_key(url: str) -> str:
+    """The circuit breaker key of an HTTP target's URL: its origin (scheme, host, port)."""
     try:
-        url = URL(target.url)
+        parsed = URL(url)
     except (ValueError, TypeError):
-        return target.url
-    if not url.absolute:
-        return target.url
-    return f"{url.scheme}://{url.host}:{url.port or (443 if url.scheme == 'https' else 80)}"
+        return url
+    if not parsed.absolute:
+        return url
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    return f"{parsed.scheme}://{parsed.host}:{port}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(url: str) -> tuple[URL, ipaddress.IPv4Address | ipaddress.IPv6Address | None]:
+    """``url`` parsed once (jobs share URLs: parsing per call was a per-run cost), with
+    the IP address it names literally (None: a host name, checked by the resolver).
+
+    Raises:
+        ValueError: ``url`` is not a URL.
+    """
+    parsed = URL(url)
+    host = parsed.raw_host
+    if host is None:
+        return parsed, None  # aiohttp refuses a URL without a host (InvalidURL)
+    try:
+        return parsed, ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return parsed, None
 
 
 class HttpCaller:
@@ -253,10 +273,13 @@ class HttpCaller:
         rules = self._policy.rules(egress, Protocol.HTTP)
         token = _RULES.set(rules)
         try:
-            self._check_literal(target.url, rules)
+            url, literal = _parsed(target.url)
+            if literal is not None:
+                # aiohttp does not call the resolver for an IP literal: check it here.
+                rules.check(str(url.raw_host), literal)
             async with self._pool().request(
                 target.method,
-                target.url,
+                url,
                 data=payload,
                 headers=request_headers,
                 allow_redirects=False,
@@ -313,23 +336,6 @@ class HttpCaller:
             retry_after=parse_retry_after(response.headers.get("Retry-After"), finished),
             http_status=response.status,
         )
-
-    @staticmethod
-    def _check_literal(url: str, rules: CallRules) -> None:
-        """Check a URL whose host is an IP address (the connector resolves only names).
-
-        Raises:
-            TargetForbidden: The address may not be called.
-            ValueError: ``url`` is not a URL.
-        """
-        host = URL(url).raw_host
-        if host is None:
-            return  # aiohttp refuses a URL without a host (InvalidURL)
-        try:
-            address = ipaddress.ip_address(host.split("%", 1)[0])
-        except ValueError:
-            return  # a name: the connector's resolver checks what it resolves to
-        rules.check(host, address)
 
 
 def _http_attributes(target: HttpTarget) -> dict[str, str | int]:

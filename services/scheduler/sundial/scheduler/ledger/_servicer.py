@@ -22,10 +22,12 @@ import asyncio
 import contextlib
 import logging
 import random
+from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 
 import grpc
+from google.protobuf import timestamp_pb2
 from nats.js import JetStreamContext
 from opentelemetry import metrics
 
@@ -54,7 +56,7 @@ from sundial.scheduler.ledger._dead_letters import send_dead_letters
 from sundial.scheduler.ledger._signing import signature
 from sundial.scheduler.model import LeaseCandidate, WrittenLease
 from sundial.scheduler.store import HeldLease, SchedulerStore
-from sundial.v1 import run_pb2
+from sundial.v1 import job_pb2, run_pb2
 
 log = logging.getLogger(__name__)
 
@@ -216,20 +218,28 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
                 now=now,
             )
         results = []
+        logged = log.isEnabledFor(logging.INFO)  # one line per grant: only when read
+        lease_until_wire = wire.timestamp(lease_until)
+        targets: dict[int, job_pb2.Target] = {}  # a herd's runs share their target object
         for ref, wire_ref, answer in zip(refs, request.runs, answers, strict=True):
             if isinstance(answer, Grant) and ref in leases:
-                grant = self._grant(lock.candidates[ref], leases[ref], lease_until, now)
+                candidate = lock.candidates[ref]
+                target = targets.get(id(candidate.target))
+                if target is None:
+                    target = targets[id(candidate.target)] = wire.target(candidate.target)
+                grant = self._grant(candidate, leases[ref], lease_until_wire, target, now)
                 results.append(ledger_pb2.LeaseResult(run=wire_ref, grant=grant))
-                log.info(
-                    "run leased",
-                    extra={
-                        "action": "lease",
-                        "job_id": str(ref.job_id),
-                        "run_key": ref.key,
-                        "attempt": leases[ref].attempt,
-                        "executor_id": executor_id,
-                    },
-                )
+                if logged:
+                    log.info(
+                        "run leased",
+                        extra={
+                            "action": "lease",
+                            "job_id": str(ref.job_id),
+                            "run_key": ref.key,
+                            "attempt": leases[ref].attempt,
+                            "executor_id": executor_id,
+                        },
+                    )
                 continue
             rejection = ledger_pb2.Rejection(
                 reason=ledger_pb2.REJECT_REASON_LEASED_ELSEWHERE, detail="duplicate"
@@ -241,15 +251,20 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
 
     @staticmethod
     def _grant(
-        candidate: LeaseCandidate, lease: WrittenLease, lease_until: datetime, now: datetime
+        candidate: LeaseCandidate,
+        lease: WrittenLease,
+        lease_until: timestamp_pb2.Timestamp,
+        target: job_pb2.Target,
+        now: datetime,
     ) -> ledger_pb2.Grant:
-        """What an executor needs to call the target of one granted attempt."""
+        """What an executor needs to call the target of one granted attempt (the lease's
+        end and the target already in wire form: the same for every grant of a call)."""
         key = candidate.state.ref.key
         attempt = lease.attempt
         grant = ledger_pb2.Grant(
             attempt=attempt,
-            lease_until=wire.timestamp(lease_until),
-            target=wire.target(candidate.target),
+            lease_until=lease_until,
+            target=target,
             payload=candidate.payload,
             run_timeout=wire.duration(candidate.run_timeout),
             tenant_id=candidate.state.tenant_id,
@@ -382,15 +397,27 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
         return ledger_pb2.CompleteRunsResponse(results=results)
 
     def _count(self, answers: list[Transition | Fenced], states: list[RunState | None]) -> None:
-        """Count the committed outcomes (no job attribute, and a tenant attribute only
-        where the operator asked for one: few series)."""
+        """Count the committed outcomes, one ``add`` per distinct attribute set of the
+        batch rather than per outcome (no job attribute, and a tenant attribute only where
+        the operator asked for one: few series)."""
         by_tenant = self._config.metrics_tenant_attribute
+        fenced: Counter[tuple[str, str | None]] = Counter()
+        completed: Counter[tuple[str, str | None, str | None]] = Counter()
         for answer, state in zip(answers, states, strict=True):
-            attributes = {} if state is None or not by_tenant else {"tenant": state.tenant_id}
+            tenant = state.tenant_id if by_tenant and state is not None else None
             if isinstance(answer, Fenced):
-                self._fenced.add(1, {**attributes, "reason": answer.reason.value})
-                continue
-            attributes["outcome"] = answer.status.value
-            if answer.error_class is not None:
-                attributes["error_class"] = answer.error_class.value
-            self._completed.add(1, attributes)
+                fenced[(answer.reason.value, tenant)] += 1
+            else:
+                error_class = answer.error_class.value if answer.error_class else None
+                completed[(answer.status.value, error_class, tenant)] += 1
+        for (reason, tenant), count in fenced.items():
+            self._fenced.add(count, _with_tenant({"reason": reason}, tenant))
+        for (outcome, error_class, tenant), count in completed.items():
+            attributes = {"outcome": outcome}
+            if error_class is not None:
+                attributes["error_class"] = error_class
+            self._completed.add(count, _with_tenant(attributes, tenant))
+
+
+def _with_tenant(attributes: dict[str, str], tenant: str | None) -> dict[str, str]:
+    return attributes if tenant is None else {"tenant": tenant, **attributes}

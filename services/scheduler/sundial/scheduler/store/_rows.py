@@ -20,10 +20,11 @@ from sundial.run import (
     RunRef,
     RunState,
     RunStatus,
+    Target,
     policies_from_json,
     target_from_json,
 )
-from sundial.scheduler.model import DeadLetterRun, LeaseCandidate
+from sundial.scheduler.model import DeadLetterRun, LeaseCandidate, TenantTerms
 
 Record = asyncpg.Record
 
@@ -49,19 +50,27 @@ def policies_of(text: str | None) -> JobPolicies:
         return JobPolicies()
 
 
+@functools.lru_cache(maxsize=4096)
+def target_of(text: str | None) -> Target | None:
+    """Decode ``job_definitions.target`` read as text (a herd's jobs share a few targets:
+    each is decoded once; a target is frozen, so the runs may share it)."""
+    return target_from_json(json.loads(text)) if text else None
+
+
 def ref_of(row: Record) -> RunRef:
     """The run a row with ``job_id`` and ``scheduled_at`` is about."""
     return RunRef(row["job_id"], row["scheduled_at"])
 
 
-def run_state(row: Record, *, tenant_cap: bool = False) -> RunState:
+def run_state(row: Record, *, max_concurrent_runs: int | None = None) -> RunState:
     """The state of a locked ``job_runs`` row (``lock_runs``, ``lock_runs_for_completion``,
     ``lock_due_checks``).
 
     Args:
         row: Holds at least job_id, scheduled_at, status, attempt, attempt_base,
             cancel_requested and policies (text); lease columns where selected.
-        tenant_cap: The row holds tenant_id and max_concurrent_runs (LeaseRuns).
+        max_concurrent_runs: The cap of the row's tenant (LeaseRuns; the row then holds
+            tenant_id).
     """
     get = row.get
     return RunState(
@@ -78,24 +87,35 @@ def run_state(row: Record, *, tenant_cap: bool = False) -> RunState:
         job_exists=get("job_exists", True),
         retry=policies_of(row["policies"]).retry,
         tenant_id=get("tenant_id") or "",
-        max_concurrent_runs=row["max_concurrent_runs"] if tenant_cap else None,
+        max_concurrent_runs=max_concurrent_runs,
     )
 
 
-def lease_candidate(row: Record) -> LeaseCandidate:
-    """A ``lock_runs`` row as what LeaseRuns decides on and grants."""
+def lease_candidate(row: Record, terms: TenantTerms | None) -> LeaseCandidate:
+    """A ``lock_runs`` row as what LeaseRuns decides on and grants, with its tenant's
+    terms (None: no tenant row, so no cap and no secret)."""
     policies = policies_of(row["policies"])
-    secrets = row["signing_secrets"] or [row["signing_secret"]]
     return LeaseCandidate(
-        state=run_state(row, tenant_cap=True),
+        state=run_state(row, max_concurrent_runs=terms.max_concurrent_runs if terms else None),
         kind=RunKind(row["kind"]),
         job_name=row["job_name"] or "",
-        target=target_from_json(row["target"]),
+        target=target_of(row["target"]),
         payload=bytes(row["payload"] or b""),
         run_timeout=policies.run_timeout,
+        signing_secrets=terms.signing_secrets if terms else (),
+        egress=terms.egress if terms else None,
+        traceparent=row["traceparent"] or "",
+    )
+
+
+def tenant_terms(row: Record) -> TenantTerms:
+    """A ``tenant_lease_terms`` row."""
+    secrets = row["signing_secrets"] or [row["signing_secret"]]
+    return TenantTerms(
+        running=row["running_runs"],
+        max_concurrent_runs=row["max_concurrent_runs"],
         signing_secrets=tuple(bytes(s) for s in secrets if s is not None),
         egress=policy_from_document(row["egress_policy"]) if row["egress_policy"] else None,
-        traceparent=row["traceparent"] or "",
     )
 
 

@@ -29,6 +29,7 @@ from sundial.scheduler.model import (
     LeaseLock,
     PlannedRun,
     PublishBatch,
+    TenantTerms,
     WrittenLease,
 )
 from sundial.scheduler.store._queries import queries
@@ -37,6 +38,7 @@ from sundial.scheduler.store._rows import (
     lease_candidate,
     ref_of,
     run_state,
+    tenant_terms,
     unzip,
 )
 
@@ -377,19 +379,26 @@ class Transaction:
 
     @translate_db_errors()
     async def lock_for_lease(self, refs: Sequence[RunRef]) -> LeaseLock:
-        """Lock the tenants of ``refs`` (an advisory lock each, sorted: the concurrent-run
-        cap holds across concurrent calls on any replica), then the runs in key order,
-        and count the tenants' RUNNING runs. Runs that do not exist are absent."""
+        """Lock the runs ``refs`` in key order, then their tenants (an advisory lock each,
+        sorted: the concurrent-run cap holds across concurrent calls on any replica), and
+        read each tenant's terms once under its lock (cap, RUNNING runs, signing
+        secrets). Runs that do not exist are absent.
+
+        The runs come first so that concurrent calls for one tenant lock and read their
+        rows in parallel and queue on the tenant only for the count, the grant and the
+        commit (queries.sql, lock_tenants)."""
         job_ids, times = unzip(refs)
-        await self._conn.fetch(queries.lock_tenants, job_ids, times)
         rows = await self._conn.fetch(queries.lock_runs, job_ids, times)
-        candidates = {ref_of(r): lease_candidate(r) for r in rows}
-        tenants = sorted({c.state.tenant_id for c in candidates.values()})
-        running = {
-            r["tenant_id"]: r["running_runs"]
-            for r in await self._conn.fetch(queries.count_running, tenants)
-        }
-        return LeaseLock(candidates, running)
+        tenants = sorted({r["tenant_id"] for r in rows})
+        terms: dict[str, TenantTerms] = {}
+        if tenants:
+            await self._conn.execute(queries.lock_tenants, tenants)
+            terms = {
+                r["tenant_id"]: tenant_terms(r)
+                for r in await self._conn.fetch(queries.tenant_lease_terms, tenants)
+            }
+        candidates = {ref_of(r): lease_candidate(r, terms.get(r["tenant_id"])) for r in rows}
+        return LeaseLock(candidates, {tenant: t.running for tenant, t in terms.items()})
 
     @translate_db_errors()
     async def write_grants(
