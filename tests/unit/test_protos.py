@@ -57,6 +57,7 @@ EXPECTED_METHODS = {
         "GetEgressPolicy",
         "RotateOwnSigningSecret",
         "ListJobRevisions",
+        "ListAuditEvents",
     },
     "RunLedgerService": {"LeaseRuns", "Heartbeat", "CompleteRuns"},
     "TargetService": {"Execute"},

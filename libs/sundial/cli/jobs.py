@@ -699,3 +699,48 @@ def rollback(
             metadata=md,
         )
     emit_job(response.job, response, output)
+
+
+@connected
+def audit(
+    *,
+    limit: Annotated[int, typer.Option(help="Show at most this many (0: all).", min=0)] = 50,
+    conn: Connection,
+    token: TokenOption = "",
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """Your tenant's audit log, newest first: every write call, who, on what, how it ended."""
+    with jobs_client(conn, token) as (stub, md):
+        listed = all_pages(
+            lambda r: stub.ListAuditEvents(r, metadata=md),
+            pb.ListAuditEventsRequest(),
+            pb.ListAuditEventsResponse(),
+            "events",
+            limit,
+        )
+
+    def table(wide: bool) -> None:
+        print_table(
+            (
+                Column("at"),
+                Column("method"),
+                Column("resource"),
+                Column("code", 1),
+                Column("by", 2),
+                Column("request id", 3, wide=True),
+            ),
+            [
+                (
+                    e.time.ToJsonString(),
+                    e.method.rsplit("/", 1)[-1],
+                    e.resource or "-",
+                    e.code,
+                    e.actor,
+                    e.request_id,
+                )
+                for e in listed.events
+            ],
+            wide=wide,
+        )
+
+    emit(listed, output, table=table, names=lambda: [e.request_id for e in listed.events])

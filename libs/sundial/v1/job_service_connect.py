@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .job_service_pb2 import ApplyJobRequest, ApplyJobResponse, BackfillJobRequest, BackfillJobResponse, BatchCreateJobsRequest, BatchCreateJobsResponse, CancelRunRequest, CancelRunResponse, CreateJobRequest, CreateJobResponse, DeleteJobRequest, DeleteJobResponse, DescribeJobRequest, DescribeJobResponse, GetEgressPolicyRequest, GetEgressPolicyResponse, GetJobRequest, GetJobResponse, GetRunRequest, GetRunResponse, ListJobRevisionsRequest, ListJobRevisionsResponse, ListJobsRequest, ListJobsResponse, ListRunsRequest, ListRunsResponse, PauseJobRequest, PauseJobResponse, PreviewScheduleRequest, PreviewScheduleResponse, ReplayRunRequest, ReplayRunResponse, ResumeJobRequest, ResumeJobResponse, RotateOwnSigningSecretRequest, RotateOwnSigningSecretResponse, TriggerJobRequest, TriggerJobResponse, UpdateJobRequest, UpdateJobResponse
+from .job_service_pb2 import ApplyJobRequest, ApplyJobResponse, BackfillJobRequest, BackfillJobResponse, BatchCreateJobsRequest, BatchCreateJobsResponse, CancelRunRequest, CancelRunResponse, CreateJobRequest, CreateJobResponse, DeleteJobRequest, DeleteJobResponse, DescribeJobRequest, DescribeJobResponse, GetEgressPolicyRequest, GetEgressPolicyResponse, GetJobRequest, GetJobResponse, GetRunRequest, GetRunResponse, ListAuditEventsRequest, ListAuditEventsResponse, ListJobRevisionsRequest, ListJobRevisionsResponse, ListJobsRequest, ListJobsResponse, ListRunsRequest, ListRunsResponse, PauseJobRequest, PauseJobResponse, PreviewScheduleRequest, PreviewScheduleResponse, ReplayRunRequest, ReplayRunResponse, ResumeJobRequest, ResumeJobResponse, RotateOwnSigningSecretRequest, RotateOwnSigningSecretResponse, TriggerJobRequest, TriggerJobResponse, UpdateJobRequest, UpdateJobResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -164,6 +164,13 @@ class JobService(Protocol):
         """
         Lists a job's revisions, newest first: every change to it (create, update, apply,
         pause, resume) kept with who made it, when, which fields, and the request id.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def list_audit_events(self, request: ListAuditEventsRequest, ctx: RequestContext[ListAuditEventsRequest, ListAuditEventsResponse], /) -> ListAuditEventsResponse:
+        """
+        Lists the tenant's audit log, newest first: every write call made with its tokens
+        (jobs, runs, secrets), who made it, on what and how it ended.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -400,6 +407,17 @@ class JobServiceASGIApplication(ConnectASGIApplication[JobService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.list_job_revisions,
+                ),
+                "/sundial.v1.JobService/ListAuditEvents": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ListAuditEvents",
+                        service_name="sundial.v1.JobService",
+                        input=ListAuditEventsRequest,
+                        output=ListAuditEventsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.list_audit_events,
                 ),
             },
             interceptors=interceptors,
@@ -908,6 +926,30 @@ class JobServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def list_audit_events(
+        self,
+        request: ListAuditEventsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListAuditEventsResponse:
+        """
+        Lists the tenant's audit log, newest first: every write call made with its tokens
+        (jobs, runs, secrets), who made it, on what and how it ended.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListAuditEvents",
+                service_name="sundial.v1.JobService",
+                input=ListAuditEventsRequest,
+                output=ListAuditEventsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class JobServiceSync(Protocol):
     """
@@ -1036,6 +1078,13 @@ class JobServiceSync(Protocol):
         """
         Lists a job's revisions, newest first: every change to it (create, update, apply,
         pause, resume) kept with who made it, when, which fields, and the request id.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def list_audit_events(self, request: ListAuditEventsRequest, ctx: RequestContext[ListAuditEventsRequest, ListAuditEventsResponse], /) -> ListAuditEventsResponse:
+        """
+        Lists the tenant's audit log, newest first: every write call made with its tokens
+        (jobs, runs, secrets), who made it, on what and how it ended.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -1270,6 +1319,17 @@ class JobServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.list_job_revisions,
+                ),
+                "/sundial.v1.JobService/ListAuditEvents": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ListAuditEvents",
+                        service_name="sundial.v1.JobService",
+                        input=ListAuditEventsRequest,
+                        output=ListAuditEventsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.list_audit_events,
                 ),
             },
             interceptors=interceptors,
@@ -1772,6 +1832,30 @@ class JobServiceClientSync(ConnectClientSync):
                 service_name="sundial.v1.JobService",
                 input=ListJobRevisionsRequest,
                 output=ListJobRevisionsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def list_audit_events(
+        self,
+        request: ListAuditEventsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListAuditEventsResponse:
+        """
+        Lists the tenant's audit log, newest first: every write call made with its tokens
+        (jobs, runs, secrets), who made it, on what and how it ended.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListAuditEvents",
+                service_name="sundial.v1.JobService",
+                input=ListAuditEventsRequest,
+                output=ListAuditEventsResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

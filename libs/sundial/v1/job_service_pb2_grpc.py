@@ -135,6 +135,11 @@ class JobServiceStub:
                 request_serializer=sundial_dot_v1_dot_job__service__pb2.ListJobRevisionsRequest.SerializeToString,
                 response_deserializer=sundial_dot_v1_dot_job__service__pb2.ListJobRevisionsResponse.FromString,
                 _registered_method=True)
+        self.ListAuditEvents = channel.unary_unary(
+                '/sundial.v1.JobService/ListAuditEvents',
+                request_serializer=sundial_dot_v1_dot_job__service__pb2.ListAuditEventsRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_job__service__pb2.ListAuditEventsResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -287,6 +292,14 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAuditEvents(self, request, context):
+        """Lists the tenant's audit log, newest first: every write call made with its tokens
+        (jobs, runs, secrets), who made it, on what and how it ended.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -389,6 +402,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.ListJobRevisions,
                     request_deserializer=sundial_dot_v1_dot_job__service__pb2.ListJobRevisionsRequest.FromString,
                     response_serializer=sundial_dot_v1_dot_job__service__pb2.ListJobRevisionsResponse.SerializeToString,
+            ),
+            'ListAuditEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAuditEvents,
+                    request_deserializer=sundial_dot_v1_dot_job__service__pb2.ListAuditEventsRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_job__service__pb2.ListAuditEventsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -932,6 +950,33 @@ class JobService:
             '/sundial.v1.JobService/ListJobRevisions',
             sundial_dot_v1_dot_job__service__pb2.ListJobRevisionsRequest.SerializeToString,
             sundial_dot_v1_dot_job__service__pb2.ListJobRevisionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAuditEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/ListAuditEvents',
+            sundial_dot_v1_dot_job__service__pb2.ListAuditEventsRequest.SerializeToString,
+            sundial_dot_v1_dot_job__service__pb2.ListAuditEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,

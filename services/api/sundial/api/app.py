@@ -6,6 +6,7 @@ import contextlib
 from datetime import timedelta
 
 from sundial.api.admin import AdminServicer
+from sundial.api.audit import AuditInterceptor, AuditLog
 from sundial.api.auth import AuthInterceptor
 from sundial.api.cluster import EtcdMembership, MembershipSource, UnconfiguredMembership
 from sundial.api.config import ApiConfig
@@ -88,7 +89,7 @@ async def build(
             [
                 (
                     job_service_pb2_grpc.add_JobServiceServicer_to_server,
-                    JobServicer(jobs, runs, egress, tenants),
+                    JobServicer(jobs, runs, egress, tenants, AuditLog(pool)),
                 ),
                 (
                     admin_pb2_grpc.add_AdminServiceServicer_to_server,
@@ -96,7 +97,8 @@ async def build(
                 ),
             ],
             interceptors=[
-                AuthInterceptor(Tokens(pool, clock, bootstrap={config.admin_token: Role.ADMIN}))
+                AuthInterceptor(Tokens(pool, clock, bootstrap={config.admin_token: Role.ADMIN})),
+                AuditInterceptor(pool, clock),
             ],
         )
         purger = RequestPurger(

@@ -447,3 +447,17 @@ SELECT version, name, paused, schedule, target, policies, payload, labels, descr
  WHERE job_id = $1 AND tenant_id = $2 AND ($3::bigint IS NULL OR version < $3)
  ORDER BY version DESC
  LIMIT $4;
+
+-- name: list_audit_events
+-- Tenant $1's audit events, newest first, ids below $2 when given, at most $3.
+SELECT event_id, at, actor, method, resource, code, request_id
+  FROM audit_events
+ WHERE tenant_id = $1 AND ($2::bigint IS NULL OR event_id < $2)
+ ORDER BY event_id DESC
+ LIMIT $3;
+
+-- name: insert_audit_event
+-- One write call: tenant $1 (NULL: none), at $2, by $3, method $4, resource $5, code $6,
+-- request id $7.
+INSERT INTO audit_events (tenant_id, at, actor, method, resource, code, request_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7);

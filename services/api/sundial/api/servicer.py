@@ -18,6 +18,7 @@ from google.protobuf import field_mask_pb2
 from google.protobuf.message import Message
 
 from sundial.api import convert
+from sundial.api.audit import AuditLog
 from sundial.api.auth import current_tenant
 from sundial.api.egress import EgressPolicies
 from sundial.api.jobs import JobManager
@@ -124,12 +125,18 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     """JobService on top of :class:`JobManager` and :class:`RunManager`."""
 
     def __init__(
-        self, jobs: JobManager, runs: RunManager, egress: EgressPolicies, tenants: TenantManager
+        self,
+        jobs: JobManager,
+        runs: RunManager,
+        egress: EgressPolicies,
+        tenants: TenantManager,
+        audit: AuditLog,
     ) -> None:
         self._jobs = jobs
         self._runs = runs
         self._egress = egress
         self._tenants = tenants
+        self._audit = audit
 
     async def _job(self, tenant: str, text: str, field: str = "job_id") -> uuid.UUID:
         """The uid of the job a request names by ``text`` (a uid or a client id)."""
@@ -220,6 +227,24 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         else:
             job = await self._jobs.get_job(tenant, job_id)
         return pb.GetJobResponse(job=convert.job_out(job))
+
+    async def ListAuditEvents(
+        self, request: pb.ListAuditEventsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListAuditEventsResponse:
+        page = await self._audit.events(
+            current_tenant(), page_size=request.page_size, page_token=request.page_token
+        )
+        response = pb.ListAuditEventsResponse(next_page_token=page.next_page_token)
+        for event in page.items:
+            out = response.events.add(
+                actor=event.actor,
+                method=event.method,
+                resource=event.resource,
+                code=event.code,
+                request_id=event.request_id,
+            )
+            out.time.CopyFrom(wire.timestamp(event.at))
+        return response
 
     async def ListJobRevisions(
         self, request: pb.ListJobRevisionsRequest, context: grpc.aio.ServicerContext
