@@ -102,8 +102,16 @@ def _rows(n: int, prefix: str) -> list[list[object]]:
 
 async def _create_tx(conn: asyncpg.Connection, tenant: str, rows: list[list[object]]) -> None:
     # The statement the API runs (quota check and inserts), alone in autocommit.
+    # No trace context; the writer and request id as the API records them (revisions).
     inserted = await conn.fetchval(
-        queries.insert_jobs, tenant, *rows, datetime.now(UTC), len(rows[0])
+        queries.insert_jobs,
+        tenant,
+        *rows,
+        datetime.now(UTC),
+        len(rows[0]),
+        None,
+        "bench",
+        "bench",
     )
     assert inserted == len(rows[0])
 

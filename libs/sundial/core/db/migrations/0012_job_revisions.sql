@@ -3,9 +3,9 @@
 -- the change, so no write can skip it and none is recorded that did not commit.
 --
 -- The API names the writer on the definition row it writes (changed_by: the token id;
--- change_request_id: the RPC's request id); the trigger copies them with the row, the
--- job's name, paused state, version and update time from jobs (row-level AFTER triggers
--- see every change of the statement that fired them, jobs' included).
+-- change_request_id: the RPC's request id); the triggers copy them with the row, the
+-- job's name, paused state, version and update time from jobs (AFTER triggers see every
+-- change of the statement that fired them, jobs' included).
 
 ALTER TABLE job_definitions
     ADD COLUMN changed_by text,
@@ -34,6 +34,31 @@ CREATE TABLE job_revisions (
 );
 -- Revisions outlive their job (DeleteJob keeps the history, as an audit trail does).
 
+-- A new job's first revision: one set-based insert per statement (BatchCreateJobs
+-- writes a thousand definitions in one), from the statement's new rows.
+CREATE FUNCTION sundial_record_first_revisions() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO job_revisions
+        (job_id, version, tenant_id, name, paused, schedule, target, policies, payload,
+         labels, description, pause_note, changed_fields, changed_by, request_id, created_at)
+    SELECT j.job_id, j.version, j.tenant_id, j.name, j.paused, n.schedule, n.target,
+           n.policies, n.payload, n.labels, n.description, n.pause_note, ARRAY['created'],
+           n.changed_by, n.change_request_id, j.updated_at
+      FROM new_definitions n
+      JOIN jobs j ON j.job_id = n.job_id
+    ON CONFLICT (job_id, version) DO NOTHING;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER job_first_revision
+    AFTER INSERT ON job_definitions
+    REFERENCING NEW TABLE AS new_definitions
+    FOR EACH STATEMENT EXECUTE FUNCTION sundial_record_first_revisions();
+
+-- A change to an existing job (one job per statement): the fields that differ from its
+-- latest revision.
 CREATE FUNCTION sundial_record_job_revision() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -48,10 +73,11 @@ BEGIN
     END IF;
     SELECT * INTO prev FROM job_revisions
      WHERE job_id = NEW.job_id ORDER BY version DESC LIMIT 1;
-    IF NOT FOUND THEN
-        changed := ARRAY['created'];
-    ELSIF prev.version >= j.version THEN
+    IF FOUND AND prev.version >= j.version THEN
         RETURN NULL;  -- no new version: nothing the API changed
+    END IF;
+    IF NOT FOUND THEN
+        changed := '{}';  -- no history to compare with
     ELSE
         changed := array_remove(ARRAY[
             CASE WHEN prev.name IS DISTINCT FROM j.name THEN 'name' END,
@@ -78,7 +104,7 @@ END
 $$;
 
 CREATE TRIGGER job_revision
-    AFTER INSERT OR UPDATE ON job_definitions
+    AFTER UPDATE ON job_definitions
     FOR EACH ROW EXECUTE FUNCTION sundial_record_job_revision();
 
 -- The jobs that exist now start their history with their current state.

@@ -103,8 +103,9 @@ class RequestClaim:
 # --- row mapping --------------------------------------------------------------------------
 
 
-def job_from_row(row: Row) -> Job:
-    spec = JobSpec(
+def spec_from_row(row: Row) -> JobSpec:
+    """The definition columns of a jobs/job_definitions row, or of a job_revisions one."""
+    return JobSpec(
         name=row["name"],
         schedule=schedule_from_json(row["schedule"]),
         target=target_from_json(row["target"]),
@@ -115,6 +116,10 @@ def job_from_row(row: Row) -> Job:
         paused=row["paused"],
         pause_note=row["pause_note"],
     )
+
+
+def job_from_row(row: Row) -> Job:
+    spec = spec_from_row(row)
     lateness_ms = row["last_lateness_ms"]
     stats = JobStats(
         last_fire_time=row["last_fire_at"],

@@ -29,6 +29,7 @@ from sundial.api.store._base import (
     one,
     queries,
     run_from_row,
+    spec_from_row,
     translate,
 )
 from sundial.core.auth import current_credential
@@ -37,11 +38,9 @@ from sundial.core.logging import request_id_var
 from sundial.run import (
     RunKind,
     RunStatus,
-    policies_from_json,
     policies_to_json,
     schedule_from_json,
     schedule_to_json,
-    target_from_json,
     target_to_json,
 )
 from sundial.schedule import Schedule
@@ -369,17 +368,7 @@ class JobStore:
         return [
             JobRevision(
                 version=row["version"],
-                spec=JobSpec(
-                    name=row["name"],
-                    schedule=schedule_from_json(row["schedule"]),
-                    target=target_from_json(row["target"]),
-                    description=row["description"],
-                    payload=bytes(row["payload"]),
-                    policies=policies_from_json(row["policies"]),
-                    labels=dict(row["labels"]),
-                    paused=row["paused"],
-                    pause_note=row["pause_note"],
-                ),
+                spec=spec_from_row(row),
                 changed_fields=tuple(row["changed_fields"]),
                 changed_by=row["changed_by"],
                 request_id=row["request_id"],
