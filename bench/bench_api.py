@@ -47,7 +47,7 @@ import grpc
 from _common import cpu_seconds, family_cpu, fresh_database  # bench/: the script's folder
 
 from sundial.api.store import queries
-from sundial.core.db import init_connection
+from sundial.core.db import init_connection, json_text
 from sundial.core.partition import partition_of
 from sundial.devstack import Stack
 from sundial.devstack._services import Services
@@ -82,7 +82,9 @@ def _rows(n: int, prefix: str) -> list[list[object]]:
     """Columns for queries.insert_jobs, ``n`` jobs."""
     ids = [uuid.uuid4() for _ in range(n)]
     now = datetime.now(UTC)
-    schedule = schedule_to_json(Schedule(CronSpec("0 * * * *")))
+    # The JSON columns as text, each distinct document encoded once, as the API does.
+    schedule = json_text(schedule_to_json(Schedule(CronSpec("0 * * * *"))))
+    target = json_text({"http": {"url": TARGET, "method": "POST", "headers": {}}})
     return [
         ids,
         [f"{prefix}-{i}" for i in range(n)],
@@ -90,10 +92,10 @@ def _rows(n: int, prefix: str) -> list[list[object]]:
         [now] * n,
         [False] * n,
         [schedule] * n,
-        [{"http": {"url": TARGET, "method": "POST", "headers": {}}}] * n,
-        [policies_to_json(JobPolicies())] * n,
+        [target] * n,
+        [json_text(policies_to_json(JobPolicies()))] * n,
         [b""] * n,
-        [{}] * n,
+        ["{}"] * n,
         [""] * n,
         [""] * n,
         [None] * n,  # no client job ids

@@ -35,6 +35,7 @@ from sundial.core.db._pool import (
     create_pool,
     database_dependency,
     init_connection,
+    json_text,
     session_settings,
 )
 from sundial.core.db._queries import Queries, Query, QueryFileError, UnknownQueryError
@@ -54,6 +55,7 @@ __all__ = [
     "drop_run_partitions_before",
     "ensure_run_partitions",
     "init_connection",
+    "json_text",
     "load_migrations",
     "map_db_error",
     "migrate",

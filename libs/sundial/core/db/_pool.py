@@ -49,6 +49,15 @@ def session_settings(config: DatabaseConfig, application_name: str) -> dict[str,
     }
 
 
+def json_text(value: object) -> str:
+    """``value`` as compact JSON text, as the connections' ``jsonb`` codec encodes it.
+
+    For a statement that takes JSON as ``text[]`` and casts it: a batch then encodes each
+    distinct document once, where a ``jsonb[]`` argument runs the codec for every entry.
+    """
+    return json.dumps(value, separators=(",", ":"))
+
+
 async def init_connection(conn: asyncpg.Connection) -> None:
     """Decode ``json``/``jsonb`` to Python values and encode them back with :mod:`json`.
 
@@ -60,7 +69,7 @@ async def init_connection(conn: asyncpg.Connection) -> None:
         await conn.set_type_codec(
             type_name,
             schema="pg_catalog",
-            encoder=lambda value: json.dumps(value, separators=(",", ":")),
+            encoder=json_text,
             decoder=json.loads,
             format="text",
         )

@@ -256,21 +256,37 @@ def policies_out(policies: JobPolicies) -> job_pb2.Policies:
 # --- jobs ---------------------------------------------------------------------------------
 
 
-def job_spec_in(message: job_pb2.Job) -> JobSpec:
-    """The input fields of a wire job (output-only fields are ignored)."""
+def job_spec_in(message: job_pb2.Job, memo: dict[object, Any] | None = None) -> JobSpec:
+    """The input fields of a wire job (output-only fields are ignored).
+
+    Args:
+        memo: Shared by the jobs of one request (BatchCreateJobs): each distinct schedule,
+            target and policy set (by its encoding) is converted once, and the jobs that
+            share it share the value, so the checks keyed by it find it at once.
+    """
     if not message.HasField("schedule"):
         raise InvalidArgument("schedule", "is required")
     return JobSpec(
         name=message.name,
-        schedule=schedule_in(message.schedule),
-        target=wire.target_in(message.target),
+        schedule=_converted(memo, schedule_in, message.schedule),
+        target=_converted(memo, wire.target_in, message.target),
         description=message.description,
         payload=message.payload,
-        policies=policies_in(message.policies),
+        policies=_converted(memo, policies_in, message.policies),
         labels=dict(message.labels),
         paused=message.paused,
         pause_note=message.pause_note,
     )
+
+
+def _converted(memo: dict[object, Any] | None, convert: Callable[[Any], Any], message: Any) -> Any:
+    if memo is None:
+        return convert(message)
+    key = (convert, message.SerializeToString(deterministic=True))
+    found = memo.get(key)
+    if found is None:  # a conversion that fails raises for the first job that has it
+        found = memo[key] = convert(message)
+    return found
 
 
 def _stats_out(stats: JobStats) -> job_pb2.JobStats:

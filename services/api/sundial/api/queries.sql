@@ -76,16 +76,20 @@ SELECT client_job_id FROM jobs WHERE tenant_id = $1 AND client_job_id = ANY($2::
 -- stays locked only for this statement and the commit (CreateJob without request_id
 -- runs it alone in autocommit: no client round trip while the lock is held). The
 -- foreign keys of job_definitions and job_stats are checked at the end of the
--- statement, after the jobs rows exist.
+-- statement, after the jobs rows exist. The JSON columns ($7-$9, $11) come as text
+-- (sundial.core.db.json_text): a batch encodes each distinct document once.
 WITH quota AS (
     UPDATE tenants
        SET job_count = job_count + $16
      WHERE tenant_id = $1 AND job_count + $16 <= max_jobs
     RETURNING tenant_id
 ), input AS (
-    SELECT t.*
+    SELECT t.job_id, t.name, t.partition_id, t.next_run_at, t.paused,
+           t.schedule::jsonb AS schedule, t.target::jsonb AS target,
+           t.policies::jsonb AS policies, t.payload, t.labels::jsonb AS labels,
+           t.description, t.pause_note, t.client_job_id
       FROM unnest($2::uuid[], $3::text[], $4::smallint[], $5::timestamptz[], $6::boolean[],
-                  $7::jsonb[], $8::jsonb[], $9::jsonb[], $10::bytea[], $11::jsonb[],
+                  $7::text[], $8::text[], $9::text[], $10::bytea[], $11::text[],
                   $12::text[], $13::text[], $14::text[])
            AS t(job_id, name, partition_id, next_run_at, paused, schedule, target, policies,
                 payload, labels, description, pause_note, client_job_id)

@@ -182,10 +182,11 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         tenant = current_tenant()
         specs = []
         client_ids = []
+        memo: dict[object, Any] = {}
         for i, message in enumerate(request.jobs):
             with field_prefix(f"jobs[{i}]."):
                 client_ids.append(client_id_in(message.job_id, "job_id"))
-                specs.append(convert.job_spec_in(message))
+                specs.append(convert.job_spec_in(message, memo))
         jobs = await self._jobs.batch_create(
             tenant,
             specs,

@@ -33,6 +33,7 @@ from sundial.api.store._base import (
     translate,
 )
 from sundial.core.auth import current_credential
+from sundial.core.db import json_text
 from sundial.core.errors import AlreadyExists, ResourceExhausted
 from sundial.core.logging import request_id_var
 from sundial.run import (
@@ -59,6 +60,18 @@ def _each(encode: Callable[[Any], Any], values: Sequence[Any]) -> list[Any]:
         except TypeError:
             out.append(encode(value))
     return out
+
+
+def _schedule_text(schedule: Schedule) -> str:
+    return json_text(schedule_to_json(schedule))
+
+
+def _target_text(target: Any) -> str:
+    return json_text(target_to_json(target))
+
+
+def _policies_text(policies: Any) -> str:
+    return json_text(policies_to_json(policies))
 
 
 class _Unmatched(Exception):
@@ -228,11 +241,11 @@ class JobStore:
             [job.partition_id for job in jobs],
             [job.next_run_at for job in jobs],
             [job.spec.paused for job in jobs],
-            _each(schedule_to_json, [job.spec.schedule for job in jobs]),
-            _each(target_to_json, [job.spec.target for job in jobs]),
-            _each(policies_to_json, [job.spec.policies for job in jobs]),
+            _each(_schedule_text, [job.spec.schedule for job in jobs]),
+            _each(_target_text, [job.spec.target for job in jobs]),
+            _each(_policies_text, [job.spec.policies for job in jobs]),
             [job.spec.payload for job in jobs],
-            [dict(job.spec.labels) for job in jobs],
+            [json_text(job.spec.labels) if job.spec.labels else "{}" for job in jobs],
             [job.spec.description for job in jobs],
             [job.spec.pause_note for job in jobs],
             [job.client_id for job in jobs],
