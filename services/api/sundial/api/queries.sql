@@ -464,14 +464,21 @@ VALUES ($1, $2, $3, $4, $5, $6, $7);
 
 -- name: slo_run_counts
 -- A job's SLO counts per window (docs/design.md section 11): job $1 of tenant $2, the
--- windows' starts $3 (one row per window, in that order), now $4, the job's lateness
--- threshold $5 and jitter bound $6, $7 the earliest start. Scheduled runs only. A run
--- started within $5 of its nominal time is on time whatever its jitter, one started
--- (or still waiting) more than $5 + $6 after it is late; those in between need their
--- own jitter (slo_unsure_runs). One index range scan of the primary key per day's
--- partition of the longest window.
+-- windows' starts $3 (one row per window, in that order; distinct), now $4, the job's
+-- lateness threshold $5 and jitter bound $6, $7 the earliest start. Scheduled runs only.
+-- A run started within $5 of its nominal time is on time whatever its jitter, one
+-- started (or still waiting) more than $5 + $6 after it is late; those in between need
+-- their own jitter, which the API computes: the row of the longest window lists them
+-- (unsure_at, unsure_started; empty without a jitter). One index range scan of the
+-- primary key per day's partition of the longest window.
 WITH runs AS (
-    SELECT scheduled_at, started_at, status
+    SELECT scheduled_at, started_at, status,
+           ($6::interval > interval '0' AND (
+               (started_at > scheduled_at + $5::interval
+                AND started_at <= scheduled_at + $5::interval + $6::interval)
+            OR (started_at IS NULL AND status IN ('pending', 'queued')
+                AND $4 > scheduled_at + $5::interval
+                AND $4 <= scheduled_at + $5::interval + $6::interval))) AS unsure
       FROM job_runs
      WHERE job_id = $1 AND tenant_id = $2 AND kind = 'scheduled'
        AND scheduled_at >= $7 AND scheduled_at <= $4
@@ -484,25 +491,15 @@ SELECT w.i,
        count(*) FILTER (
            WHERE r.started_at > r.scheduled_at + $5::interval + $6::interval
               OR (r.started_at IS NULL AND r.status IN ('pending', 'queued')
-                  AND $4 > r.scheduled_at + $5::interval + $6::interval)) AS late
+                  AND $4 > r.scheduled_at + $5::interval + $6::interval)) AS late,
+       coalesce(array_agg(r.scheduled_at) FILTER (WHERE r.unsure AND w.start = $7),
+                '{}') AS unsure_at,
+       coalesce(array_agg(r.started_at) FILTER (WHERE r.unsure AND w.start = $7),
+                '{}') AS unsure_started
   FROM unnest($3::timestamptz[]) WITH ORDINALITY AS w(start, i)
   LEFT JOIN runs r ON r.scheduled_at >= w.start
  GROUP BY w.i
  ORDER BY w.i;
-
--- name: slo_unsure_runs
--- The scheduled runs of job $1 (tenant $2) nominally in [$3, $4] that started, or still
--- wait, between $5 and $5 + $6 after their nominal time: on time or late by their own
--- jitter, which the API computes (asked only when the job has a jitter).
-SELECT scheduled_at, started_at
-  FROM job_runs
- WHERE job_id = $1 AND tenant_id = $2 AND kind = 'scheduled'
-   AND scheduled_at >= $3 AND scheduled_at <= $4
-   AND ((started_at > scheduled_at + $5::interval
-         AND started_at <= scheduled_at + $5::interval + $6::interval)
-        OR (started_at IS NULL AND status IN ('pending', 'queued')
-            AND $4 > scheduled_at + $5::interval
-            AND $4 <= scheduled_at + $5::interval + $6::interval));
 
 -- name: slo_misfires
 -- Job $1's skipped misfires whose nominal span meets [$2, $3] (migration 0016).

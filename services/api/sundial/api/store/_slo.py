@@ -29,7 +29,8 @@ class SloStore:
         jitter: timedelta,
     ) -> tuple[list[SloRunCounts], list[SloUnsure], list[MisfireRecord]]:
         """Per window start: the counts the SQL decides; the runs whose answer needs their
-        own jitter; the misfire records meeting the longest window. One snapshot."""
+        own jitter (only with a jitter); the misfire records meeting the longest window.
+        One snapshot."""
         earliest = min(starts)
         async with (
             self._pool.acquire() as conn,
@@ -45,18 +46,15 @@ class SloStore:
                 jitter,
                 earliest,
             )
-            unsure = []
-            if jitter > timedelta(0):
-                unsure = [
-                    SloUnsure(r["scheduled_at"], r["started_at"])
-                    for r in await conn.fetch(
-                        queries.slo_unsure_runs, job_id, tenant_id, earliest, now, threshold, jitter
-                    )
-                ]
             misfires = [
                 MisfireRecord(r["first_at"], r["last_at"], r["skipped"])
                 for r in await conn.fetch(queries.slo_misfires, job_id, earliest, now)
             ]
+        unsure = [
+            SloUnsure(at, started)
+            for r in rows
+            for at, started in zip(r["unsure_at"], r["unsure_started"], strict=True)
+        ]
         counts = [
             SloRunCounts(
                 runs=r["runs"],
