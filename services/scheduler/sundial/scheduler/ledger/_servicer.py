@@ -270,6 +270,8 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
         job's SLO does (docs/design.md section 11); one ``add`` per attribute set."""
         by_tenant = self._config.metrics_tenant_attribute
         started: Counter[tuple[str, str | None]] = Counter()
+        # Late when due < now - threshold; a herd shares a few thresholds.
+        cutoffs: dict[timedelta, datetime] = {}
         for grant in grants:
             ref = grant.ref
             lease = leases.get(ref)
@@ -282,10 +284,14 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
                 or candidate.kind is not RunKind.SCHEDULED
             ):
                 continue
-            due = ref.scheduled_at + jitter_offset(
-                str(ref.job_id), ref.scheduled_at, candidate.jitter
-            )
-            outcome = "late" if now - due > candidate.lateness_threshold else "on_time"
+            due = ref.scheduled_at
+            if candidate.jitter:
+                due += jitter_offset(str(ref.job_id), ref.scheduled_at, candidate.jitter)
+            threshold = candidate.lateness_threshold
+            cutoff = cutoffs.get(threshold)
+            if cutoff is None:
+                cutoff = cutoffs[threshold] = now - threshold
+            outcome = "late" if due < cutoff else "on_time"
             started[(outcome, candidate.state.tenant_id if by_tenant else None)] += 1
         for (outcome, tenant), count in started.items():
             self._started.add(count, _with_tenant({"outcome": outcome}, tenant))
