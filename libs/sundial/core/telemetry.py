@@ -145,8 +145,9 @@ class TelemetryConfig(EnvConfig):
     """Seconds between metric exports."""
 
     metrics_tenant_attribute: bool = False
-    """Give the run counters and the executor's histograms a ``tenant`` attribute (one
-    series per tenant: for a deployment with a few tenants, not thousands)."""
+    """Give the run counters (the started occurrences included) and the executor's
+    histograms a ``tenant`` attribute (one series per tenant: for a deployment with a few
+    tenants, not thousands)."""
     trace_sample_ratio: float = 1.0
     """Share of runs (and of API calls and ledger batches) traced, 0-1, decided where a
     trace starts; every later span of a run follows that decision (it is stored with
