@@ -246,6 +246,14 @@ def browse(driver: WebDriver, visit: Visit) -> dict[str, str]:
         for r in driver.find_elements(By.CSS_SELECTOR, "#slo-table tbody tr")
     ] == ["1 h", "24 h", "7 d"]
     driver.save_screenshot(str(shots / "6-revision.png"))
+    # Roll back to it: version 3 has version 1's definition (no description).
+    confirm(driver, "#revision-rollback")
+    until(driver, lambda d: "now version 3" in status_text(d), "the rollback's answer")
+    until(
+        driver,
+        lambda d: d.find_elements(By.CSS_SELECTOR, '#revisions-table tr[data-version="3"]'),
+        "the rollback's revision",
+    )
 
     assert unlabelled(driver) == []
     # Trigger with the keyboard: the dialog takes the focus to its confirm button.
@@ -307,7 +315,7 @@ def browse(driver: WebDriver, visit: Visit) -> dict[str, str]:
     until(driver, lambda d: "maintenance" in d.find_element(By.ID, "job-facts").text, "the note")
     until(
         driver,
-        lambda d: d.find_elements(By.CSS_SELECTOR, '#revisions-table tr[data-version="3"]'),
+        lambda d: d.find_elements(By.CSS_SELECTOR, '#revisions-table tr[data-version="4"]'),
         "the pause's revision",
     )
     driver.save_screenshot(str(shots / "4-paused.png"))
@@ -394,6 +402,12 @@ async def test_the_console_in_a_browser(
     got = await tenant.call("GetJob", job_service_pb2.GetJobRequest(job_id=beat.job_id))
     assert got.job.paused
     assert got.job.pause_note == "maintenance"
+    # The rollback restored version 1's definition: the description is gone again.
+    assert got.job.description == "" and got.job.version == 4
+    rolled = await tenant.call(
+        "GetJob", job_service_pb2.GetJobRequest(job_id=beat.job_id, version=3)
+    )
+    assert rolled.job.description == "" and rolled.job.schedule == beat.schedule
     kinds = [r.kind for r in await tenant.runs(beat.job_id)]
     assert run_pb2.RUN_KIND_MANUAL in kinds
 

@@ -535,6 +535,9 @@
   // --- SLO, policies, revisions --------------------------------------------------------
 
   const count = (value) => Number(value || 0);
+  // What a rollback restores (the definition; paused and its note are operational).
+  const DEFINITION_FIELDS = ["name", "description", "schedule", "target", "payload",
+    "policies", "labels"];
 
   // A window's length as people say it: 1 h, 24 h, 7 d, 90 min.
   function fmtWindow(duration) {
@@ -664,17 +667,39 @@
     let current = null;
     let revisionsOf = null; // the job version the revisions table was read at
 
+    // A rollback is an UpdateJob with the revision's definition at the current version
+    // (as `sundial jobs rollback`): a new revision; the paused state is not rolled back.
+    function rollBack(version, then) {
+      const now = current;
+      return act("Roll back", `Restore ${now.name}'s definition as version ${version} left ` +
+        `it? This makes version ${Number(now.version) + 1}; paused or not stays as it is.`,
+      [], "Roll back",
+      () => jobApi("UpdateJob", {
+        job: { ...then, jobId: now.uid || now.jobId },
+        updateMask: DEFINITION_FIELDS.join(","),
+        expectedVersion: now.version,
+      }),
+      (a) => {
+        sections.revision.replaceChildren();
+        return `Rolled back to version ${version}: now version ${a.job.version}.`;
+      });
+    }
+
     async function showRevision(version) {
       try {
         const answer = await jobApi("GetJob", { jobId, version });
+        const latest = current && String(current.version) === String(version);
         sections.revision.replaceChildren(
           h("h3", { id: "revision-title" }, `Version ${version}`),
           h("p", { class: "muted" }, `The definition as version ${version} left it; marked: ` +
-            `what differs from the current version ${current ? current.version : ""}. ` +
-            "To roll back: sundial jobs rollback --to-version N."),
+            `what differs from the current version ${current ? current.version : ""}.`),
           definitionFacts("revision-facts", answer.job, current),
-          h("button", { type: "button", id: "revision-close",
-            onclick: () => sections.revision.replaceChildren() }, "Close"));
+          h("div", { class: "actions" },
+            latest ? null : h("button", { type: "button", id: "revision-rollback",
+              class: "danger", onclick: () => rollBack(version, answer.job) },
+            `Roll back to version ${version}…`),
+            h("button", { type: "button", id: "revision-close",
+              onclick: () => sections.revision.replaceChildren() }, "Close")));
         sections.revision.scrollIntoView({ block: "end" });
       } catch (error) {
         fail(error);
