@@ -86,11 +86,14 @@ async def test_cli_against_a_real_api(api_process: ServiceProcess) -> None:
                 "X-Team=billing",
                 "--payload",
                 '{"kind": "usage"}',
+                "--lateness-threshold",
+                "2m",
                 "-o",
                 "json",
             )
         )["job"]
         job_id = created["job_id"]
+        assert created["policies"]["lateness_threshold"] == "120s"
         assert created["schedule"]["time_zone"] == "Europe/Berlin"
         assert created["target"]["http"]["headers"] == {"X-Team": "billing"}
 
@@ -114,6 +117,18 @@ async def test_cli_against_a_real_api(api_process: ServiceProcess) -> None:
         described = _run(env, "jobs", "describe", job_id)
         assert "recent runs" in described and "next fire times" in described
         assert "manual" in described and "queued" in described
+        assert "late after 2m" in described and "SLO (scheduled runs)" in described
+        # The SLO counts scheduled occurrences only: the manual run is not one.
+        slo = json.loads(
+            _run(env, "jobs", "slo", job_id, "--window", "1h", "--window", "2d", "-o", "json")
+        )["slo"]
+        assert [(s["window"], s.get("due", "0"), s["lateness_threshold"]) for s in slo] == [
+            ("3600s", "0", "120s"),
+            ("172800s", "0", "120s"),
+        ]
+        assert "on time" in _run(env, "jobs", "slo", job_id)
+        bad = CliRunner().invoke(app, ["jobs", "slo", job_id, "--window", "1s"], env=env)
+        assert bad.exit_code != 0 and "slo_windows[0]" in bad.output
 
         assert "paused report" in _run(env, "jobs", "pause", job_id, "--note", "holiday")
         assert "yes (holiday)" in _run(env, "jobs", "get", job_id)
@@ -162,6 +177,10 @@ async def test_cli_against_a_real_api(api_process: ServiceProcess) -> None:
         assert updated["labels"] == {"team": "ops"}
         assert updated["policies"]["retry"]["max_attempts"] == 3
         assert updated["target"]["http"]["headers"] == {"X-Team": "billing"}  # kept
+        assert updated["policies"]["lateness_threshold"] == "120s"  # kept
+        assert "late after 90s" in _run(
+            env, "jobs", "update", job_id, "--lateness-threshold", "90s"
+        )
         stale = CliRunner().invoke(
             app,
             ["jobs", "update", job_id, "--description", "x", "--expected-version", "1"],

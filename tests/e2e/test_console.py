@@ -200,6 +200,60 @@ def browse(driver: WebDriver, visit: Visit) -> dict[str, str]:
     facts = text_of(driver, "job-facts")
     assert "every 2.00 s" in facts, facts
     assert driver.find_elements(By.CSS_SELECTOR, "#upcoming-table tbody tr")
+    # Its policies, the lateness threshold among them, and its SLO over the default
+    # windows: the runs that fired were started on time by the executor.
+    assert "late after 30.00 s" in text_of(driver, "job-policies")
+    assert "within 30.00 s" in text_of(driver, "slo-table")
+
+    def slo_rows(d: WebDriver) -> list[dict[str, int]]:
+        found = []
+        for row in d.find_elements(By.CSS_SELECTOR, "#slo-table tbody tr[data-window]"):
+            cells = row.find_elements(By.CSS_SELECTOR, "td[data-count]")
+            found.append(
+                {
+                    str(c.get_attribute("data-count")): int(c.text)
+                    for c in cells
+                    if c.get_attribute("data-count") != "ratio"
+                }
+            )
+        return found
+
+    def on_time_slo(d: WebDriver) -> list[dict[str, int]] | None:
+        found = slo_rows(d)
+        return found if len(found) == 3 and all(r["on-time"] >= 1 for r in found) else None
+
+    slo = until(driver, on_time_slo, "the SLO with on-time runs")
+    assert all(r["due"] >= r["on-time"] + r["late"] for r in slo), slo
+    assert [r["missed"] for r in slo] == [0, 0, 0], slo
+    # The revisions: the update made before the visit is version 2; version 1 shown
+    # beside the current definition marks what changed since.
+    until(
+        driver,
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, "#revisions-table tr[data-version]")) == 2,
+        "two revisions",
+    )
+    assert "description" in text_of(driver, "revisions-table")
+    click(driver, '#revisions-table tr[data-version="1"] button.view-revision', "Show version 1")
+    assert "Version 1" in text_of(driver, "revision-title")
+    changed = until(
+        driver,
+        lambda d: [e.text for e in d.find_elements(By.CSS_SELECTOR, "#revision-facts dd.changed")],
+        "the changed fields of version 1",
+    )
+    assert len(changed) == 1 and "changed since" in changed[0], changed
+    assert [
+        r.find_element(By.TAG_NAME, "th").text
+        for r in driver.find_elements(By.CSS_SELECTOR, "#slo-table tbody tr")
+    ] == ["1 h", "24 h", "7 d"]
+    driver.save_screenshot(str(shots / "6-revision.png"))
+    # Roll back to it: version 3 has version 1's definition (no description).
+    confirm(driver, "#revision-rollback")
+    until(driver, lambda d: "now version 3" in status_text(d), "the rollback's answer")
+    until(
+        driver,
+        lambda d: d.find_elements(By.CSS_SELECTOR, '#revisions-table tr[data-version="3"]'),
+        "the rollback's revision",
+    )
 
     assert unlabelled(driver) == []
     # Trigger with the keyboard: the dialog takes the focus to its confirm button.
@@ -259,6 +313,11 @@ def browse(driver: WebDriver, visit: Visit) -> dict[str, str]:
     driver.find_element(By.ID, "confirm-ok").click()
     until(driver, lambda d: d.find_elements(By.ID, "action-resume"), "the job shown paused")
     until(driver, lambda d: "maintenance" in d.find_element(By.ID, "job-facts").text, "the note")
+    until(
+        driver,
+        lambda d: d.find_elements(By.CSS_SELECTOR, '#revisions-table tr[data-version="4"]'),
+        "the pause's revision",
+    )
     driver.save_screenshot(str(shots / "4-paused.png"))
 
     # The admin view, with an admin token.
@@ -299,13 +358,20 @@ async def test_the_console_in_a_browser(
     tenant = await cluster.tenant()
     other = await cluster.tenant()
     await other.create_job(job("other-tenants-job", f"{target.url}/ok", {}, cron="0 3 * * *"))
-    beat = await tenant.create_job(
-        job(
-            "beat",
-            f"{target.url}/ok",
-            {"team": "core"},
-            interval=job_pb2.IntervalSchedule(every={"seconds": 2}),
-        )
+    beat_job = job(
+        "beat",
+        f"{target.url}/ok",
+        {"team": "core"},
+        interval=job_pb2.IntervalSchedule(every={"seconds": 2}),
+    )
+    beat_job.policies.lateness_threshold.FromSeconds(30)
+    beat = await tenant.create_job(beat_job)
+    await tenant.call(
+        "UpdateJob",
+        job_service_pb2.UpdateJobRequest(
+            job=job_pb2.Job(job_id=beat.job_id, description="every two seconds"),
+            update_mask={"paths": ["description"]},
+        ),
     )
     broken = await tenant.create_job(
         job("broken", f"{target.url}/broken", {"team": "growth"}, cron="30 2 * * *", zone=NY)
@@ -336,6 +402,12 @@ async def test_the_console_in_a_browser(
     got = await tenant.call("GetJob", job_service_pb2.GetJobRequest(job_id=beat.job_id))
     assert got.job.paused
     assert got.job.pause_note == "maintenance"
+    # The rollback restored version 1's definition: the description is gone again.
+    assert got.job.description == "" and got.job.version == 4
+    rolled = await tenant.call(
+        "GetJob", job_service_pb2.GetJobRequest(job_id=beat.job_id, version=3)
+    )
+    assert rolled.job.description == "" and rolled.job.schedule == beat.schedule
     kinds = [r.kind for r in await tenant.runs(beat.job_id)]
     assert run_pb2.RUN_KIND_MANUAL in kinds
 

@@ -146,6 +146,9 @@ async def test_each_service_serves_metrics_counting_the_succeeded_runs(
     assert value(scheduler, "sundial_occurrences_skipped_total") is None
     # The dispatch histogram: one observation per dispatched run.
     assert value(scheduler, "sundial_dispatch_lateness_seconds_count") == RUNS
+    # Each run started once, on time (the jobs' SLO starts; the default 60 s threshold).
+    assert value(scheduler, "sundial_occurrences_started_total", outcome="on_time") == RUNS
+    assert value(scheduler, "sundial_occurrences_started_total", outcome="late") is None
 
     def drained() -> tuple[list[Sample], list[Sample]]:
         # Both read the backlog every few seconds: every message acknowledged by now.
@@ -212,6 +215,7 @@ async def test_an_operator_who_opts_in_gets_the_run_metrics_by_tenant(
             for count, tenant in enumerate(tenants, start=1):
                 tid = tenant.tenant_id
                 assert value(scheduler, "sundial_runs_completed_total", tenant=tid) == count
+                assert value(scheduler, "sundial_occurrences_started_total", tenant=tid) == count
                 assert value(executor, "sundial_target_duration_seconds_count", tenant=tid) == count
                 assert value(executor, "sundial_run_start_lateness_seconds_count", tenant=tid) == (
                     count

@@ -94,7 +94,8 @@ def print_job(job: job_pb2.Job) -> None:
             f"misfire {enum_name(policies.misfire, job_pb2.MisfirePolicy, 'MISFIRE_POLICY_')}, "
             f"overlap {enum_name(policies.overlap, job_pb2.OverlapPolicy, 'OVERLAP_POLICY_')}, "
             f"{policies.retry.max_attempts} attempts, "
-            f"timeout {duration_text(policies.run_timeout)}",
+            f"timeout {duration_text(policies.run_timeout)}, "
+            f"late after {duration_text(policies.lateness_threshold)}",
         ),
         ("created", when(job.create_time)),
         ("updated", when(job.update_time)),
@@ -181,6 +182,10 @@ Overlap = Annotated[str, typer.Option(help=f"One of {', '.join(_OVERLAP)}.")]
 Misfire = Annotated[str, typer.Option(help=f"One of {', '.join(_MISFIRE)}.")]
 MaxAttempts = Annotated[int, typer.Option(help="Attempts per run (0: default 5).")]
 Timeout = Annotated[str, typer.Option(help="Per-attempt timeout, e.g. 5m.")]
+LatenessThreshold = Annotated[
+    str,
+    typer.Option(help="SLO: a run starting later than this after its due time is late, e.g. 2m."),
+]
 RequestId = Annotated[str, typer.Option(help="Idempotency key for retries.")]
 
 
@@ -212,7 +217,13 @@ def _target(
 
 
 def _policies(
-    policies: job_pb2.Policies, overlap: str, misfire: str, max_attempts: int, timeout: str
+    policies: job_pb2.Policies,
+    overlap: str,
+    misfire: str,
+    max_attempts: int,
+    timeout: str,
+    *,
+    lateness_threshold: str = "",
 ) -> list[str]:
     """Set the policies the options give; returns their update-mask paths."""
     paths = []
@@ -232,6 +243,11 @@ def _policies(
     if timeout:
         policies.run_timeout.CopyFrom(parse_duration(timeout, "--timeout"))
         paths.append("policies.run_timeout")
+    if lateness_threshold:
+        policies.lateness_threshold.CopyFrom(
+            parse_duration(lateness_threshold, "--lateness-threshold")
+        )
+        paths.append("policies.lateness_threshold")
     return paths
 
 
@@ -266,6 +282,7 @@ def create(
     misfire: Misfire = "",
     max_attempts: MaxAttempts = 0,
     timeout: Timeout = "",
+    lateness_threshold: LatenessThreshold = "",
     paused: Annotated[bool, typer.Option(help="Create the job paused.")] = False,
     request_id: RequestId = "",
     output: OutputOption = Output.TABLE,
@@ -276,7 +293,9 @@ def create(
     if jitter:
         schedule.jitter.CopyFrom(parse_duration(jitter, "--jitter"))
     policies = job_pb2.Policies()
-    _policies(policies, overlap, misfire, max_attempts, timeout)
+    _policies(
+        policies, overlap, misfire, max_attempts, timeout, lateness_threshold=lateness_threshold
+    )
     job = job_pb2.Job(
         name=name,
         description=description,
@@ -323,6 +342,7 @@ def update(
     misfire: Misfire = "",
     max_attempts: MaxAttempts = 0,
     timeout: Timeout = "",
+    lateness_threshold: LatenessThreshold = "",
     expected_version: Version = 0,
     output: OutputOption = Output.TABLE,
 ) -> None:
@@ -357,7 +377,9 @@ def update(
     if label or clear_labels:
         job.labels.update(parse_pairs(label or [], "--label"))
         paths.append("labels")
-    paths += _policies(job.policies, overlap, misfire, max_attempts, timeout)
+    paths += _policies(
+        job.policies, overlap, misfire, max_attempts, timeout, lateness_threshold=lateness_threshold
+    )
     if not paths:
         fail("nothing to change: give at least one option (see --help)")
     request = pb.UpdateJobRequest(
@@ -450,14 +472,88 @@ def get(
     emit_job(response.job, response, output)
 
 
+def print_slo(slos: Sequence[pb.JobSlo], title: str = "SLO (scheduled runs)") -> None:
+    """A job's SLO, one window a row: the occurrences due and how each went."""
+    print_table(
+        (
+            Column("window"),
+            Column("due"),
+            Column("on time"),
+            Column("late"),
+            Column("missed", 1),
+            Column("skipped", 2),
+            Column("failed", 1),
+            Column("on time %", 3),
+        ),
+        [
+            (
+                duration_text(s.window),
+                str(s.due),
+                str(s.on_time),
+                str(s.late),
+                str(s.missed),
+                str(s.skipped),
+                str(s.failed),
+                f"{100 * s.on_time / s.due:.1f}" if s.due else "-",
+            )
+            for s in slos
+        ],
+        title=title + (f", late after {duration_text(slos[0].lateness_threshold)}" if slos else ""),
+    )
+
+
+Windows = Annotated[
+    list[str] | None,
+    typer.Option("--window", help="SLO window, e.g. 1h, 7d (repeatable, up to 4)."),
+]
+
+
+def _describe(
+    conn: Connection, token: str, job_id: str, window: list[str] | None
+) -> pb.DescribeJobResponse:
+    request = pb.DescribeJobRequest(
+        job_id=job_id, slo_windows=[parse_duration(w, "--window") for w in window or []]
+    )
+    with jobs_client(conn, token) as (stub, md):
+        response: pb.DescribeJobResponse = stub.DescribeJob(request, metadata=md)
+    return response
+
+
+@app.command()
+@connected
+def slo(
+    job_id: JobId,
+    *,
+    conn: Connection,
+    token: TokenOption = "",
+    window: Windows = None,
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """Did the job's schedule run on time: occurrences due, on time, late, missed by the
+    misfire policy, skipped by the overlap policy and failed, per window (default 1h, 24h,
+    7d)."""
+    response = _describe(conn, token, job_id, window)
+    slos = list(response.slo)
+    emit(
+        pb.DescribeJobResponse(slo=slos),
+        output,
+        table=lambda _wide: print_slo(slos),
+        names=lambda: [response.job.job_id],
+    )
+
+
 @app.command()
 @connected
 def describe(
-    job_id: JobId, *, conn: Connection, token: TokenOption = "", output: OutputOption = Output.TABLE
+    job_id: JobId,
+    *,
+    conn: Connection,
+    token: TokenOption = "",
+    window: Windows = None,
+    output: OutputOption = Output.TABLE,
 ) -> None:
-    """Show a job, its latest runs, its next fire times and its stats."""
-    with jobs_client(conn, token) as (stub, md):
-        response = stub.DescribeJob(pb.DescribeJobRequest(job_id=job_id), metadata=md)
+    """Show a job, its latest runs, its next fire times, its stats and its SLO."""
+    response = _describe(conn, token, job_id, window)
 
     def table(wide: bool) -> None:
         print_job(response.job)
@@ -467,6 +563,7 @@ def describe(
             f"dead, {stats.cancelled} cancelled, {stats.skipped_overlaps} skipped), "
             f"{response.active_runs} active; {stats.skipped_misfires} misfires skipped"
         )
+        print_slo(response.slo)
         print_runs(response.recent_runs, "recent runs", wide=wide)
         print_fire_times(response.upcoming, "next fire times")
 

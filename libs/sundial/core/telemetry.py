@@ -19,9 +19,9 @@ not bounded by anything shorter than its exporter's retries).
 
 Instruments (lateness and durations in seconds, lateness from the run's nominal
 ``scheduled_at``). No attribute names a job, and none names a tenant unless the operator
-sets ``SUNDIAL_METRICS_TENANT_ATTRIBUTE`` (then the run counters and the executor's
-histograms carry ``tenant``: one series per tenant, for a few large tenants, not
-thousands), so the series stay few:
+sets ``SUNDIAL_METRICS_TENANT_ATTRIBUTE`` (then the run counters,
+``sundial.occurrences.started`` and the executor's histograms carry ``tenant``: one
+series per tenant, for a few large tenants, not thousands), so the series stay few:
 
 - ``sundial.build.info`` (every service): 1, with attribute ``version``.
 - ``sundial.dispatch.lateness`` (scheduler): due time to the dispatch transaction that
@@ -32,6 +32,10 @@ thousands), so the series stay few:
 - ``sundial.occurrences.skipped`` (scheduler): occurrences that got no run started, by
   ``reason``: ``misfire`` (due too long ago under a skip/fire-once misfire policy) or
   ``overlap`` (skipped by the overlap policy, or the buffer was full).
+- ``sundial.occurrences.started`` (scheduler, the ledger): scheduled runs whose first
+  attempt was granted, by ``outcome``: ``on_time`` (within the job's
+  ``lateness_threshold`` of its due time) or ``late``; with the misfire skips above and
+  the ``dead`` outcomes below, the job SLO's counts summed over jobs.
 - ``sundial.runs.completed`` (scheduler, the ledger): attempts' outcomes the ledger
   accepted, by ``outcome`` (the run's next status: succeeded, retrying, dead, cancelled)
   and ``error_class`` where there is one.
@@ -96,6 +100,7 @@ EXECUTOR_FREE_SLOTS = "sundial.executor.free_slots"
 BUILD_INFO = "sundial.build.info"
 DISPATCH_LAG = "sundial.dispatch.lag"
 OCCURRENCES_SKIPPED = "sundial.occurrences.skipped"
+OCCURRENCES_STARTED = "sundial.occurrences.started"
 PARTITION_CHANGES = "sundial.partitions.changes"
 STREAM_MESSAGES = "sundial.stream.messages"
 CONSUMER_PENDING = "sundial.consumer.pending"
@@ -140,8 +145,9 @@ class TelemetryConfig(EnvConfig):
     """Seconds between metric exports."""
 
     metrics_tenant_attribute: bool = False
-    """Give the run counters and the executor's histograms a ``tenant`` attribute (one
-    series per tenant: for a deployment with a few tenants, not thousands)."""
+    """Give the run counters (the started occurrences included) and the executor's
+    histograms a ``tenant`` attribute (one series per tenant: for a deployment with a few
+    tenants, not thousands)."""
     trace_sample_ratio: float = 1.0
     """Share of runs (and of API calls and ledger batches) traced, 0-1, decided where a
     trace starts; every later span of a run follows that decision (it is stored with

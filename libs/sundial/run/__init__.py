@@ -6,6 +6,7 @@ Pure: no protobuf, no I/O. Every service imports the run's words and rules from 
 
 from sundial.run._document import (
     BUFFER_ALL_LIMIT,
+    DEFAULT_LATENESS_THRESHOLD,
     JobPolicies,
     OverlapPolicy,
     duration_from_json,
@@ -58,6 +59,7 @@ from sundial.run._vocab import (
 __all__ = [
     "ACTIVE_STATUSES",
     "BUFFER_ALL_LIMIT",
+    "DEFAULT_LATENESS_THRESHOLD",
     "ENDED_STATUSES",
     "FINISHED_STATUSES",
     "MAX_ERROR_BYTES",

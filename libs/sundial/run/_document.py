@@ -45,6 +45,7 @@ from sundial.schedule import (
 )
 
 __all__ = [
+    "DEFAULT_LATENESS_THRESHOLD",
     "JobPolicies",
     "OverlapPolicy",
     "duration_to_json",
@@ -70,6 +71,9 @@ class OverlapPolicy(enum.Enum):
 BUFFER_ALL_LIMIT = 100
 """Most runs OVERLAP_POLICY_BUFFER_ALL lets wait (job.proto)."""
 
+DEFAULT_LATENESS_THRESHOLD = timedelta(seconds=60)
+"""Policies.lateness_threshold when unset (job.proto)."""
+
 
 @dataclass(frozen=True, slots=True)
 class JobPolicies:
@@ -84,6 +88,9 @@ class JobPolicies:
     retry_base_delay: timedelta = timedelta(seconds=10)
     retry_max_delay: timedelta = timedelta(hours=1)
     run_timeout: timedelta = timedelta(minutes=30)
+    lateness_threshold: timedelta = DEFAULT_LATENESS_THRESHOLD
+    """How late a scheduled run's first attempt may start and count as on time in the
+    job's SLO (measured only; docs/design.md section 11)."""
 
     @property
     def retry(self) -> RetryPolicy:
@@ -244,6 +251,11 @@ def policies_from_json(doc: dict[str, Any]) -> JobPolicies:
             if doc.get("run_timeout")
             else d.run_timeout
         ),
+        lateness_threshold=(
+            duration_from_json(doc["lateness_threshold"], "policies.lateness_threshold")
+            if doc.get("lateness_threshold")
+            else d.lateness_threshold
+        ),
     )
 
 
@@ -261,6 +273,7 @@ def policies_to_json(policies: JobPolicies) -> dict[str, Any]:
             "max_delay": duration_to_json(policies.retry_max_delay),
         },
         "run_timeout": duration_to_json(policies.run_timeout),
+        "lateness_threshold": duration_to_json(policies.lateness_threshold),
     }
 
 

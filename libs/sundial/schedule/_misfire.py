@@ -52,12 +52,17 @@ class MisfirePlan:
             the schedule is exhausted.
         skipped: Missed occurrences that will never run (for the job's stats).
         skipped_exact: False when ``skipped`` is a lower bound (see module doc).
+        first_skipped: The nominal time of the earliest skipped occurrence (None when
+            none was skipped).
+        last_skipped: The nominal time of the latest skipped occurrence.
     """
 
     run_now: list[datetime] = field(default_factory=list)
     next_due: datetime | None = None
     skipped: int = 0
     skipped_exact: bool = True
+    first_skipped: datetime | None = None
+    last_skipped: datetime | None = None
 
 
 def validate_misfire(
@@ -127,6 +132,10 @@ def plan_misfire(
 
     keep = {MisfirePolicy.RUN_ONCE: 1, MisfirePolicy.SKIP: 0}.get(policy, max_catchup)
     recent: deque[datetime] = deque(maxlen=keep)
+    # The first and last few missed occurrences: at most ``keep`` of them run, so the
+    # earliest and latest skipped ones are among these (for the SLO's misfire record).
+    head: list[datetime] = []
+    tail: deque[datetime] = deque(maxlen=keep + 1)
     on_time: list[datetime] = []
     missed = 0
     exact = True
@@ -140,6 +149,9 @@ def plan_misfire(
             break
         if now - compiled.dispatch_at(occurrence) > threshold:
             missed += 1
+            if len(head) <= keep:
+                head.append(occurrence)
+            tail.append(occurrence)
             if policy is MisfirePolicy.RUN_ONCE or (
                 policy is MisfirePolicy.CATCH_UP and occurrence >= window_start
             ):
@@ -174,11 +186,16 @@ def plan_misfire(
         next_due = None
     caught_set = set(caught_up)
     ran_missed = sum(1 for at in run_now if at in caught_set)
+    ran = set(run_now)
+    first = next((at for at in head if at not in ran), None)
+    last = next((at for at in reversed(tail) if at not in ran), None)
     return MisfirePlan(
         run_now=run_now,
         next_due=next_due,
         skipped=missed - ran_missed,
         skipped_exact=exact,
+        first_skipped=first,
+        last_skipped=last,
     )
 
 

@@ -109,22 +109,50 @@ class GetJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...
 
 class DescribeJobRequest(_message.Message):
-    __slots__ = ("job_id",)
+    __slots__ = ("job_id", "slo_windows")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    SLO_WINDOWS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
-    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+    slo_windows: _containers.RepeatedCompositeFieldContainer[_duration_pb2.Duration]
+    def __init__(self, job_id: _Optional[str] = ..., slo_windows: _Optional[_Iterable[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]]] = ...) -> None: ...
 
 class DescribeJobResponse(_message.Message):
-    __slots__ = ("job", "recent_runs", "upcoming", "active_runs")
+    __slots__ = ("job", "recent_runs", "upcoming", "active_runs", "slo")
     JOB_FIELD_NUMBER: _ClassVar[int]
     RECENT_RUNS_FIELD_NUMBER: _ClassVar[int]
     UPCOMING_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_RUNS_FIELD_NUMBER: _ClassVar[int]
+    SLO_FIELD_NUMBER: _ClassVar[int]
     job: _job_pb2.Job
     recent_runs: _containers.RepeatedCompositeFieldContainer[_run_pb2.Run]
     upcoming: _containers.RepeatedCompositeFieldContainer[FireTime]
     active_runs: int
-    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., recent_runs: _Optional[_Iterable[_Union[_run_pb2.Run, _Mapping]]] = ..., upcoming: _Optional[_Iterable[_Union[FireTime, _Mapping]]] = ..., active_runs: _Optional[int] = ...) -> None: ...
+    slo: _containers.RepeatedCompositeFieldContainer[JobSlo]
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., recent_runs: _Optional[_Iterable[_Union[_run_pb2.Run, _Mapping]]] = ..., upcoming: _Optional[_Iterable[_Union[FireTime, _Mapping]]] = ..., active_runs: _Optional[int] = ..., slo: _Optional[_Iterable[_Union[JobSlo, _Mapping]]] = ...) -> None: ...
+
+class JobSlo(_message.Message):
+    __slots__ = ("window", "window_start", "as_of", "lateness_threshold", "due", "on_time", "late", "missed", "skipped", "failed")
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_START_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    LATENESS_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    DUE_FIELD_NUMBER: _ClassVar[int]
+    ON_TIME_FIELD_NUMBER: _ClassVar[int]
+    LATE_FIELD_NUMBER: _ClassVar[int]
+    MISSED_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    window: _duration_pb2.Duration
+    window_start: _timestamp_pb2.Timestamp
+    as_of: _timestamp_pb2.Timestamp
+    lateness_threshold: _duration_pb2.Duration
+    due: int
+    on_time: int
+    late: int
+    missed: int
+    skipped: int
+    failed: int
+    def __init__(self, window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., window_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lateness_threshold: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., due: _Optional[int] = ..., on_time: _Optional[int] = ..., late: _Optional[int] = ..., missed: _Optional[int] = ..., skipped: _Optional[int] = ..., failed: _Optional[int] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
     __slots__ = ("page_size", "page_token", "labels", "name_prefix", "paused", "target_forbidden")

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from sundial.api import paging
+from sundial.api import paging, slo
 from sundial.api.jobs import _prefix_upper_bound
+from sundial.api.model import MisfireRecord
 from sundial.api.servicer import check_update_mask
 from sundial.api.validation import TargetGuard, TargetPolicy
 from sundial.core.errors import InvalidArgument
@@ -172,3 +173,45 @@ async def test_target_guard_reports_the_first_problem_in_item_order(
     # the executor checks the addresses it connects to at call time.
     await guard.check(HttpTarget("http://gone.example/"))
     await guard.check(GrpcTarget("flaky.example:443"))
+
+
+# -- the SLO's skipped misfires in a window (docs/design.md section 11) --------------------
+
+_M0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("start_minutes", "expected"),
+    [
+        (-10, 5),  # the whole span is in the window
+        (0, 5),  # the window starts at the first skipped occurrence
+        (0.5, 4),  # just after it: 12:01 .. 12:04
+        (2, 3),
+        (3.99, 1),
+        (4, 1),  # the last one alone
+        (4.01, 0),
+        (60, 0),
+    ],
+)
+def test_missed_occurrences_of_a_record_cut_by_the_window(
+    start_minutes: float, expected: int
+) -> None:
+    # Five skipped occurrences at 12:00, 12:01 ... 12:04.
+    record = MisfireRecord(_M0, _M0 + timedelta(minutes=4), 5)
+    assert slo.missed_since(record, _M0 + timedelta(minutes=start_minutes)) == expected
+
+
+def test_one_skipped_occurrence_is_in_or_out() -> None:
+    record = MisfireRecord(_M0, _M0, 1)
+    assert slo.missed_since(record, _M0) == 1
+    assert slo.missed_since(record, _M0 + timedelta(microseconds=1)) == 0
+
+
+def test_slo_windows_default_and_order() -> None:
+    assert slo.check_windows([]) == (
+        timedelta(hours=1),
+        timedelta(hours=24),
+        timedelta(days=7),
+    )
+    asked = [timedelta(days=30), timedelta(minutes=1)]
+    assert slo.check_windows(asked) == tuple(asked)  # kept in the asked order

@@ -263,6 +263,18 @@ CASES: dict[str, tuple[Mutation, str]] = {
     "max_delay long": (_set("policies.retry.max_delay", _d(86401)), "policies.retry.max_delay"),
     "run_timeout short": (_set("policies.run_timeout", _d(0.5)), "policies.run_timeout"),
     "run_timeout long": (_set("policies.run_timeout", _d(86401)), "policies.run_timeout"),
+    "lateness_threshold short": (
+        _set("policies.lateness_threshold", _d(0.5)),
+        "policies.lateness_threshold",
+    ),
+    "lateness_threshold long": (
+        _set("policies.lateness_threshold", _d(86401)),
+        "policies.lateness_threshold",
+    ),
+    "lateness_threshold negative": (
+        _set("policies.lateness_threshold", _d(-1)),
+        "policies.lateness_threshold",
+    ),
     # SSRF (this server allows loopback only)
     "private address": (_set("target.http.url", "http://10.1.2.3/x"), "target.http.url"),
     "metadata address": (
@@ -317,6 +329,7 @@ UPDATE_CASES = [
     "metadata address",
     "header sundial",
     "max_attempts",
+    "lateness_threshold long",
     "label key case",
     "name control char",
 ]
@@ -366,6 +379,54 @@ async def test_request_id_limits(api: Api, tenant: Tenant, request_id: str, ok: 
     else:
         await expect_error(call, INVALID, field="request_id")
         assert await api.counts() == before
+
+
+async def test_lateness_threshold_is_updated_alone_and_kept_by_other_updates(
+    api: Api, tenant: Tenant
+) -> None:
+    created = (
+        await api.jobs.CreateJob(pb.CreateJobRequest(job=make_job("slo")), metadata=tenant.md)
+    ).job
+    assert created.policies.lateness_threshold.ToTimedelta() == timedelta(seconds=60)
+
+    async def set_policy(name: str, seconds: float) -> job_pb2.Job:
+        job = job_pb2.Job(job_id=created.job_id)
+        getattr(job.policies, name).CopyFrom(_d(seconds))
+        mask = field_mask_pb2.FieldMask(paths=[f"policies.{name}"])
+        request = pb.UpdateJobRequest(job=job, update_mask=mask)
+        return (await api.jobs.UpdateJob(request, metadata=tenant.md)).job
+
+    updated = await set_policy("lateness_threshold", 300)
+    assert updated.policies.lateness_threshold.ToTimedelta() == timedelta(minutes=5)
+    assert updated.policies.run_timeout == created.policies.run_timeout
+    again = await set_policy("run_timeout", 60)
+    assert again.policies.lateness_threshold.ToTimedelta() == timedelta(minutes=5)
+
+
+@pytest.mark.parametrize(
+    ("windows", "field"),
+    [
+        ([30], "slo_windows[0]"),
+        ([3600, 91 * 86400], "slo_windows[1]"),
+        ([3600, 3600.5], "slo_windows[1]"),
+        ([3600, 3600], "slo_windows[1]"),
+        ([60, 120, 180, 240, 300], "slo_windows"),
+    ],
+)
+async def test_describe_refuses_bad_slo_windows(
+    api: Api, tenant: Tenant, windows: list[float], field: str
+) -> None:
+    created = (
+        await api.jobs.CreateJob(pb.CreateJobRequest(job=make_job("slo")), metadata=tenant.md)
+    ).job
+    await expect_error(
+        api.jobs.DescribeJob(
+            pb.DescribeJobRequest(job_id=created.job_id, slo_windows=[_d(w) for w in windows]),
+            metadata=tenant.md,
+        ),
+        INVALID,
+        field=field,
+    )
 
 
 async def test_list_and_preview_argument_limits(api: Api, tenant: Tenant) -> None:

@@ -80,8 +80,9 @@ async def test_due_job_gets_one_run_and_advances(
     assert job_row["next_run_at"] == T0 + timedelta(hours=1)
     assert job_row["fired_count"] == 1
     assert (job_row["last_fire_at"], job_row["last_lateness_ms"]) == (T0, 0)
-    # Nothing dropped or skipped: the dispatch wrote no stats row.
+    # Nothing dropped or skipped: the dispatch wrote no stats row and no misfire record.
     assert await pool.fetchval("SELECT count(*) FROM job_stats WHERE job_id = $1", job) == 0
+    assert await pool.fetchval("SELECT count(*) FROM job_misfires") == 0
 
 
 async def test_not_due_job_is_left_alone(pool: asyncpg.Pool, dispatcher: Dispatcher) -> None:
@@ -118,6 +119,18 @@ async def test_outage_of_three_hourly_occurrences(
         "SELECT coalesce((SELECT missed_count FROM job_stats WHERE job_id = $1), 0)", job
     )
     assert missed == 3 - expected
+    # The SLO's record of the skipped ones (migration 0016): their span and count.
+    records = await pool.fetch(
+        "SELECT first_at, last_at, skipped, exact, recorded_at FROM job_misfires WHERE job_id = $1",
+        job,
+    )
+    spans = {
+        MisfirePolicy.RUN_ONCE: [(T0, T0 + timedelta(hours=1), 2)],
+        MisfirePolicy.SKIP: [(T0, T0 + timedelta(hours=2), 3)],
+        MisfirePolicy.CATCH_UP: [],
+    }
+    assert [(r["first_at"], r["last_at"], r["skipped"]) for r in records] == spans[policy]
+    assert all(r["exact"] and r["recorded_at"] == clock.now() for r in records)
 
 
 async def test_max_runs_ends_the_schedule(

@@ -24,7 +24,12 @@ from sundial.core.clock import ManualClock, SystemClock
 from sundial.core.config import ServerConfig
 from sundial.core.egress import parse_rule, policy_of
 from sundial.core.grpc import build_server
-from sundial.core.telemetry import LEASES_EXPIRED, RUNS_COMPLETED, RUNS_FENCED
+from sundial.core.telemetry import (
+    LEASES_EXPIRED,
+    OCCURRENCES_STARTED,
+    RUNS_COMPLETED,
+    RUNS_FENCED,
+)
 from sundial.core.wire import timestamp
 from sundial.devstack import Stack
 from sundial.internal.v1 import events_pb2, ledger_pb2, ledger_pb2_grpc
@@ -554,6 +559,40 @@ async def test_outcomes_are_counted_by_next_status_and_error_class_and_fences_by
         (("outcome", "succeeded"),): 1,
     }
     assert counts(reader, RUNS_FENCED) == {(("reason", "not_running"),): 1}
+
+
+@pytest.mark.parametrize("by_tenant", [False, True])
+async def test_started_occurrences_are_counted_once_with_the_tenant_only_when_asked(
+    pool: asyncpg.Pool,
+    bus: Bus,
+    stack: Stack,
+    migrated_database_url: str,
+    by_tenant: bool,
+) -> None:
+    # sundial.occurrences.started (the job SLO's starts, docs/design.md section 11): the
+    # first grant of a scheduled run, on time or late against the job's threshold.
+    policies = JobPolicies(lateness_threshold=timedelta(seconds=10))
+    [job] = await insert_jobs(pool, DAILY, first_due=T0, policies=policies)
+    late, on_time = T0 - timedelta(seconds=30), T0 - timedelta(seconds=5)
+    await insert_queued_runs(pool, job, [late, on_time])
+    reader = InMemoryMetricReader()
+    servicer = RunLedgerServiceServicer(
+        SchedulerStore(pool),
+        bus.jetstream,
+        scheduler_config(migrated_database_url, stack, metrics_tenant_attribute=by_tenant),
+        ManualClock(T0),
+        random.Random(7),
+        meter=MeterProvider(metric_readers=[reader]).get_meter("test"),
+    )
+    async with serve(servicer, pool) as ledger:
+        for _ in range(2):  # the second call re-grants: each run started once
+            results = await lease(ledger, [ref(job, late), ref(job, on_time)], "ex-slo")
+            assert all(r.WhichOneof("result") == "grant" for r in results), results
+    tenant = (("tenant", "acme"),) if by_tenant else ()
+    assert counts(reader, OCCURRENCES_STARTED) == {
+        (("outcome", "late"), *tenant): 1,
+        (("outcome", "on_time"), *tenant): 1,
+    }
 
 
 async def test_each_grant_carries_the_tenants_egress_policy_as_it_is_then(

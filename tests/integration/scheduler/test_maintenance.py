@@ -52,6 +52,25 @@ async def test_partitions_ahead_and_retention(
     assert await maintenance.maintain_once() == ([], [])  # idempotent
 
 
+async def test_misfire_records_go_with_the_runs_of_their_age(
+    pool: asyncpg.Pool, stack: Stack, migrated_database_url: str
+) -> None:
+    # The SLO's records of skipped misfires (migration 0016) are kept as long as runs.
+    [job] = await insert_jobs(pool, Schedule(CronSpec("* * * * *")), first_due=T)
+    horizon = datetime.combine(TODAY - timedelta(days=30), time(), UTC)
+    recorded = [horizon - timedelta(days=1), horizon - timedelta(seconds=1), horizon, T]
+    await pool.executemany(
+        "INSERT INTO job_misfires (job_id, first_at, last_at, skipped, exact, recorded_at)"
+        " VALUES ($1, $2, $2, 1, true, $2)",
+        [(job, at) for at in recorded],
+    )
+    config = scheduler_config(migrated_database_url, stack)
+    maintenance = Maintenance(SchedulerStore(pool), lambda: {0}, config, ManualClock(T))
+    await maintenance.maintain_once()
+    kept = await pool.fetch("SELECT recorded_at FROM job_misfires ORDER BY recorded_at")
+    assert [r["recorded_at"] for r in kept] == [horizon, T]
+
+
 async def test_cluster_status_reports_lag(pool: asyncpg.Pool, stack: Stack) -> None:
     now = await pool.fetchval("SELECT now()")
     await insert_jobs(pool, Schedule(CronSpec("* * * * *")), first_due=now - timedelta(seconds=42))

@@ -212,6 +212,7 @@ CUSTOM_POLICIES = JobPolicies(
     retry_base_delay=timedelta(milliseconds=1500),
     retry_max_delay=timedelta(minutes=20),
     run_timeout=timedelta(seconds=45),
+    lateness_threshold=timedelta(minutes=2),
 )
 
 
@@ -245,6 +246,7 @@ def test_policies_document_is_written_in_full() -> None:
         "overlap": "OVERLAP_POLICY_BUFFER_ALL",
         "retry": {"max_attempts": 9, "base_delay": "1.500000s", "max_delay": "1200s"},
         "run_timeout": "45s",
+        "lateness_threshold": "120s",
     }
 
 

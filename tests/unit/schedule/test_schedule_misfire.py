@@ -79,6 +79,39 @@ def test_outage_ending_just_after_a_slot(
     assert plan.skipped == skipped
 
 
+@pytest.mark.parametrize(
+    ("policy", "now", "max_catchup", "span"),
+    [
+        # RUN_ONCE runs 12:00 (the latest missed): 10:00 and 11:00 are skipped.
+        (MisfirePolicy.RUN_ONCE, "12:30", 100, ("10:00:00", "11:00:00")),
+        # 13:00 is on time and RUN_ONCE runs it: every missed one is skipped.
+        (MisfirePolicy.RUN_ONCE, "13:00:30", 100, ("10:00:00", "12:00:00")),
+        (MisfirePolicy.SKIP, "12:30", 100, ("10:00:00", "12:00:00")),
+        # CATCH_UP keeps the 2 most recent: 10:00 and 11:00 are skipped.
+        (MisfirePolicy.CATCH_UP, "13:30", 2, ("10:00:00", "11:00:00")),
+        (MisfirePolicy.CATCH_UP, "12:30", 100, None),
+    ],
+)
+def test_the_skipped_span_is_recorded(
+    policy: MisfirePolicy, now: str, max_catchup: int, span: tuple[str, str] | None
+) -> None:
+    # The SLO's misfire record (job_misfires): the nominal times of the first and the
+    # last skipped occurrence; the skipped ones are consecutive.
+    plan = plan_misfire(
+        _hourly(),
+        _utc("2026-05-01T10:00"),
+        _utc(f"2026-05-01T{now}"),
+        policy,
+        max_catchup=max_catchup,
+    )
+    if span is None:
+        assert plan.skipped == 0 and plan.first_skipped is None and plan.last_skipped is None
+        return
+    assert plan.first_skipped is not None and plan.last_skipped is not None
+    assert (_hm([plan.first_skipped])[0], _hm([plan.last_skipped])[0]) == span
+    assert not set(plan.run_now) & {plan.first_skipped, plan.last_skipped}
+
+
 @pytest.mark.parametrize("policy", list(MisfirePolicy))
 def test_within_threshold_is_not_a_misfire(policy: MisfirePolicy) -> None:
     compiled = _hourly()

@@ -34,6 +34,7 @@ from sundial.api.model import (
     PreviewEntry,
     Run,
     RunFilter,
+    Slo,
     TenantEgress,
     as_revised,
 )
@@ -228,6 +229,9 @@ def policies_in(message: job_pb2.Policies) -> JobPolicies:
             retry, "max_delay", d.retry_max_delay, "policies.retry.max_delay"
         ),
         run_timeout=_duration_or(message, "run_timeout", d.run_timeout, "policies.run_timeout"),
+        lateness_threshold=_duration_or(
+            message, "lateness_threshold", d.lateness_threshold, "policies.lateness_threshold"
+        ),
     )
 
 
@@ -250,6 +254,7 @@ def policies_out(policies: JobPolicies) -> job_pb2.Policies:
             max_delay=wire.duration(policies.retry_max_delay),
         ),
         run_timeout=wire.duration(policies.run_timeout),
+        lateness_threshold=wire.duration(policies.lateness_threshold),
     )
 
 
@@ -486,3 +491,19 @@ def fire_time_out(entry: PreviewEntry) -> job_service_pb2.FireTime:
     if entry.due_at is not None:
         message.due_at.CopyFrom(wire.timestamp(entry.due_at))
     return message
+
+
+def slo_out(slo: Slo) -> job_service_pb2.JobSlo:
+    """One window of a job's SLO."""
+    return job_service_pb2.JobSlo(
+        window=wire.duration(slo.window),
+        window_start=wire.timestamp(slo.window_start),
+        as_of=wire.timestamp(slo.as_of),
+        lateness_threshold=wire.duration(slo.lateness_threshold),
+        due=slo.due,
+        on_time=slo.on_time,
+        late=slo.late,
+        missed=slo.missed,
+        skipped=slo.skipped,
+        failed=slo.failed,
+    )

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 
 from opentelemetry import trace
 
-from sundial.api import paging, validation
+from sundial.api import paging, slo, validation
 from sundial.api.egress import EgressPolicies
 from sundial.api.model import (
     Applied,
@@ -429,18 +429,34 @@ class JobManager:
         token = paging.encode([str(revisions[-1].version)], fingerprint) if more else ""
         return Page(revisions, token)
 
-    async def describe_job(self, tenant_id: str, job_id: uuid.UUID) -> JobDescription:
-        """The job, its 10 latest runs, its next 10 fire times and its live run count."""
+    async def describe_job(
+        self, tenant_id: str, job_id: uuid.UUID, slo_windows: Sequence[timedelta] = ()
+    ) -> JobDescription:
+        """The job, its 10 latest runs, its next 10 fire times, its live run count and its
+        SLO over each window (the defaults when none is given)."""
+        windows = slo.check_windows(slo_windows)
         job = await self.get_job(tenant_id, job_id)
         compiled = compiled_of(job)
         runs = await self._store.list_runs(tenant_id, job_id, RunFilter(), before=None, limit=10)
         active = await self._store.count_active_runs(job_id)
         now = self._clock.now()
+        threshold = job.spec.policies.lateness_threshold
+        counts, unsure, misfires = await self._store.slo_inputs(
+            tenant_id,
+            job_id,
+            [now - w for w in windows],
+            now,
+            threshold=threshold,
+            jitter=job.spec.schedule.jitter,
+        )
         return JobDescription(
             job=job,
             recent_runs=[with_due(run, compiled) for run in runs],
             upcoming=preview(compiled, now, 10, job.fired_count),
             active_runs=active,
+            slo=slo.summarise(
+                windows, now, threshold, compiled, counts=counts, unsure=unsure, misfires=misfires
+            ),
         )
 
     async def list_jobs(

@@ -225,6 +225,52 @@ class Preview:
 
 
 @dataclass(frozen=True, slots=True)
+class Slo:
+    """A job's SLO over one window (job_service.proto ``JobSlo``; docs/design.md 11)."""
+
+    window: timedelta
+    window_start: datetime
+    as_of: datetime
+    lateness_threshold: timedelta
+    due: int = 0
+    on_time: int = 0
+    late: int = 0
+    missed: int = 0
+    skipped: int = 0
+    failed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SloRunCounts:
+    """One window's counts of scheduled runs the SQL could decide without the jitter."""
+
+    runs: int
+    on_time: int
+    late: int
+    skipped: int
+    failed: int
+
+
+@dataclass(frozen=True, slots=True)
+class SloUnsure:
+    """A scheduled run whose on-time answer depends on its own jitter: it started, or
+    still waits, between ``threshold`` and ``threshold + jitter`` after its nominal
+    time."""
+
+    scheduled_at: datetime
+    started_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class MisfireRecord:
+    """One dispatch's skipped misfires (``job_misfires``): consecutive occurrences."""
+
+    first_at: datetime
+    last_at: datetime
+    skipped: int
+
+
+@dataclass(frozen=True, slots=True)
 class JobDescription:
     """DescribeJob's answer."""
 
@@ -232,6 +278,7 @@ class JobDescription:
     recent_runs: Sequence[Run]
     upcoming: Preview
     active_runs: int
+    slo: Sequence[Slo] = ()
 
 
 # --- tenants and tokens -------------------------------------------------------------------

@@ -465,3 +465,49 @@ SELECT event_id, at, actor, method, resource, code, request_id
 -- request id $7.
 INSERT INTO audit_events (tenant_id, at, actor, method, resource, code, request_id)
 VALUES ($1, $2, $3, $4, $5, $6, $7);
+
+-- name: slo_run_counts
+-- A job's SLO counts per window (docs/design.md section 11): job $1 of tenant $2, the
+-- windows' starts $3 (one row per window, in that order; distinct), now $4, the job's
+-- lateness threshold $5 and jitter bound $6, $7 the earliest start. Scheduled runs only.
+-- A run started within $5 of its nominal time is on time whatever its jitter, one
+-- started (or still waiting) more than $5 + $6 after it is late; those in between need
+-- their own jitter, which the API computes: the row of the longest window lists them
+-- (unsure_at, unsure_started; empty without a jitter). One index range scan of the
+-- primary key per day's partition of the longest window.
+WITH runs AS (
+    SELECT scheduled_at, started_at, status,
+           ($6::interval > interval '0' AND (
+               (started_at > scheduled_at + $5::interval
+                AND started_at <= scheduled_at + $5::interval + $6::interval)
+            OR (started_at IS NULL AND status IN ('pending', 'queued')
+                AND $4 > scheduled_at + $5::interval
+                AND $4 <= scheduled_at + $5::interval + $6::interval))) AS unsure
+      FROM job_runs
+     WHERE job_id = $1 AND tenant_id = $2 AND kind = 'scheduled'
+       AND scheduled_at >= $7 AND scheduled_at <= $4
+)
+SELECT w.i,
+       count(r.scheduled_at) AS runs,
+       count(*) FILTER (WHERE r.status = 'skipped') AS skipped,
+       count(*) FILTER (WHERE r.status = 'dead') AS failed,
+       count(*) FILTER (WHERE r.started_at <= r.scheduled_at + $5::interval) AS on_time,
+       count(*) FILTER (
+           WHERE r.started_at > r.scheduled_at + $5::interval + $6::interval
+              OR (r.started_at IS NULL AND r.status IN ('pending', 'queued')
+                  AND $4 > r.scheduled_at + $5::interval + $6::interval)) AS late,
+       coalesce(array_agg(r.scheduled_at) FILTER (WHERE r.unsure AND w.start = $7),
+                '{}') AS unsure_at,
+       coalesce(array_agg(r.started_at) FILTER (WHERE r.unsure AND w.start = $7),
+                '{}') AS unsure_started
+  FROM unnest($3::timestamptz[]) WITH ORDINALITY AS w(start, i)
+  LEFT JOIN runs r ON r.scheduled_at >= w.start
+ GROUP BY w.i
+ ORDER BY w.i;
+
+-- name: slo_misfires
+-- Job $1's skipped misfires whose nominal span meets [$2, $3] (migration 0016).
+SELECT first_at, last_at, skipped
+  FROM job_misfires
+ WHERE job_id = $1 AND last_at >= $2 AND first_at <= $3
+ ORDER BY first_at;

@@ -264,12 +264,18 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         self, request: pb.DescribeJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.DescribeJobResponse:
         tenant = current_tenant()
-        described = await self._jobs.describe_job(tenant, await self._job(tenant, request.job_id))
+        windows = [
+            wire.timedelta_in(w, f"slo_windows[{i}]") for i, w in enumerate(request.slo_windows)
+        ]
+        described = await self._jobs.describe_job(
+            tenant, await self._job(tenant, request.job_id), windows
+        )
         return pb.DescribeJobResponse(
             job=convert.job_out(described.job),
             recent_runs=[convert.run_out(run) for run in described.recent_runs],
             upcoming=[convert.fire_time_out(entry) for entry in described.upcoming.entries],
             active_runs=described.active_runs,
+            slo=[convert.slo_out(s) for s in described.slo],
         )
 
     async def ListJobs(

@@ -109,6 +109,7 @@ _POLICY_RANGES: dict[str, tuple[timedelta, timedelta]] = {
     "misfire_threshold": (timedelta(seconds=1), timedelta(hours=24)),
     "catchup_window": (timedelta(seconds=1), timedelta(days=30)),
     "run_timeout": (timedelta(seconds=1), timedelta(hours=24)),
+    "lateness_threshold": (timedelta(seconds=1), timedelta(hours=24)),
 }
 
 

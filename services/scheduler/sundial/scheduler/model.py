@@ -80,6 +80,12 @@ class JobAdvance:
     lateness_ms: int | None
     missed: int
     skipped: int
+    missed_first: datetime | None = None
+    """Nominal time of the first misfired occurrence skipped (with ``missed``)."""
+    missed_last: datetime | None = None
+    """Nominal time of the last one."""
+    missed_exact: bool = True
+    """False when ``missed`` is a lower bound (a long outage's walk jumped)."""
 
 
 @dataclass(slots=True)
@@ -133,6 +139,10 @@ class LeaseCandidate:
     """The tenant's own egress policy at grant time; None: the operator's default."""
     traceparent: str = ""
     """The run's trace context (empty: created while tracing was off)."""
+    lateness_threshold: timedelta = timedelta(seconds=60)
+    """The job's Policies.lateness_threshold (the SLO's on-time count at the first grant)."""
+    jitter: timedelta = timedelta(0)
+    """The job's Schedule.jitter bound (its due time is scheduled_at plus its jitter)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -258,5 +258,8 @@ def _plan_job(
         lateness_ms=lateness,
         missed=plan.skipped,
         skipped=overlap_skipped,
+        missed_first=plan.first_skipped,
+        missed_last=plan.last_skipped,
+        missed_exact=plan.skipped_exact,
     )
     return runs, advance, cancel_other

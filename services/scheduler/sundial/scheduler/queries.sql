@@ -150,6 +150,27 @@ ON CONFLICT (job_id) DO UPDATE
        skipped_count = s.skipped_count + EXCLUDED.skipped_count,
        updated_at = EXCLUDED.updated_at;
 
+-- name: record_misfires
+-- The misfired occurrences the dispatch of jobs $1 skipped: per job the nominal times of
+-- the first ($2) and last ($3) skipped, how many ($4) and whether exactly ($5), at $6
+-- (migration 0016; read by the API's SLO). Fire times of a job only increase, so a
+-- first_at is never skipped twice.
+INSERT INTO job_misfires (job_id, first_at, last_at, skipped, exact, recorded_at)
+SELECT u.job_id, u.first_at, u.last_at, u.skipped, u.exact, $6
+  FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[], $4::bigint[],
+              $5::boolean[]) AS u(job_id, first_at, last_at, skipped, exact)
+ON CONFLICT (job_id, first_at) DO NOTHING;
+
+-- name: purge_misfires
+-- Misfire records made before $1 (the run retention's horizon), up to $2 of them; the
+-- count deleted.
+WITH gone AS (
+    DELETE FROM job_misfires
+     WHERE ctid = ANY(ARRAY(SELECT ctid FROM job_misfires WHERE recorded_at < $1 LIMIT $2))
+    RETURNING 1
+)
+SELECT count(*) FROM gone;
+
 -- name: confirm_published
 -- JetStream acknowledged the dispatches $1: their runs, while still unleased, are looked
 -- at again only at $2 (a lost message). One row per dispatch, not per run (0006).
@@ -355,7 +376,8 @@ SELECT r.job_id, r.scheduled_at, r.tenant_id, r.kind, r.status, r.attempt, r.att
        r.lease_until, r.next_attempt_at, r.executor_id, r.lease_id, r.lease_token_id,
        r.cancel_requested, r.traceparent,
        j.job_id IS NOT NULL AS job_exists, j.name AS job_name,
-       d.target::text AS target, d.payload, d.policies::text AS policies
+       d.target::text AS target, d.payload, d.policies::text AS policies,
+       d.schedule->>'jitter' AS jitter
   FROM job_runs r
   JOIN (SELECT DISTINCT job_id, scheduled_at
           FROM unnest($1::uuid[], $2::timestamptz[]) AS x(job_id, scheduled_at)) AS q

@@ -532,6 +532,109 @@
           : fire.note || "—")))));
   }
 
+  // --- SLO, policies, revisions --------------------------------------------------------
+
+  const count = (value) => Number(value || 0);
+  // What a rollback restores (the definition; paused and its note are operational).
+  const DEFINITION_FIELDS = ["name", "description", "schedule", "target", "payload",
+    "policies", "labels"];
+
+  // A window's length as people say it: 1 h, 24 h, 7 d, 90 min.
+  function fmtWindow(duration) {
+    const value = seconds(duration) || 0;
+    if (value >= 172800 && value % 86400 === 0) return `${value / 86400} d`;
+    if (value >= 3600 && value % 3600 === 0) return `${value / 3600} h`;
+    if (value % 60 === 0) return `${value / 60} min`;
+    return fmtSeconds(value);
+  }
+
+  function sloTable(slos) {
+    if (!slos.length) return h("p", { class: "muted", id: "slo-table" }, "No SLO.");
+    const threshold = fmtSeconds(seconds(slos[0].latenessThreshold));
+    const head = ["Window", "Due", "On time", "Late", "Missed (misfire)", "Skipped (overlap)",
+      "Failed", "On time %"];
+    return h("table", { id: "slo-table" },
+      h("caption", { class: "muted" }, "Scheduled occurrences by nominal time, ending now; " +
+        `on time = first attempt started within ${threshold} of its due time`),
+      h("thead", {}, h("tr", {}, head.map((title) => h("th", { scope: "col" }, title)))),
+      h("tbody", {}, slos.map((slo) => {
+        const due = count(slo.due);
+        const onTime = count(slo.onTime);
+        const late = count(slo.late);
+        const missed = count(slo.missed);
+        const failed = count(slo.failed);
+        return h("tr", { "data-window": slo.window },
+          h("th", { scope: "row" }, fmtWindow(slo.window)),
+          h("td", { class: "num", "data-count": "due" }, due),
+          h("td", { class: "num", "data-count": "on-time" }, onTime),
+          h("td", { class: `num${late ? " warn" : ""}`, "data-count": "late" }, late),
+          h("td", { class: `num${missed ? " warn" : ""}`, "data-count": "missed" }, missed),
+          h("td", { class: "num", "data-count": "skipped" }, count(slo.skipped)),
+          h("td", { class: `num${failed ? " bad" : ""}`, "data-count": "failed" }, failed),
+          h("td", { class: "num", "data-count": "ratio" },
+            due ? `${((100 * onTime) / due).toFixed(1)} %` : "—"));
+      })));
+  }
+
+  function policyText(policies) {
+    const p = policies || {};
+    const retry = p.retry || {};
+    return [
+      `misfire ${enumName(p.misfire, "MISFIRE_POLICY_")} ` +
+        `(after ${fmtSeconds(seconds(p.misfireThreshold))})`,
+      `overlap ${enumName(p.overlap, "OVERLAP_POLICY_")}`,
+      `${retry.maxAttempts || 0} attempts (backoff ${fmtSeconds(seconds(retry.baseDelay))} ` +
+        `to ${fmtSeconds(seconds(retry.maxDelay))})`,
+      `timeout ${fmtSeconds(seconds(p.runTimeout))}`,
+      `late after ${fmtSeconds(seconds(p.latenessThreshold))}`,
+    ].join(", ");
+  }
+
+  const targetText = (target) => target && target.http
+    ? `${target.http.method || "POST"} ${target.http.url}`
+    : target && target.grpc ? `gRPC ${target.grpc.address}` : "—";
+
+  // A job's definition as facts; with `against`, the facts that differ are marked.
+  function definitionFacts(id, job, against) {
+    const labels = (j) => Object.entries(j.labels || {}).sort()
+      .map(([k, v]) => `${k}=${v}`).join(", ") || "—";
+    const rows = [
+      ["Name", (j) => j.name || ""],
+      ["Description", (j) => j.description || "—"],
+      ["Schedule", (j) => `${describeSchedule(j.schedule)}` +
+        (j.schedule && j.schedule.cron ? ` [${j.schedule.cron}]` : "")],
+      ["Target", (j) => targetText(j.target)],
+      ["Policies", (j) => policyText(j.policies)],
+      ["Labels", labels],
+      ["Paused", (j) => (j.paused ? `yes${j.pauseNote ? ` (${j.pauseNote})` : ""}` : "no")],
+    ];
+    return h("dl", { class: "facts", id }, rows.flatMap(([term, value]) => {
+      const text = value(job);
+      const changed = against && value(against) !== text;
+      return [h("dt", {}, term), h("dd", changed
+        ? { class: "changed", title: `now: ${value(against)}` } : {}, text,
+      changed ? h("span", { class: "muted" }, " (changed since)") : "")];
+    }));
+  }
+
+  function revisionsTable(revisions, onView) {
+    const rows = revisions.map((rev) => h("tr", { "data-version": rev.version },
+      h("td", { class: "num" }, rev.version),
+      timeCell(rev.createTime),
+      h("td", {}, (rev.changedFields || []).join(", ")),
+      h("td", {}, h("code", {}, rev.changedBy || "")),
+      h("td", {}, h("button", {
+        type: "button", class: "view-revision",
+        "aria-label": `Show version ${rev.version}`, onclick: () => onView(rev.version),
+      }, "Show"))));
+    if (!rows.length) rows.push(h("tr", {}, h("td", { colspan: 5, class: "muted" }, "None.")));
+    return h("table", { id: "revisions-table" },
+      h("caption", { class: "muted" }, "Every change to the job, newest first"),
+      h("thead", {}, h("tr", {}, ["Version", "When", "Changed", "By", ""].map(
+        (title) => h("th", { scope: "col" }, title)))),
+      h("tbody", {}, rows));
+  }
+
   function dateField(id, label) {
     return h("label", { for: id }, `${label} (UTC)`,
       h("input", { id, name: id, type: "datetime-local", step: 1, required: true }));
@@ -548,15 +651,60 @@
       strip: h("div", { id: "strip" }),
       runs: h("div", { id: "runs" }),
       dead: h("div", { id: "dead" }),
+      slo: h("div", { id: "slo" }),
+      revisions: h("div", { id: "revisions" }),
+      revision: h("div", { id: "revision", "aria-live": "polite" }),
     };
     mount(h("p", {}, h("a", { href: "#/jobs" }, "← All jobs")), sections.title, sections.facts,
       sections.actions,
+      h("h2", {}, "On time? (SLO)"), sections.slo,
       h("h2", {}, "Next fire times"), sections.upcoming, previewForm(), sections.preview,
       h("h2", {}, "Lateness over time"), sections.chart,
       h("h2", {}, "Successes and failures"), sections.strip,
       h("h2", {}, "Run history"), sections.runs,
-      h("h2", {}, "Dead runs"), sections.dead);
+      h("h2", {}, "Dead runs"), sections.dead,
+      h("h2", {}, "Revisions"), sections.revisions, sections.revision);
     let current = null;
+    let revisionsOf = null; // the job version the revisions table was read at
+
+    // A rollback is an UpdateJob with the revision's definition at the current version
+    // (as `sundial jobs rollback`): a new revision; the paused state is not rolled back.
+    function rollBack(version, then) {
+      const now = current;
+      return act("Roll back", `Restore ${now.name}'s definition as version ${version} left ` +
+        `it? This makes version ${Number(now.version) + 1}; paused or not stays as it is.`,
+      [], "Roll back",
+      () => jobApi("UpdateJob", {
+        job: { ...then, jobId: now.uid || now.jobId },
+        updateMask: DEFINITION_FIELDS.join(","),
+        expectedVersion: now.version,
+      }),
+      (a) => {
+        sections.revision.replaceChildren();
+        return `Rolled back to version ${version}: now version ${a.job.version}.`;
+      });
+    }
+
+    async function showRevision(version) {
+      try {
+        const answer = await jobApi("GetJob", { jobId, version });
+        const latest = current && String(current.version) === String(version);
+        sections.revision.replaceChildren(
+          h("h3", { id: "revision-title" }, `Version ${version}`),
+          h("p", { class: "muted" }, `The definition as version ${version} left it; marked: ` +
+            `what differs from the current version ${current ? current.version : ""}.`),
+          definitionFacts("revision-facts", answer.job, current),
+          h("div", { class: "actions" },
+            latest ? null : h("button", { type: "button", id: "revision-rollback",
+              class: "danger", onclick: () => rollBack(version, answer.job) },
+            `Roll back to version ${version}…`),
+            h("button", { type: "button", id: "revision-close",
+              onclick: () => sections.revision.replaceChildren() }, "Close")));
+        sections.revision.scrollIntoView({ block: "end" });
+      } catch (error) {
+        fail(error);
+      }
+    }
 
     function previewForm() {
       const after = h("input", { id: "preview-after", name: "after", type: "date", required: true });
@@ -650,7 +798,17 @@
         ...fact("Active runs", String(described.activeRuns || 0)),
         ...fact("Target", job.target && job.target.http ? job.target.http.url
           : job.target && job.target.grpc ? `gRPC ${job.target.grpc.address}` : "—"),
+        ...fact("Policies", h("span", { id: "job-policies" }, policyText(job.policies))),
+        ...fact("Version", String(job.version || "")),
         ...fact("Job id", h("code", {}, job.jobId)));
+      sections.slo.replaceChildren(sloTable(described.slo || []));
+      if (revisionsOf !== job.version) {
+        const listed = await jobApi("ListJobRevisions", { jobId, pageSize: 20 });
+        revisionsOf = job.version;
+        sections.revisions.replaceChildren(revisionsTable(listed.revisions || [], showRevision),
+          listed.nextPageToken
+            ? h("p", { class: "muted" }, "The 20 latest; sundial jobs history shows all.") : "");
+      }
       if (!current || current.paused !== job.paused || current.name !== job.name) {
         renderActions(job);
       }

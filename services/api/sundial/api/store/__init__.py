@@ -18,6 +18,7 @@ from sundial.api.store._base import (
     queries,
 )
 from sundial.api.store._jobs import JobStore
+from sundial.api.store._slo import SloStore
 from sundial.api.store._tenants import TenantStore
 
 __all__ = [
@@ -30,7 +31,7 @@ __all__ = [
 ]
 
 
-class Store(JobStore, TenantStore):
+class Store(JobStore, SloStore, TenantStore):
     """Named-query access for the API service.
 
     Args:

@@ -23,7 +23,7 @@ import contextlib
 import logging
 import random
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from datetime import datetime, timedelta
 
 import grpc
@@ -34,7 +34,7 @@ from opentelemetry import metrics
 from sundial.core import wire
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.errors import InvalidArgument
-from sundial.core.telemetry import RUNS_COMPLETED, RUNS_FENCED
+from sundial.core.telemetry import OCCURRENCES_STARTED, RUNS_COMPLETED, RUNS_FENCED
 from sundial.internal.v1 import ledger_pb2, ledger_pb2_grpc
 from sundial.run import (
     Completion,
@@ -44,12 +44,15 @@ from sundial.run import (
     Outcome,
     OutcomeStatus,
     Rejection,
+    RunKind,
+    RunRef,
     RunState,
     RunStatus,
     Transition,
     decide_completions,
     decide_leases,
 )
+from sundial.schedule import jitter_offset
 from sundial.scheduler.config import SchedulerConfig
 from sundial.scheduler.ledger._auth import current_token_id
 from sundial.scheduler.ledger._dead_letters import send_dead_letters
@@ -183,6 +186,11 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
         self._fenced = meter.create_counter(
             RUNS_FENCED, unit="{run}", description="Outcomes the ledger refused, by reason"
         )
+        self._started = meter.create_counter(
+            OCCURRENCES_STARTED,
+            unit="{occurrence}",
+            description="Scheduled runs' first attempts granted, on time or late (job SLO)",
+        )
 
     # --- LeaseRuns ------------------------------------------------------------------
 
@@ -247,7 +255,46 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
             if not isinstance(answer, Grant):
                 rejection = rejection_out(answer)
             results.append(ledger_pb2.LeaseResult(run=wire_ref, rejection=rejection))
+        self._count_starts(grants, lock.candidates, leases, now)
         return ledger_pb2.LeaseRunsResponse(results=results)
+
+    def _count_starts(
+        self,
+        grants: list[Grant],
+        candidates: Mapping[RunRef, LeaseCandidate],
+        leases: Mapping[RunRef, WrittenLease],
+        now: datetime,
+    ) -> None:
+        """Count the scheduled runs this call started (their first attempt: the grant that
+        set started_at) as on time or late against the job's lateness threshold, as the
+        job's SLO does (docs/design.md section 11); one ``add`` per attribute set."""
+        by_tenant = self._config.metrics_tenant_attribute
+        started: Counter[tuple[str, str | None]] = Counter()
+        # Late when due < now - threshold; a herd shares a few thresholds.
+        cutoffs: dict[timedelta, datetime] = {}
+        for grant in grants:
+            ref = grant.ref
+            lease = leases.get(ref)
+            candidate = candidates[ref]
+            # A re-grant keeps its attempt: the run started at its first grant.
+            if (
+                grant.regrant
+                or lease is None
+                or lease.attempt != 1
+                or candidate.kind is not RunKind.SCHEDULED
+            ):
+                continue
+            due = ref.scheduled_at
+            if candidate.jitter:
+                due += jitter_offset(str(ref.job_id), ref.scheduled_at, candidate.jitter)
+            threshold = candidate.lateness_threshold
+            cutoff = cutoffs.get(threshold)
+            if cutoff is None:
+                cutoff = cutoffs[threshold] = now - threshold
+            outcome = "late" if due < cutoff else "on_time"
+            started[(outcome, candidate.state.tenant_id if by_tenant else None)] += 1
+        for (outcome, tenant), count in started.items():
+            self._started.add(count, _with_tenant({"outcome": outcome}, tenant))
 
     @staticmethod
     def _grant(

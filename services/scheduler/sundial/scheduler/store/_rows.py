@@ -7,7 +7,7 @@ import json
 import logging
 import uuid
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -21,6 +21,7 @@ from sundial.run import (
     RunState,
     RunStatus,
     Target,
+    duration_from_json,
     policies_from_json,
     target_from_json,
 )
@@ -105,7 +106,18 @@ def lease_candidate(row: Record, terms: TenantTerms | None) -> LeaseCandidate:
         signing_secrets=terms.signing_secrets if terms else (),
         egress=terms.egress if terms else None,
         traceparent=row["traceparent"] or "",
+        lateness_threshold=policies.lateness_threshold,
+        jitter=_jitter_of(row["jitter"]),
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _jitter_of(text: str | None) -> timedelta:
+    """A schedule document's jitter bound (``"30s"``); a herd shares a few values."""
+    try:
+        return duration_from_json(text, "schedule.jitter") if text else timedelta(0)
+    except ValueError:
+        return timedelta(0)  # measured only: an odd document must not fail a grant
 
 
 def tenant_terms(row: Record) -> TenantTerms:

@@ -283,6 +283,19 @@ class Transaction:
                 [a.skipped for a in dropped],
                 now,
             )
+        # The skipped misfires' times, for the job's SLO (migration 0016): only for a
+        # dispatch that skipped any, so the normal path writes nothing more.
+        misfired = [a for a in dropped if a.missed and a.missed_first and a.missed_last]
+        if misfired:
+            await self._conn.execute(
+                queries.record_misfires,
+                [a.job_id for a in misfired],
+                [a.missed_first for a in misfired],
+                [a.missed_last for a in misfired],
+                [a.missed for a in misfired],
+                [a.missed_exact for a in misfired],
+                now,
+            )
 
     # --- sweeps -------------------------------------------------------------------
 
