@@ -8,7 +8,8 @@ What it adds to the generated stub:
   ``create_job``, ``apply_job``, ``trigger_job`` and ``backfill_job`` call sends a ``request_id``
   (yours, or a fresh UUID), so a retry after a lost answer returns the first result;
 - ``datetime``/``timedelta`` in and out instead of Timestamp/Duration;
-- iterators over every page of ``ListJobs`` and ``ListRuns``;
+- iterators over every page of ``ListJobs``, ``ListRuns`` and ``ListJobRevisions``;
+- ``describe_job`` with the SLO windows as ``timedelta``;
 - ``get_job`` by id or, failing that, by exact name.
 
 Errors are ``grpc.RpcError``; :func:`error_details` reads their ``google.rpc.Status``.
@@ -194,6 +195,22 @@ class Client:
                 if candidate.name > job:
                     break
             raise
+
+    def describe_job(
+        self, job_id: str, *, slo_windows: tuple[timedelta, ...] = ()
+    ) -> pb.DescribeJobResponse:
+        """The job with its recent runs, next fire times, active runs and its SLO over
+        each of ``slo_windows`` (empty: 1 h, 24 h and 7 days)."""
+        request = pb.DescribeJobRequest(
+            job_id=job_id, slo_windows=[duration(window) for window in slo_windows]
+        )
+        return self._call("DescribeJob", request)
+
+    def job_revisions(self, job_id: str, *, page_size: int = 100) -> Iterator[pb.JobRevision]:
+        """Every revision of the job (who changed what, and the definition it had),
+        newest first, page after page."""
+        request = pb.ListJobRevisionsRequest(job_id=job_id, page_size=page_size)
+        return self._pages("ListJobRevisions", request, "revisions")
 
     def list_jobs(
         self,

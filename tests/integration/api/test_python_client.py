@@ -57,6 +57,17 @@ async def test_the_client_wraps_the_job_service(api: Api, tenant: Tenant) -> Non
             assert len(listed) == 2
             with pytest.raises(ValueError, match="naive"):
                 client.backfill_job(created.job_id, datetime(2026, 1, 1), datetime(2026, 1, 2))
+            # The SLO over chosen windows (no scheduled run yet: nothing due), revisions.
+            described = client.describe_job(
+                created.job_id, slo_windows=(timedelta(hours=2), timedelta(days=1))
+            )
+            assert [w.window.ToTimedelta() for w in described.slo] == [
+                timedelta(hours=2),
+                timedelta(days=1),
+            ]
+            assert all(w.due == 0 for w in described.slo)
+            revisions = [r.job.description for r in client.job_revisions("applied-job")]
+            assert revisions[0] == "now described" and len(revisions) == 2
             # Typed details of an error.
             with pytest.raises(grpc.RpcError) as bad:
                 client.create_job(make_job("bad", cron="61 * * * *"))
