@@ -6,8 +6,11 @@ Pure: no protobuf, no I/O. Every service imports the run's words and rules from 
 
 from sundial.run._document import (
     BUFFER_ALL_LIMIT,
+    RESOLVED_CALENDARS_KEY,
     JobPolicies,
     OverlapPolicy,
+    calendars_from_json,
+    calendars_to_json,
     duration_from_json,
     duration_to_json,
     policies_from_json,
@@ -62,6 +65,7 @@ __all__ = [
     "FINISHED_STATUSES",
     "MAX_ERROR_BYTES",
     "MAX_RETRY_AFTER",
+    "RESOLVED_CALENDARS_KEY",
     "Completion",
     "ErrorClass",
     "FenceReason",
@@ -84,6 +88,8 @@ __all__ = [
     "Target",
     "Transition",
     "backoff",
+    "calendars_from_json",
+    "calendars_to_json",
     "complete",
     "decide_completions",
     "decide_leases",

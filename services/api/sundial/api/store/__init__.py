@@ -17,10 +17,17 @@ from sundial.api.store._base import (
     RequestTaken,
     queries,
 )
+from sundial.api.store._calendars import (
+    CalendarJob,
+    CalendarStore,
+    CalendarTransaction,
+)
 from sundial.api.store._jobs import JobStore
 from sundial.api.store._tenants import TenantStore
 
 __all__ = [
+    "CalendarJob",
+    "CalendarTransaction",
     "JobIdTaken",
     "RequestClaim",
     "RequestRecord",
@@ -30,7 +37,7 @@ __all__ = [
 ]
 
 
-class Store(JobStore, TenantStore):
+class Store(JobStore, TenantStore, CalendarStore):
     """Named-query access for the API service.
 
     Args:
