@@ -48,6 +48,8 @@ MAX_CALENDAR_STEPS = 10_000
 # Occurrences a preview reports as removed per refused day (an every-second spec would
 # add 86,400 identical explanations).
 _MAX_REMOVED_PER_DAY = 100
+# And per preview (an INCLUDE calendar of a few dates a year refuses most days).
+_MAX_REMOVED = 1000
 
 
 class CompiledSchedule:
@@ -170,7 +172,8 @@ class CompiledSchedule:
         another run, skipped second occurrences, occurrences a calendar removed) are
         extra: ``count`` counts runs only. Entries are ordered by instant, then by the
         wall time they name. At most 100 dropped entries are reported per DST
-        transition, and per day a calendar refused.
+        transition, 100 per day a calendar refused and 1,000 calendar removals in all
+        (later removed occurrences are skipped silently).
 
         Args:
             after: Any aware instant; entries are strictly after it.
@@ -188,7 +191,7 @@ class CompiledSchedule:
         fires = 0
         steps = 0
         removed_day: date | None = None
-        removed = 0
+        removed = reported = 0
         while fires < count and not (self.max_runs and fired_count + fires >= self.max_runs):
             dropped: list[FireTime] = []
             fire = self._raw_scan(cursor, dropped)
@@ -213,6 +216,12 @@ class CompiledSchedule:
             if day != removed_day:
                 removed_day, removed = day, 0
             removed += 1
+            if reported >= _MAX_REMOVED:
+                skip = self._skip_to(fire, day)
+                if skip is None:
+                    break
+                cursor = skip
+                continue
             entries.append(
                 dataclasses.replace(
                     fire,
@@ -221,7 +230,10 @@ class CompiledSchedule:
                     note=why if fire.note is None else f"{fire.note}; {why}",
                 )
             )
-            if removed < _MAX_REMOVED_PER_DAY:
+            reported += 1
+            if removed < _MAX_REMOVED_PER_DAY and reported < _MAX_REMOVED:
+                if self.calendars.next_candidate(day) is None:
+                    break  # no later date can fire
                 cursor = fire.at
                 continue
             skip = self._skip_to(fire, day)

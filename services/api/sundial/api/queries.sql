@@ -74,7 +74,8 @@ SELECT client_job_id FROM jobs WHERE tenant_id = $1 AND client_job_id = ANY($2::
 -- for jobs named by their uid). $17: the creating call's trace context (NULL while
 -- tracing is off). $18, $19: who wrote it and the RPC's request id (the revisions,
 -- migration 0012). $20: the referenced calendars' contents per job (NULL entries for
--- jobs without calendars; migration 0015).
+-- jobs without calendars; migration 0015), as JSON text: asyncpg would read a list of
+-- lists as a two-dimensional array.
 -- Returns how many were inserted: 0 when the quota refused them (nothing written).
 -- The inserts read the quota update's result, so it runs first; the tenant row then
 -- stays locked only for this statement and the commit (CreateJob without request_id
@@ -90,7 +91,7 @@ WITH quota AS (
     SELECT t.*
       FROM unnest($2::uuid[], $3::text[], $4::smallint[], $5::timestamptz[], $6::boolean[],
                   $7::jsonb[], $8::jsonb[], $9::jsonb[], $10::bytea[], $11::jsonb[],
-                  $12::text[], $13::text[], $14::text[], $20::jsonb[])
+                  $12::text[], $13::text[], $14::text[], $20::text[])
            AS t(job_id, name, partition_id, next_run_at, paused, schedule, target, policies,
                 payload, labels, description, pause_note, client_job_id, calendars)
      WHERE EXISTS (SELECT 1 FROM quota)
@@ -99,7 +100,7 @@ WITH quota AS (
                       created_at, updated_at, definition_digest, client_job_id,
                       create_traceparent)
     SELECT job_id, $1, name, partition_id, next_run_at, paused, $15, $15,
-           sundial_definition_digest(schedule, policies, calendars),  -- migration 0015
+           sundial_definition_digest(schedule, policies, calendars::jsonb),  -- migration 0015
            client_job_id, $17::text
       FROM input
     RETURNING job_id
@@ -108,7 +109,7 @@ WITH quota AS (
                                  description, pause_note, changed_by, change_request_id,
                                  calendars)
     SELECT job_id, schedule, target, policies, payload, labels, description, pause_note,
-           $18::text, $19::text, calendars
+           $18::text, $19::text, calendars::jsonb
       FROM input
 ), new_stats AS (
     INSERT INTO job_stats (job_id, updated_at) SELECT job_id, $15 FROM input
@@ -533,13 +534,13 @@ SELECT j.job_id, j.next_run_at, j.fired_count, j.last_fire_at, d.schedule, d.cal
    FOR UPDATE OF j, d;
 
 -- name: reschedule_calendar_jobs
--- Jobs $1 get the calendar contents $2 and next_run_at $3 (their digest follows: the
+-- Jobs $1 get the calendar contents $2 (JSON text) and next_run_at $3 (their digest follows: the
 -- scheduler reads the new document on its next claim). Neither version nor revision
 -- changes: the definition the tenant wrote is the same.
 WITH defs AS (
     UPDATE job_definitions d
-       SET calendars = u.calendars
-      FROM unnest($1::uuid[], $2::jsonb[]) AS u(job_id, calendars)
+       SET calendars = u.calendars::jsonb
+      FROM unnest($1::uuid[], $2::text[]) AS u(job_id, calendars)
      WHERE d.job_id = u.job_id
     RETURNING d.job_id, d.schedule, d.policies, d.calendars
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -103,7 +104,7 @@ class CalendarTransaction:
             await self._conn.execute(
                 queries.reschedule_calendar_jobs,
                 list(job_ids),
-                [calendars_to_json(list(c)) for c in calendars],
+                [json.dumps(calendars_to_json(list(c))) for c in calendars],
                 list(next_run_ats),
             )
 

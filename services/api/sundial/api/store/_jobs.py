@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -53,6 +54,12 @@ from sundial.schedule import Calendar, Schedule
 def _calendars_doc(calendars: Sequence[Calendar]) -> list[dict[str, Any]] | None:
     """``job_definitions.calendars`` (NULL for a schedule naming none: migration 0015)."""
     return calendars_to_json(list(calendars)) if calendars else None
+
+
+def _calendars_text(calendars: Sequence[Calendar]) -> str | None:
+    """:func:`_calendars_doc` as JSON text, for a ``text[]`` parameter of many jobs."""
+    doc = _calendars_doc(calendars)
+    return None if doc is None else json.dumps(doc)
 
 
 def _distinct(calendars: Sequence[Calendar]) -> list[Calendar]:
@@ -251,7 +258,7 @@ class JobStore:
             [job.client_id for job in jobs],
         ]
         named = _distinct([c for job in jobs for c in job.calendars])
-        calendar_docs = [_calendars_doc(job.calendars) for job in jobs]
+        calendar_docs = [_calendars_text(job.calendars) for job in jobs]
         async with self._pool.acquire() as conn:
             if claim is None and single and not named:
                 # One statement in autocommit: atomic, and the fewest round trips.
