@@ -97,7 +97,8 @@ def merge_update(current: Job, source: job_pb2.Job, paths: list[str]) -> JobSpec
     """The job after copying the mask's fields from ``source`` onto ``current``.
 
     A named field unset in ``source`` is reset to its default; a map is replaced whole;
-    naming ``schedule.cron|interval|once`` selects that spec.
+    naming ``schedule.cron|interval|once`` selects that spec (dropping a ``specs`` list),
+    naming ``schedule.specs`` with entries replaces the single spec by the list.
     """
     merged = convert.job_out(current)
     field_mask_pb2.FieldMask(paths=paths).MergeMessage(
@@ -111,6 +112,10 @@ def merge_update(current: Job, source: job_pb2.Job, paths: list[str]) -> JobSpec
             # The named spec was unset in the request: the job is left with none, and
             # validation reports the missing spec.
             merged.schedule.ClearField(current_spec)
+        if named_spec:
+            merged.schedule.ClearField("specs")  # the single-spec form replaces a list
+        if path == "schedule.specs" and merged.schedule.specs and current_spec is not None:
+            merged.schedule.ClearField(current_spec)  # a list replaces the single spec
     return convert.job_spec_in(merged)
 
 
