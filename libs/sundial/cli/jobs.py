@@ -174,6 +174,22 @@ def print_fire_times(fire_times: Sequence[pb.FireTime], title: str = "") -> None
     print_table(columns, rows, title=title)
 
 
+def emit_preview(response: pb.PreviewScheduleResponse, title: str, output: Output) -> None:
+    """A PreviewSchedule answer as ``-o`` asks (``name``: the times that run)."""
+
+    def table(_wide: bool) -> None:
+        print_fire_times(response.fire_times, title)
+        if response.exhausted:
+            typer.echo("the schedule ends here (no later fire time)")
+
+    emit(
+        response,
+        output,
+        table=table,
+        names=lambda: [f.at.ToJsonString() for f in response.fire_times if not f.dropped],
+    )
+
+
 def emit_job(job: job_pb2.Job, response: Message, output: Output) -> None:
     """One job's response as ``-o`` asks (the job's fields for table and wide)."""
     emit(response, output, table=lambda _wide: print_job(job), names=lambda: [job.job_id])
@@ -544,17 +560,7 @@ def preview_job(
             request.after.CopyFrom(parse_time(after, "--after"))
         response = stub.PreviewSchedule(request, metadata=md)
 
-    def table(_wide: bool) -> None:
-        print_fire_times(response.fire_times, f"{job.name}: {schedule_text(job.schedule)}")
-        if response.exhausted:
-            typer.echo("the schedule ends here (no later fire time)")
-
-    emit(
-        response,
-        output,
-        table=table,
-        names=lambda: [f.at.ToJsonString() for f in response.fire_times if not f.dropped],
-    )
+    emit_preview(response, f"{job.name}: {schedule_text(job.schedule)}", output)
 
 
 @app.command()

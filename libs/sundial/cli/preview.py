@@ -22,8 +22,8 @@ from sundial.api import convert, validation
 from sundial.api.jobs import PREVIEW_KEY
 from sundial.api.jobs import preview as compute_preview
 from sundial.cli._client import fail, parse_duration, parse_time
-from sundial.cli._output import Output, OutputOption, emit
-from sundial.cli.jobs import print_fire_times
+from sundial.cli._output import Output, OutputOption
+from sundial.cli.jobs import emit_preview
 from sundial.core.errors import InvalidArgument
 from sundial.schedule import Calendar, CalendarKind, parse_calendar_dates
 from sundial.v1 import job_pb2
@@ -108,15 +108,4 @@ def preview(
         fire_times=[convert.fire_time_out(entry) for entry in result.entries],
         exhausted=result.exhausted,
     )
-
-    def table(_wide: bool) -> None:
-        print_fire_times(response.fire_times, f"{'; '.join([*crons, *everys])} ({tz})")
-        if response.exhausted:
-            typer.echo("the schedule ends here (no later fire time)")
-
-    emit(
-        response,
-        output,
-        table=table,
-        names=lambda: [f.at.ToJsonString() for f in response.fire_times if f.HasField("at")],
-    )
+    emit_preview(response, f"{'; '.join([*crons, *everys])} ({tz})", output)
