@@ -243,6 +243,14 @@ class CompiledSchedule:
         entries.sort(key=lambda e: (e.at, e.wall))
         return entries
 
+    def allows(self, at: datetime) -> bool:
+        """Whether the calendars let an occurrence at ``at`` fire (its local date in the
+        schedule's zone); True without calendars."""
+        if self.calendars is None:
+            return True
+        day = _as_utc(at, "at").astimezone(self.zone).date()
+        return self.calendars.refusal(day) is None
+
     def dispatch_at(self, nominal: datetime) -> datetime:
         """Return when the occurrence ``nominal`` should start: nominal plus jitter."""
         return nominal + jitter_offset(self.job_id, nominal, self.jitter)

@@ -137,7 +137,15 @@ def plan_occurrences(
     shortcut for the common case that gives the same answer: no jitter, the one due
     occurrence on time and the next one still ahead. A herd of on-time jobs then costs
     one cached next-fire lookup each.
+
+    A ``due`` its calendars now refuse is not an occurrence (a job write that raced an
+    UpdateCalendar stored it): planning starts from the next allowed fire time instead.
     """
+    if not compiled.allows(due):
+        fire = compiled.next_fire(due, fired_count)
+        if fire is None or fire.at > now:
+            return MisfirePlan(next_due=None if fire is None else fire.at)
+        due = fire.at
     if not compiled.jitter and timedelta(0) <= now - due <= policies.misfire_threshold:
         remaining = compiled.remaining_runs(fired_count)
         in_bounds = compiled.end_time is None or due <= compiled.end_time
