@@ -354,3 +354,29 @@ async def test_preview_resolves_the_tenants_calendars(api: Api, tenant: Tenant) 
         INVALID,
         field="schedule.calendars[0]",
     )
+
+
+async def test_update_switches_between_one_spec_and_a_list(api: Api, tenant: Tenant) -> None:
+    job = (await api.jobs.CreateJob(pb.CreateJobRequest(job=make_job("j")), metadata=tenant.md)).job
+
+    async def update(schedule: job_pb2.Schedule, path: str) -> job_pb2.Schedule:
+        answer = await api.jobs.UpdateJob(
+            pb.UpdateJobRequest(
+                job=job_pb2.Job(job_id=job.job_id, schedule=schedule),
+                update_mask=field_mask_pb2.FieldMask(paths=[path]),
+            ),
+            metadata=tenant.md,
+        )
+        return answer.job.schedule
+
+    two = [job_pb2.ScheduleSpec(cron="0 1 * * *"), job_pb2.ScheduleSpec(cron="0 2 * * *")]
+    listed = await update(job_pb2.Schedule(specs=two), "schedule.specs")
+    assert (listed.WhichOneof("spec"), [s.cron for s in listed.specs]) == (
+        None,
+        ["0 1 * * *", "0 2 * * *"],
+    )
+    single = await update(job_pb2.Schedule(cron="0 5 * * *"), "schedule.cron")
+    assert (single.cron, list(single.specs)) == ("0 5 * * *", [])
+    # An empty list is not a schedule: the single spec stays.
+    kept = await update(job_pb2.Schedule(), "schedule.specs")
+    assert kept.cron == "0 5 * * *"
