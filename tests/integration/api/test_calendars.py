@@ -8,12 +8,21 @@ produced each time and which calendar removed an occurrence.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import uuid
+from datetime import UTC, date, datetime
 
 import grpc
+import pytest
 from google.protobuf import field_mask_pb2, timestamp_pb2
 
+from sundial.api.model import JobSpec, NewJob
+from sundial.api.store import CalendarChanged, Store
 from sundial.core.clock import ManualClock
+from sundial.core.config import DatabaseConfig
+from sundial.core.db import close_pool, create_pool
+from sundial.core.partition import partition_of
+from sundial.run import HttpTarget
+from sundial.schedule import Calendar, CalendarKind, CronSpec, Schedule
 from sundial.v1 import calendar_pb2, job_pb2
 from sundial.v1 import job_service_pb2 as pb
 from tests.integration.api.support import Api, StartApi, Tenant, expect_error, make_job
@@ -380,3 +389,38 @@ async def test_update_switches_between_one_spec_and_a_list(api: Api, tenant: Ten
     # An empty list is not a schedule: the single spec stays.
     kept = await update(job_pb2.Schedule(), "schedule.specs")
     assert kept.cron == "0 5 * * *"
+
+
+async def test_a_job_write_with_a_changed_calendars_contents_writes_nothing(
+    api: Api, tenant: Tenant
+) -> None:
+    # The guard behind the managers' retry: a job computed with calendar version 1 is
+    # refused once the calendar is at version 2 (its row lock then orders the two).
+    await create_calendar(api, tenant, "closed", EXCLUDE, "2026-12-25")
+    await api.jobs.UpdateCalendar(
+        pb.UpdateCalendarRequest(
+            calendar=calendar_pb2.Calendar(name="closed", dates=["2026-12-26"]),
+            update_mask=field_mask_pb2.FieldMask(paths=["dates"]),
+        ),
+        metadata=tenant.md,
+    )
+    stale = Calendar("closed", CalendarKind.EXCLUDE, frozenset({date(2026, 12, 25)}), version=1)
+    job_id = uuid.uuid4()
+    new = NewJob(
+        job_id=job_id,
+        spec=JobSpec(
+            name="stale",
+            schedule=Schedule(CronSpec("0 9 * * *"), calendars=("closed",)),
+            target=HttpTarget(url="http://127.0.0.1:9/x"),
+        ),
+        partition_id=partition_of(job_id),
+        next_run_at=datetime(2026, 12, 26, 9, tzinfo=UTC),
+        calendars=[stale],
+    )
+    pool = await create_pool(DatabaseConfig(database_url=api.database_url))
+    try:
+        with pytest.raises(CalendarChanged):
+            await Store(pool).create_jobs(tenant.tenant_id, [new], NOW)
+    finally:
+        await close_pool(pool, 5.0)
+    assert (await api.counts())["jobs"] == 0

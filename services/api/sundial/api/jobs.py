@@ -40,7 +40,7 @@ from sundial.api.model import (
     as_revised,
 )
 from sundial.api.runs import with_due
-from sundial.api.store import RequestClaim, RequestRecord, RequestTaken, Store
+from sundial.api.store import CalendarChanged, RequestClaim, RequestRecord, RequestTaken, Store
 from sundial.api.validation import TargetGuard, field_prefix
 from sundial.core import tracing
 from sundial.core.clock import Clock
@@ -289,15 +289,22 @@ class JobManager:
         validate_only: bool = False,
     ) -> Job:
         """Validate one job and insert it (unless ``validate_only``)."""
-        calendars = await self._calendars(tenant_id, [spec])
-        now = self._clock.now()
-        new = self._prepare(spec, now, client_id=client_id, calendars=calendars)
-        assert new.spec.target is not None
-        await self._guard.check(new.spec.target, await self._egress.policy(tenant_id))
-        if not validate_only:
-            await self._store.create_jobs(
-                tenant_id, [new], now, claim=claim, traceparent=_call_traceparent()
-            )
+        for attempt in range(_OPTIMISTIC_ATTEMPTS):
+            calendars = await self._calendars(tenant_id, [spec])
+            now = self._clock.now()
+            new = self._prepare(spec, now, client_id=client_id, calendars=calendars)
+            assert new.spec.target is not None
+            await self._guard.check(new.spec.target, await self._egress.policy(tenant_id))
+            if validate_only:
+                break
+            try:
+                await self._store.create_jobs(
+                    tenant_id, [new], now, claim=claim, traceparent=_call_traceparent()
+                )
+                break
+            except CalendarChanged:
+                if attempt == _OPTIMISTIC_ATTEMPTS - 1:
+                    raise  # compute again with the calendars' new contents
         return self._created(tenant_id, new, now)
 
     async def create_job(
@@ -559,7 +566,10 @@ class JobManager:
             job = await self.get_job(tenant_id, job_id)
             if expected_version and job.version != expected_version:
                 raise version_mismatch("job", job_id, job.version, expected_version)
-            rewritten = await self._rewrite(tenant_id, job, apply(job))
+            try:
+                rewritten = await self._rewrite(tenant_id, job, apply(job))
+            except CalendarChanged:
+                continue  # compute again with the calendars' new contents
             if rewritten is not None:
                 return rewritten[0]
             if expected_version:
@@ -714,14 +724,17 @@ class JobManager:
             return Applied(created, ApplyOutcome.CREATED)
         if expected_version and job.version != expected_version:
             raise version_mismatch("job", ref, job.version, expected_version)
-        rewritten = await self._rewrite(
-            tenant_id,
-            job,
-            spec,
-            keep_equal=True,
-            claim=_with_outcome(claim, ApplyOutcome.UPDATED),
-            validate_only=validate_only,
-        )
+        try:
+            rewritten = await self._rewrite(
+                tenant_id,
+                job,
+                spec,
+                keep_equal=True,
+                claim=_with_outcome(claim, ApplyOutcome.UPDATED),
+                validate_only=validate_only,
+            )
+        except CalendarChanged:
+            return None  # apply_job tries again with the calendars' new contents
         if rewritten is None:
             if expected_version:
                 raise await self._conflict(tenant_id, job.job_id, expected_version, ref)

@@ -18,6 +18,7 @@ from sundial.api.store._base import (
     queries,
 )
 from sundial.api.store._calendars import (
+    CalendarChanged,
     CalendarJob,
     CalendarStore,
     CalendarTransaction,
@@ -26,6 +27,7 @@ from sundial.api.store._jobs import JobStore
 from sundial.api.store._tenants import TenantStore
 
 __all__ = [
+    "CalendarChanged",
     "CalendarJob",
     "CalendarTransaction",
     "JobIdTaken",

@@ -18,6 +18,11 @@ from sundial.run import calendars_from_json, calendars_to_json, schedule_from_js
 from sundial.schedule import Calendar, CalendarKind, Schedule, parse_calendar_dates
 
 
+class CalendarChanged(Aborted):
+    """A calendar a job write computed with changed (or went) before the write locked
+    it; nothing was written. Retryable: read the calendars again."""
+
+
 def calendar_from_row(row: Row) -> StoredCalendar:
     dates, yearly = parse_calendar_dates(row["dates"], "dates")
     return StoredCalendar(
@@ -116,7 +121,7 @@ async def check_calendar_versions(
     transaction) and make sure they are still at those versions.
 
     Raises:
-        Aborted: One changed or was deleted since (retryable: compute again).
+        CalendarChanged: One changed or was deleted since (compute again).
     """
     if not calendars:
         return
@@ -124,9 +129,8 @@ async def check_calendar_versions(
     now = {row["name"]: row["version"] for row in rows}
     for calendar in calendars:
         if now.get(calendar.name) != calendar.version:
-            raise Aborted(
-                f"calendar {calendar.name} changed while the job was being written; retry",
-                reason="CONCURRENT_CHANGE",
+            raise CalendarChanged(
+                f"calendar {calendar.name} changed while the job was being written; retry"
             )
 
 
