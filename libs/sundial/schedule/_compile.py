@@ -9,6 +9,12 @@ Decisions the design leaves open, made here:
 * Interval schedules are anchored on the Unix epoch plus ``offset`` (Temporal's rule),
   not on ``start_time``; ``every`` must be at least one second.
 * ``time_zone`` ``""`` means UTC. The DST policies only affect cron schedules.
+* Several specs: the next fire time is the earliest of every spec's next one; an instant
+  more than one names is one fire time, the lowest spec index's. Each spec resolves DST
+  ``AUTO`` by its own fields.
+* Calendars filter that union by the fire time's local date; a refused day is skipped
+  whole (to the next day, or the next included date), at most
+  :data:`MAX_CALENDAR_STEPS` times per search before the schedule counts as exhausted.
 """
 
 from __future__ import annotations
