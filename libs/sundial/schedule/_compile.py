@@ -86,6 +86,7 @@ class CompiledSchedule:
         "_clock",
         "_clocks",
         "_cron",
+        "_memo",
         "calendars",
         "end_time",
         "expanded_cron",
@@ -120,6 +121,9 @@ class CompiledSchedule:
         # Only cron fire times go through the shared next-fire cache (None otherwise).
         self._cron = clock if isinstance(clock, CronClock) else None
         self.calendars = calendars
+        # The last calendar-filtered search (after, result): a herd sharing one compiled
+        # schedule asks the same question once per job.
+        self._memo: tuple[datetime, FireTime | None] | None = None
         self.zone = clock.zone
         self.start_time = start_time
         self.end_time = end_time
@@ -157,6 +161,16 @@ class CompiledSchedule:
             if fire is None or not self._within_end(fire.at):
                 return None
             return fire
+        memo = self._memo
+        if memo is not None and memo[0] == after:
+            return memo[1]
+        found = self._allowed_next(after)
+        self._memo = (after, found)
+        return found
+
+    def _allowed_next(self, after: datetime) -> FireTime | None:
+        """The first fire time after ``after`` the calendars allow, within ``end_time``."""
+        assert self.calendars is not None
         for _ in range(MAX_CALENDAR_STEPS):
             fire = self._raw_next(after)
             if fire is None or not self._within_end(fire.at):
