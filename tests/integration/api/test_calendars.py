@@ -8,6 +8,8 @@ produced each time and which calendar removed an occurrence.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
 from datetime import UTC, date, datetime
 
@@ -424,3 +426,44 @@ async def test_a_job_write_with_a_changed_calendars_contents_writes_nothing(
     finally:
         await close_pool(pool, 5.0)
     assert (await api.counts())["jobs"] == 0
+
+
+async def test_concurrent_job_writes_and_calendar_updates_end_consistent(
+    start_api: StartApi,
+) -> None:
+    # Creates naming a calendar race updates of it: every job must end with the final
+    # contents and the next_run_at they give (no deadlock, no stale copy).
+    api = await start_api(clock=ManualClock(NOW))
+    tenant = await api.tenant("acme")
+    await create_calendar(api, tenant, "closed", EXCLUDE)
+
+    async def make(i: int) -> None:
+        schedule = job_pb2.Schedule(cron="0 9 * * *", calendars=["closed"])
+        await api.jobs.CreateJob(
+            pb.CreateJobRequest(job=make_job(f"j{i}", schedule=schedule)), metadata=tenant.md
+        )
+
+    async def close(days: int) -> None:
+        dates = [f"2026-12-{20 + d}" for d in range(days)]
+        await api.jobs.UpdateCalendar(
+            pb.UpdateCalendarRequest(
+                calendar=calendar_pb2.Calendar(name="closed", dates=dates),
+                update_mask=field_mask_pb2.FieldMask(paths=["dates"]),
+            ),
+            metadata=tenant.md,
+        )
+
+    await asyncio.gather(*(make(i) for i in range(30)), *(close(d) for d in range(1, 6)))
+    final = (
+        await api.jobs.GetCalendar(pb.GetCalendarRequest(name="closed"), metadata=tenant.md)
+    ).calendar
+    expected_next = datetime(2026, 12, 20 + len(final.dates), 9, tzinfo=UTC)
+    rows = await api.sql(
+        "SELECT j.next_run_at, d.calendars FROM jobs j JOIN job_definitions d USING (job_id)"
+    )
+    assert len(rows) == 30
+    for next_run_at, calendars in rows:
+        assert next_run_at == expected_next
+        assert json.loads(calendars) == [
+            {"name": "closed", "kind": "EXCLUDE", "dates": list(final.dates)}
+        ]
