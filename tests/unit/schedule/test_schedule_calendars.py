@@ -66,23 +66,37 @@ def _including(name: str, *days: str) -> Calendar:
 
 
 def test_excluding_25_december_removes_exactly_that_local_days_runs_in_sydney() -> None:
-    # Hourly in Sydney, where 25 December is in summer time (UTC+11): the local day is
+    # Hourly plus 02:30 daily in Sydney, from September to May: across the start of
+    # summer time (2026-10-04, when 02:30 does not exist and moves to 03:00) and its end
+    # (2027-04-04). 25 December is in summer time (UTC+11): its local day is
     # 2026-12-24T13:00Z to 2026-12-25T13:00Z, not the UTC day.
     holidays = _excluding("holidays", "12-25")
-    plain = Schedule(IntervalSpec(timedelta(hours=1)), time_zone="Australia/Sydney")
+    specs = (IntervalSpec(timedelta(hours=1)), CronSpec("30 2 * * *"))
+    plain = Schedule(specs[0], more_specs=specs[1:], spec_list=True, time_zone="Australia/Sydney")
     with_cal = Schedule(
-        IntervalSpec(timedelta(hours=1)), time_zone="Australia/Sydney", calendars=("holidays",)
+        specs[0],
+        more_specs=specs[1:],
+        spec_list=True,
+        time_zone="Australia/Sydney",
+        calendars=("holidays",),
     )
-    start, end = datetime(2026, 12, 20, tzinfo=UTC), datetime(2027, 1, 2, tzinfo=UTC)
+    start, end = datetime(2026, 9, 1, tzinfo=UTC), datetime(2027, 5, 1, tzinfo=UTC)
     every = _fires(compile_schedule(plain, job_id="j"), start, end)
     kept = _fires(
         compile_schedule(with_cal, job_id="j", calendars={"holidays": holidays}), start, end
     )
     removed = sorted({f.at for f in every} - {f.at for f in kept})  # type: ignore[attr-defined]
-    assert removed == [
-        datetime(2026, 12, 24, 13, tzinfo=UTC) + timedelta(hours=h) for h in range(24)
-    ]
+    day_start = datetime(2026, 12, 24, 13, tzinfo=UTC)
+    assert removed == sorted(
+        [day_start + timedelta(hours=h) for h in range(24)]
+        + [day_start + timedelta(hours=2, minutes=30)]
+    )
     assert {f.at for f in kept} <= {f.at for f in every}  # type: ignore[attr-defined]
+    # The DST days kept their runs: the 23-hour day's 02:30 moves to 03:00, an instant
+    # the hourly spec names, so the two are one run; the 25-hour day runs 02:30 once.
+    kept_days = [f.local.date() for f in kept]  # type: ignore[attr-defined]
+    assert kept_days.count(date(2026, 10, 4)) == 23
+    assert kept_days.count(date(2027, 4, 4)) == 25 + 1
 
 
 @pytest.mark.parametrize(
