@@ -467,3 +467,33 @@ async def test_concurrent_job_writes_and_calendar_updates_end_consistent(
         assert json.loads(calendars) == [
             {"name": "closed", "kind": "EXCLUDE", "dates": list(final.dates)}
         ]
+
+
+async def test_backfill_follows_the_calendars(start_api: StartApi) -> None:
+    api = await start_api(clock=ManualClock(NOW))
+    tenant = await api.tenant("acme")
+    await create_calendar(api, tenant, "closed", EXCLUDE, "2026-12-15")
+    schedule = job_pb2.Schedule(
+        specs=[job_pb2.ScheduleSpec(cron="0 9 * * *"), job_pb2.ScheduleSpec(cron="0 9 * * *")],
+        time_zone="Europe/Berlin",
+        calendars=["closed"],
+    )
+    job = (
+        await api.jobs.CreateJob(
+            pb.CreateJobRequest(job=make_job("b", schedule=schedule)), metadata=tenant.md
+        )
+    ).job
+    answer = await api.jobs.BackfillJob(
+        pb.BackfillJobRequest(
+            job_id=job.job_id,
+            start_time=ts(datetime(2026, 12, 14, tzinfo=UTC)),
+            end_time=ts(datetime(2026, 12, 17, tzinfo=UTC)),
+        ),
+        metadata=tenant.md,
+    )
+    # 08:00 UTC is 09:00 in Berlin; the 15th is closed, and the two identical specs make
+    # one run a day.
+    assert [r.scheduled_at.ToDatetime(UTC) for r in answer.runs] == [
+        datetime(2026, 12, 14, 8, tzinfo=UTC),
+        datetime(2026, 12, 16, 8, tzinfo=UTC),
+    ]
