@@ -58,6 +58,11 @@ EXPECTED_METHODS = {
         "RotateOwnSigningSecret",
         "ListJobRevisions",
         "ListAuditEvents",
+        "CreateCalendar",
+        "GetCalendar",
+        "ListCalendars",
+        "UpdateCalendar",
+        "DeleteCalendar",
     },
     "RunLedgerService": {"LeaseRuns", "Heartbeat", "CompleteRuns"},
     "TargetService": {"Execute"},
@@ -192,7 +197,7 @@ def test_every_file_is_in_the_package() -> None:
     assert {f.name: f.package for f in files} == {
         **{
             f"sundial/v1/{name}.proto": PACKAGE
-            for name in ("admin", "egress", "job", "job_service", "run", "target")
+            for name in ("admin", "calendar", "egress", "job", "job_service", "run", "target")
         },
         **{f"sundial/internal/v1/{name}.proto": INTERNAL for name in ("events", "ledger")},
     }

@@ -9,6 +9,7 @@ import typer
 from sundial.cli import (
     admin,
     apply,
+    calendars,
     dev,
     egress,
     jobs,
@@ -39,6 +40,7 @@ app.command("apply")(apply.apply)
 app.command("export")(apply.export)
 app.add_typer(profiles.app)
 app.add_typer(secrets.app)
+app.add_typer(calendars.app)
 
 
 def _print_version(value: bool) -> None:

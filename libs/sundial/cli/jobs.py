@@ -49,21 +49,32 @@ _MISFIRE = {
 }
 
 
-def schedule_text(schedule: job_pb2.Schedule) -> str:
-    """``cron 0 9 * * * (Europe/Berlin)``, ``every 5s``, ``once 2026-...Z``."""
-    which = schedule.WhichOneof("spec")
+def _spec_text(spec: job_pb2.Schedule | job_pb2.ScheduleSpec, which: str | None) -> str:
     if which == "cron":
-        text = f"cron {schedule.cron}"
-    elif which == "interval":
-        text = f"every {duration_text(schedule.interval.every)}"
-        if schedule.interval.offset.ToTimedelta():
-            text += f" +{duration_text(schedule.interval.offset)}"
-    elif which == "once":
-        text = f"once {schedule.once.ToJsonString()}"
+        return f"cron {spec.cron}"
+    if which == "interval":
+        text = f"every {duration_text(spec.interval.every)}"
+        if spec.interval.offset.ToTimedelta():
+            text += f" +{duration_text(spec.interval.offset)}"
+        return text
+    if which == "once":
+        return f"once {spec.once.ToJsonString()}"
+    return "-"
+
+
+def schedule_text(schedule: job_pb2.Schedule) -> str:
+    """``cron 0 9 * * * (Europe/Berlin)``, ``every 5s``, ``once 2026-...Z``; a list of
+    specs joined by ``; ``, then ``excluding calendars ...``."""
+    if schedule.specs:
+        text = "; ".join(_spec_text(s, s.WhichOneof("kind")) for s in schedule.specs)
     else:
-        return "-"
+        text = _spec_text(schedule, schedule.WhichOneof("spec"))
+        if text == "-":
+            return text
     if schedule.time_zone and schedule.time_zone != "UTC":
         text += f" ({schedule.time_zone})"
+    if schedule.calendars:
+        text += f" [calendars {', '.join(schedule.calendars)}]"
     return text
 
 
@@ -145,18 +156,38 @@ def print_runs(runs: Sequence[run_pb2.Run], title: str = "", *, wide: bool = Fal
 
 
 def print_fire_times(fire_times: Sequence[pb.FireTime], title: str = "") -> None:
-    """Fire times with their DST notes (a time DST dropped: "(no run)")."""
-    print_table(
-        (Column("at (UTC)"), Column("local time"), Column("note", 1)),
-        [
-            (
-                fire.at.ToJsonString() if fire.HasField("at") else "-",
-                fire.local_time,
-                " ".join(filter(None, ["(no run)" if fire.dropped else "", fire.note])) or "",
-            )
-            for fire in fire_times
-        ],
-        title=title,
+    """Fire times with their DST and calendar notes (a time DST or a calendar dropped:
+    "(no run)"), and which spec produced each when the schedule has several."""
+    several = any(fire.spec_index for fire in fire_times)
+    columns = [Column("at (UTC)"), Column("local time"), Column("note", 1)]
+    if several:
+        columns.insert(2, Column("spec", 2))
+    rows = []
+    for fire in fire_times:
+        row = [
+            fire.at.ToJsonString() if fire.HasField("at") else "-",
+            fire.local_time,
+            " ".join(filter(None, ["(no run)" if fire.dropped else "", fire.note])) or "",
+        ]
+        if several:
+            row.insert(2, str(fire.spec_index))
+        rows.append(row)
+    print_table(columns, rows, title=title)
+
+
+def emit_preview(response: pb.PreviewScheduleResponse, title: str, output: Output) -> None:
+    """A PreviewSchedule answer as ``-o`` asks (``name``: the times that run)."""
+
+    def table(_wide: bool) -> None:
+        print_fire_times(response.fire_times, title)
+        if response.exhausted:
+            typer.echo("the schedule ends here (no later fire time)")
+
+    emit(
+        response,
+        output,
+        table=table,
+        names=lambda: [f.at.ToJsonString() for f in response.fire_times if not f.dropped],
     )
 
 
@@ -165,9 +196,18 @@ def emit_job(job: job_pb2.Job, response: Message, output: Output) -> None:
     emit(response, output, table=lambda _wide: print_job(job), names=lambda: [job.job_id])
 
 
-Cron = Annotated[str, typer.Option(help="Cron expression (5 or 6 fields, macros, H).")]
-Every = Annotated[str, typer.Option(help="Interval, e.g. 5s, 15m, 1h.")]
-Offset = Annotated[str, typer.Option(help="Interval phase, e.g. 30s.")]
+Cron = Annotated[
+    list[str] | None,
+    typer.Option(help="Cron expression (5 or 6 fields, macros, H); repeatable (a union)."),
+]
+Every = Annotated[
+    list[str] | None, typer.Option(help="Interval, e.g. 5s, 15m, 1h; repeatable (a union).")
+]
+Offset = Annotated[str, typer.Option(help="Interval phase, e.g. 30s (with one --every).")]
+Calendars = Annotated[
+    list[str] | None,
+    typer.Option("--calendar", help="Name of a calendar that filters the times; repeatable."),
+]
 At = Annotated[str, typer.Option(help="Run once at this ISO 8601 instant.")]
 Url = Annotated[str, typer.Option(help="HTTP(S) target URL.")]
 Header = Annotated[
@@ -189,18 +229,36 @@ LatenessThreshold = Annotated[
 RequestId = Annotated[str, typer.Option(help="Idempotency key for retries.")]
 
 
-def _schedule_spec(schedule: job_pb2.Schedule, cron: str, every: str, offset: str, at: str) -> None:
-    """Set the one spec of ``schedule`` that ``--cron``, ``--every`` or ``--at`` gives."""
-    if sum(map(bool, (cron, every, at))) != 1:
-        fail("give exactly one of --cron, --every or --at")
-    if cron:
-        schedule.cron = cron
-    elif every:
-        schedule.interval.every.CopyFrom(parse_duration(every, "--every"))
+def _schedule_spec(
+    schedule: job_pb2.Schedule, crons: list[str], everys: list[str], offset: str, at: str
+) -> str:
+    """Set the specs ``--cron``, ``--every`` and ``--at`` give: one sets the schedule's
+    single spec, several make a ``specs`` list (their union). Returns the update-mask
+    path (``schedule.cron``, ``schedule.specs``...)."""
+    count = len(crons) + len(everys) + bool(at)
+    if not count:
+        fail("give at least one of --cron, --every or --at")
+    if offset and len(everys) != 1:
+        fail("--offset goes with exactly one --every")
+    specs = [job_pb2.ScheduleSpec(cron=cron) for cron in crons]
+    for every in everys:
+        spec = job_pb2.ScheduleSpec()
+        spec.interval.every.CopyFrom(parse_duration(every, "--every"))
         if offset:
-            schedule.interval.offset.CopyFrom(parse_duration(offset, "--offset"))
+            spec.interval.offset.CopyFrom(parse_duration(offset, "--offset"))
+        specs.append(spec)
+    if at:
+        specs.append(job_pb2.ScheduleSpec(once=parse_time(at, "--at")))
+    if count > 1:
+        schedule.specs.extend(specs)
+        return "schedule.specs"
+    which = specs[0].WhichOneof("kind")
+    assert which is not None
+    if which == "cron":
+        schedule.cron = specs[0].cron
     else:
-        schedule.once.CopyFrom(parse_time(at, "--at"))
+        getattr(schedule, which).CopyFrom(getattr(specs[0], which))
+    return f"schedule.{which}"
 
 
 def _target(
@@ -262,10 +320,11 @@ def create(
     *,
     conn: Connection,
     token: TokenOption = "",
-    cron: Cron = "",
-    every: Every = "",
+    cron: Cron = None,
+    every: Every = None,
     offset: Offset = "",
     at: At = "",
+    calendar: Calendars = None,
     tz: Annotated[str, typer.Option("--tz", help="IANA time zone of the schedule.")] = "UTC",
     url: Url = "",
     method: Annotated[str, typer.Option(help="HTTP method.")] = "POST",
@@ -288,8 +347,8 @@ def create(
     output: OutputOption = Output.TABLE,
 ) -> None:
     """Create a job."""
-    schedule = job_pb2.Schedule(time_zone=tz, max_runs=max_runs)
-    _schedule_spec(schedule, cron, every, offset, at)
+    schedule = job_pb2.Schedule(time_zone=tz, max_runs=max_runs, calendars=calendar or [])
+    _schedule_spec(schedule, cron or [], every or [], offset, at)
     if jitter:
         schedule.jitter.CopyFrom(parse_duration(jitter, "--jitter"))
     policies = job_pb2.Policies()
@@ -320,10 +379,14 @@ def update(
     token: TokenOption = "",
     name: Annotated[str, typer.Option(help="A new name.")] = "",
     description: Annotated[str | None, typer.Option(help="New free text.")] = None,
-    cron: Cron = "",
-    every: Every = "",
+    cron: Cron = None,
+    every: Every = None,
     offset: Offset = "",
     at: At = "",
+    calendar: Calendars = None,
+    no_calendars: Annotated[
+        bool, typer.Option("--no-calendars", help="Stop filtering by any calendar.")
+    ] = False,
     tz: Annotated[str, typer.Option("--tz", help="A new time zone.")] = "",
     url: Url = "",
     method: Annotated[str, typer.Option(help="HTTP method (with --url).")] = "POST",
@@ -356,10 +419,14 @@ def update(
         job.description = description
         paths.append("description")
     if cron or every or at:
-        _schedule_spec(job.schedule, cron, every, offset, at)
-        paths.append(f"schedule.{job.schedule.WhichOneof('spec')}")
+        paths.append(_schedule_spec(job.schedule, cron or [], every or [], offset, at))
     elif offset:
         fail("--offset goes with --every")
+    if calendar and no_calendars:
+        fail("give --calendar or --no-calendars, not both")
+    if calendar or no_calendars:
+        job.schedule.calendars.extend(calendar or [])
+        paths.append("schedule.calendars")
     if tz:
         job.schedule.time_zone = tz
         paths.append("schedule.time_zone")
@@ -568,6 +635,29 @@ def describe(
         print_fire_times(response.upcoming, "next fire times")
 
     emit(response, output, table=table, names=lambda: [response.job.job_id])
+
+
+@app.command("preview")
+@connected
+def preview_job(
+    job_id: JobId,
+    *,
+    count: Annotated[int, typer.Option(help="How many fire times (1-1000).")] = 10,
+    after: Annotated[str, typer.Option(help="Start after this ISO 8601 instant.")] = "",
+    conn: Connection,
+    token: TokenOption = "",
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """A job's next fire times from the API: which spec produced each, and what DST rules
+    and the job's calendars removed (and which calendar)."""
+    with jobs_client(conn, token) as (stub, md):
+        job = stub.GetJob(pb.GetJobRequest(job_id=job_id), metadata=md).job
+        request = pb.PreviewScheduleRequest(schedule=job.schedule, count=count, job_id=job.uid)
+        if after:
+            request.after.CopyFrom(parse_time(after, "--after"))
+        response = stub.PreviewSchedule(request, metadata=md)
+
+    emit_preview(response, f"{job.name}: {schedule_text(job.schedule)}", output)
 
 
 @app.command()

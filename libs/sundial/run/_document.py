@@ -35,6 +35,8 @@ from sundial.schedule import (
     DEFAULT_CATCHUP_WINDOW,
     DEFAULT_MAX_CATCHUP,
     DEFAULT_MISFIRE_THRESHOLD,
+    Calendar,
+    CalendarKind,
     CronSpec,
     FoldPolicy,
     GapPolicy,
@@ -42,12 +44,17 @@ from sundial.schedule import (
     MisfirePolicy,
     OnceSpec,
     Schedule,
+    Spec,
+    parse_calendar_dates,
 )
 
 __all__ = [
     "DEFAULT_LATENESS_THRESHOLD",
+    "RESOLVED_CALENDARS_KEY",
     "JobPolicies",
     "OverlapPolicy",
+    "calendars_from_json",
+    "calendars_to_json",
     "duration_to_json",
     "policies_from_json",
     "policies_to_json",
@@ -149,27 +156,56 @@ def _enum(value: Any, prefix: str, kind: type[enum.Enum], default: Any) -> Any:
     return kind[name]
 
 
+RESOLVED_CALENDARS_KEY = "resolved_calendars"
+"""The key under which the scheduler's copy of a schedule document carries the
+referenced calendars' contents (migration 0015's ``sundial_dispatch_schedule``)."""
+
+
+def _spec_from_json(doc: Mapping[str, Any], field: str) -> Spec:
+    if "cron" in doc:
+        return CronSpec(str(doc["cron"]))
+    if "interval" in doc:
+        interval = doc["interval"]
+        return IntervalSpec(
+            duration_from_json(interval["every"], f"{field}.interval.every"),
+            duration_from_json(interval.get("offset", "0s"), f"{field}.interval.offset"),
+        )
+    if "once" in doc:
+        return OnceSpec(_timestamp_from_json(doc["once"], f"{field}.once"))
+    raise ValueError(f"{field}: one of cron, interval or once is required")
+
+
+def _spec_to_json(spec: Spec) -> dict[str, Any]:
+    if isinstance(spec, CronSpec):
+        return {"cron": spec.expression}
+    if isinstance(spec, IntervalSpec):
+        return {
+            "interval": {
+                "every": duration_to_json(spec.every),
+                "offset": duration_to_json(spec.offset),
+            }
+        }
+    return {"once": _timestamp_to_json(spec.at)}
+
+
 def schedule_from_json(doc: dict[str, Any]) -> Schedule:
-    """Decode ``job_definitions.schedule``.
+    """Decode ``job_definitions.schedule`` (a ``resolved_calendars`` key is ignored:
+    :func:`calendars_from_json` reads it).
 
     Raises:
         ValueError: The document has no spec or a malformed value.
     """
-    if "cron" in doc:
-        spec: CronSpec | IntervalSpec | OnceSpec = CronSpec(str(doc["cron"]))
-    elif "interval" in doc:
-        interval = doc["interval"]
-        spec = IntervalSpec(
-            duration_from_json(interval["every"], "schedule.interval.every"),
-            duration_from_json(interval.get("offset", "0s"), "schedule.interval.offset"),
-        )
-    elif "once" in doc:
-        spec = OnceSpec(_timestamp_from_json(doc["once"], "schedule.once"))
+    listed = doc.get("specs")
+    if listed:
+        specs = [_spec_from_json(s, f"schedule.specs[{i}]") for i, s in enumerate(listed)]
     else:
-        raise ValueError("schedule: one of cron, interval or once is required")
+        specs = [_spec_from_json(doc, "schedule")]
     dst = doc.get("dst") or {}
     return Schedule(
-        spec=spec,
+        spec=specs[0],
+        more_specs=tuple(specs[1:]),
+        spec_list=bool(listed),
+        calendars=tuple(str(name) for name in doc.get("calendars") or ()),
         time_zone=doc.get("time_zone") or "UTC",
         start_time=(
             _timestamp_from_json(doc["start_time"], "schedule.start_time")
@@ -190,19 +226,13 @@ def schedule_from_json(doc: dict[str, Any]) -> Schedule:
 
 def schedule_to_json(schedule: Schedule) -> dict[str, Any]:
     """Encode a schedule as ``job_definitions.schedule`` (every field written)."""
-    spec = schedule.spec
     doc: dict[str, Any]
-    if isinstance(spec, CronSpec):
-        doc = {"cron": spec.expression}
-    elif isinstance(spec, IntervalSpec):
-        doc = {
-            "interval": {
-                "every": duration_to_json(spec.every),
-                "offset": duration_to_json(spec.offset),
-            }
-        }
+    if schedule.spec_list:
+        doc = {"specs": [_spec_to_json(spec) for spec in schedule.specs]}
     else:
-        doc = {"once": _timestamp_to_json(spec.at)}
+        doc = _spec_to_json(schedule.spec)
+    if schedule.calendars:
+        doc["calendars"] = list(schedule.calendars)
     doc["time_zone"] = schedule.time_zone or "UTC"
     if schedule.start_time is not None:
         doc["start_time"] = _timestamp_to_json(schedule.start_time)
@@ -215,6 +245,28 @@ def schedule_to_json(schedule: Schedule) -> dict[str, Any]:
     }
     doc["max_runs"] = str(schedule.max_runs)
     return doc
+
+
+def calendars_to_json(calendars: list[Calendar] | tuple[Calendar, ...]) -> list[dict[str, Any]]:
+    """Encode the calendars a schedule references as ``job_definitions.calendars``
+    (migration 0015): their contents, in reference order, without versions (the
+    definition digest then changes only when a date or a kind does)."""
+    return [{"name": c.name, "kind": c.kind.value, "dates": c.entries()} for c in calendars]
+
+
+def calendars_from_json(doc: Any) -> dict[str, Calendar]:
+    """Decode calendar contents (``job_definitions.calendars``, or the
+    ``resolved_calendars`` key of the scheduler's schedule document) by name.
+
+    Raises:
+        ValueError: A malformed entry.
+    """
+    found: dict[str, Calendar] = {}
+    for entry in doc or ():
+        name = str(entry["name"])
+        dates, yearly = parse_calendar_dates(entry.get("dates") or (), f"calendars[{name}]")
+        found[name] = Calendar(name, CalendarKind(entry["kind"]), dates, yearly)
+    return found
 
 
 def policies_from_json(doc: dict[str, Any]) -> JobPolicies:

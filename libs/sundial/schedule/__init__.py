@@ -11,6 +11,8 @@ Every occurrence Sundial starts is decided here (docs/design.md section 4):
   gap, both in the fold), with per-job ``GapPolicy``/``FoldPolicy`` overrides; every
   moved or dropped time is annotated;
 * misfire planning (``RUN_ONCE``, ``SKIP``, ``CATCH_UP``) and deterministic jitter;
+* several specs per schedule (their fire times unioned, an instant named twice firing
+  once) and calendars that remove occurrences by local date (``EXCLUDE``/``INCLUDE``);
 * caches so a herd of jobs sharing an expression and zone costs one computation.
 
 Typical use::
@@ -24,7 +26,19 @@ Validation errors are :class:`sundial.core.errors.InvalidArgument` naming the fi
 """
 
 from ._cache import CacheStats, cache_info, clear_caches
-from ._compile import CompiledSchedule, compile_schedule, depends_on_job_id
+from ._calendar import (
+    MAX_CALENDAR_DATES,
+    Calendar,
+    CalendarKind,
+    parse_calendar_dates,
+)
+from ._compile import (
+    MAX_CALENDARS,
+    MAX_SPECS,
+    CompiledSchedule,
+    compile_schedule,
+    depends_on_job_id,
+)
 from ._cron import MACROS, ParsedCron, parse_cron
 from ._jitter import jitter_offset
 from ._misfire import (
@@ -55,7 +69,12 @@ __all__ = [
     "DEFAULT_MISFIRE_THRESHOLD",
     "DEFAULT_ZONE",
     "MACROS",
+    "MAX_CALENDARS",
+    "MAX_CALENDAR_DATES",
+    "MAX_SPECS",
     "CacheStats",
+    "Calendar",
+    "CalendarKind",
     "CompiledSchedule",
     "CronSpec",
     "DstAnnotation",
@@ -75,6 +94,7 @@ __all__ = [
     "depends_on_job_id",
     "jitter_offset",
     "load_zone",
+    "parse_calendar_dates",
     "parse_cron",
     "plan_misfire",
     "validate_misfire",

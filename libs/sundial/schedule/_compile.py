@@ -9,15 +9,24 @@ Decisions the design leaves open, made here:
 * Interval schedules are anchored on the Unix epoch plus ``offset`` (Temporal's rule),
   not on ``start_time``; ``every`` must be at least one second.
 * ``time_zone`` ``""`` means UTC. The DST policies only affect cron schedules.
+* Several specs: the next fire time is the earliest of every spec's next one; an instant
+  more than one names is one fire time, the lowest spec index's. Each spec resolves DST
+  ``AUTO`` by its own fields.
+* Calendars filter that union by the fire time's local date; a refused day is skipped
+  whole (to the next day, or the next included date), at most
+  :data:`MAX_CALENDAR_STEPS` times per search before the schedule counts as exhausted.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import dataclasses
+from collections.abc import Mapping
+from datetime import UTC, date, datetime, timedelta
 
 from sundial.core.errors import InvalidArgument
 
 from . import _cache
+from ._calendar import Calendar, CalendarFilter, before_day, resolve_calendars
 from ._fire import Clock, CronClock, IntervalClock, OnceClock
 from ._jitter import jitter_offset
 from ._spec import (
@@ -28,11 +37,25 @@ from ._spec import (
     IntervalSpec,
     OnceSpec,
     Schedule,
+    Spec,
 )
-from ._zone import load_zone
+from ._zone import TzdataZone, load_zone
 
 _US = timedelta(microseconds=1)
 MIN_INTERVAL = timedelta(seconds=1)
+MAX_SPECS = 16
+"""Specs one schedule may list."""
+MAX_CALENDARS = 8
+"""Calendars one schedule may reference."""
+# Steps one search for a fire time may take past occurrences its calendars remove
+# (each step skips a whole refused day, or to the next included date) before it
+# concludes the schedule never fires again.
+MAX_CALENDAR_STEPS = 10_000
+# Occurrences a preview reports as removed per refused day (an every-second spec would
+# add 86,400 identical explanations).
+_MAX_REMOVED_PER_DAY = 100
+# And per preview (an INCLUDE calendar of a few dates a year refuses most days).
+_MAX_REMOVED = 1000
 
 
 class CompiledSchedule:
@@ -53,11 +76,18 @@ class CompiledSchedule:
         gap_policy: Cron only: the resolved gap rule (``SHIFT`` or ``SKIP``), else None.
         fold_policy: Cron only: the resolved fold rule (``ONCE`` or ``TWICE``), else None.
         expanded_cron: Cron only: the expression croniter iterates (``H`` resolved).
+        calendars: The referenced calendars, compiled (None: no calendar).
+
+    Several specs: ``fixed_time``, ``gap_policy``, ``fold_policy`` and
+    ``expanded_cron`` describe the first spec; each spec resolves its own ``AUTO``.
     """
 
     __slots__ = (
         "_clock",
+        "_clocks",
         "_cron",
+        "_memo",
+        "calendars",
         "end_time",
         "expanded_cron",
         "fixed_time",
@@ -81,12 +111,19 @@ class CompiledSchedule:
         end_time: datetime | None,
         fixed_time: bool | None = None,
         expanded_cron: str | None = None,
+        more_clocks: tuple[Clock, ...] = (),
+        calendars: CalendarFilter | None = None,
     ) -> None:
         self.schedule = schedule
         self.job_id = job_id
         self._clock = clock
+        self._clocks = (clock, *more_clocks)
         # Only cron fire times go through the shared next-fire cache (None otherwise).
         self._cron = clock if isinstance(clock, CronClock) else None
+        self.calendars = calendars
+        # The last calendar-filtered search (after, result): a herd sharing one compiled
+        # schedule asks the same question once per job.
+        self._memo: tuple[datetime, FireTime | None] | None = None
         self.zone = clock.zone
         self.start_time = start_time
         self.end_time = end_time
@@ -119,21 +156,44 @@ class CompiledSchedule:
         if self.max_runs and fired_count >= self.max_runs:
             return None
         after = self._lower_bound(_as_utc(after, "after"))
-        if self._cron is not None:
-            fire = _cache.next_fire(self._cron, after)
-        else:
-            fire = self._clock.next_fire(after)
-        if fire is None or (self.end_time is not None and fire.at > self.end_time):
-            return None
-        return fire
+        if self.calendars is None:
+            fire = self._raw_next(after)
+            if fire is None or not self._within_end(fire.at):
+                return None
+            return fire
+        memo = self._memo
+        if memo is not None and memo[0] == after:
+            return memo[1]
+        found = self._allowed_next(after)
+        self._memo = (after, found)
+        return found
+
+    def _allowed_next(self, after: datetime) -> FireTime | None:
+        """The first fire time after ``after`` the calendars allow, within ``end_time``."""
+        assert self.calendars is not None
+        for _ in range(MAX_CALENDAR_STEPS):
+            fire = self._raw_next(after)
+            if fire is None or not self._within_end(fire.at):
+                return None
+            day = fire.local.date()
+            if self.calendars.refusal(day) is None:
+                return fire
+            cursor = self._skip_to(fire, day)
+            if cursor is None:
+                return None
+            after = cursor
+        return None
 
     def preview(self, after: datetime, count: int, *, fired_count: int = 0) -> list[FireTime]:
-        """Return the next ``count`` fire times, with what DST rules dropped between them.
+        """Return the next ``count`` fire times, with what DST rules and calendars
+        dropped between them.
 
         Dropped entries (``dropped=True``: skipped gap times, gap times merged into
-        another run, skipped second occurrences) are extra: ``count`` counts runs only.
-        Entries are ordered by instant, then by the wall time they name. At most 100
-        dropped entries are reported per DST transition.
+        another run, skipped second occurrences, occurrences a calendar removed) are
+        extra: ``count`` counts runs only. Entries are ordered by instant, then by the
+        wall time they name. At most 100 dropped entries are reported per DST
+        transition, 100 per day a calendar refused and 1,000 calendar removals in all
+        (later removed occurrences are skipped silently).
 
         Args:
             after: Any aware instant; entries are strictly after it.
@@ -147,18 +207,69 @@ class CompiledSchedule:
             raise ValueError("count must not be negative")
         cursor = self._lower_bound(_as_utc(after, "after"))
         entries: list[FireTime] = []
+        seen: set[tuple[datetime, datetime, int]] = set()
         fires = 0
+        steps = 0
+        removed_day: date | None = None
+        removed = reported = 0
         while fires < count and not (self.max_runs and fired_count + fires >= self.max_runs):
             dropped: list[FireTime] = []
-            fire = self._clock.scan(cursor, dropped)
-            entries.extend(d for d in dropped if self._within_end(d.at))
+            fire = self._raw_scan(cursor, dropped)
+            for d in dropped:
+                key = (d.at, d.wall, d.spec_index)
+                if key not in seen and self._within_end(d.at):
+                    seen.add(key)
+                    entries.append(d)
             if fire is None or not self._within_end(fire.at):
                 break
-            entries.append(fire)
-            fires += 1
-            cursor = fire.at
+            day = fire.local.date()
+            why = None if self.calendars is None else self.calendars.refusal(day)
+            if why is None:
+                entries.append(fire)
+                fires += 1
+                cursor = fire.at
+                continue
+            assert self.calendars is not None
+            steps += 1
+            if steps > MAX_CALENDAR_STEPS:
+                break
+            if day != removed_day:
+                removed_day, removed = day, 0
+            removed += 1
+            if reported >= _MAX_REMOVED:
+                skip = self._skip_to(fire, day)
+                if skip is None:
+                    break
+                cursor = skip
+                continue
+            entries.append(
+                dataclasses.replace(
+                    fire,
+                    dropped=True,
+                    calendar=self.calendars.refusing(day),
+                    note=why if fire.note is None else f"{fire.note}; {why}",
+                )
+            )
+            reported += 1
+            if removed < _MAX_REMOVED_PER_DAY and reported < _MAX_REMOVED:
+                if self.calendars.next_candidate(day) is None:
+                    break  # no later date can fire
+                cursor = fire.at
+                continue
+            skip = self._skip_to(fire, day)
+            if skip is None:
+                break
+            cursor = skip
         entries.sort(key=lambda e: (e.at, e.wall))
         return entries
+
+    def allows(self, at: datetime) -> bool:
+        """Whether the calendars let an occurrence at ``at`` fire (its local date in the
+        schedule's zone); True without calendars."""
+        if self.calendars is None:
+            return True
+        day = _as_utc(at, "at").astimezone(self.zone).date()
+        return self.calendars.refusal(day) is None
 
     def dispatch_at(self, nominal: datetime) -> datetime:
         """Return when the occurrence ``nominal`` should start: nominal plus jitter."""
@@ -169,6 +280,51 @@ class CompiledSchedule:
         if not self.max_runs:
             return None
         return max(0, self.max_runs - fired_count)
+
+    def _raw_next(self, after: datetime) -> FireTime | None:
+        """The union's next fire time strictly after ``after``, before calendars."""
+        if len(self._clocks) == 1:
+            if self._cron is not None:
+                return _cache.next_fire(self._cron, after)
+            return self._clock.next_fire(after)
+        best: FireTime | None = None
+        for index, clock in enumerate(self._clocks):
+            if isinstance(clock, CronClock):
+                fire = _cache.next_fire(clock, after)
+            else:
+                fire = clock.next_fire(after)
+            # Strictly earlier only: an instant two specs name keeps the first spec's.
+            if fire is not None and (best is None or fire.at < best.at):
+                best = fire if index == 0 else dataclasses.replace(fire, spec_index=index)
+        return best
+
+    def _raw_scan(self, after: datetime, dropped: list[FireTime]) -> FireTime | None:
+        """:meth:`_raw_next` collecting what DST rules dropped up to the fire time."""
+        if len(self._clocks) == 1:
+            return self._clock.scan(after, dropped)
+        best: FireTime | None = None
+        found: list[FireTime] = []
+        for index, clock in enumerate(self._clocks):
+            mine: list[FireTime] = []
+            fire = clock.scan(after, mine)
+            found.extend(dataclasses.replace(d, spec_index=index) for d in mine)
+            if fire is not None and (best is None or fire.at < best.at):
+                best = fire if index == 0 else dataclasses.replace(fire, spec_index=index)
+        # Another spec's drops beyond the chosen fire are reported when the walk gets there.
+        dropped.extend(d for d in found if best is None or d.at <= best.at)
+        return best
+
+    def _skip_to(self, fire: FireTime, day: date) -> datetime | None:
+        """A cursor past the refused ``day`` of ``fire``: just before the next date that
+        may fire (never before ``fire``, so every step makes progress); None: never."""
+        assert self.calendars is not None
+        following = self.calendars.next_candidate(day)
+        if following is None:
+            return None
+        start = before_day(self.zone, following)
+        if start is None:
+            return None
+        return max(fire.at, start)
 
     def _lower_bound(self, after: datetime) -> datetime:
         # "strictly after start - 1us" is "at or after start": start is inclusive.
@@ -187,26 +343,34 @@ def depends_on_job_id(schedule: Schedule) -> bool:
     counts as dependent: compiling it per job reports the error."""
     if schedule.jitter:
         return True
-    if isinstance(schedule.spec, CronSpec):
-        try:
-            return _cache.parsed_cron(schedule.spec.expression).uses_hash
-        except InvalidArgument:
-            return True
+    for spec in schedule.specs:
+        if isinstance(spec, CronSpec):
+            try:
+                if _cache.parsed_cron(spec.expression).uses_hash:
+                    return True
+            except InvalidArgument:
+                return True
     return False
 
 
-def compile_schedule(schedule: Schedule, *, job_id: str) -> CompiledSchedule:
+def compile_schedule(
+    schedule: Schedule, *, job_id: str, calendars: Mapping[str, Calendar] | None = None
+) -> CompiledSchedule:
     """Validate ``schedule`` and compile it for ``job_id``.
 
     Every problem raises :class:`~sundial.core.errors.InvalidArgument` naming the field:
     ``schedule.cron``, ``schedule.interval.every``, ``schedule.interval.offset``,
-    ``schedule.once``, ``schedule.time_zone``, ``schedule.start_time``,
-    ``schedule.end_time``, ``schedule.jitter``, ``schedule.max_runs``,
-    ``schedule.dst.gap``, ``schedule.dst.fold`` (or ``schedule`` when no spec is set).
+    ``schedule.once`` (``schedule.specs[i].cron`` and so on for a list),
+    ``schedule.specs``, ``schedule.calendars[i]``, ``schedule.time_zone``,
+    ``schedule.start_time``, ``schedule.end_time``, ``schedule.jitter``,
+    ``schedule.max_runs``, ``schedule.dst.gap``, ``schedule.dst.fold`` (or ``schedule``
+    when no spec is set).
 
     Args:
         schedule: The schedule.
-        job_id: The job's id (hashed for ``H`` and jitter).
+        job_id: The job's id (hashed for ``H`` and jitter; per job, whichever spec).
+        calendars: The calendars the schedule may reference, by name (the tenant's);
+            every name in ``schedule.calendars`` must be there.
 
     Returns:
         The compiled schedule. Compiling many jobs that share an expression and zone is
@@ -237,57 +401,77 @@ def compile_schedule(schedule: Schedule, *, job_id: str) -> CompiledSchedule:
         raise InvalidArgument("schedule.dst.gap", f"unknown gap policy {schedule.dst_gap!r}")
     if not isinstance(schedule.dst_fold, FoldPolicy):
         raise InvalidArgument("schedule.dst.fold", f"unknown fold policy {schedule.dst_fold!r}")
+    specs = schedule.specs
+    if len(specs) > MAX_SPECS:
+        raise InvalidArgument("schedule.specs", f"at most {MAX_SPECS} specs, got {len(specs)}")
+    if len(schedule.calendars) > MAX_CALENDARS:
+        raise InvalidArgument(
+            "schedule.calendars",
+            f"at most {MAX_CALENDARS} calendars, got {len(schedule.calendars)}",
+        )
+    if len(set(schedule.calendars)) != len(schedule.calendars):
+        raise InvalidArgument("schedule.calendars", "names a calendar more than once")
+    calendar_filter = resolve_calendars(schedule.calendars, calendars, "schedule.calendars")
+    compiled = [
+        _compile_spec(spec, schedule, zone, job_id, schedule.spec_field(i))
+        for i, spec in enumerate(specs)
+    ]
+    clock, fixed_time, expanded = compiled[0]
+    return CompiledSchedule(
+        schedule,
+        job_id,
+        clock,
+        start_time=start,
+        end_time=end,
+        fixed_time=fixed_time,
+        expanded_cron=expanded,
+        more_clocks=tuple(c[0] for c in compiled[1:]),
+        calendars=calendar_filter,
+    )
 
-    spec = schedule.spec
+
+def _compile_spec(
+    spec: Spec, schedule: Schedule, zone: TzdataZone, job_id: str, field: str
+) -> tuple[Clock, bool | None, str | None]:
+    """One spec's clock, with (cron only) whether it is fixed-time and its expansion."""
     if isinstance(spec, CronSpec):
         if not isinstance(spec.expression, str):
-            raise InvalidArgument("schedule.cron", "must be a string")
-        parsed = _cache.parsed_cron(spec.expression)
-        expanded = _cache.expanded_cron(spec.expression, job_id if parsed.uses_hash else "")
-        gap = schedule.dst_gap
-        if gap is GapPolicy.AUTO:
-            gap = GapPolicy.SHIFT if parsed.fixed_time else GapPolicy.SKIP
-        fold = schedule.dst_fold
-        if fold is FoldPolicy.AUTO:
-            fold = FoldPolicy.ONCE if parsed.fixed_time else FoldPolicy.TWICE
-        clock = _cache.cron_clock(expanded, zone.key, gap, fold)
-        return CompiledSchedule(
-            schedule,
-            job_id,
-            clock,
-            start_time=start,
-            end_time=end,
-            fixed_time=parsed.fixed_time,
-            expanded_cron=expanded,
-        )
+            raise InvalidArgument(f"{field}.cron", "must be a string")
+        try:
+            parsed = _cache.parsed_cron(spec.expression)
+            expanded = _cache.expanded_cron(spec.expression, job_id if parsed.uses_hash else "")
+            gap = schedule.dst_gap
+            if gap is GapPolicy.AUTO:
+                gap = GapPolicy.SHIFT if parsed.fixed_time else GapPolicy.SKIP
+            fold = schedule.dst_fold
+            if fold is FoldPolicy.AUTO:
+                fold = FoldPolicy.ONCE if parsed.fixed_time else FoldPolicy.TWICE
+            clock = _cache.cron_clock(expanded, zone.key, gap, fold)
+        except InvalidArgument as exc:
+            if field == "schedule" or not exc.field.startswith("schedule."):
+                raise
+            raise InvalidArgument(field + exc.field.removeprefix("schedule"), exc.problem) from None
+        return clock, parsed.fixed_time, expanded
     if isinstance(spec, IntervalSpec):
-        _check_duration(spec.every, "schedule.interval.every")
+        _check_duration(spec.every, f"{field}.interval.every")
         if spec.every < MIN_INTERVAL:
             raise InvalidArgument(
-                "schedule.interval.every", f"must be at least 1s, got {_seconds(spec.every)}"
+                f"{field}.interval.every", f"must be at least 1s, got {_seconds(spec.every)}"
             )
-        _check_duration(spec.offset, "schedule.interval.offset")
+        _check_duration(spec.offset, f"{field}.interval.offset")
         if spec.offset >= spec.every:
             raise InvalidArgument(
-                "schedule.interval.offset",
+                f"{field}.interval.offset",
                 f"must be shorter than the interval ({_seconds(spec.every)}), "
                 f"got {_seconds(spec.offset)}",
             )
-        return CompiledSchedule(
-            schedule,
-            job_id,
-            IntervalClock(spec.every, spec.offset, zone),
-            start_time=start,
-            end_time=end,
-        )
+        return IntervalClock(spec.every, spec.offset, zone), None, None
     if isinstance(spec, OnceSpec):
-        at = _optional_instant(spec.at, "schedule.once")
+        at = _optional_instant(spec.at, f"{field}.once")
         if at is None:
-            raise InvalidArgument("schedule.once", "is required")
-        return CompiledSchedule(
-            schedule, job_id, OnceClock(at, zone), start_time=start, end_time=end
-        )
-    raise InvalidArgument("schedule", "one of cron, interval or once is required")
+            raise InvalidArgument(f"{field}.once", "is required")
+        return OnceClock(at, zone), None, None
+    raise InvalidArgument(field, "one of cron, interval or once is required")
 
 
 def _as_utc(value: datetime, name: str) -> datetime:

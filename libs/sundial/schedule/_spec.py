@@ -135,8 +135,13 @@ Spec = CronSpec | IntervalSpec | OnceSpec
 class Schedule:
     """A job's schedule: when occurrences are due.
 
+    A schedule has one spec or several: its fire times are then the union of theirs,
+    an instant named by more than one spec fires once (attributed to the first spec that
+    names it). Bounds, ``max_runs``, jitter and the DST policies apply to the union;
+    calendars filter it by local date.
+
     Attributes:
-        spec: What repeats (cron, interval or once).
+        spec: What repeats (cron, interval or once); the first spec of a list.
         time_zone: IANA zone name the cron expression is read in; ``""`` means UTC
             (proto3's unset string). Also used for the ``local`` of every fire time.
         start_time: No fire time before this instant (inclusive bound).
@@ -157,6 +162,23 @@ class Schedule:
     dst_gap: GapPolicy = GapPolicy.AUTO
     dst_fold: FoldPolicy = FoldPolicy.AUTO
     max_runs: int = 0
+    more_specs: tuple[Spec, ...] = ()
+    """The other specs of a list (after ``spec``)."""
+    spec_list: bool = False
+    """True when the schedule was given as a list (``Schedule.specs`` on the wire), even
+    of one spec: it is stored and returned in that form."""
+    calendars: tuple[str, ...] = ()
+    """Names of the tenant calendars that filter the fire times (resolved at compile)."""
+
+    @property
+    def specs(self) -> tuple[Spec, ...]:
+        """Every spec, the first one first."""
+        return (self.spec, *self.more_specs)
+
+    def spec_field(self, index: int) -> str:
+        """The field path of spec ``index`` in errors: ``schedule.specs[1]`` for a list,
+        ``schedule`` for the single-spec form."""
+        return f"schedule.specs[{index}]" if self.spec_list else "schedule"
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +196,10 @@ class FireTime:
         dropped: True for a preview entry that is not a run (skipped or merged); never
             returned by ``next_fire``. For a dropped gap time ``at`` is the instant the
             clocks jump; for a dropped second occurrence it is that second instant.
+        spec_index: Which spec of the schedule named this time (0 for a single spec;
+            the lowest index when several name the same instant).
+        calendar: For a preview entry a calendar removed (``dropped``): the calendar's
+            name; ``note`` says why. Empty otherwise.
     """
 
     at: datetime
@@ -182,3 +208,5 @@ class FireTime:
     annotation: DstAnnotation | None = None
     note: str | None = None
     dropped: bool = False
+    spec_index: int = 0
+    calendar: str = ""

@@ -7,7 +7,7 @@ from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -132,7 +132,7 @@ class JobStats(_message.Message):
     def __init__(self, last_fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_success_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_failure_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., total_runs: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., skipped_misfires: _Optional[int] = ..., last_lateness: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., skipped_overlaps: _Optional[int] = ..., cancelled: _Optional[int] = ..., scheduled_occurrences: _Optional[int] = ...) -> None: ...
 
 class Schedule(_message.Message):
-    __slots__ = ("cron", "interval", "once", "time_zone", "start_time", "end_time", "jitter", "dst", "max_runs")
+    __slots__ = ("cron", "interval", "once", "time_zone", "start_time", "end_time", "jitter", "dst", "max_runs", "specs", "calendars")
     CRON_FIELD_NUMBER: _ClassVar[int]
     INTERVAL_FIELD_NUMBER: _ClassVar[int]
     ONCE_FIELD_NUMBER: _ClassVar[int]
@@ -142,6 +142,8 @@ class Schedule(_message.Message):
     JITTER_FIELD_NUMBER: _ClassVar[int]
     DST_FIELD_NUMBER: _ClassVar[int]
     MAX_RUNS_FIELD_NUMBER: _ClassVar[int]
+    SPECS_FIELD_NUMBER: _ClassVar[int]
+    CALENDARS_FIELD_NUMBER: _ClassVar[int]
     cron: str
     interval: IntervalSchedule
     once: _timestamp_pb2.Timestamp
@@ -151,7 +153,19 @@ class Schedule(_message.Message):
     jitter: _duration_pb2.Duration
     dst: DstPolicy
     max_runs: int
-    def __init__(self, cron: _Optional[str] = ..., interval: _Optional[_Union[IntervalSchedule, _Mapping]] = ..., once: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., time_zone: _Optional[str] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., jitter: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., dst: _Optional[_Union[DstPolicy, _Mapping]] = ..., max_runs: _Optional[int] = ...) -> None: ...
+    specs: _containers.RepeatedCompositeFieldContainer[ScheduleSpec]
+    calendars: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, cron: _Optional[str] = ..., interval: _Optional[_Union[IntervalSchedule, _Mapping]] = ..., once: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., time_zone: _Optional[str] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., jitter: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., dst: _Optional[_Union[DstPolicy, _Mapping]] = ..., max_runs: _Optional[int] = ..., specs: _Optional[_Iterable[_Union[ScheduleSpec, _Mapping]]] = ..., calendars: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ScheduleSpec(_message.Message):
+    __slots__ = ("cron", "interval", "once")
+    CRON_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    ONCE_FIELD_NUMBER: _ClassVar[int]
+    cron: str
+    interval: IntervalSchedule
+    once: _timestamp_pb2.Timestamp
+    def __init__(self, cron: _Optional[str] = ..., interval: _Optional[_Union[IntervalSchedule, _Mapping]] = ..., once: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class IntervalSchedule(_message.Message):
     __slots__ = ("every", "offset")

@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .job_service_pb2 import ApplyJobRequest, ApplyJobResponse, BackfillJobRequest, BackfillJobResponse, BatchCreateJobsRequest, BatchCreateJobsResponse, CancelRunRequest, CancelRunResponse, CreateJobRequest, CreateJobResponse, DeleteJobRequest, DeleteJobResponse, DescribeJobRequest, DescribeJobResponse, GetEgressPolicyRequest, GetEgressPolicyResponse, GetJobRequest, GetJobResponse, GetRunRequest, GetRunResponse, ListAuditEventsRequest, ListAuditEventsResponse, ListJobRevisionsRequest, ListJobRevisionsResponse, ListJobsRequest, ListJobsResponse, ListRunsRequest, ListRunsResponse, PauseJobRequest, PauseJobResponse, PreviewScheduleRequest, PreviewScheduleResponse, ReplayRunRequest, ReplayRunResponse, ResumeJobRequest, ResumeJobResponse, RotateOwnSigningSecretRequest, RotateOwnSigningSecretResponse, TriggerJobRequest, TriggerJobResponse, UpdateJobRequest, UpdateJobResponse
+from .job_service_pb2 import ApplyJobRequest, ApplyJobResponse, BackfillJobRequest, BackfillJobResponse, BatchCreateJobsRequest, BatchCreateJobsResponse, CancelRunRequest, CancelRunResponse, CreateCalendarRequest, CreateCalendarResponse, CreateJobRequest, CreateJobResponse, DeleteCalendarRequest, DeleteCalendarResponse, DeleteJobRequest, DeleteJobResponse, DescribeJobRequest, DescribeJobResponse, GetCalendarRequest, GetCalendarResponse, GetEgressPolicyRequest, GetEgressPolicyResponse, GetJobRequest, GetJobResponse, GetRunRequest, GetRunResponse, ListAuditEventsRequest, ListAuditEventsResponse, ListCalendarsRequest, ListCalendarsResponse, ListJobRevisionsRequest, ListJobRevisionsResponse, ListJobsRequest, ListJobsResponse, ListRunsRequest, ListRunsResponse, PauseJobRequest, PauseJobResponse, PreviewScheduleRequest, PreviewScheduleResponse, ReplayRunRequest, ReplayRunResponse, ResumeJobRequest, ResumeJobResponse, RotateOwnSigningSecretRequest, RotateOwnSigningSecretResponse, TriggerJobRequest, TriggerJobResponse, UpdateCalendarRequest, UpdateCalendarResponse, UpdateJobRequest, UpdateJobResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -171,6 +171,39 @@ class JobService(Protocol):
         """
         Lists the tenant's audit log, newest first: every write call made with its tokens
         (jobs, runs, secrets), who made it, on what and how it ended.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def create_calendar(self, request: CreateCalendarRequest, ctx: RequestContext[CreateCalendarRequest, CreateCalendarResponse], /) -> CreateCalendarResponse:
+        """
+        Creates a calendar of the tenant (calendar.proto). ALREADY_EXISTS for a taken name.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def get_calendar(self, request: GetCalendarRequest, ctx: RequestContext[GetCalendarRequest, GetCalendarResponse], /) -> GetCalendarResponse:
+        """
+        Returns one calendar; NOT_FOUND for an unknown name.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def list_calendars(self, request: ListCalendarsRequest, ctx: RequestContext[ListCalendarsRequest, ListCalendarsResponse], /) -> ListCalendarsResponse:
+        """
+        Lists the tenant's calendars, ordered by name.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def update_calendar(self, request: UpdateCalendarRequest, ctx: RequestContext[UpdateCalendarRequest, UpdateCalendarResponse], /) -> UpdateCalendarResponse:
+        """
+        Changes the fields named by update_mask (description, kind, dates). In the same
+        transaction every job whose schedule names the calendar gets its next_run_at
+        recomputed with the new dates, so the scheduler uses them from its next dispatch.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def delete_calendar(self, request: DeleteCalendarRequest, ctx: RequestContext[DeleteCalendarRequest, DeleteCalendarResponse], /) -> DeleteCalendarResponse:
+        """
+        Deletes a calendar. FAILED_PRECONDITION, naming up to 10 of them, while jobs'
+        schedules name it: change those schedules first.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -418,6 +451,61 @@ class JobServiceASGIApplication(ConnectASGIApplication[JobService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.list_audit_events,
+                ),
+                "/sundial.v1.JobService/CreateCalendar": Endpoint.unary(
+                    method=MethodInfo(
+                        name="CreateCalendar",
+                        service_name="sundial.v1.JobService",
+                        input=CreateCalendarRequest,
+                        output=CreateCalendarResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.create_calendar,
+                ),
+                "/sundial.v1.JobService/GetCalendar": Endpoint.unary(
+                    method=MethodInfo(
+                        name="GetCalendar",
+                        service_name="sundial.v1.JobService",
+                        input=GetCalendarRequest,
+                        output=GetCalendarResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.get_calendar,
+                ),
+                "/sundial.v1.JobService/ListCalendars": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ListCalendars",
+                        service_name="sundial.v1.JobService",
+                        input=ListCalendarsRequest,
+                        output=ListCalendarsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.list_calendars,
+                ),
+                "/sundial.v1.JobService/UpdateCalendar": Endpoint.unary(
+                    method=MethodInfo(
+                        name="UpdateCalendar",
+                        service_name="sundial.v1.JobService",
+                        input=UpdateCalendarRequest,
+                        output=UpdateCalendarResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.update_calendar,
+                ),
+                "/sundial.v1.JobService/DeleteCalendar": Endpoint.unary(
+                    method=MethodInfo(
+                        name="DeleteCalendar",
+                        service_name="sundial.v1.JobService",
+                        input=DeleteCalendarRequest,
+                        output=DeleteCalendarResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.delete_calendar,
                 ),
             },
             interceptors=interceptors,
@@ -950,6 +1038,124 @@ class JobServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def create_calendar(
+        self,
+        request: CreateCalendarRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> CreateCalendarResponse:
+        """
+        Creates a calendar of the tenant (calendar.proto). ALREADY_EXISTS for a taken name.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="CreateCalendar",
+                service_name="sundial.v1.JobService",
+                input=CreateCalendarRequest,
+                output=CreateCalendarResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def get_calendar(
+        self,
+        request: GetCalendarRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> GetCalendarResponse:
+        """
+        Returns one calendar; NOT_FOUND for an unknown name.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="GetCalendar",
+                service_name="sundial.v1.JobService",
+                input=GetCalendarRequest,
+                output=GetCalendarResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def list_calendars(
+        self,
+        request: ListCalendarsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListCalendarsResponse:
+        """
+        Lists the tenant's calendars, ordered by name.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListCalendars",
+                service_name="sundial.v1.JobService",
+                input=ListCalendarsRequest,
+                output=ListCalendarsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def update_calendar(
+        self,
+        request: UpdateCalendarRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> UpdateCalendarResponse:
+        """
+        Changes the fields named by update_mask (description, kind, dates). In the same
+        transaction every job whose schedule names the calendar gets its next_run_at
+        recomputed with the new dates, so the scheduler uses them from its next dispatch.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="UpdateCalendar",
+                service_name="sundial.v1.JobService",
+                input=UpdateCalendarRequest,
+                output=UpdateCalendarResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def delete_calendar(
+        self,
+        request: DeleteCalendarRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> DeleteCalendarResponse:
+        """
+        Deletes a calendar. FAILED_PRECONDITION, naming up to 10 of them, while jobs'
+        schedules name it: change those schedules first.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="DeleteCalendar",
+                service_name="sundial.v1.JobService",
+                input=DeleteCalendarRequest,
+                output=DeleteCalendarResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class JobServiceSync(Protocol):
     """
@@ -1085,6 +1291,39 @@ class JobServiceSync(Protocol):
         """
         Lists the tenant's audit log, newest first: every write call made with its tokens
         (jobs, runs, secrets), who made it, on what and how it ended.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def create_calendar(self, request: CreateCalendarRequest, ctx: RequestContext[CreateCalendarRequest, CreateCalendarResponse], /) -> CreateCalendarResponse:
+        """
+        Creates a calendar of the tenant (calendar.proto). ALREADY_EXISTS for a taken name.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def get_calendar(self, request: GetCalendarRequest, ctx: RequestContext[GetCalendarRequest, GetCalendarResponse], /) -> GetCalendarResponse:
+        """
+        Returns one calendar; NOT_FOUND for an unknown name.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def list_calendars(self, request: ListCalendarsRequest, ctx: RequestContext[ListCalendarsRequest, ListCalendarsResponse], /) -> ListCalendarsResponse:
+        """
+        Lists the tenant's calendars, ordered by name.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def update_calendar(self, request: UpdateCalendarRequest, ctx: RequestContext[UpdateCalendarRequest, UpdateCalendarResponse], /) -> UpdateCalendarResponse:
+        """
+        Changes the fields named by update_mask (description, kind, dates). In the same
+        transaction every job whose schedule names the calendar gets its next_run_at
+        recomputed with the new dates, so the scheduler uses them from its next dispatch.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def delete_calendar(self, request: DeleteCalendarRequest, ctx: RequestContext[DeleteCalendarRequest, DeleteCalendarResponse], /) -> DeleteCalendarResponse:
+        """
+        Deletes a calendar. FAILED_PRECONDITION, naming up to 10 of them, while jobs'
+        schedules name it: change those schedules first.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -1330,6 +1569,61 @@ class JobServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.list_audit_events,
+                ),
+                "/sundial.v1.JobService/CreateCalendar": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="CreateCalendar",
+                        service_name="sundial.v1.JobService",
+                        input=CreateCalendarRequest,
+                        output=CreateCalendarResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.create_calendar,
+                ),
+                "/sundial.v1.JobService/GetCalendar": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="GetCalendar",
+                        service_name="sundial.v1.JobService",
+                        input=GetCalendarRequest,
+                        output=GetCalendarResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.get_calendar,
+                ),
+                "/sundial.v1.JobService/ListCalendars": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ListCalendars",
+                        service_name="sundial.v1.JobService",
+                        input=ListCalendarsRequest,
+                        output=ListCalendarsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.list_calendars,
+                ),
+                "/sundial.v1.JobService/UpdateCalendar": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="UpdateCalendar",
+                        service_name="sundial.v1.JobService",
+                        input=UpdateCalendarRequest,
+                        output=UpdateCalendarResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.update_calendar,
+                ),
+                "/sundial.v1.JobService/DeleteCalendar": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="DeleteCalendar",
+                        service_name="sundial.v1.JobService",
+                        input=DeleteCalendarRequest,
+                        output=DeleteCalendarResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.delete_calendar,
                 ),
             },
             interceptors=interceptors,
@@ -1856,6 +2150,124 @@ class JobServiceClientSync(ConnectClientSync):
                 service_name="sundial.v1.JobService",
                 input=ListAuditEventsRequest,
                 output=ListAuditEventsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def create_calendar(
+        self,
+        request: CreateCalendarRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> CreateCalendarResponse:
+        """
+        Creates a calendar of the tenant (calendar.proto). ALREADY_EXISTS for a taken name.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="CreateCalendar",
+                service_name="sundial.v1.JobService",
+                input=CreateCalendarRequest,
+                output=CreateCalendarResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def get_calendar(
+        self,
+        request: GetCalendarRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> GetCalendarResponse:
+        """
+        Returns one calendar; NOT_FOUND for an unknown name.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="GetCalendar",
+                service_name="sundial.v1.JobService",
+                input=GetCalendarRequest,
+                output=GetCalendarResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def list_calendars(
+        self,
+        request: ListCalendarsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListCalendarsResponse:
+        """
+        Lists the tenant's calendars, ordered by name.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListCalendars",
+                service_name="sundial.v1.JobService",
+                input=ListCalendarsRequest,
+                output=ListCalendarsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def update_calendar(
+        self,
+        request: UpdateCalendarRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> UpdateCalendarResponse:
+        """
+        Changes the fields named by update_mask (description, kind, dates). In the same
+        transaction every job whose schedule names the calendar gets its next_run_at
+        recomputed with the new dates, so the scheduler uses them from its next dispatch.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="UpdateCalendar",
+                service_name="sundial.v1.JobService",
+                input=UpdateCalendarRequest,
+                output=UpdateCalendarResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def delete_calendar(
+        self,
+        request: DeleteCalendarRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> DeleteCalendarResponse:
+        """
+        Deletes a calendar. FAILED_PRECONDITION, naming up to 10 of them, while jobs'
+        schedules name it: change those schedules first.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="DeleteCalendar",
+                service_name="sundial.v1.JobService",
+                input=DeleteCalendarRequest,
+                output=DeleteCalendarResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

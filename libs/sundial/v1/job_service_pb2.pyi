@@ -4,6 +4,7 @@ from google.api import field_behavior_pb2 as _field_behavior_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from sundial.v1 import calendar_pb2 as _calendar_pb2
 from sundial.v1 import egress_pb2 as _egress_pb2
 from sundial.v1 import job_pb2 as _job_pb2
 from sundial.v1 import run_pb2 as _run_pb2
@@ -43,6 +44,76 @@ DST_ANNOTATION_GAP_SKIPPED: DstAnnotation
 DST_ANNOTATION_FOLD_FIRST: DstAnnotation
 DST_ANNOTATION_FOLD_SECOND: DstAnnotation
 DST_ANNOTATION_FOLD_SKIPPED: DstAnnotation
+
+class CreateCalendarRequest(_message.Message):
+    __slots__ = ("calendar",)
+    CALENDAR_FIELD_NUMBER: _ClassVar[int]
+    calendar: _calendar_pb2.Calendar
+    def __init__(self, calendar: _Optional[_Union[_calendar_pb2.Calendar, _Mapping]] = ...) -> None: ...
+
+class CreateCalendarResponse(_message.Message):
+    __slots__ = ("calendar",)
+    CALENDAR_FIELD_NUMBER: _ClassVar[int]
+    calendar: _calendar_pb2.Calendar
+    def __init__(self, calendar: _Optional[_Union[_calendar_pb2.Calendar, _Mapping]] = ...) -> None: ...
+
+class GetCalendarRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class GetCalendarResponse(_message.Message):
+    __slots__ = ("calendar",)
+    CALENDAR_FIELD_NUMBER: _ClassVar[int]
+    calendar: _calendar_pb2.Calendar
+    def __init__(self, calendar: _Optional[_Union[_calendar_pb2.Calendar, _Mapping]] = ...) -> None: ...
+
+class ListCalendarsRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListCalendarsResponse(_message.Message):
+    __slots__ = ("calendars", "next_page_token")
+    CALENDARS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    calendars: _containers.RepeatedCompositeFieldContainer[_calendar_pb2.Calendar]
+    next_page_token: str
+    def __init__(self, calendars: _Optional[_Iterable[_Union[_calendar_pb2.Calendar, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class UpdateCalendarRequest(_message.Message):
+    __slots__ = ("calendar", "update_mask", "expected_version")
+    CALENDAR_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_MASK_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    calendar: _calendar_pb2.Calendar
+    update_mask: _field_mask_pb2.FieldMask
+    expected_version: int
+    def __init__(self, calendar: _Optional[_Union[_calendar_pb2.Calendar, _Mapping]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., expected_version: _Optional[int] = ...) -> None: ...
+
+class UpdateCalendarResponse(_message.Message):
+    __slots__ = ("calendar", "jobs_rescheduled")
+    CALENDAR_FIELD_NUMBER: _ClassVar[int]
+    JOBS_RESCHEDULED_FIELD_NUMBER: _ClassVar[int]
+    calendar: _calendar_pb2.Calendar
+    jobs_rescheduled: int
+    def __init__(self, calendar: _Optional[_Union[_calendar_pb2.Calendar, _Mapping]] = ..., jobs_rescheduled: _Optional[int] = ...) -> None: ...
+
+class DeleteCalendarRequest(_message.Message):
+    __slots__ = ("name", "expected_version")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    expected_version: int
+    def __init__(self, name: _Optional[str] = ..., expected_version: _Optional[int] = ...) -> None: ...
+
+class DeleteCalendarResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class CreateJobRequest(_message.Message):
     __slots__ = ("job", "request_id", "job_id")
@@ -304,20 +375,24 @@ class PreviewScheduleResponse(_message.Message):
     def __init__(self, fire_times: _Optional[_Iterable[_Union[FireTime, _Mapping]]] = ..., exhausted: _Optional[bool] = ...) -> None: ...
 
 class FireTime(_message.Message):
-    __slots__ = ("at", "local_time", "annotation", "note", "dropped", "due_at")
+    __slots__ = ("at", "local_time", "annotation", "note", "dropped", "due_at", "spec_index", "calendar")
     AT_FIELD_NUMBER: _ClassVar[int]
     LOCAL_TIME_FIELD_NUMBER: _ClassVar[int]
     ANNOTATION_FIELD_NUMBER: _ClassVar[int]
     NOTE_FIELD_NUMBER: _ClassVar[int]
     DROPPED_FIELD_NUMBER: _ClassVar[int]
     DUE_AT_FIELD_NUMBER: _ClassVar[int]
+    SPEC_INDEX_FIELD_NUMBER: _ClassVar[int]
+    CALENDAR_FIELD_NUMBER: _ClassVar[int]
     at: _timestamp_pb2.Timestamp
     local_time: str
     annotation: DstAnnotation
     note: str
     dropped: bool
     due_at: _timestamp_pb2.Timestamp
-    def __init__(self, at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., local_time: _Optional[str] = ..., annotation: _Optional[_Union[DstAnnotation, str]] = ..., note: _Optional[str] = ..., dropped: _Optional[bool] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    spec_index: int
+    calendar: str
+    def __init__(self, at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., local_time: _Optional[str] = ..., annotation: _Optional[_Union[DstAnnotation, str]] = ..., note: _Optional[str] = ..., dropped: _Optional[bool] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., spec_index: _Optional[int] = ..., calendar: _Optional[str] = ...) -> None: ...
 
 class ListRunsRequest(_message.Message):
     __slots__ = ("job_id", "statuses", "scheduled_after", "scheduled_before", "page_size", "page_token", "kinds")

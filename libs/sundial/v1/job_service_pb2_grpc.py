@@ -140,6 +140,31 @@ class JobServiceStub:
                 request_serializer=sundial_dot_v1_dot_job__service__pb2.ListAuditEventsRequest.SerializeToString,
                 response_deserializer=sundial_dot_v1_dot_job__service__pb2.ListAuditEventsResponse.FromString,
                 _registered_method=True)
+        self.CreateCalendar = channel.unary_unary(
+                '/sundial.v1.JobService/CreateCalendar',
+                request_serializer=sundial_dot_v1_dot_job__service__pb2.CreateCalendarRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_job__service__pb2.CreateCalendarResponse.FromString,
+                _registered_method=True)
+        self.GetCalendar = channel.unary_unary(
+                '/sundial.v1.JobService/GetCalendar',
+                request_serializer=sundial_dot_v1_dot_job__service__pb2.GetCalendarRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_job__service__pb2.GetCalendarResponse.FromString,
+                _registered_method=True)
+        self.ListCalendars = channel.unary_unary(
+                '/sundial.v1.JobService/ListCalendars',
+                request_serializer=sundial_dot_v1_dot_job__service__pb2.ListCalendarsRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_job__service__pb2.ListCalendarsResponse.FromString,
+                _registered_method=True)
+        self.UpdateCalendar = channel.unary_unary(
+                '/sundial.v1.JobService/UpdateCalendar',
+                request_serializer=sundial_dot_v1_dot_job__service__pb2.UpdateCalendarRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_job__service__pb2.UpdateCalendarResponse.FromString,
+                _registered_method=True)
+        self.DeleteCalendar = channel.unary_unary(
+                '/sundial.v1.JobService/DeleteCalendar',
+                request_serializer=sundial_dot_v1_dot_job__service__pb2.DeleteCalendarRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_job__service__pb2.DeleteCalendarResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -300,6 +325,44 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateCalendar(self, request, context):
+        """Creates a calendar of the tenant (calendar.proto). ALREADY_EXISTS for a taken name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetCalendar(self, request, context):
+        """Returns one calendar; NOT_FOUND for an unknown name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListCalendars(self, request, context):
+        """Lists the tenant's calendars, ordered by name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateCalendar(self, request, context):
+        """Changes the fields named by update_mask (description, kind, dates). In the same
+        transaction every job whose schedule names the calendar gets its next_run_at
+        recomputed with the new dates, so the scheduler uses them from its next dispatch.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteCalendar(self, request, context):
+        """Deletes a calendar. FAILED_PRECONDITION, naming up to 10 of them, while jobs'
+        schedules name it: change those schedules first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -407,6 +470,31 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.ListAuditEvents,
                     request_deserializer=sundial_dot_v1_dot_job__service__pb2.ListAuditEventsRequest.FromString,
                     response_serializer=sundial_dot_v1_dot_job__service__pb2.ListAuditEventsResponse.SerializeToString,
+            ),
+            'CreateCalendar': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateCalendar,
+                    request_deserializer=sundial_dot_v1_dot_job__service__pb2.CreateCalendarRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_job__service__pb2.CreateCalendarResponse.SerializeToString,
+            ),
+            'GetCalendar': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCalendar,
+                    request_deserializer=sundial_dot_v1_dot_job__service__pb2.GetCalendarRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_job__service__pb2.GetCalendarResponse.SerializeToString,
+            ),
+            'ListCalendars': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListCalendars,
+                    request_deserializer=sundial_dot_v1_dot_job__service__pb2.ListCalendarsRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_job__service__pb2.ListCalendarsResponse.SerializeToString,
+            ),
+            'UpdateCalendar': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateCalendar,
+                    request_deserializer=sundial_dot_v1_dot_job__service__pb2.UpdateCalendarRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_job__service__pb2.UpdateCalendarResponse.SerializeToString,
+            ),
+            'DeleteCalendar': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteCalendar,
+                    request_deserializer=sundial_dot_v1_dot_job__service__pb2.DeleteCalendarRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_job__service__pb2.DeleteCalendarResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -977,6 +1065,141 @@ class JobService:
             '/sundial.v1.JobService/ListAuditEvents',
             sundial_dot_v1_dot_job__service__pb2.ListAuditEventsRequest.SerializeToString,
             sundial_dot_v1_dot_job__service__pb2.ListAuditEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateCalendar(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/CreateCalendar',
+            sundial_dot_v1_dot_job__service__pb2.CreateCalendarRequest.SerializeToString,
+            sundial_dot_v1_dot_job__service__pb2.CreateCalendarResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCalendar(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/GetCalendar',
+            sundial_dot_v1_dot_job__service__pb2.GetCalendarRequest.SerializeToString,
+            sundial_dot_v1_dot_job__service__pb2.GetCalendarResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListCalendars(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/ListCalendars',
+            sundial_dot_v1_dot_job__service__pb2.ListCalendarsRequest.SerializeToString,
+            sundial_dot_v1_dot_job__service__pb2.ListCalendarsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateCalendar(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/UpdateCalendar',
+            sundial_dot_v1_dot_job__service__pb2.UpdateCalendarRequest.SerializeToString,
+            sundial_dot_v1_dot_job__service__pb2.UpdateCalendarResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteCalendar(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/DeleteCalendar',
+            sundial_dot_v1_dot_job__service__pb2.DeleteCalendarRequest.SerializeToString,
+            sundial_dot_v1_dot_job__service__pb2.DeleteCalendarResponse.FromString,
             options,
             channel_credentials,
             insecure,

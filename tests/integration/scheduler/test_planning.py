@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 from sundial.run import JobPolicies
 from sundial.schedule import (
+    Calendar,
+    CalendarKind,
     CronSpec,
     IntervalSpec,
     MisfirePolicy,
@@ -58,3 +60,19 @@ def test_shortcut_matches_plan_misfire() -> None:
             expected.next_due,
             expected.skipped,
         ), (schedule, due, now, fired)
+
+
+def test_a_due_time_its_calendar_now_refuses_is_not_run() -> None:
+    holidays = Calendar("holidays", CalendarKind.EXCLUDE, frozenset({datetime(2030, 1, 1).date()}))
+    schedule = Schedule(CronSpec("0 * * * *"), calendars=("holidays",))
+    compiled = compile_schedule(schedule, job_id="job", calendars={"holidays": holidays})
+    policies = JobPolicies()
+    # next_run_at stored before the calendar excluded the day: nothing runs, and the job
+    # moves to the first allowed hour (still ahead).
+    plan = plan_occurrences(compiled, policies, T0, T0, 0)
+    assert (plan.run_now, plan.next_due) == ([], datetime(2030, 1, 2, tzinfo=UTC))
+    # Found late, after the day: the first allowed hour is planned as the due one.
+    late = datetime(2030, 1, 2, 0, 0, 30, tzinfo=UTC)
+    plan = plan_occurrences(compiled, policies, T0, late, 0)
+    assert plan.run_now == [datetime(2030, 1, 2, tzinfo=UTC)]
+    assert plan.next_due == datetime(2030, 1, 2, 1, tzinfo=UTC)

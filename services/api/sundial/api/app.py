@@ -8,6 +8,7 @@ from datetime import timedelta
 from sundial.api.admin import AdminServicer
 from sundial.api.audit import AuditInterceptor, AuditLog
 from sundial.api.auth import AuthInterceptor
+from sundial.api.calendars import CalendarManager
 from sundial.api.cluster import EtcdMembership, MembershipSource, UnconfiguredMembership
 from sundial.api.config import ApiConfig
 from sundial.api.egress import EgressPolicies
@@ -89,7 +90,14 @@ async def build(
             [
                 (
                     job_service_pb2_grpc.add_JobServiceServicer_to_server,
-                    JobServicer(jobs, runs, egress, tenants, AuditLog(pool)),
+                    JobServicer(
+                        jobs,
+                        runs,
+                        egress,
+                        tenants,
+                        AuditLog(pool),
+                        calendars=CalendarManager(store, clock),
+                    ),
                 ),
                 (
                     admin_pb2_grpc.add_AdminServiceServicer_to_server,

@@ -49,7 +49,12 @@ def is_write(method: str) -> bool:
 
 
 def _resource(request: Any) -> str:
-    """What the request names, the first of: a job id, a run key, a tenant, a token."""
+    """What the request names, the first of: a job id, a run key, a tenant, a token, a
+    calendar (``calendars/<name>``)."""
+    calendar = getattr(request, "calendar", None)
+    if type(request).__name__.endswith("CalendarRequest"):
+        name = calendar.name if calendar is not None else getattr(request, "name", "")
+        return f"calendars/{name}"[:200]
     for path in (
         ("job_id",),
         ("job", "job_id"),

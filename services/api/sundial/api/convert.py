@@ -25,6 +25,7 @@ from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
 from sundial.api.model import (
     ApplyOutcome,
+    CalendarSpec,
     Job,
     JobFilter,
     JobRef,
@@ -35,6 +36,7 @@ from sundial.api.model import (
     Run,
     RunFilter,
     Slo,
+    StoredCalendar,
     TenantEgress,
     as_revised,
 )
@@ -43,6 +45,8 @@ from sundial.core import wire
 from sundial.core.errors import InvalidArgument
 from sundial.run import JobPolicies, OverlapPolicy, RunKind, RunRef, RunStatus, truncate_error
 from sundial.schedule import (
+    MAX_SPECS,
+    CalendarKind,
     CronSpec,
     DstAnnotation,
     FoldPolicy,
@@ -53,7 +57,7 @@ from sundial.schedule import (
     Schedule,
     Spec,
 )
-from sundial.v1 import egress_pb2, job_pb2, job_service_pb2, run_pb2
+from sundial.v1 import calendar_pb2, egress_pb2, job_pb2, job_service_pb2, run_pb2
 
 E = TypeVar("E", bound=enum.Enum)
 
@@ -147,23 +151,53 @@ def run_ref_in(request: Any) -> tuple[JobRef, datetime]:
 # --- schedules and policies ---------------------------------------------------------------
 
 
-def schedule_in(message: job_pb2.Schedule, field: str = "schedule") -> Schedule:
-    """A wire schedule as a domain schedule (limits are checked later)."""
-    which = message.WhichOneof("spec")
-    spec: Spec
+def _spec_in(message: Any, which: str | None, field: str) -> Spec:
+    """One spec of a Schedule (its ``spec`` oneof) or of a ScheduleSpec (``kind``)."""
     if which == "cron":
-        spec = CronSpec(message.cron)
-    elif which == "interval":
-        spec = IntervalSpec(
+        return CronSpec(message.cron)
+    if which == "interval":
+        return IntervalSpec(
             every=wire.timedelta_in(message.interval.every, f"{field}.interval.every"),
             offset=wire.timedelta_in(message.interval.offset, f"{field}.interval.offset"),
         )
-    elif which == "once":
-        spec = OnceSpec(wire.timestamp_in(message.once, f"{field}.once"))
+    if which == "once":
+        return OnceSpec(wire.timestamp_in(message.once, f"{field}.once"))
+    raise InvalidArgument(field, "one of cron, interval or once is required")
+
+
+def _spec_out(spec: Spec, message: Any) -> None:
+    if isinstance(spec, CronSpec):
+        message.cron = spec.expression
+    elif isinstance(spec, IntervalSpec):
+        message.interval.every.CopyFrom(wire.duration(spec.every))
+        message.interval.offset.CopyFrom(wire.duration(spec.offset))
     else:
-        raise InvalidArgument(field, "one of cron, interval or once is required")
+        message.once.CopyFrom(wire.timestamp(spec.at))
+
+
+def schedule_in(message: job_pb2.Schedule, field: str = "schedule") -> Schedule:
+    """A wire schedule as a domain schedule (limits are checked later)."""
+    which = message.WhichOneof("spec")
+    if message.specs:
+        if which is not None:
+            raise InvalidArgument(
+                f"{field}.specs", f"must not be set together with {field}.{which}"
+            )
+        if len(message.specs) > MAX_SPECS:
+            raise InvalidArgument(
+                f"{field}.specs", f"at most {MAX_SPECS} specs, got {len(message.specs)}"
+            )
+        specs = [
+            _spec_in(s, s.WhichOneof("kind"), f"{field}.specs[{i}]")
+            for i, s in enumerate(message.specs)
+        ]
+    else:
+        specs = [_spec_in(message, which, field)]
     return Schedule(
-        spec=spec,
+        spec=specs[0],
+        more_specs=tuple(specs[1:]),
+        spec_list=bool(message.specs),
+        calendars=tuple(message.calendars),
         time_zone=message.time_zone or "UTC",
         start_time=wire.optional_timestamp(message, "start_time", f"{field}.start_time"),
         end_time=wire.optional_timestamp(message, "end_time", f"{field}.end_time"),
@@ -187,14 +221,12 @@ def schedule_out(schedule: Schedule) -> job_pb2.Schedule:
             gap=_number(schedule.dst_gap, _GAP), fold=_number(schedule.dst_fold, _FOLD)
         ),
     )
-    spec = schedule.spec
-    if isinstance(spec, CronSpec):
-        message.cron = spec.expression
-    elif isinstance(spec, IntervalSpec):
-        message.interval.every.CopyFrom(wire.duration(spec.every))
-        message.interval.offset.CopyFrom(wire.duration(spec.offset))
+    if schedule.spec_list:
+        for spec in schedule.specs:
+            _spec_out(spec, message.specs.add())
     else:
-        message.once.CopyFrom(wire.timestamp(spec.at))
+        _spec_out(schedule.spec, message)
+    message.calendars.extend(schedule.calendars)
     if schedule.start_time is not None:
         message.start_time.CopyFrom(wire.timestamp(schedule.start_time))
     if schedule.end_time is not None:
@@ -481,7 +513,11 @@ def fire_time_out(entry: PreviewEntry) -> job_service_pb2.FireTime:
     fire = entry.fire
     annotation = _ANNOTATION[fire.annotation]
     message = job_service_pb2.FireTime(
-        annotation=annotation, note=fire.note or "", dropped=fire.dropped
+        annotation=annotation,
+        note=fire.note or "",
+        dropped=fire.dropped,
+        spec_index=fire.spec_index,
+        calendar=fire.calendar,
     )
     if annotation == job_service_pb2.DST_ANNOTATION_GAP_SKIPPED:
         message.local_time = fire.wall.replace(tzinfo=None).isoformat()
@@ -507,3 +543,36 @@ def slo_out(slo: Slo) -> job_service_pb2.JobSlo:
         skipped=slo.skipped,
         failed=slo.failed,
     )
+
+
+# --- calendars ----------------------------------------------------------------------------
+
+_CALENDAR_KIND = _by_name(CalendarKind, calendar_pb2.CalendarKind, "CALENDAR_KIND_")
+
+
+def calendar_in(message: calendar_pb2.Calendar, field: str = "calendar") -> CalendarSpec:
+    """A wire calendar as what a tenant defines (limits checked by validation)."""
+    if message.kind == calendar_pb2.CALENDAR_KIND_UNSPECIFIED:
+        kind = None
+    else:
+        kind = _enum(message.kind, _CALENDAR_KIND, None, f"{field}.kind")
+    return CalendarSpec(
+        name=message.name,
+        description=message.description,
+        kind=kind,
+        dates=tuple(message.dates),
+    )
+
+
+def calendar_out(calendar: StoredCalendar) -> calendar_pb2.Calendar:
+    """A stored calendar, dates normalised."""
+    message = calendar_pb2.Calendar(
+        name=calendar.calendar.name,
+        description=calendar.description,
+        kind=_number(calendar.calendar.kind, _CALENDAR_KIND),
+        dates=calendar.calendar.entries(),
+        version=calendar.calendar.version,
+    )
+    message.create_time.CopyFrom(wire.timestamp(calendar.create_time))
+    message.update_time.CopyFrom(wire.timestamp(calendar.update_time))
+    return message

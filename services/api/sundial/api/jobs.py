@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from opentelemetry import trace
@@ -40,7 +40,7 @@ from sundial.api.model import (
     as_revised,
 )
 from sundial.api.runs import with_due
-from sundial.api.store import RequestClaim, RequestRecord, RequestTaken, Store
+from sundial.api.store import CalendarChanged, RequestClaim, RequestRecord, RequestTaken, Store
 from sundial.api.validation import TargetGuard, field_prefix
 from sundial.core import tracing
 from sundial.core.clock import Clock
@@ -53,7 +53,7 @@ from sundial.core.errors import (
 )
 from sundial.core.partition import partition_of
 from sundial.run import GrpcTarget, HttpTarget
-from sundial.schedule import CompiledSchedule, OnceSpec, Schedule, compile_schedule
+from sundial.schedule import Calendar, CompiledSchedule, OnceSpec, Schedule, compile_schedule
 
 CREATE_JOB = "CreateJob"
 BATCH_CREATE_JOBS = "BatchCreateJobs"
@@ -90,7 +90,9 @@ def first_fire(
     ``include_recent_once``.
     """
     after = now
-    if include_recent_once and isinstance(schedule.spec, OnceSpec):
+    # The single-spec form only: in a list, a passed `once` simply does not fire (looking
+    # back for it would bring back the other specs' recent times too).
+    if include_recent_once and not schedule.spec_list and isinstance(schedule.spec, OnceSpec):
         after = min(now, schedule.spec.at - _US)
     if last_fire is not None and last_fire > after:
         after = last_fire
@@ -99,8 +101,8 @@ def first_fire(
 
 
 def compiled_of(job: Job) -> CompiledSchedule:
-    """The job's stored (already validated) schedule, compiled."""
-    return compile_schedule(job.spec.schedule, job_id=str(job.job_id))
+    """The job's stored (already validated) schedule, compiled with its calendars."""
+    return compile_schedule(job.spec.schedule, job_id=str(job.job_id), calendars=job.calendars)
 
 
 def preview(compiled: CompiledSchedule, after: datetime, count: int, fired_count: int) -> Preview:
@@ -223,6 +225,7 @@ class JobManager:
         fires: dict[int, tuple[CompiledSchedule, datetime | None]] | None = None,
         *,
         client_id: str | None = None,
+        calendars: Mapping[str, Calendar] | None = None,
     ) -> NewJob:
         """Validate one new job and compute its first fire time.
 
@@ -231,10 +234,13 @@ class JobManager:
             shared: Checks shared by the jobs of one request (BatchCreateJobs).
             fires: First fire times by compiled schedule (``id``), shared likewise: a
                 schedule compiled once for many jobs fires first at the same instant.
+            calendars: The tenant's calendars the schedule names (:meth:`_calendars`).
         """
         job_id = uuid.uuid4()
         with field_prefix(prefix):
-            spec, compiled = validation.check_job_spec(spec, str(job_id), now=now, shared=shared)
+            spec, compiled = validation.check_job_spec(
+                spec, str(job_id), now=now, shared=shared, calendars=calendars
+            )
         known = fires.get(id(compiled)) if fires is not None else None
         if known is not None and known[0] is compiled:
             next_run_at = known[1]
@@ -248,7 +254,14 @@ class JobManager:
             partition_id=partition_of(job_id),
             next_run_at=next_run_at,
             client_id=client_id,
+            calendars=_named(spec.schedule, calendars),
         )
+
+    async def _calendars(self, tenant_id: str, specs: Sequence[JobSpec]) -> dict[str, Calendar]:
+        """The tenant's calendars the schedules of ``specs`` name (one read; a name it
+        does not have is left out, and validation names the field)."""
+        names = sorted({name for spec in specs for name in spec.schedule.calendars})
+        return await self._store.calendars_named(tenant_id, names) if names else {}
 
     @staticmethod
     def _created(tenant_id: str, new: NewJob, now: datetime) -> Job:
@@ -263,6 +276,7 @@ class JobManager:
             update_time=now,
             stats=JobStats(),
             client_id=new.client_id,
+            calendars={c.name: c for c in new.calendars},
         )
 
     async def _create(
@@ -275,14 +289,22 @@ class JobManager:
         validate_only: bool = False,
     ) -> Job:
         """Validate one job and insert it (unless ``validate_only``)."""
-        now = self._clock.now()
-        new = self._prepare(spec, now, client_id=client_id)
-        assert new.spec.target is not None
-        await self._guard.check(new.spec.target, await self._egress.policy(tenant_id))
-        if not validate_only:
-            await self._store.create_jobs(
-                tenant_id, [new], now, claim=claim, traceparent=_call_traceparent()
-            )
+        for attempt in range(_OPTIMISTIC_ATTEMPTS):
+            calendars = await self._calendars(tenant_id, [spec])
+            now = self._clock.now()
+            new = self._prepare(spec, now, client_id=client_id, calendars=calendars)
+            assert new.spec.target is not None
+            await self._guard.check(new.spec.target, await self._egress.policy(tenant_id))
+            if validate_only:
+                break
+            try:
+                await self._store.create_jobs(
+                    tenant_id, [new], now, claim=claim, traceparent=_call_traceparent()
+                )
+                break
+            except CalendarChanged:
+                if attempt == _OPTIMISTIC_ATTEMPTS - 1:
+                    raise  # compute again with the calendars' new contents
         return self._created(tenant_id, new, now)
 
     async def create_job(
@@ -346,11 +368,14 @@ class JobManager:
         replayed = await self._replayed(tenant_id, BATCH_CREATE_JOBS, request_id, request_hash)
         if replayed is not None:
             return replayed
+        calendars = await self._calendars(tenant_id, specs)
         now = self._clock.now()
         shared = validation.SharedChecks()
         fires: dict[int, tuple[CompiledSchedule, datetime | None]] = {}
         prepared = [
-            self._prepare(spec, now, f"jobs[{i}].", shared, fires, client_id=client_id)
+            self._prepare(
+                spec, now, f"jobs[{i}].", shared, fires, client_id=client_id, calendars=calendars
+            )
             for i, (spec, client_id) in enumerate(zip(specs, ids, strict=True))
         ]
         first_index: dict[str, int] = {}
@@ -557,7 +582,10 @@ class JobManager:
             job = await self.get_job(tenant_id, job_id)
             if expected_version and job.version != expected_version:
                 raise version_mismatch("job", job_id, job.version, expected_version)
-            rewritten = await self._rewrite(tenant_id, job, apply(job))
+            try:
+                rewritten = await self._rewrite(tenant_id, job, apply(job))
+            except CalendarChanged:
+                continue  # compute again with the calendars' new contents
             if rewritten is not None:
                 return rewritten[0]
             if expected_version:
@@ -589,9 +617,10 @@ class JobManager:
         """
         spec = dataclasses.replace(wanted, paused=job.spec.paused, pause_note=job.spec.pause_note)
         reschedule = spec.schedule != job.spec.schedule
+        calendars = await self._calendars(tenant_id, [spec])
         now = self._clock.now()
         spec, compiled = validation.check_job_spec(
-            spec, str(job.job_id), now=now if reschedule else None
+            spec, str(job.job_id), now=now if reschedule else None, calendars=calendars
         )
         if keep_equal and spec == job.spec:
             return job, False
@@ -607,9 +636,15 @@ class JobManager:
                 fired_count=job.fired_count,
                 last_fire=job.stats.last_fire_time,
             )
+        named = _named(spec.schedule, calendars)
         if validate_only:
             changed = dataclasses.replace(
-                job, spec=spec, next_run_at=next_run_at, version=job.version + 1, update_time=now
+                job,
+                spec=spec,
+                next_run_at=next_run_at,
+                version=job.version + 1,
+                update_time=now,
+                calendars={c.name: c for c in named},
             )
             return changed, True
         written = await self._store.update_job(
@@ -621,6 +656,7 @@ class JobManager:
             next_run_at=next_run_at,
             now=now,
             claim=claim,
+            calendars=named,
         )
         return (await self.get_job(tenant_id, job.job_id), True) if written else None
 
@@ -704,14 +740,17 @@ class JobManager:
             return Applied(created, ApplyOutcome.CREATED)
         if expected_version and job.version != expected_version:
             raise version_mismatch("job", ref, job.version, expected_version)
-        rewritten = await self._rewrite(
-            tenant_id,
-            job,
-            spec,
-            keep_equal=True,
-            claim=_with_outcome(claim, ApplyOutcome.UPDATED),
-            validate_only=validate_only,
-        )
+        try:
+            rewritten = await self._rewrite(
+                tenant_id,
+                job,
+                spec,
+                keep_equal=True,
+                claim=_with_outcome(claim, ApplyOutcome.UPDATED),
+                validate_only=validate_only,
+            )
+        except CalendarChanged:
+            return None  # apply_job tries again with the calendars' new contents
         if rewritten is None:
             if expected_version:
                 raise await self._conflict(tenant_id, job.job_id, expected_version, ref)
@@ -814,11 +853,20 @@ class JobManager:
                 "count", f"must be 1 to {validation.MAX_PREVIEW_COUNT}, got {count}"
             )
         compiled = validation.check_schedule(
-            schedule, PREVIEW_KEY if job_id is None else str(job_id)
+            schedule,
+            PREVIEW_KEY if job_id is None else str(job_id),
+            calendars=await self._store.calendars_named(tenant_id, list(schedule.calendars)),
         )
         if job_id is not None and await self._store.job_version(tenant_id, job_id) is None:
             raise NotFound(f"job_id: job {job_id} not found")
         return preview(compiled, after or self._clock.now(), count, 0)
+
+
+def _named(schedule: Schedule, calendars: Mapping[str, Calendar] | None) -> list[Calendar]:
+    """The calendars ``schedule`` names, in its order (validated: all present)."""
+    if not schedule.calendars or calendars is None:
+        return []
+    return [calendars[name] for name in schedule.calendars]
 
 
 def _with_outcome(claim: RequestClaim | None, outcome: ApplyOutcome) -> RequestClaim | None:

@@ -19,7 +19,7 @@ from uuid import UUID
 from sundial.core.auth import Role  # re-exported: the token roles of ApiToken
 from sundial.core.egress import EgressPolicy
 from sundial.run import ErrorClass, JobPolicies, RunKind, RunRef, RunStatus, SkipReason, Target
-from sundial.schedule import FireTime, Schedule
+from sundial.schedule import Calendar, CalendarKind, FireTime, Schedule
 
 T = TypeVar("T")
 
@@ -97,6 +97,9 @@ class Job:
     stats: JobStats = field(default_factory=JobStats)
     client_id: str | None = None
     """The client-chosen id (``Job.job_id`` on the wire), None for a server-id job."""
+    calendars: Mapping[str, Calendar] = field(default_factory=dict)
+    """The calendars its schedule names, as its definition row holds them (kept current
+    by UpdateCalendar, migration 0015)."""
 
     @property
     def fired_count(self) -> int:
@@ -113,6 +116,8 @@ class NewJob:
     partition_id: int
     next_run_at: datetime | None
     client_id: str | None = None
+    calendars: Sequence[Calendar] = ()
+    """The calendars its schedule names, in reference order, as validated."""
 
 
 JobRef = UUID | str
@@ -203,6 +208,29 @@ class BackfillResult:
     existing_count: int
     truncated: bool
     next_start_time: datetime | None
+
+
+# --- calendars ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CalendarSpec:
+    """A calendar as a request defines it (calendar.proto), before validation."""
+
+    name: str
+    description: str = ""
+    kind: CalendarKind | None = None
+    dates: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StoredCalendar:
+    """A tenant's calendar: its meaning (``calendar``, with its version) and the rest."""
+
+    calendar: Calendar
+    description: str
+    create_time: datetime
+    update_time: datetime
 
 
 # --- previews -----------------------------------------------------------------------------

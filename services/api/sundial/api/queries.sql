@@ -12,6 +12,7 @@
 SELECT j.job_id, j.tenant_id, j.name, j.partition_id, j.next_run_at, j.paused, j.version,
        j.fired_count, j.created_at, j.updated_at, j.client_job_id,
        d.schedule, d.target, d.policies, d.payload, d.labels, d.description, d.pause_note,
+       d.calendars,
        j.last_fire_at, s.last_success_at, s.last_failure_at, j.last_lateness_ms,
        s.succeeded_count, s.dead_count, s.skipped_count, s.missed_count, s.cancelled_count
   FROM jobs j
@@ -24,6 +25,7 @@ SELECT j.job_id, j.tenant_id, j.name, j.partition_id, j.next_run_at, j.paused, j
 SELECT j.job_id, j.tenant_id, j.name, j.partition_id, j.next_run_at, j.paused, j.version,
        j.fired_count, j.created_at, j.updated_at, j.client_job_id,
        d.schedule, d.target, d.policies, d.payload, d.labels, d.description, d.pause_note,
+       d.calendars,
        j.last_fire_at, s.last_success_at, s.last_failure_at, j.last_lateness_ms,
        s.succeeded_count, s.dead_count, s.skipped_count, s.missed_count, s.cancelled_count
   FROM jobs j
@@ -42,6 +44,7 @@ SELECT job_id FROM jobs WHERE tenant_id = $1 AND client_job_id = $2;
 SELECT j.job_id, j.tenant_id, j.name, j.partition_id, j.next_run_at, j.paused, j.version,
        j.fired_count, j.created_at, j.updated_at, j.client_job_id,
        d.schedule, d.target, d.policies, d.payload, d.labels, d.description, d.pause_note,
+       d.calendars,
        j.last_fire_at, s.last_success_at, s.last_failure_at, j.last_lateness_ms,
        s.succeeded_count, s.dead_count, s.skipped_count, s.missed_count, s.cancelled_count
   FROM jobs j
@@ -70,7 +73,9 @@ SELECT client_job_id FROM jobs WHERE tenant_id = $1 AND client_job_id = ANY($2::
 -- The columns $2-$14 are arrays, one entry per job ($14: client job ids, NULL entries
 -- for jobs named by their uid). $17: the creating call's trace context (NULL while
 -- tracing is off). $18, $19: who wrote it and the RPC's request id (the revisions,
--- migration 0012).
+-- migration 0012). $20: the referenced calendars' contents per job (NULL entries for
+-- jobs without calendars; migration 0015), as JSON text: asyncpg would read a list of
+-- lists as a two-dimensional array.
 -- Returns how many were inserted: 0 when the quota refused them (nothing written).
 -- The inserts read the quota update's result, so it runs first; the tenant row then
 -- stays locked only for this statement and the commit (CreateJob without request_id
@@ -87,27 +92,28 @@ WITH quota AS (
     SELECT t.job_id, t.name, t.partition_id, t.next_run_at, t.paused,
            t.schedule::jsonb AS schedule, t.target::jsonb AS target,
            t.policies::jsonb AS policies, t.payload, t.labels::jsonb AS labels,
-           t.description, t.pause_note, t.client_job_id
+           t.description, t.pause_note, t.client_job_id, t.calendars::jsonb AS calendars
       FROM unnest($2::uuid[], $3::text[], $4::smallint[], $5::timestamptz[], $6::boolean[],
                   $7::text[], $8::text[], $9::text[], $10::bytea[], $11::text[],
-                  $12::text[], $13::text[], $14::text[])
+                  $12::text[], $13::text[], $14::text[], $20::text[])
            AS t(job_id, name, partition_id, next_run_at, paused, schedule, target, policies,
-                payload, labels, description, pause_note, client_job_id)
+                payload, labels, description, pause_note, client_job_id, calendars)
      WHERE EXISTS (SELECT 1 FROM quota)
 ), new_jobs AS (
     INSERT INTO jobs (job_id, tenant_id, name, partition_id, next_run_at, paused,
                       created_at, updated_at, definition_digest, client_job_id,
                       create_traceparent)
     SELECT job_id, $1, name, partition_id, next_run_at, paused, $15, $15,
-           md5(schedule::text || ' ' || policies::text)::uuid,  -- as migration 0008
+           sundial_definition_digest(schedule, policies, calendars),  -- migration 0015
            client_job_id, $17::text
       FROM input
     RETURNING job_id
 ), new_definitions AS (
     INSERT INTO job_definitions (job_id, schedule, target, policies, payload, labels,
-                                 description, pause_note, changed_by, change_request_id)
+                                 description, pause_note, changed_by, change_request_id,
+                                 calendars)
     SELECT job_id, schedule, target, policies, payload, labels, description, pause_note,
-           $18::text, $19::text
+           $18::text, $19::text, calendars
       FROM input
 ), new_stats AS (
     INSERT INTO job_stats (job_id, updated_at) SELECT job_id, $15 FROM input
@@ -155,15 +161,15 @@ DELETE FROM job_requests
 
 -- name: update_job
 -- Writes job $1 of tenant $2 if it is still at version $3: new name ($4), next_run_at
--- ($6) only when $5, definition ($8-$13), version + 1, updated_at $7; $14, $15: who and
--- the request id (the revision).
+-- ($6) only when $5, definition ($8-$13, $16: the referenced calendars' contents),
+-- version + 1, updated_at $7; $14, $15: who and the request id (the revision).
 WITH changed AS (
     UPDATE jobs
        SET name = $4,
            next_run_at = CASE WHEN $5::boolean THEN $6::timestamptz ELSE next_run_at END,
            -- A changed definition may be the fix for a job the scheduler quarantined.
            dispatch_not_before = NULL,
-           definition_digest = md5($8::jsonb::text || ' ' || $10::jsonb::text)::uuid,
+           definition_digest = sundial_definition_digest($8::jsonb, $10::jsonb, $16::jsonb),
            version = version + 1,
            updated_at = $7
      WHERE job_id = $1 AND tenant_id = $2 AND version = $3
@@ -171,7 +177,7 @@ WITH changed AS (
 )
 UPDATE job_definitions d
    SET schedule = $8, target = $9, policies = $10, payload = $11, labels = $12,
-       description = $13, changed_by = $14, change_request_id = $15
+       description = $13, changed_by = $14, change_request_id = $15, calendars = $16
   FROM changed
  WHERE d.job_id = changed.job_id
 RETURNING d.job_id;
@@ -243,7 +249,8 @@ SELECT j.partition_id, d.schedule
    FOR KEY SHARE OF j;
 
 -- name: job_schedule
-SELECT d.schedule
+-- With the contents of the calendars it names (migration 0015).
+SELECT sundial_dispatch_schedule(d.schedule, d.calendars) AS schedule
   FROM jobs j
   JOIN job_definitions d ON d.job_id = j.job_id
  WHERE j.job_id = $1 AND j.tenant_id = $2;
@@ -266,7 +273,8 @@ RETURNING job_id, scheduled_at, kind, status, attempt, lease_until, executor_id,
 SELECT r.job_id, r.scheduled_at, r.kind, r.status, r.attempt, r.lease_until, r.executor_id,
        r.started_at, r.finished_at, r.next_attempt_at, r.lateness_ms, r.last_error,
        r.error_class, r.skip_reason, r.cancel_requested, r.created_at, r.replay_count,
-       r.last_http_status, r.last_grpc_code, d.schedule
+       r.last_http_status, r.last_grpc_code,
+       sundial_dispatch_schedule(d.schedule, d.calendars) AS schedule
   FROM job_runs r
   JOIN jobs j ON j.job_id = r.job_id
   JOIN job_definitions d ON d.job_id = r.job_id
@@ -511,3 +519,85 @@ SELECT first_at, last_at, skipped
   FROM job_misfires
  WHERE job_id = $1 AND last_at >= $2 AND first_at <= $3
  ORDER BY first_at;
+
+-- --- calendars (migration 0015) ----------------------------------------------------------
+
+-- name: get_calendar
+SELECT name, description, kind, dates, version, created_at, updated_at
+  FROM calendars WHERE tenant_id = $1 AND name = $2;
+
+-- name: calendars_named
+-- Tenant $1's calendars among the names $2.
+SELECT name, description, kind, dates, version, created_at, updated_at
+  FROM calendars WHERE tenant_id = $1 AND name = ANY($2::text[]);
+
+-- name: lock_calendars
+-- Tenant $1's calendars among the names $2, locked against UpdateCalendar and
+-- DeleteCalendar until the commit: a job write takes it first (lock order: calendars,
+-- then jobs), so the versions it computed with are the ones it commits with.
+SELECT name, version FROM calendars
+ WHERE tenant_id = $1 AND name = ANY($2::text[])
+ ORDER BY name
+   FOR SHARE;
+
+-- name: list_calendars
+-- A page of tenant $1's calendars by name after $2.
+SELECT name, description, kind, dates, version, created_at, updated_at
+  FROM calendars WHERE tenant_id = $1 AND name > $2 ORDER BY name LIMIT $3;
+
+-- name: insert_calendar
+INSERT INTO calendars (tenant_id, name, description, kind, dates, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $6);
+
+-- name: lock_calendar
+-- Tenant $1's calendar $2, locked for an update or delete.
+SELECT name, description, kind, dates, version, created_at, updated_at
+  FROM calendars WHERE tenant_id = $1 AND name = $2 FOR UPDATE;
+
+-- name: update_calendar
+UPDATE calendars
+   SET description = $3, kind = $4, dates = $5, version = version + 1, updated_at = $6
+ WHERE tenant_id = $1 AND name = $2
+RETURNING name, description, kind, dates, version, created_at, updated_at;
+
+-- name: delete_calendar
+DELETE FROM calendars WHERE tenant_id = $1 AND name = $2;
+
+-- name: calendar_jobs
+-- Up to $3 jobs of tenant $1 whose schedule names calendar $2 (the partial GIN index of
+-- migration 0015: its predicate is repeated), by job id.
+SELECT j.job_id, coalesce(j.client_job_id, j.job_id::text) AS shown
+  FROM job_definitions d
+  JOIN jobs j ON j.job_id = d.job_id
+ WHERE d.calendars IS NOT NULL AND d.schedule -> 'calendars' ? $2 AND j.tenant_id = $1
+ ORDER BY j.job_id
+ LIMIT $3;
+
+-- name: lock_calendar_jobs
+-- The jobs of tenant $1 whose schedule names calendar $2, locked (by job id), with what
+-- recomputing their next fire time needs.
+SELECT j.job_id, j.next_run_at, j.fired_count, j.last_fire_at, d.schedule, d.calendars
+  FROM job_definitions d
+  JOIN jobs j ON j.job_id = d.job_id
+ WHERE d.calendars IS NOT NULL AND d.schedule -> 'calendars' ? $2 AND j.tenant_id = $1
+ ORDER BY j.job_id
+   FOR UPDATE OF j, d;
+
+-- name: reschedule_calendar_jobs
+-- Jobs $1 get the calendar contents $2 (JSON text) and next_run_at $3 (their digest follows: the
+-- scheduler reads the new document on its next claim). Neither version nor revision
+-- changes: the definition the tenant wrote is the same.
+WITH defs AS (
+    UPDATE job_definitions d
+       SET calendars = u.calendars::jsonb
+      FROM unnest($1::uuid[], $2::text[]) AS u(job_id, calendars)
+     WHERE d.job_id = u.job_id
+    RETURNING d.job_id, d.schedule, d.policies, d.calendars
+)
+UPDATE jobs j
+   SET definition_digest = sundial_definition_digest(defs.schedule, defs.policies, defs.calendars),
+       next_run_at = u.next_run_at,
+       dispatch_not_before = NULL
+  FROM defs
+  JOIN unnest($1::uuid[], $3::timestamptz[]) AS u(job_id, next_run_at) ON u.job_id = defs.job_id
+ WHERE j.job_id = defs.job_id;

@@ -57,10 +57,11 @@ class RunManager:
         self._retention = request_retention
 
     async def _compiled(self, tenant_id: str, job_id: uuid.UUID) -> CompiledSchedule:
-        schedule = await self._store.job_schedule(tenant_id, job_id)
-        if schedule is None:
+        found = await self._store.job_schedule(tenant_id, job_id)
+        if found is None:
             raise NotFound(f"job {job_id} not found")
-        return compile_schedule(schedule, job_id=str(job_id))
+        schedule, calendars = found
+        return compile_schedule(schedule, job_id=str(job_id), calendars=calendars)
 
     async def _earlier(
         self, tenant_id: str, request_id: str, request_hash: bytes
@@ -129,11 +130,14 @@ class RunManager:
             raise InvalidArgument(
                 "end_time", "must not be after now (future occurrences belong to the schedule)"
             )
-        schedule = await self._store.job_schedule(tenant_id, job_id)
-        if schedule is None:
+        found = await self._store.job_schedule(tenant_id, job_id)
+        if found is None:
             raise NotFound(f"job {job_id} not found")
-        # max_runs limits scheduled runs only; backfill ignores it.
-        compiled = compile_schedule(dataclasses.replace(schedule, max_runs=0), job_id=str(job_id))
+        schedule, calendars = found
+        # max_runs limits scheduled runs only; backfill ignores it. Calendars apply.
+        compiled = compile_schedule(
+            dataclasses.replace(schedule, max_runs=0), job_id=str(job_id), calendars=calendars
+        )
         instants: list[datetime] = []
         cursor = start - _US
         while len(instants) <= MAX_BACKFILL:
@@ -198,8 +202,10 @@ class RunManager:
         found = await self._store.get_run(tenant_id, ref.job_id, ref.scheduled_at)
         if found is None:
             raise NotFound(f"run {ref.key} not found")
-        run, schedule = found
-        return with_due(run, compile_schedule(schedule, job_id=str(ref.job_id)))
+        run, schedule, calendars = found
+        return with_due(
+            run, compile_schedule(schedule, job_id=str(ref.job_id), calendars=calendars)
+        )
 
     async def replay(self, tenant_id: str, ref: RunRef) -> Run:
         """A DEAD or CANCELLED run back to QUEUED under the same run key."""

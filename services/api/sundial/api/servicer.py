@@ -20,6 +20,7 @@ from google.protobuf.message import Message
 from sundial.api import convert
 from sundial.api.audit import AuditLog
 from sundial.api.auth import current_tenant
+from sundial.api.calendars import CalendarManager
 from sundial.api.egress import EgressPolicies
 from sundial.api.jobs import JobManager
 from sundial.api.model import ApplyOutcome, Job, JobSpec
@@ -96,7 +97,8 @@ def merge_update(current: Job, source: job_pb2.Job, paths: list[str]) -> JobSpec
     """The job after copying the mask's fields from ``source`` onto ``current``.
 
     A named field unset in ``source`` is reset to its default; a map is replaced whole;
-    naming ``schedule.cron|interval|once`` selects that spec.
+    naming ``schedule.cron|interval|once`` selects that spec (dropping a ``specs`` list),
+    naming ``schedule.specs`` with entries replaces the single spec by the list.
     """
     merged = convert.job_out(current)
     field_mask_pb2.FieldMask(paths=paths).MergeMessage(
@@ -110,6 +112,10 @@ def merge_update(current: Job, source: job_pb2.Job, paths: list[str]) -> JobSpec
             # The named spec was unset in the request: the job is left with none, and
             # validation reports the missing spec.
             merged.schedule.ClearField(current_spec)
+        if named_spec:
+            merged.schedule.ClearField("specs")  # the single-spec form replaces a list
+        if path == "schedule.specs" and merged.schedule.specs and current_spec is not None:
+            merged.schedule.ClearField(current_spec)  # a list replaces the single spec
     return convert.job_spec_in(merged)
 
 
@@ -131,7 +137,10 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         egress: EgressPolicies,
         tenants: TenantManager,
         audit: AuditLog,
+        *,
+        calendars: CalendarManager,
     ) -> None:
+        self._calendars = calendars
         self._jobs = jobs
         self._runs = runs
         self._egress = egress
@@ -457,3 +466,59 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         if expiries:
             response.previous_expire_time.CopyFrom(wire.timestamp(max(expiries)))
         return response
+
+    # --- calendars ------------------------------------------------------------------------
+
+    async def CreateCalendar(
+        self, request: pb.CreateCalendarRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreateCalendarResponse:
+        if not request.HasField("calendar"):
+            raise InvalidArgument("calendar", "is required")
+        created = await self._calendars.create(
+            current_tenant(), convert.calendar_in(request.calendar)
+        )
+        return pb.CreateCalendarResponse(calendar=convert.calendar_out(created))
+
+    async def GetCalendar(
+        self, request: pb.GetCalendarRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetCalendarResponse:
+        found = await self._calendars.get(current_tenant(), request.name)
+        return pb.GetCalendarResponse(calendar=convert.calendar_out(found))
+
+    async def ListCalendars(
+        self, request: pb.ListCalendarsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListCalendarsResponse:
+        page = await self._calendars.list(
+            current_tenant(), page_size=request.page_size, page_token=request.page_token
+        )
+        return pb.ListCalendarsResponse(
+            calendars=[convert.calendar_out(c) for c in page.items],
+            next_page_token=page.next_page_token,
+        )
+
+    async def UpdateCalendar(
+        self, request: pb.UpdateCalendarRequest, context: grpc.aio.ServicerContext
+    ) -> pb.UpdateCalendarResponse:
+        if not request.HasField("calendar"):
+            raise InvalidArgument("calendar", "is required")
+        if request.expected_version < 0:
+            raise InvalidArgument("expected_version", "must not be negative")
+        updated, jobs = await self._calendars.update(
+            current_tenant(),
+            convert.calendar_in(request.calendar),
+            list(request.update_mask.paths),
+            expected_version=request.expected_version,
+        )
+        return pb.UpdateCalendarResponse(
+            calendar=convert.calendar_out(updated), jobs_rescheduled=jobs
+        )
+
+    async def DeleteCalendar(
+        self, request: pb.DeleteCalendarRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteCalendarResponse:
+        if request.expected_version < 0:
+            raise InvalidArgument("expected_version", "must not be negative")
+        await self._calendars.delete(
+            current_tenant(), request.name, expected_version=request.expected_version
+        )
+        return pb.DeleteCalendarResponse()

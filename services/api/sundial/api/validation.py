@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
-from sundial.api.model import JobSpec
+from sundial.api.model import CalendarSpec, JobSpec
 from sundial.core import netpolicy
 from sundial.core.egress import EgressPolicy, Protocol, default_policy, judge
 from sundial.core.errors import InvalidArgument
@@ -40,13 +40,17 @@ from sundial.core.netpolicy import (
 )
 from sundial.run import GrpcTarget, HttpTarget, JobPolicies, Target
 from sundial.schedule import (
+    MAX_SPECS,
+    Calendar,
     CompiledSchedule,
     CronSpec,
     IntervalSpec,
     OnceSpec,
     Schedule,
+    Spec,
     compile_schedule,
     depends_on_job_id,
+    parse_calendar_dates,
 )
 
 # --- limits (job.proto, job_service.proto, admin.proto) -----------------------------------
@@ -83,6 +87,7 @@ _LABEL_KEY = re.compile(r"[a-z0-9_.\-/]{1,63}")
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _METADATA_KEY = re.compile(r"[a-z0-9\-_.]+")
 _REQUEST_ID = re.compile(r"[\x20-\x7e]+")  # printable ASCII, space included
+_CALENDAR_NAME_RE = re.compile(r"[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?")
 _BRACKETED_NETLOC = re.compile(r"\[[^\[\]]*\](:[^\[\]]*)?")  # [v6-address] then :port
 _TENANT_ID = re.compile(r"[a-z][a-z0-9-]{0,62}")
 # A client-chosen job id (AIP-122), as migration 0011's CHECK.
@@ -225,12 +230,66 @@ def check_labels(
             raise _fail(f"{field}[{key!r}]", "value must not contain control characters")
 
 
+def _check_spec(
+    spec: Spec,
+    schedule: Schedule,
+    field: str,
+    now: datetime | None,
+    misfire_threshold: timedelta | None,
+) -> None:
+    """The limits of one spec (``field``: ``schedule`` or ``schedule.specs[i]``)."""
+    if isinstance(spec, CronSpec):
+        if not spec.expression.strip():
+            raise _fail(f"{field}.cron", "is required")
+        if len(spec.expression) > MAX_CRON_CHARS:
+            raise _fail(f"{field}.cron", f"longer than {MAX_CRON_CHARS} characters")
+    elif isinstance(spec, IntervalSpec):
+        every, offset = spec.every, spec.offset
+        if every <= timedelta(0):
+            raise _fail(f"{field}.interval.every", "is required")
+        if every < timedelta(seconds=1) or every > MAX_INTERVAL:
+            raise _fail(
+                f"{field}.interval.every", f"must be 1s to 366 days, got {_duration(every)}"
+            )
+        if every % timedelta(seconds=1):
+            raise _fail(f"{field}.interval.every", f"must be whole seconds, got {_duration(every)}")
+        if offset < timedelta(0) or offset >= every:
+            raise _fail(
+                f"{field}.interval.offset",
+                f"must be at least 0 and shorter than every ({_duration(every)}), "
+                f"got {_duration(offset)}",
+            )
+        if offset % timedelta(seconds=1):
+            raise _fail(
+                f"{field}.interval.offset", f"must be whole seconds, got {_duration(offset)}"
+            )
+        if schedule.jitter >= every:
+            raise _fail(
+                "schedule.jitter",
+                f"must be shorter than {field}.interval.every ({_duration(every)})",
+            )
+    elif isinstance(spec, OnceSpec):
+        if now is not None and misfire_threshold is not None:
+            earliest = now - misfire_threshold
+            if spec.at < earliest:
+                raise _fail(
+                    f"{field}.once",
+                    f"{spec.at.isoformat()} is in the past (earlier than now minus "
+                    f"policies.misfire_threshold, {_duration(misfire_threshold)})",
+                )
+        if spec.at >= LATEST_INSTANT:
+            raise _fail(f"{field}.once", f"must be before {LATEST_INSTANT.isoformat()}")
+    else:
+        raise _fail(field, "one of cron, interval or once is required")
+
+
 def check_schedule(
     schedule: Schedule,
     job_id: str,
     *,
     now: datetime | None = None,
     misfire_threshold: timedelta | None = None,
+    calendars: Mapping[str, Calendar] | None = None,
 ) -> CompiledSchedule:
     """Check the limits job.proto sets on a schedule, then compile it for ``job_id``.
 
@@ -240,51 +299,18 @@ def check_schedule(
         now: With ``misfire_threshold``, a ``once`` earlier than ``now - threshold`` is
             refused (CreateJob/UpdateJob); without (PreviewSchedule) it is not.
         misfire_threshold: See ``now``.
+        calendars: The tenant's calendars the schedule may name (by name).
 
     Returns:
         The compiled schedule.
     """
-    spec = schedule.spec
-    if isinstance(spec, CronSpec):
-        if not spec.expression.strip():
-            raise _fail("schedule.cron", "is required")
-        if len(spec.expression) > MAX_CRON_CHARS:
-            raise _fail("schedule.cron", f"longer than {MAX_CRON_CHARS} characters")
-    elif isinstance(spec, IntervalSpec):
-        every, offset = spec.every, spec.offset
-        if every <= timedelta(0):
-            raise _fail("schedule.interval.every", "is required")
-        if every < timedelta(seconds=1) or every > MAX_INTERVAL:
-            raise _fail(
-                "schedule.interval.every", f"must be 1s to 366 days, got {_duration(every)}"
-            )
-        if every % timedelta(seconds=1):
-            raise _fail("schedule.interval.every", f"must be whole seconds, got {_duration(every)}")
-        if offset < timedelta(0) or offset >= every:
-            raise _fail(
-                "schedule.interval.offset",
-                f"must be at least 0 and shorter than every ({_duration(every)}), "
-                f"got {_duration(offset)}",
-            )
-        if offset % timedelta(seconds=1):
-            raise _fail(
-                "schedule.interval.offset", f"must be whole seconds, got {_duration(offset)}"
-            )
-        if schedule.jitter >= every:
-            raise _fail(
-                "schedule.jitter", f"must be shorter than interval.every ({_duration(every)})"
-            )
-    elif isinstance(spec, OnceSpec):
-        if now is not None and misfire_threshold is not None:
-            earliest = now - misfire_threshold
-            if spec.at < earliest:
-                raise _fail(
-                    "schedule.once",
-                    f"{spec.at.isoformat()} is in the past (earlier than now minus "
-                    f"policies.misfire_threshold, {_duration(misfire_threshold)})",
-                )
-    else:
-        raise _fail("schedule", "one of cron, interval or once is required")
+    specs = schedule.specs
+    if len(specs) > MAX_SPECS:
+        raise _fail("schedule.specs", f"at most {MAX_SPECS} specs, got {len(specs)}")
+    for i, spec in enumerate(specs):
+        _check_spec(spec, schedule, schedule.spec_field(i), now, misfire_threshold)
+    for i, name in enumerate(schedule.calendars):
+        check_calendar_name(name, f"schedule.calendars[{i}]")
     if not timedelta(0) <= schedule.jitter <= MAX_JITTER:
         raise _fail("schedule.jitter", f"must be 0 to 1h, got {_duration(schedule.jitter)}")
     if not 0 <= schedule.max_runs <= MAX_MAX_RUNS:
@@ -293,17 +319,13 @@ def check_schedule(
     # Both bounds are inclusive (job.proto): equal bounds allow at most one fire time.
     if start is not None and end is not None and end < start:
         raise _fail("schedule.end_time", f"must not be before start_time ({start.isoformat()})")
-    instants = (
-        ("schedule.once", spec.at if isinstance(spec, OnceSpec) else None),
-        ("schedule.start_time", start),
-        ("schedule.end_time", end),
-    )
-    for field, instant in instants:
+    for field, instant in (("schedule.start_time", start), ("schedule.end_time", end)):
         # Room for jitter and arithmetic on the time: datetime ends at year 9999.
         if instant is not None and instant >= LATEST_INSTANT:
             raise _fail(field, f"must be before {LATEST_INSTANT.isoformat()}")
-    compiled = compile_schedule(schedule, job_id=job_id)
-    if isinstance(spec, CronSpec) and schedule.jitter:
+    compiled = compile_schedule(schedule, job_id=job_id, calendars=calendars)
+    # Several specs can name times closer together than any one of them does.
+    if schedule.jitter and (len(specs) > 1 or isinstance(schedule.spec, CronSpec)):
         _check_cron_jitter(compiled, schedule.jitter, now or start or datetime.now(UTC))
     return compiled
 
@@ -473,14 +495,25 @@ class SharedChecks:
         self._targets: dict[Target, Target] = {}
 
     def schedule(
-        self, schedule: Schedule, job_id: str, *, now: datetime | None, threshold: timedelta
+        self,
+        schedule: Schedule,
+        job_id: str,
+        *,
+        now: datetime | None,
+        threshold: timedelta,
+        calendars: Mapping[str, Calendar] | None = None,
     ) -> CompiledSchedule:
+        # One request resolves one set of calendars: keying by the schedule is enough.
         if depends_on_job_id(schedule):
-            return check_schedule(schedule, job_id, now=now, misfire_threshold=threshold)
+            return check_schedule(
+                schedule, job_id, now=now, misfire_threshold=threshold, calendars=calendars
+            )
         key = (schedule, threshold)
         found = self._schedules.get(key)
         if found is None:
-            found = check_schedule(schedule, job_id, now=now, misfire_threshold=threshold)
+            found = check_schedule(
+                schedule, job_id, now=now, misfire_threshold=threshold, calendars=calendars
+            )
             self._schedules[key] = found
         return found
 
@@ -497,7 +530,12 @@ class SharedChecks:
 
 
 def check_job_spec(
-    spec: JobSpec, job_id: str, *, now: datetime | None, shared: SharedChecks | None = None
+    spec: JobSpec,
+    job_id: str,
+    *,
+    now: datetime | None,
+    shared: SharedChecks | None = None,
+    calendars: Mapping[str, Calendar] | None = None,
 ) -> tuple[JobSpec, CompiledSchedule]:
     """Check every input field of a job; returns the normalised spec and its schedule.
 
@@ -508,16 +546,21 @@ def check_job_spec(
             than ``now - misfire_threshold``. None for an update that keeps the
             schedule (a ``once`` that already fired must not block other edits).
         shared: Checks shared with the other jobs of the same request.
+        calendars: The tenant's calendars the schedule may name.
     """
     check_name(spec.name)
     check_text(spec.description, "description", MAX_DESCRIPTION_CHARS)
     check_policies(spec.policies)
     threshold = spec.policies.misfire_threshold
     if shared is None:
-        compiled = check_schedule(spec.schedule, job_id, now=now, misfire_threshold=threshold)
+        compiled = check_schedule(
+            spec.schedule, job_id, now=now, misfire_threshold=threshold, calendars=calendars
+        )
         target = check_target(spec.target)
     else:
-        compiled = shared.schedule(spec.schedule, job_id, now=now, threshold=threshold)
+        compiled = shared.schedule(
+            spec.schedule, job_id, now=now, threshold=threshold, calendars=calendars
+        )
         target = shared.target(spec.target)
     if len(spec.payload) > MAX_PAYLOAD_BYTES:
         raise _fail(
@@ -724,3 +767,28 @@ class TargetGuard:
                 shown = host if str(address) == host.strip("[]") else f"{host} ({address})"
                 return f"host {shown} is {reason}"
         return None
+
+
+# --- calendars ----------------------------------------------------------------------------
+
+
+def check_calendar_name(name: str, field: str) -> None:
+    """A calendar name: the rules of a client job id (AIP-122)."""
+    if not name:
+        raise _fail(field, "is required")
+    if not _CALENDAR_NAME_RE.fullmatch(name):
+        raise _fail(
+            field,
+            f"{name[:70]!r} must be 1-63 chars of a-z, 0-9 and '-', starting with a letter "
+            "and not ending with '-'",
+        )
+
+
+def check_calendar(spec: CalendarSpec, field: str = "calendar") -> Calendar:
+    """Validate a calendar definition and return its meaning (dates parsed, deduplicated)."""
+    check_calendar_name(spec.name, f"{field}.name")
+    check_text(spec.description, f"{field}.description", MAX_DESCRIPTION_CHARS)
+    if spec.kind is None:
+        raise _fail(f"{field}.kind", "is required (CALENDAR_KIND_EXCLUDE or CALENDAR_KIND_INCLUDE)")
+    dates, yearly = parse_calendar_dates(spec.dates, f"{field}.dates")
+    return Calendar(name=spec.name, kind=spec.kind, dates=dates, yearly=yearly)

@@ -31,14 +31,17 @@ from datetime import datetime, timedelta
 
 from sundial.run import (
     BUFFER_ALL_LIMIT,
+    RESOLVED_CALENDARS_KEY,
     JobPolicies,
     OverlapPolicy,
     RunStatus,
     SkipReason,
+    calendars_from_json,
     policies_from_json,
     schedule_from_json,
 )
 from sundial.schedule import (
+    Calendar,
     CompiledSchedule,
     MisfirePlan,
     Schedule,
@@ -84,7 +87,8 @@ class DefinitionCache:
         if found is not None:
             self._entries.move_to_end(key)
             return found, _policies(job.policies)
-        compiled = compile_schedule(_schedule(job.schedule), job_id=str(job.job_id))
+        schedule, calendars = _schedule(job.schedule)
+        compiled = compile_schedule(schedule, job_id=str(job.job_id), calendars=calendars)
         policies = _policies(job.policies)
         self._entries[key] = compiled
         if len(self._entries) > self._max:
@@ -93,19 +97,22 @@ class DefinitionCache:
 
 
 @functools.lru_cache(maxsize=4096)
-def _schedule(text: str) -> Schedule:
-    # Jobs of a herd share a handful of distinct documents: decode each once.
-    return schedule_from_json(json.loads(text))
+def _schedule(text: str) -> tuple[Schedule, dict[str, Calendar]]:
+    """The schedule and the contents of the calendars it names (the dispatch document of
+    migration 0015). Jobs of a herd share a handful of distinct documents: decode each
+    once."""
+    doc = json.loads(text)
+    return schedule_from_json(doc), calendars_from_json(doc.get(RESOLVED_CALENDARS_KEY))
 
 
 @functools.lru_cache(maxsize=4096)
 def _shared_compiled(text: str) -> CompiledSchedule | None:
     """One compiled schedule for every job with this document, when nothing in it depends
     on the job id (no jitter, no ``H``); None otherwise. A herd then costs one compile."""
-    schedule = _schedule(text)
+    schedule, calendars = _schedule(text)
     if depends_on_job_id(schedule):
         return None
-    return compile_schedule(schedule, job_id="")
+    return compile_schedule(schedule, job_id="", calendars=calendars)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -130,7 +137,15 @@ def plan_occurrences(
     shortcut for the common case that gives the same answer: no jitter, the one due
     occurrence on time and the next one still ahead. A herd of on-time jobs then costs
     one cached next-fire lookup each.
+
+    A ``due`` its calendars now refuse is not an occurrence (a job write that raced an
+    UpdateCalendar stored it): planning starts from the next allowed fire time instead.
     """
+    if not compiled.allows(due):
+        fire = compiled.next_fire(due, fired_count)
+        if fire is None or fire.at > now:
+            return MisfirePlan(next_due=None if fire is None else fire.at)
+        due = fire.at
     if not compiled.jitter and timedelta(0) <= now - due <= policies.misfire_threshold:
         remaining = compiled.remaining_runs(fired_count)
         in_bounds = compiled.end_time is None or due <= compiled.end_time

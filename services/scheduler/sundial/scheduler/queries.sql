@@ -48,8 +48,10 @@ SELECT min(greatest(j.next_run_at, coalesce(j.dispatch_not_before, j.next_run_at
 -- after the lock: READ COMMITTED gives it a fresh snapshot, so a definition changed by an
 -- UpdateJob that committed while the claim waited is seen with the jobs row (and digest)
 -- it belongs to; the locks keep it from changing until the commit.
-SELECT md5(schedule::text || ' ' || policies::text)::uuid AS digest,
-       schedule::text AS schedule, policies::text AS policies, array_agg(job_id) AS job_ids
+-- The schedule comes with the contents of the calendars it references (migration 0015).
+SELECT sundial_definition_digest(schedule, policies, calendars) AS digest,
+       sundial_dispatch_schedule(schedule, calendars)::text AS schedule,
+       policies::text AS policies, array_agg(job_id) AS job_ids
   FROM job_definitions
  WHERE job_id = ANY($1::uuid[])
  GROUP BY 1, 2, 3;

@@ -220,17 +220,27 @@
     return [time, ...days].join(", ");
   }
 
+  // One spec: a Schedule's oneof, or an entry of Schedule.specs (the same field names).
+  function describeSpec(spec, zone) {
+    if (spec.cron) return `${describeCron(spec.cron)} (${zone})`;
+    if (spec.interval) {
+      const offset = seconds(spec.interval.offset);
+      return `every ${fmtSeconds(seconds(spec.interval.every))}` +
+        (offset ? `, offset ${fmtSeconds(offset)}` : "");
+    }
+    if (spec.once) return `once, at ${fmtTime(spec.once)}`;
+    return null;
+  }
+
   function describeSchedule(schedule) {
     if (!schedule) return "—";
     const zone = schedule.timeZone || "UTC";
-    if (schedule.cron) return `${describeCron(schedule.cron)} (${zone})`;
-    if (schedule.interval) {
-      const offset = seconds(schedule.interval.offset);
-      return `every ${fmtSeconds(seconds(schedule.interval.every))}` +
-        (offset ? `, offset ${fmtSeconds(offset)}` : "");
-    }
-    if (schedule.once) return `once, at ${fmtTime(schedule.once)}`;
-    return "no schedule";
+    const specs = schedule.specs && schedule.specs.length ? schedule.specs : [schedule];
+    const parts = specs.map((spec) => describeSpec(spec, zone)).filter(Boolean);
+    if (!parts.length) return "no schedule";
+    const calendars = schedule.calendars && schedule.calendars.length
+      ? `; calendars ${schedule.calendars.join(", ")}` : "";
+    return parts.join(" + ") + calendars;
   }
 
   const scheduleSpec = (schedule) =>

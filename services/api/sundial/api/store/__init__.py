@@ -17,11 +17,20 @@ from sundial.api.store._base import (
     RequestTaken,
     queries,
 )
+from sundial.api.store._calendars import (
+    CalendarChanged,
+    CalendarJob,
+    CalendarStore,
+    CalendarTransaction,
+)
 from sundial.api.store._jobs import JobStore
 from sundial.api.store._slo import SloStore
 from sundial.api.store._tenants import TenantStore
 
 __all__ = [
+    "CalendarChanged",
+    "CalendarJob",
+    "CalendarTransaction",
     "JobIdTaken",
     "RequestClaim",
     "RequestRecord",
@@ -31,7 +40,7 @@ __all__ = [
 ]
 
 
-class Store(JobStore, SloStore, TenantStore):
+class Store(JobStore, SloStore, TenantStore, CalendarStore):
     """Named-query access for the API service.
 
     Args:

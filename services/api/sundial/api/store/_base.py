@@ -29,6 +29,7 @@ from sundial.run import (
     RunKind,
     RunStatus,
     SkipReason,
+    calendars_from_json,
     policies_from_json,
     schedule_from_json,
     target_from_json,
@@ -41,6 +42,7 @@ _CONSTRAINTS = {
     "jobs_tenant_id_name_key": "name: a job with this name already exists",
     CLIENT_JOB_ID_INDEX: "job_id: a job with this id already exists",
     "tenants_pkey": "tenant.tenant_id: a tenant with this id already exists",
+    "calendars_pkey": "calendar.name: a calendar with this name already exists",
 }
 translate = translate_db_errors(constraint_messages=_CONSTRAINTS)
 
@@ -144,6 +146,7 @@ def job_from_row(row: Row) -> Job:
         update_time=row["updated_at"],
         stats=stats,
         client_id=row["client_job_id"],
+        calendars=calendars_from_json(row["calendars"]),
     )
 
 

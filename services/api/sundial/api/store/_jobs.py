@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -32,19 +33,38 @@ from sundial.api.store._base import (
     spec_from_row,
     translate,
 )
+from sundial.api.store._calendars import check_calendar_versions
 from sundial.core.auth import current_credential
 from sundial.core.db import json_text
 from sundial.core.errors import AlreadyExists, ResourceExhausted
 from sundial.core.logging import request_id_var
 from sundial.run import (
+    RESOLVED_CALENDARS_KEY,
     RunKind,
     RunStatus,
+    calendars_from_json,
+    calendars_to_json,
     policies_to_json,
     schedule_from_json,
     schedule_to_json,
     target_to_json,
 )
-from sundial.schedule import Schedule
+from sundial.schedule import Calendar, Schedule
+
+
+def _calendars_doc(calendars: Sequence[Calendar]) -> list[dict[str, Any]] | None:
+    """``job_definitions.calendars`` (NULL for a schedule naming none: migration 0015)."""
+    return calendars_to_json(list(calendars)) if calendars else None
+
+
+def _calendars_text(calendars: Sequence[Calendar]) -> str | None:
+    """:func:`_calendars_doc` as JSON text, for a ``text[]`` parameter of many jobs."""
+    doc = _calendars_doc(calendars)
+    return None if doc is None else json.dumps(doc)
+
+
+def _distinct(calendars: Sequence[Calendar]) -> list[Calendar]:
+    return list({c.name: c for c in calendars}.values())
 
 
 def _each(encode: Callable[[Any], Any], values: Sequence[Any]) -> list[Any]:
@@ -250,8 +270,10 @@ class JobStore:
             [job.spec.pause_note for job in jobs],
             [job.client_id for job in jobs],
         ]
+        named = _distinct([c for job in jobs for c in job.calendars])
+        calendar_docs = [_calendars_text(job.calendars) for job in jobs]
         async with self._pool.acquire() as conn:
-            if claim is None and single:
+            if claim is None and single and not named:
                 # One statement in autocommit: atomic, and the fewest round trips.
                 inserted = await conn.fetchval(
                     queries.insert_jobs,
@@ -261,11 +283,13 @@ class JobStore:
                     len(jobs),
                     traceparent or None,
                     *_writer(),
+                    calendar_docs,
                 )
                 if inserted == 0:
                     await self._quota_exceeded(conn, tenant_id, len(jobs))
                 return
             async with conn.transaction():
+                await check_calendar_versions(conn, tenant_id, named)
                 if claim is not None:
                     await self._claim(
                         conn,
@@ -302,6 +326,7 @@ class JobStore:
                     len(jobs),
                     traceparent or None,
                     *_writer(),
+                    calendar_docs,
                 )
                 if inserted == 0:
                     await self._quota_exceeded(conn, tenant_id, len(jobs))
@@ -331,8 +356,10 @@ class JobStore:
         next_run_at: datetime | None,
         now: datetime,
         claim: RequestClaim | None = None,
+        calendars: Sequence[Calendar] = (),
     ) -> bool:
-        """Write the job's new definition if it is still at ``read_version``.
+        """Write the job's new definition if it is still at ``read_version``, with the
+        contents of the calendars its schedule names (checked still current).
 
         Returns:
             False when the job changed (or vanished) since it was read (nothing written,
@@ -357,13 +384,16 @@ class JobStore:
             dict(spec.labels),
             spec.description,
             *_writer(),
+            _calendars_doc(calendars),
         )
-        if claim is None:
+        if claim is None and not calendars:
             return await self._pool.fetchval(queries.update_job, *args) is not None
         async with self._pool.acquire() as conn:
             try:
                 async with conn.transaction():
-                    await self._claim(conn, tenant_id, claim, now, job_id=job_id)
+                    await check_calendar_versions(conn, tenant_id, _distinct(calendars))
+                    if claim is not None:
+                        await self._claim(conn, tenant_id, claim, now, job_id=job_id)
                     if await conn.fetchval(queries.update_job, *args) is None:
                         raise _Unmatched
             except _Unmatched:
@@ -452,10 +482,13 @@ class JobStore:
     # --- runs -----------------------------------------------------------------------------
 
     @translate
-    async def job_schedule(self, tenant_id: str, job_id: uuid.UUID) -> Schedule | None:
-        """The job's schedule, or None when the job does not exist (for this tenant)."""
+    async def job_schedule(
+        self, tenant_id: str, job_id: uuid.UUID
+    ) -> tuple[Schedule, dict[str, Calendar]] | None:
+        """The job's schedule and the calendars it names, or None when the job does not
+        exist (for this tenant)."""
         doc = await self._pool.fetchval(queries.job_schedule, job_id, tenant_id)
-        return None if doc is None else schedule_from_json(doc)
+        return None if doc is None else _stored_schedule(doc)
 
     @translate
     async def insert_runs(
@@ -543,12 +576,12 @@ class JobStore:
     @translate
     async def get_run(
         self, tenant_id: str, job_id: uuid.UUID, scheduled_at: datetime
-    ) -> tuple[Run, Schedule] | None:
-        """The run and its job's schedule (for due_at), or None."""
+    ) -> tuple[Run, Schedule, dict[str, Calendar]] | None:
+        """The run, its job's schedule and calendars (for due_at), or None."""
         row = await self._pool.fetchrow(queries.get_run, job_id, scheduled_at, tenant_id)
         if row is None:
             return None
-        return run_from_row(row), schedule_from_json(row["schedule"])
+        return run_from_row(row), *_stored_schedule(row["schedule"])
 
     @translate
     async def list_runs(
@@ -610,3 +643,8 @@ class JobStore:
             if run.status is RunStatus.CANCELLED:
                 await conn.execute(queries.count_cancelled, job_id, now)
         return run
+
+
+def _stored_schedule(doc: dict[str, Any]) -> tuple[Schedule, dict[str, Calendar]]:
+    """A dispatch schedule document (migration 0015): the schedule and its calendars."""
+    return schedule_from_json(doc), calendars_from_json(doc.get(RESOLVED_CALENDARS_KEY))

@@ -1,0 +1,156 @@
+"""Calendar operations of JobService (calendar.proto; docs/design.md sections 3 and 4).
+
+A calendar's contents are copied into the definition row of every job whose schedule
+names it (``job_definitions.calendars``, migration 0015), so the scheduler plans with
+them and its definition digest changes when they do. UpdateCalendar therefore rewrites,
+in its own transaction, that copy and the next fire time of every job naming the
+calendar; job writes lock the calendars they name first (calendars, then jobs), so no
+job commits with contents an update replaced meanwhile.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from sundial.api import paging, validation
+from sundial.api.model import CalendarSpec, Page, StoredCalendar
+from sundial.api.store import CalendarJob, Store
+from sundial.core.clock import Clock
+from sundial.core.errors import FailedPrecondition, InvalidArgument, NotFound, version_mismatch
+from sundial.schedule import Calendar, compile_schedule
+
+_US = timedelta(microseconds=1)
+UPDATABLE = ("description", "kind", "dates")
+"""The fields UpdateCalendar's mask may name."""
+# Jobs named in DeleteCalendar's FAILED_PRECONDITION.
+_SHOWN_JOBS = 10
+
+
+def rescheduled_at(job: CalendarJob, calendar: Calendar, now: datetime) -> datetime | None:
+    """A job's next fire time once ``calendar`` has its new dates.
+
+    Searched from its current next fire time when that is due already (a due
+    occurrence the new dates still allow stays due, the misfire policy then judges it),
+    else from now (an occurrence the old dates removed but the new ones allow, between
+    now and the old next fire time, fires); never at or before its last fire time, so no
+    run key is reused.
+    """
+    calendars = {**job.calendars, calendar.name: calendar}
+    compiled = compile_schedule(job.schedule, job_id=str(job.job_id), calendars=calendars)
+    after = now if job.next_run_at is None else min(now, job.next_run_at - _US)
+    if job.last_fire_at is not None and job.last_fire_at > after:
+        after = job.last_fire_at
+    fire = compiled.next_fire(after, job.fired_count)
+    return None if fire is None else fire.at
+
+
+class CalendarManager:
+    """CreateCalendar, GetCalendar, ListCalendars, UpdateCalendar and DeleteCalendar.
+
+    Args:
+        store: Database access.
+        clock: The source of "now".
+    """
+
+    def __init__(self, store: Store, clock: Clock) -> None:
+        self._store = store
+        self._clock = clock
+
+    async def create(self, tenant_id: str, spec: CalendarSpec) -> StoredCalendar:
+        calendar = validation.check_calendar(spec)
+        await self._store.create_calendar(tenant_id, calendar, spec.description, self._clock.now())
+        return await self.get(tenant_id, calendar.name)
+
+    async def get(self, tenant_id: str, name: str) -> StoredCalendar:
+        validation.check_calendar_name(name, "name")
+        found = await self._store.get_calendar(tenant_id, name)
+        if found is None:
+            raise NotFound(f"calendar {name} not found")
+        return found
+
+    async def list(
+        self, tenant_id: str, *, page_size: int, page_token: str
+    ) -> Page[StoredCalendar]:
+        size = validation.page_size(page_size)
+        fingerprint = paging.fingerprint("calendars", {})
+        cursor = paging.decode(page_token, fingerprint, (paging.Text(63),))
+        after = "" if cursor is None else cursor[0]
+        found = await self._store.list_calendars(tenant_id, after=after, limit=size + 1)
+        more = len(found) > size
+        found = found[:size]
+        token = paging.encode([found[-1].calendar.name], fingerprint) if more else ""
+        return Page(found, token)
+
+    async def update(
+        self,
+        tenant_id: str,
+        spec: CalendarSpec,
+        mask: Sequence[str],
+        *,
+        expected_version: int,
+    ) -> tuple[StoredCalendar, int]:
+        """Change a calendar and reschedule the jobs naming it, in one transaction.
+
+        Returns:
+            The calendar after the change and how many jobs name it.
+        """
+        validation.check_calendar_name(spec.name, "calendar.name")
+        paths = list(mask) or list(UPDATABLE)
+        for i, path in enumerate(paths):
+            if path not in UPDATABLE:
+                raise InvalidArgument(
+                    f"update_mask.paths[{i}]",
+                    f"{path!r} cannot be updated (one of {', '.join(UPDATABLE)})",
+                )
+        async with self._store.calendar_transaction(tenant_id) as tx:
+            current = await tx.lock(spec.name)
+            if current is None:
+                raise NotFound(f"calendar {spec.name} not found")
+            if expected_version and current.calendar.version != expected_version:
+                raise version_mismatch(
+                    "calendar", spec.name, current.calendar.version, expected_version
+                )
+            old = current.calendar
+            wanted = CalendarSpec(
+                name=spec.name,
+                description=spec.description if "description" in paths else current.description,
+                kind=spec.kind if "kind" in paths else old.kind,
+                dates=spec.dates if "dates" in paths else tuple(old.entries()),
+            )
+            calendar = validation.check_calendar(wanted)
+            now = self._clock.now()
+            written = await tx.write(calendar, wanted.description, now)
+            new = dataclasses.replace(calendar, version=written.calendar.version)
+            jobs = await tx.lock_jobs(spec.name)
+            await tx.reschedule(
+                [job.job_id for job in jobs],
+                [
+                    [
+                        new if name == new.name else job.calendars[name]
+                        for name in job.schedule.calendars
+                    ]
+                    for job in jobs
+                ],
+                [rescheduled_at(job, new, now) for job in jobs],
+            )
+        return written, len(jobs)
+
+    async def delete(self, tenant_id: str, name: str, *, expected_version: int) -> None:
+        """Delete a calendar no job's schedule names (FAILED_PRECONDITION otherwise)."""
+        validation.check_calendar_name(name, "name")
+        async with self._store.calendar_transaction(tenant_id) as tx:
+            current = await tx.lock(name)
+            if current is None:
+                raise NotFound(f"calendar {name} not found")
+            if expected_version and current.calendar.version != expected_version:
+                raise version_mismatch("calendar", name, current.calendar.version, expected_version)
+            jobs = await tx.naming_jobs(name, _SHOWN_JOBS + 1)
+            if jobs:
+                shown = ", ".join(jobs[:_SHOWN_JOBS]) + (", ..." if len(jobs) > _SHOWN_JOBS else "")
+                raise FailedPrecondition(
+                    f"calendar {name} is named by the schedules of jobs {shown}; "
+                    "remove it from them first"
+                )
+            await tx.delete(name)
