@@ -10,7 +10,8 @@ as ``"30s"``, timestamps as RFC 3339 strings, int64 as strings, enums by name. E
                 "end_time": "2026-12-31T00:00:00Z", "max_runs": "10",
                 "dst": {"gap": "GAP_POLICY_AUTO"}}
     policies = {"misfire": "MISFIRE_POLICY_CATCH_UP", "overlap": "OVERLAP_POLICY_BUFFER_ONE",
-                "retry": {"max_attempts": 5, "base_delay": "10s"}, "run_timeout": "1800s"}
+                "retry": {"max_attempts": 5, "base_delay": "10s"}, "run_timeout": "1800s",
+                "failure": {"pause_after_consecutive_dead": 3}}
 
 The target column is ``sundial.v1.Target`` in the same mapping (``{"http": {"url": ...,
 "method": "POST", "headers": {...}}}`` or ``{"grpc": {"address": ..., "plaintext": false,
@@ -84,6 +85,8 @@ class JobPolicies:
     retry_base_delay: timedelta = timedelta(seconds=10)
     retry_max_delay: timedelta = timedelta(hours=1)
     run_timeout: timedelta = timedelta(minutes=30)
+    pause_after_consecutive_dead: int = 0
+    """The failure policy: pause after this many dead runs in a row (0: never)."""
 
     @property
     def retry(self) -> RetryPolicy:
@@ -244,6 +247,9 @@ def policies_from_json(doc: dict[str, Any]) -> JobPolicies:
             if doc.get("run_timeout")
             else d.run_timeout
         ),
+        pause_after_consecutive_dead=int(
+            (doc.get("failure") or {}).get("pause_after_consecutive_dead") or 0
+        ),
     )
 
 
@@ -261,6 +267,8 @@ def policies_to_json(policies: JobPolicies) -> dict[str, Any]:
             "max_delay": duration_to_json(policies.retry_max_delay),
         },
         "run_timeout": duration_to_json(policies.run_timeout),
+        # Read by SQL too (the ledger's failure policy, queries.sql mark_failure_pauses).
+        "failure": {"pause_after_consecutive_dead": policies.pause_after_consecutive_dead},
     }
 
 
