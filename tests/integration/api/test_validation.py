@@ -263,6 +263,14 @@ CASES: dict[str, tuple[Mutation, str]] = {
     "max_delay long": (_set("policies.retry.max_delay", _d(86401)), "policies.retry.max_delay"),
     "run_timeout short": (_set("policies.run_timeout", _d(0.5)), "policies.run_timeout"),
     "run_timeout long": (_set("policies.run_timeout", _d(86401)), "policies.run_timeout"),
+    "pause after dead negative": (
+        _set("policies.failure.pause_after_consecutive_dead", -1),
+        "policies.failure.pause_after_consecutive_dead",
+    ),
+    "pause after dead too many": (
+        _set("policies.failure.pause_after_consecutive_dead", 1001),
+        "policies.failure.pause_after_consecutive_dead",
+    ),
     # SSRF (this server allows loopback only)
     "private address": (_set("target.http.url", "http://10.1.2.3/x"), "target.http.url"),
     "metadata address": (

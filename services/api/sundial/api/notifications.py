@@ -146,11 +146,11 @@ class NotificationChannels:
         return spec
 
     @staticmethod
-    def _values(spec: ChannelSpec) -> tuple[str, str, list[str], int]:
+    def _values(spec: ChannelSpec) -> tuple[str, dict[str, object], list[str], int]:
         assert spec.target is not None
         return (
             spec.display_name,
-            json.dumps(target_to_json(spec.target)),
+            target_to_json(spec.target),  # the pool's jsonb codec encodes it
             [kind.value for kind in spec.event_kinds],
             int(spec.digest_window.total_seconds()),
         )
