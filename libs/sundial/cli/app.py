@@ -13,6 +13,7 @@ from sundial.cli import (
     egress,
     jobs,
     migrate,
+    notifications,
     preview,
     profiles,
     runs,
@@ -39,6 +40,7 @@ app.command("apply")(apply.apply)
 app.command("export")(apply.export)
 app.add_typer(profiles.app)
 app.add_typer(secrets.app)
+app.add_typer(notifications.app)
 
 
 def _print_version(value: bool) -> None:

@@ -76,6 +76,16 @@ def target_text(target: job_pb2.Target) -> str:
     return "-"
 
 
+def failure_text(failure: job_pb2.FailurePolicy) -> str:
+    """What the failure policy does, in words."""
+    count = failure.pause_after_consecutive_dead
+    if count <= 0:
+        return "never pause"
+    if count == 1:
+        return "pause at the first dead run"
+    return f"pause after {count} consecutive dead runs"
+
+
 def print_job(job: job_pb2.Job) -> None:
     """A job as ``key  value`` lines."""
     policies = job.policies
@@ -96,6 +106,7 @@ def print_job(job: job_pb2.Job) -> None:
             f"{policies.retry.max_attempts} attempts, "
             f"timeout {duration_text(policies.run_timeout)}",
         ),
+        ("failure policy", failure_text(policies.failure)),
         ("created", when(job.create_time)),
         ("updated", when(job.update_time)),
     ]
@@ -181,6 +192,13 @@ Overlap = Annotated[str, typer.Option(help=f"One of {', '.join(_OVERLAP)}.")]
 Misfire = Annotated[str, typer.Option(help=f"One of {', '.join(_MISFIRE)}.")]
 MaxAttempts = Annotated[int, typer.Option(help="Attempts per run (0: default 5).")]
 Timeout = Annotated[str, typer.Option(help="Per-attempt timeout, e.g. 5m.")]
+PauseAfterDead = Annotated[
+    int | None,
+    typer.Option(
+        "--pause-after-dead",
+        help="Pause the job after this many dead runs in a row (0: never; 1: at the first).",
+    ),
+]
 RequestId = Annotated[str, typer.Option(help="Idempotency key for retries.")]
 
 
@@ -198,7 +216,7 @@ def _schedule_spec(schedule: job_pb2.Schedule, cron: str, every: str, offset: st
         schedule.once.CopyFrom(parse_time(at, "--at"))
 
 
-def _target(
+def target_from_options(
     url: str, method: str, headers: list[str] | None, grpc_address: str, plaintext: bool
 ) -> job_pb2.Target:
     if bool(url) == bool(grpc_address):
@@ -211,8 +229,13 @@ def _target(
     )
 
 
-def _policies(
-    policies: job_pb2.Policies, overlap: str, misfire: str, max_attempts: int, timeout: str
+def _policies(  # noqa: PLR0917 (one value per option)
+    policies: job_pb2.Policies,
+    overlap: str,
+    misfire: str,
+    max_attempts: int,
+    timeout: str,
+    pause_after_dead: int | None = None,
 ) -> list[str]:
     """Set the policies the options give; returns their update-mask paths."""
     paths = []
@@ -232,6 +255,9 @@ def _policies(
     if timeout:
         policies.run_timeout.CopyFrom(parse_duration(timeout, "--timeout"))
         paths.append("policies.run_timeout")
+    if pause_after_dead is not None:
+        policies.failure.pause_after_consecutive_dead = pause_after_dead
+        paths.append("policies.failure.pause_after_consecutive_dead")
     return paths
 
 
@@ -266,6 +292,7 @@ def create(
     misfire: Misfire = "",
     max_attempts: MaxAttempts = 0,
     timeout: Timeout = "",
+    pause_after_dead: PauseAfterDead = None,
     paused: Annotated[bool, typer.Option(help="Create the job paused.")] = False,
     request_id: RequestId = "",
     output: OutputOption = Output.TABLE,
@@ -276,12 +303,12 @@ def create(
     if jitter:
         schedule.jitter.CopyFrom(parse_duration(jitter, "--jitter"))
     policies = job_pb2.Policies()
-    _policies(policies, overlap, misfire, max_attempts, timeout)
+    _policies(policies, overlap, misfire, max_attempts, timeout, pause_after_dead)
     job = job_pb2.Job(
         name=name,
         description=description,
         schedule=schedule,
-        target=_target(url, method, header, grpc_address, plaintext),
+        target=target_from_options(url, method, header, grpc_address, plaintext),
         payload=_payload(payload, payload_file),
         policies=policies,
         labels=parse_pairs(label or [], "--label"),
@@ -323,6 +350,7 @@ def update(
     misfire: Misfire = "",
     max_attempts: MaxAttempts = 0,
     timeout: Timeout = "",
+    pause_after_dead: PauseAfterDead = None,
     expected_version: Version = 0,
     output: OutputOption = Output.TABLE,
 ) -> None:
@@ -347,7 +375,7 @@ def update(
         job.schedule.jitter.CopyFrom(parse_duration(jitter, "--jitter"))
         paths.append("schedule.jitter")
     if url or grpc_address:
-        job.target.CopyFrom(_target(url, method, header, grpc_address, plaintext))
+        job.target.CopyFrom(target_from_options(url, method, header, grpc_address, plaintext))
         paths.append("target")
     elif header:
         fail("--header goes with --url or --grpc (the target is replaced as a whole)")
@@ -357,7 +385,7 @@ def update(
     if label or clear_labels:
         job.labels.update(parse_pairs(label or [], "--label"))
         paths.append("labels")
-    paths += _policies(job.policies, overlap, misfire, max_attempts, timeout)
+    paths += _policies(job.policies, overlap, misfire, max_attempts, timeout, pause_after_dead)
     if not paths:
         fail("nothing to change: give at least one option (see --help)")
     request = pb.UpdateJobRequest(
