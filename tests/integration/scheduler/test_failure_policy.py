@@ -22,11 +22,14 @@ from sundial.executor.targets import AddressPolicy
 from sundial.internal.v1 import ledger_pb2, ledger_pb2_grpc
 from sundial.notify import MAX_EVENTS_PER_NOTIFICATION
 from sundial.run import JobPolicies
+from sundial.schedule import MisfirePolicy
+from sundial.scheduler.dispatcher import Dispatcher
 from sundial.scheduler.publisher import RunPublisher
 from sundial.scheduler.store import SchedulerStore
 from sundial.scheduler.sweeper import Sweeper
 from tests.integration.scheduler.conftest import scheduler_config
 from tests.integration.scheduler.support import TENANT, insert_jobs, insert_queued_runs
+from tests.integration.scheduler.test_dispatch import HOURLY, dispatcher
 from tests.integration.scheduler.test_ledger import (  # the ledger on a real server
     ALL,
     DAILY,
@@ -39,7 +42,7 @@ from tests.integration.scheduler.test_ledger import (  # the ledger on a real se
 )
 
 pytestmark = pytest.mark.timeout(120)
-__all__ = ["clock", "ledger"]  # fixtures, imported
+__all__ = ["clock", "dispatcher", "ledger"]  # fixtures, imported
 
 FINAL = ledger_pb2.OUTCOME_STATUS_FAILED_FINAL
 SUCCEEDED = ledger_pb2.OUTCOME_STATUS_SUCCEEDED
@@ -268,3 +271,23 @@ async def test_a_herd_of_a_thousand_dead_runs_is_one_digest_notification(
     assert await pool.fetchval("SELECT count(*) FROM notification_events") == 0
     assert await notifier.make_notifications() == 0
     print(f"1,000 dead completions with the failure policy: {elapsed:.2f} s")
+
+
+async def test_skipped_misfires_are_an_event_of_the_dispatch_that_skipped_them(
+    pool: asyncpg.Pool, dispatcher: Dispatcher, clock: ManualClock
+) -> None:
+    """Three hourly occurrences missed under SKIP: one misfire_skipped event naming the
+    count, for the channel that wants it; a dispatch that drops nothing writes none."""
+    await add_channel(pool, ["misfire_skipped"])
+    await add_channel(pool, ["dead_run"])
+    policies = JobPolicies(misfire=MisfirePolicy.SKIP)
+    [job] = await insert_jobs(pool, HOURLY, first_due=T0, policies=policies)
+    [on_time] = await insert_jobs(pool, HOURLY, first_due=T0 + timedelta(hours=2, minutes=30))
+    clock.advance(2.5 * 3600)
+    await dispatcher.dispatch_once()
+    rows = await pool.fetch("SELECT kind, job_id, detail::text AS detail FROM notification_events")
+    assert [(r["kind"], r["job_id"]) for r in rows] == [("misfire_skipped", job)]
+    detail = json.loads(rows[0]["detail"])
+    assert detail["missed"] == 3 and detail["job_id"] == str(job)
+    assert detail["job_name"].startswith("job-0-")
+    assert on_time != job
