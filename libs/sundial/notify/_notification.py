@@ -31,7 +31,7 @@ MAX_EVENTS_PER_NOTIFICATION = 100
 """Most events one notification lists (the body stays bounded)."""
 
 MAX_ATTEMPTS = 20
-"""Deliveries tried before a notification is given up (``failed``): about a day with
+"""Deliveries tried before a notification is given up (``failed``): some 10 hours of
 :func:`retry_delay`'s backoff."""
 
 _BASE_DELAY = timedelta(seconds=1)
