@@ -18,6 +18,7 @@ from sundial.client import verify_signature
 from sundial.v1 import job_pb2
 from sundial.v1 import job_service_pb2 as pb
 from tests.helpers.eventually import assert_eventually
+from tests.helpers.grpc_target import GrpcTargetServer
 from tests.helpers.target_server import RecordingTarget
 from tests.integration.api.support import Api, StartApi, Tenant, expect_error, make_job
 
@@ -295,3 +296,63 @@ async def test_a_failing_notification_target_is_retried_with_the_same_key_and_si
         # Delivered once it succeeded: it is no longer due, and every attempt was a call.
         [row] = await api.sql("SELECT state, attempt FROM notifications")
         assert (row["state"], row["attempt"]) == ("delivered", len(calls))
+
+
+async def test_a_grpc_channel_gets_the_notification_as_a_signed_execute_call(
+    start_api: StartApi,
+) -> None:
+    api = await start_api(notify_interval_s=0.1)
+    tenant = await api.tenant()
+    async with GrpcTargetServer() as server:
+        message = channel(kinds=[pb.NOTIFICATION_EVENT_KIND_LATE_RUN])
+        message.target.CopyFrom(
+            job_pb2.Target(grpc=job_pb2.GrpcTarget(address=server.address, plaintext=True))
+        )
+        made = await create(api, tenant, message)
+        await add_event(api, made.channel_id, tenant, "late_run", "job@2030-01-01T00:00:00Z")
+
+        async def called() -> None:
+            assert server.calls
+
+        await assert_eventually(called, timeout_s=20, what="the Execute call")
+        [call] = server.calls
+        request = call.request
+        assert request.idempotency_key == call.metadata["idempotency-key"]
+        assert request.tenant_id == tenant.tenant_id and request.attempt == 1
+        verify_signature(
+            call.metadata["sundial-signature"],
+            secrets=[tenant.signing_secret],
+            idempotency_key=request.idempotency_key,
+            attempt=request.attempt,
+            body=request.payload,
+        )
+        body = json.loads(request.payload)
+        assert body["notification_id"] == request.idempotency_key
+        assert [e["kind"] for e in body["events"]] == ["late_run"]
+
+        async def delivered() -> None:
+            [row] = await api.sql("SELECT state FROM notifications")
+            assert row["state"] == "delivered"
+
+        await assert_eventually(delivered, timeout_s=10, what="the delivery recorded")
+
+
+async def test_resume_starts_the_dead_count_again(api: Api, tenant: Tenant) -> None:
+    job = make_job("flaky")
+    job.policies.failure.pause_after_consecutive_dead = 2
+    made = (await api.jobs.CreateJob(pb.CreateJobRequest(job=job), metadata=tenant.md)).job
+    await api.jobs.PauseJob(pb.PauseJobRequest(job_id=made.uid, note="x"), metadata=tenant.md)
+    # As the failure policy leaves it (the ledger's count, a pause it had due).
+    marked = await api.sql(
+        "UPDATE job_stats SET consecutive_dead = 2, pause_due = true, pause_reason = 'r'"
+        " WHERE job_id = $1 RETURNING 1",
+        uuid.UUID(made.uid),
+    )
+    assert len(marked) == 1
+    await api.jobs.ResumeJob(
+        pb.ResumeJobRequest(job_id=made.uid, expected_version=2), metadata=tenant.md
+    )
+    [row] = await api.sql(
+        "SELECT consecutive_dead, pause_due FROM job_stats WHERE job_id = $1", uuid.UUID(made.uid)
+    )
+    assert (row["consecutive_dead"], row["pause_due"]) == (0, False)

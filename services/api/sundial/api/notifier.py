@@ -63,6 +63,7 @@ log = logging.getLogger(__name__)
 _EVENT_BATCH = 5000
 _SEND_BATCH = 100
 _PURGE_AFTER = timedelta(days=7)
+_MAX_CHANNELS = 256  # gRPC channels kept open, oldest closed first
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +311,9 @@ class Notifier:
                 options.append(("grpc.ssl_target_name_override", host))
                 channel = grpc.aio.secure_channel(dial, grpc.ssl_channel_credentials(), options)
             self._channels[key] = channel
+            while len(self._channels) > _MAX_CHANNELS:
+                oldest = next(iter(self._channels))
+                await self._channels.pop(oldest).close()
         headers = self._headers(delivery)
         metadata = [(k, v) for k, v in sorted(target.metadata.items())]
         metadata += [(k.lower(), v) for k, v in headers.items() if k != "Content-Type"]
