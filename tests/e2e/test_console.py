@@ -199,6 +199,7 @@ def browse(driver: WebDriver, visit: Visit) -> dict[str, str]:
     until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#lateness-chart circle"), "a chart")
     facts = text_of(driver, "job-facts")
     assert "every 2.00 s" in facts, facts
+    assert "pause after 3 consecutive dead runs" in facts, facts
     assert driver.find_elements(By.CSS_SELECTOR, "#upcoming-table tbody tr")
 
     assert unlabelled(driver) == []
@@ -299,14 +300,14 @@ async def test_the_console_in_a_browser(
     tenant = await cluster.tenant()
     other = await cluster.tenant()
     await other.create_job(job("other-tenants-job", f"{target.url}/ok", {}, cron="0 3 * * *"))
-    beat = await tenant.create_job(
-        job(
-            "beat",
-            f"{target.url}/ok",
-            {"team": "core"},
-            interval=job_pb2.IntervalSchedule(every={"seconds": 2}),
-        )
+    beat_job = job(
+        "beat",
+        f"{target.url}/ok",
+        {"team": "core"},
+        interval=job_pb2.IntervalSchedule(every={"seconds": 2}),
     )
+    beat_job.policies.failure.pause_after_consecutive_dead = 3
+    beat = await tenant.create_job(beat_job)
     broken = await tenant.create_job(
         job("broken", f"{target.url}/broken", {"team": "growth"}, cron="30 2 * * *", zone=NY)
     )
