@@ -15,7 +15,7 @@ import pytest
 from google.protobuf import duration_pb2, field_mask_pb2
 
 from sundial.client import verify_signature
-from sundial.v1 import job_pb2
+from sundial.v1 import admin_pb2, egress_pb2, job_pb2
 from sundial.v1 import job_service_pb2 as pb
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.grpc_target import GrpcTargetServer
@@ -272,8 +272,8 @@ async def test_a_failing_notification_target_is_retried_with_the_same_key_and_si
         target.script("/notify", status=200)
 
         async def delivered() -> None:
-            [row] = await api.sql("SELECT state, attempt FROM notifications")
-            assert row["state"] == "delivered"
+            rows = await api.sql("SELECT state FROM notifications")
+            assert [r["state"] for r in rows] == ["delivered"]
 
         await assert_eventually(delivered, timeout_s=20, what="the delivery")
         calls = target.calls_to("/notify")
@@ -331,8 +331,8 @@ async def test_a_grpc_channel_gets_the_notification_as_a_signed_execute_call(
         assert [e["kind"] for e in body["events"]] == ["late_run"]
 
         async def delivered() -> None:
-            [row] = await api.sql("SELECT state FROM notifications")
-            assert row["state"] == "delivered"
+            rows = await api.sql("SELECT state FROM notifications")
+            assert [r["state"] for r in rows] == ["delivered"]
 
         await assert_eventually(delivered, timeout_s=10, what="the delivery recorded")
 
@@ -356,3 +356,31 @@ async def test_resume_starts_the_dead_count_again(api: Api, tenant: Tenant) -> N
         "SELECT consecutive_dead, pause_due FROM job_stats WHERE job_id = $1", uuid.UUID(made.uid)
     )
     assert (row["consecutive_dead"], row["pause_due"]) == (0, False)
+
+
+async def test_the_egress_policy_is_applied_again_at_delivery(start_api: StartApi) -> None:
+    """A channel written while loopback was allowed to the tenant; then the tenant gets a
+    policy of its own without it: the delivery is refused at connection time, given up
+    at once (a forbidden target stays forbidden), and the target never called."""
+    api = await start_api(notify_interval_s=0.1)
+    tenant = await api.tenant()
+    async with RecordingTarget() as target:
+        made = await create(api, tenant, channel(url=f"{target.url}/notify"))
+        await api.admin.SetTenantEgressPolicy(
+            admin_pb2.SetTenantEgressPolicyRequest(
+                tenant_id=tenant.tenant_id,
+                policy=egress_pb2.EgressPolicy(rules=[egress_pb2.EgressRule(cidr="10.9.0.0/16")]),
+            ),
+            metadata=api.admin_md,
+        )
+        await add_event(api, made.channel_id, tenant, "dead_run", "job@2030-01-01T00:00:00Z")
+
+        async def given_up() -> None:
+            rows = await api.sql("SELECT state, attempt, last_error FROM notifications")
+            assert len(rows) == 1, rows
+            row = rows[0]
+            assert (row["state"], row["attempt"]) == ("failed", 1), row["last_error"]
+            assert "127.0.0.1" in row["last_error"]
+
+        await assert_eventually(given_up, timeout_s=20, what="the refused delivery")
+        assert target.calls == []

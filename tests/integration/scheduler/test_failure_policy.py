@@ -6,6 +6,7 @@ one notification."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -20,7 +21,7 @@ from sundial.core.clock import ManualClock
 from sundial.devstack import Stack
 from sundial.executor.targets import AddressPolicy
 from sundial.internal.v1 import ledger_pb2, ledger_pb2_grpc
-from sundial.notify import MAX_EVENTS_PER_NOTIFICATION
+from sundial.notify import MAX_EVENTS_PER_NOTIFICATION, late_run
 from sundial.run import JobPolicies
 from sundial.schedule import MisfirePolicy
 from sundial.scheduler.dispatcher import Dispatcher
@@ -291,3 +292,55 @@ async def test_skipped_misfires_are_an_event_of_the_dispatch_that_skipped_them(
     assert detail["missed"] == 3 and detail["job_id"] == str(job)
     assert detail["job_name"].startswith("job-0-")
     assert on_time != job
+
+
+async def test_record_events_writes_late_runs_for_the_jobs_own_tenant_only(
+    pool: asyncpg.Pool,
+) -> None:
+    """The emitter the lateness threshold calls (``late_run``): one row per channel of the
+    job's tenant that wants LATE_RUN; another tenant's channel gets nothing."""
+    mine = await add_channel(pool, ["late_run"])
+    await add_channel(pool, ["late_run"], tenant="someone-else")
+    [job] = await insert_jobs(pool, DAILY, first_due=T0)
+    key = f"{job}@2030-01-01T12:00:00Z"
+    async with SchedulerStore(pool).transaction() as tx:
+        await tx.record_events(
+            [late_run(job, key, timedelta(seconds=90), timedelta(seconds=30))], T0
+        )
+    rows = await pool.fetch(
+        "SELECT channel_id, tenant_id, kind, detail::text AS detail, due_at"
+        " FROM notification_events"
+    )
+    assert [(r["channel_id"], r["tenant_id"], r["kind"]) for r in rows] == [
+        (mine, TENANT, "late_run")
+    ]
+    detail = json.loads(rows[0]["detail"])
+    assert (detail["run_key"], detail["lateness_ms"], detail["threshold_ms"]) == (
+        key,
+        90_000,
+        30_000,
+    )
+    assert rows[0]["due_at"] == T0
+
+
+async def test_notifiers_on_several_replicas_take_disjoint_work(
+    pool: asyncpg.Pool, clock: ManualClock
+) -> None:
+    """Two notifiers making and claiming at once (SKIP LOCKED): every event becomes one
+    notification and every notification is claimed by one of them."""
+    channel = await add_channel(pool, ["dead_run"])
+    await pool.execute(
+        "INSERT INTO notification_events (channel_id, tenant_id, kind, detail, occurred_at,"
+        " due_at) SELECT $1, $2, 'dead_run', jsonb_build_object('n', n), $3, $3"
+        " FROM generate_series(1, 300) AS n",
+        channel,
+        TENANT,
+        T0,
+    )
+    notifiers = [Notifier(pool, AddressPolicy(), clock) for _ in range(2)]
+    made = await asyncio.gather(*(n.make_notifications() for n in notifiers))
+    assert sum(made) == 300
+    assert await pool.fetchval("SELECT count(*) FROM notifications") == 300
+    claimed = await asyncio.gather(*(n.claim(200) for n in notifiers))
+    ids = [d.notification_id for batch in claimed for d in batch]
+    assert len(ids) == len(set(ids)) == 300

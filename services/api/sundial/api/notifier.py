@@ -79,6 +79,29 @@ class Delivery:
     secrets: tuple[bytes, ...]
 
 
+def _delivery(row: asyncpg.Record) -> Delivery:
+    """A claimed row as what sending it needs; a channel whose stored target or policy
+    cannot be read is delivered nowhere (and the notification given up)."""
+    try:
+        target = target_from_json(json.loads(row["target"])) if row["target"] else None
+        egress = policy_from_document(row["egress_policy"]) if row["egress_policy"] else None
+    except (ValueError, TypeError, KeyError):
+        log.exception(
+            "unreadable notification channel",
+            extra={"action": "notify", "notification_id": str(row["notification_id"])},
+        )
+        target, egress = None, None
+    return Delivery(
+        notification_id=row["notification_id"],
+        tenant_id=row["tenant_id"],
+        body=row["body"],
+        attempt=row["attempt"],
+        target=target,
+        egress=egress,
+        secrets=tuple(row["signing_secrets"] or ()),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class _Result:
     ok: bool
@@ -180,22 +203,7 @@ class Notifier:
         """Claim up to ``limit`` due notifications (committed before any is sent)."""
         now = self._clock.now()
         rows = await self._pool.fetch(queries.claim_notifications, now, limit, now + self._claim)
-        return [
-            Delivery(
-                notification_id=r["notification_id"],
-                tenant_id=r["tenant_id"],
-                body=r["body"],
-                attempt=r["attempt"],
-                target=target_from_json(json.loads(r["target"])) if r["target"] else None,
-                egress=(
-                    policy_from_document(json.loads(r["egress_policy"]))
-                    if r["egress_policy"]
-                    else None
-                ),
-                secrets=tuple(r["signing_secrets"] or ()),
-            )
-            for r in rows
-        ]
+        return [_delivery(r) for r in rows]
 
     async def deliver_once(self) -> int:
         """Make notifications, then claim, send and record one batch; returns how many
@@ -265,7 +273,7 @@ class Notifier:
 
     async def _send(self, delivery: Delivery) -> _Result:
         if delivery.target is None:
-            return _Result(False, "channel deleted", "channel_deleted", final=True)
+            return _Result(False, "no channel to deliver to", "channel_deleted", final=True)
         async with self._slots:
             try:
                 async with asyncio.timeout(self._timeout_s):
