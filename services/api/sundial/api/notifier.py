@@ -212,7 +212,21 @@ class Notifier:
         deliveries = await self.claim()
         if not deliveries:
             return 0
-        results = await asyncio.gather(*(self._send(d) for d in deliveries))
+        sent = await asyncio.gather(*(self._send(d) for d in deliveries), return_exceptions=True)
+        results: list[_Result] = []
+        for delivery, outcome in zip(deliveries, sent, strict=True):
+            if isinstance(outcome, _Result):
+                results.append(outcome)
+                continue
+            if not isinstance(outcome, Exception):
+                raise outcome  # cancellation: stop
+            # A bug in one send must not leave the batch claimed and unrecorded.
+            log.error(
+                "notification send failed unexpectedly",
+                exc_info=outcome,
+                extra={"action": "notify", "notification_id": str(delivery.notification_id)},
+            )
+            results.append(_Result(False, f"internal error: {type(outcome).__name__}", "internal"))
         await self._record(deliveries, results)
         return len(deliveries)
 
