@@ -344,3 +344,32 @@ async def test_notifiers_on_several_replicas_take_disjoint_work(
     claimed = await asyncio.gather(*(n.claim(200) for n in notifiers))
     ids = [d.notification_id for batch in claimed for d in batch]
     assert len(ids) == len(set(ids)) == 300
+
+
+async def test_a_notifier_that_dies_mid_send_leaves_the_notification_due_again_unchanged(
+    pool: asyncpg.Pool, clock: ManualClock
+) -> None:
+    """At least once: a claim that is never recorded (the notifier died after sending)
+    comes due again when the claim ends, with the next attempt number, the same id (the
+    Idempotency-Key) and the same body; before that no other notifier takes it."""
+    channel = await add_channel(pool, ["dead_run"])
+    await pool.execute(
+        "INSERT INTO notification_events (channel_id, tenant_id, kind, detail, occurred_at,"
+        " due_at) VALUES ($1, $2, 'dead_run', '{}', $3, $3)",
+        channel,
+        TENANT,
+        T0,
+    )
+    first = Notifier(pool, AddressPolicy(), clock, claim_s=60)
+    assert await first.make_notifications() == 1
+    [taken] = await first.claim()
+    assert taken.attempt == 1
+    other = Notifier(pool, AddressPolicy(), clock, claim_s=60)
+    assert await other.claim() == []  # claimed: nobody else sends it meanwhile
+    clock.advance(61)
+    [again] = await other.claim()
+    assert (again.notification_id, again.body, again.attempt) == (
+        taken.notification_id,
+        taken.body,
+        2,
+    )
