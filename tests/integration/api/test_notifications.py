@@ -293,6 +293,7 @@ async def test_a_failing_notification_target_is_retried_with_the_same_key_and_si
         [event] = body["events"]
         assert (event["kind"], event["run_key"]) == ("dead_run", "job@2030-01-01T00:00:00Z")
         assert calls[-1].request.headers["content-type"] == "application/json"
+        assert calls[-1].request.headers["user-agent"] == "sundial-notifier/1"
         # Delivered once it succeeded: it is no longer due, and every attempt was a call.
         [row] = await api.sql("SELECT state, attempt FROM notifications")
         assert (row["state"], row["attempt"]) == ("delivered", len(calls))

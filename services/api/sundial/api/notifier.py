@@ -63,6 +63,7 @@ log = logging.getLogger(__name__)
 _EVENT_BATCH = 5000
 _SEND_BATCH = 100
 _PURGE_AFTER = timedelta(days=7)
+USER_AGENT = "sundial-notifier/1"
 _MAX_CHANNELS = 256  # gRPC channels kept open, oldest closed first
 
 
@@ -283,6 +284,7 @@ class Notifier:
                 delivery.secrets, self._clock.now(), key, delivery.attempt, delivery.body
             ),
             "Sundial-Notification-Id": key,
+            "User-Agent": USER_AGENT,
         }
 
     async def _send(self, delivery: Delivery) -> _Result:
@@ -338,7 +340,9 @@ class Notifier:
                 await self._channels.pop(oldest).close()
         headers = self._headers(delivery)
         metadata = [(k, v) for k, v in sorted(target.metadata.items())]
-        metadata += [(k.lower(), v) for k, v in headers.items() if k != "Content-Type"]
+        metadata += [
+            (k.lower(), v) for k, v in headers.items() if k not in ("Content-Type", "User-Agent")
+        ]
         request = target_pb2.ExecuteRequest(
             run_key=str(delivery.notification_id),
             idempotency_key=str(delivery.notification_id),
