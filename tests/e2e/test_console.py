@@ -199,6 +199,7 @@ def browse(driver: WebDriver, visit: Visit) -> dict[str, str]:
     until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#lateness-chart circle"), "a chart")
     facts = text_of(driver, "job-facts")
     assert "every 2.00 s" in facts, facts
+    assert "pause after 3 consecutive dead runs" in facts, facts
     assert driver.find_elements(By.CSS_SELECTOR, "#upcoming-table tbody tr")
     # Its policies, the lateness threshold among them, and its SLO over the default
     # windows: the runs that fired were started on time by the executor.
@@ -365,6 +366,7 @@ async def test_the_console_in_a_browser(
         interval=job_pb2.IntervalSchedule(every={"seconds": 2}),
     )
     beat_job.policies.lateness_threshold.FromSeconds(30)
+    beat_job.policies.failure.pause_after_consecutive_dead = 3
     beat = await tenant.create_job(beat_job)
     await tenant.call(
         "UpdateJob",

@@ -14,6 +14,7 @@ from sundial.cli import (
     egress,
     jobs,
     migrate,
+    notifications,
     preview,
     profiles,
     runs,
@@ -41,6 +42,8 @@ app.command("export")(apply.export)
 app.add_typer(profiles.app)
 app.add_typer(secrets.app)
 app.add_typer(calendars.app)
+
+app.add_typer(notifications.app)
 
 
 def _print_version(value: bool) -> None:

@@ -87,6 +87,16 @@ def target_text(target: job_pb2.Target) -> str:
     return "-"
 
 
+def failure_text(failure: job_pb2.FailurePolicy) -> str:
+    """What the failure policy does, in words."""
+    count = failure.pause_after_consecutive_dead
+    if count <= 0:
+        return "never pause"
+    if count == 1:
+        return "pause at the first dead run"
+    return f"pause after {count} consecutive dead runs"
+
+
 def print_job(job: job_pb2.Job) -> None:
     """A job as ``key  value`` lines."""
     policies = job.policies
@@ -108,6 +118,7 @@ def print_job(job: job_pb2.Job) -> None:
             f"timeout {duration_text(policies.run_timeout)}, "
             f"late after {duration_text(policies.lateness_threshold)}",
         ),
+        ("failure policy", failure_text(policies.failure)),
         ("created", when(job.create_time)),
         ("updated", when(job.update_time)),
     ]
@@ -226,6 +237,13 @@ LatenessThreshold = Annotated[
     str,
     typer.Option(help="SLO: a run starting later than this after its due time is late, e.g. 2m."),
 ]
+PauseAfterDead = Annotated[
+    int | None,
+    typer.Option(
+        "--pause-after-dead",
+        help="Pause the job after this many dead runs in a row (0: never; 1: at the first).",
+    ),
+]
 RequestId = Annotated[str, typer.Option(help="Idempotency key for retries.")]
 
 
@@ -261,7 +279,7 @@ def _schedule_spec(
     return f"schedule.{which}"
 
 
-def _target(
+def target_from_options(
     url: str, method: str, headers: list[str] | None, grpc_address: str, plaintext: bool
 ) -> job_pb2.Target:
     if bool(url) == bool(grpc_address):
@@ -274,12 +292,13 @@ def _target(
     )
 
 
-def _policies(
+def _policies(  # noqa: PLR0917 (one value per option)
     policies: job_pb2.Policies,
     overlap: str,
     misfire: str,
     max_attempts: int,
     timeout: str,
+    pause_after_dead: int | None = None,
     *,
     lateness_threshold: str = "",
 ) -> list[str]:
@@ -306,6 +325,10 @@ def _policies(
             parse_duration(lateness_threshold, "--lateness-threshold")
         )
         paths.append("policies.lateness_threshold")
+
+    if pause_after_dead is not None:
+        policies.failure.pause_after_consecutive_dead = pause_after_dead
+        paths.append("policies.failure.pause_after_consecutive_dead")
     return paths
 
 
@@ -342,6 +365,8 @@ def create(
     max_attempts: MaxAttempts = 0,
     timeout: Timeout = "",
     lateness_threshold: LatenessThreshold = "",
+
+    pause_after_dead: PauseAfterDead = None,
     paused: Annotated[bool, typer.Option(help="Create the job paused.")] = False,
     request_id: RequestId = "",
     output: OutputOption = Output.TABLE,
@@ -353,13 +378,19 @@ def create(
         schedule.jitter.CopyFrom(parse_duration(jitter, "--jitter"))
     policies = job_pb2.Policies()
     _policies(
-        policies, overlap, misfire, max_attempts, timeout, lateness_threshold=lateness_threshold
+        policies,
+        overlap,
+        misfire,
+        max_attempts,
+        timeout,
+        pause_after_dead,
+        lateness_threshold=lateness_threshold,
     )
     job = job_pb2.Job(
         name=name,
         description=description,
         schedule=schedule,
-        target=_target(url, method, header, grpc_address, plaintext),
+        target=target_from_options(url, method, header, grpc_address, plaintext),
         payload=_payload(payload, payload_file),
         policies=policies,
         labels=parse_pairs(label or [], "--label"),
@@ -406,6 +437,8 @@ def update(
     max_attempts: MaxAttempts = 0,
     timeout: Timeout = "",
     lateness_threshold: LatenessThreshold = "",
+
+    pause_after_dead: PauseAfterDead = None,
     expected_version: Version = 0,
     output: OutputOption = Output.TABLE,
 ) -> None:
@@ -434,7 +467,7 @@ def update(
         job.schedule.jitter.CopyFrom(parse_duration(jitter, "--jitter"))
         paths.append("schedule.jitter")
     if url or grpc_address:
-        job.target.CopyFrom(_target(url, method, header, grpc_address, plaintext))
+        job.target.CopyFrom(target_from_options(url, method, header, grpc_address, plaintext))
         paths.append("target")
     elif header:
         fail("--header goes with --url or --grpc (the target is replaced as a whole)")
@@ -445,7 +478,13 @@ def update(
         job.labels.update(parse_pairs(label or [], "--label"))
         paths.append("labels")
     paths += _policies(
-        job.policies, overlap, misfire, max_attempts, timeout, lateness_threshold=lateness_threshold
+        job.policies,
+        overlap,
+        misfire,
+        max_attempts,
+        timeout,
+        pause_after_dead,
+        lateness_threshold=lateness_threshold,
     )
     if not paths:
         fail("nothing to change: give at least one option (see --help)")

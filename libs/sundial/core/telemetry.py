@@ -106,6 +106,8 @@ STREAM_MESSAGES = "sundial.stream.messages"
 CONSUMER_PENDING = "sundial.consumer.pending"
 CONSUMER_ACK_PENDING = "sundial.consumer.ack_pending"
 RPC_SERVER_DURATION = "rpc.server.duration"
+NOTIFICATIONS_DELIVERED = "sundial.notifications.delivered"
+NOTIFICATIONS_FAILED = "sundial.notifications.failed"
 
 # An RPC served: a millisecond for a cached read up to the longest calls.
 RPC_DURATION_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)

@@ -10,7 +10,8 @@ as ``"30s"``, timestamps as RFC 3339 strings, int64 as strings, enums by name. E
                 "end_time": "2026-12-31T00:00:00Z", "max_runs": "10",
                 "dst": {"gap": "GAP_POLICY_AUTO"}}
     policies = {"misfire": "MISFIRE_POLICY_CATCH_UP", "overlap": "OVERLAP_POLICY_BUFFER_ONE",
-                "retry": {"max_attempts": 5, "base_delay": "10s"}, "run_timeout": "1800s"}
+                "retry": {"max_attempts": 5, "base_delay": "10s"}, "run_timeout": "1800s",
+                "failure": {"pause_after_consecutive_dead": 3}}
 
 The target column is ``sundial.v1.Target`` in the same mapping (``{"http": {"url": ...,
 "method": "POST", "headers": {...}}}`` or ``{"grpc": {"address": ..., "plaintext": false,
@@ -98,6 +99,9 @@ class JobPolicies:
     lateness_threshold: timedelta = DEFAULT_LATENESS_THRESHOLD
     """How late a scheduled run's first attempt may start and count as on time in the
     job's SLO (measured only; docs/design.md section 11)."""
+
+    pause_after_consecutive_dead: int = 0
+    """The failure policy: pause after this many dead runs in a row (0: never)."""
 
     @property
     def retry(self) -> RetryPolicy:
@@ -308,6 +312,9 @@ def policies_from_json(doc: dict[str, Any]) -> JobPolicies:
             if doc.get("lateness_threshold")
             else d.lateness_threshold
         ),
+        pause_after_consecutive_dead=int(
+            (doc.get("failure") or {}).get("pause_after_consecutive_dead") or 0
+        ),
     )
 
 
@@ -326,6 +333,9 @@ def policies_to_json(policies: JobPolicies) -> dict[str, Any]:
         },
         "run_timeout": duration_to_json(policies.run_timeout),
         "lateness_threshold": duration_to_json(policies.lateness_threshold),
+
+        # Read by SQL too (the ledger's failure policy, queries.sql mark_failure_pauses).
+        "failure": {"pause_after_consecutive_dead": policies.pause_after_consecutive_dead},
     }
 
 

@@ -184,7 +184,7 @@ class DstPolicy(_message.Message):
     def __init__(self, gap: _Optional[_Union[GapPolicy, str]] = ..., fold: _Optional[_Union[FoldPolicy, str]] = ...) -> None: ...
 
 class Policies(_message.Message):
-    __slots__ = ("misfire", "misfire_threshold", "catchup_window", "max_catchup", "overlap", "retry", "run_timeout", "lateness_threshold")
+    __slots__ = ("misfire", "misfire_threshold", "catchup_window", "max_catchup", "overlap", "retry", "run_timeout", "lateness_threshold", "failure")
     MISFIRE_FIELD_NUMBER: _ClassVar[int]
     MISFIRE_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
     CATCHUP_WINDOW_FIELD_NUMBER: _ClassVar[int]
@@ -193,6 +193,7 @@ class Policies(_message.Message):
     RETRY_FIELD_NUMBER: _ClassVar[int]
     RUN_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     LATENESS_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
     misfire: MisfirePolicy
     misfire_threshold: _duration_pb2.Duration
     catchup_window: _duration_pb2.Duration
@@ -201,7 +202,14 @@ class Policies(_message.Message):
     retry: RetryPolicy
     run_timeout: _duration_pb2.Duration
     lateness_threshold: _duration_pb2.Duration
-    def __init__(self, misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_threshold: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., catchup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_catchup: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., run_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., lateness_threshold: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    failure: FailurePolicy
+    def __init__(self, misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_threshold: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., catchup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_catchup: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., run_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., lateness_threshold: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., failure: _Optional[_Union[FailurePolicy, _Mapping]] = ...) -> None: ...
+
+class FailurePolicy(_message.Message):
+    __slots__ = ("pause_after_consecutive_dead",)
+    PAUSE_AFTER_CONSECUTIVE_DEAD_FIELD_NUMBER: _ClassVar[int]
+    pause_after_consecutive_dead: int
+    def __init__(self, pause_after_consecutive_dead: _Optional[int] = ...) -> None: ...
 
 class RetryPolicy(_message.Message):
     __slots__ = ("max_attempts", "base_delay", "max_delay")

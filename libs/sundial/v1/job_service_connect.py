@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .job_service_pb2 import ApplyJobRequest, ApplyJobResponse, BackfillJobRequest, BackfillJobResponse, BatchCreateJobsRequest, BatchCreateJobsResponse, CancelRunRequest, CancelRunResponse, CreateCalendarRequest, CreateCalendarResponse, CreateJobRequest, CreateJobResponse, DeleteCalendarRequest, DeleteCalendarResponse, DeleteJobRequest, DeleteJobResponse, DescribeJobRequest, DescribeJobResponse, GetCalendarRequest, GetCalendarResponse, GetEgressPolicyRequest, GetEgressPolicyResponse, GetJobRequest, GetJobResponse, GetRunRequest, GetRunResponse, ListAuditEventsRequest, ListAuditEventsResponse, ListCalendarsRequest, ListCalendarsResponse, ListJobRevisionsRequest, ListJobRevisionsResponse, ListJobsRequest, ListJobsResponse, ListRunsRequest, ListRunsResponse, PauseJobRequest, PauseJobResponse, PreviewScheduleRequest, PreviewScheduleResponse, ReplayRunRequest, ReplayRunResponse, ResumeJobRequest, ResumeJobResponse, RotateOwnSigningSecretRequest, RotateOwnSigningSecretResponse, TriggerJobRequest, TriggerJobResponse, UpdateCalendarRequest, UpdateCalendarResponse, UpdateJobRequest, UpdateJobResponse
+from .job_service_pb2 import ApplyJobRequest, ApplyJobResponse, BackfillJobRequest, BackfillJobResponse, BatchCreateJobsRequest, BatchCreateJobsResponse, CancelRunRequest, CancelRunResponse, CreateCalendarRequest, CreateCalendarResponse, CreateJobRequest, CreateJobResponse, CreateNotificationChannelRequest, CreateNotificationChannelResponse, DeleteCalendarRequest, DeleteCalendarResponse, DeleteJobRequest, DeleteJobResponse, DeleteNotificationChannelRequest, DeleteNotificationChannelResponse, DescribeJobRequest, DescribeJobResponse, GetCalendarRequest, GetCalendarResponse, GetEgressPolicyRequest, GetEgressPolicyResponse, GetJobRequest, GetJobResponse, GetNotificationChannelRequest, GetNotificationChannelResponse, GetRunRequest, GetRunResponse, ListAuditEventsRequest, ListAuditEventsResponse, ListCalendarsRequest, ListCalendarsResponse, ListJobRevisionsRequest, ListJobRevisionsResponse, ListJobsRequest, ListJobsResponse, ListNotificationChannelsRequest, ListNotificationChannelsResponse, ListRunsRequest, ListRunsResponse, PauseJobRequest, PauseJobResponse, PreviewScheduleRequest, PreviewScheduleResponse, ReplayRunRequest, ReplayRunResponse, ResumeJobRequest, ResumeJobResponse, RotateOwnSigningSecretRequest, RotateOwnSigningSecretResponse, TriggerJobRequest, TriggerJobResponse, UpdateCalendarRequest, UpdateCalendarResponse, UpdateJobRequest, UpdateJobResponse, UpdateNotificationChannelRequest, UpdateNotificationChannelResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -204,6 +204,37 @@ class JobService(Protocol):
         """
         Deletes a calendar. FAILED_PRECONDITION, naming up to 10 of them, while jobs'
         schedules name it: change those schedules first.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def create_notification_channel(self, request: CreateNotificationChannelRequest, ctx: RequestContext[CreateNotificationChannelRequest, CreateNotificationChannelResponse], /) -> CreateNotificationChannelResponse:
+        """
+        Register a notification channel: where the tenant's job events (dead runs,
+        auto-pauses, skipped misfires, late runs) are sent, signed like runs.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def get_notification_channel(self, request: GetNotificationChannelRequest, ctx: RequestContext[GetNotificationChannelRequest, GetNotificationChannelResponse], /) -> GetNotificationChannelResponse:
+        """
+        One of the tenant's notification channels.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def list_notification_channels(self, request: ListNotificationChannelsRequest, ctx: RequestContext[ListNotificationChannelsRequest, ListNotificationChannelsResponse], /) -> ListNotificationChannelsResponse:
+        """
+        The tenant's notification channels, by name.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def update_notification_channel(self, request: UpdateNotificationChannelRequest, ctx: RequestContext[UpdateNotificationChannelRequest, UpdateNotificationChannelResponse], /) -> UpdateNotificationChannelResponse:
+        """
+        Change a channel (field mask: display_name, target, event_kinds, digest_window).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def delete_notification_channel(self, request: DeleteNotificationChannelRequest, ctx: RequestContext[DeleteNotificationChannelRequest, DeleteNotificationChannelResponse], /) -> DeleteNotificationChannelResponse:
+        """
+        Delete a channel; its notifications not yet delivered are dropped.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -506,6 +537,61 @@ class JobServiceASGIApplication(ConnectASGIApplication[JobService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.delete_calendar,
+                ),
+                "/sundial.v1.JobService/CreateNotificationChannel": Endpoint.unary(
+                    method=MethodInfo(
+                        name="CreateNotificationChannel",
+                        service_name="sundial.v1.JobService",
+                        input=CreateNotificationChannelRequest,
+                        output=CreateNotificationChannelResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.create_notification_channel,
+                ),
+                "/sundial.v1.JobService/GetNotificationChannel": Endpoint.unary(
+                    method=MethodInfo(
+                        name="GetNotificationChannel",
+                        service_name="sundial.v1.JobService",
+                        input=GetNotificationChannelRequest,
+                        output=GetNotificationChannelResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.get_notification_channel,
+                ),
+                "/sundial.v1.JobService/ListNotificationChannels": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ListNotificationChannels",
+                        service_name="sundial.v1.JobService",
+                        input=ListNotificationChannelsRequest,
+                        output=ListNotificationChannelsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.list_notification_channels,
+                ),
+                "/sundial.v1.JobService/UpdateNotificationChannel": Endpoint.unary(
+                    method=MethodInfo(
+                        name="UpdateNotificationChannel",
+                        service_name="sundial.v1.JobService",
+                        input=UpdateNotificationChannelRequest,
+                        output=UpdateNotificationChannelResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.update_notification_channel,
+                ),
+                "/sundial.v1.JobService/DeleteNotificationChannel": Endpoint.unary(
+                    method=MethodInfo(
+                        name="DeleteNotificationChannel",
+                        service_name="sundial.v1.JobService",
+                        input=DeleteNotificationChannelRequest,
+                        output=DeleteNotificationChannelResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.delete_notification_channel,
                 ),
             },
             interceptors=interceptors,
@@ -1156,6 +1242,122 @@ class JobServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def create_notification_channel(
+        self,
+        request: CreateNotificationChannelRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> CreateNotificationChannelResponse:
+        """
+        Register a notification channel: where the tenant's job events (dead runs,
+        auto-pauses, skipped misfires, late runs) are sent, signed like runs.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="CreateNotificationChannel",
+                service_name="sundial.v1.JobService",
+                input=CreateNotificationChannelRequest,
+                output=CreateNotificationChannelResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def get_notification_channel(
+        self,
+        request: GetNotificationChannelRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> GetNotificationChannelResponse:
+        """
+        One of the tenant's notification channels.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="GetNotificationChannel",
+                service_name="sundial.v1.JobService",
+                input=GetNotificationChannelRequest,
+                output=GetNotificationChannelResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def list_notification_channels(
+        self,
+        request: ListNotificationChannelsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListNotificationChannelsResponse:
+        """
+        The tenant's notification channels, by name.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListNotificationChannels",
+                service_name="sundial.v1.JobService",
+                input=ListNotificationChannelsRequest,
+                output=ListNotificationChannelsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def update_notification_channel(
+        self,
+        request: UpdateNotificationChannelRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> UpdateNotificationChannelResponse:
+        """
+        Change a channel (field mask: display_name, target, event_kinds, digest_window).
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="UpdateNotificationChannel",
+                service_name="sundial.v1.JobService",
+                input=UpdateNotificationChannelRequest,
+                output=UpdateNotificationChannelResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def delete_notification_channel(
+        self,
+        request: DeleteNotificationChannelRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> DeleteNotificationChannelResponse:
+        """
+        Delete a channel; its notifications not yet delivered are dropped.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="DeleteNotificationChannel",
+                service_name="sundial.v1.JobService",
+                input=DeleteNotificationChannelRequest,
+                output=DeleteNotificationChannelResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class JobServiceSync(Protocol):
     """
@@ -1324,6 +1526,37 @@ class JobServiceSync(Protocol):
         """
         Deletes a calendar. FAILED_PRECONDITION, naming up to 10 of them, while jobs'
         schedules name it: change those schedules first.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def create_notification_channel(self, request: CreateNotificationChannelRequest, ctx: RequestContext[CreateNotificationChannelRequest, CreateNotificationChannelResponse], /) -> CreateNotificationChannelResponse:
+        """
+        Register a notification channel: where the tenant's job events (dead runs,
+        auto-pauses, skipped misfires, late runs) are sent, signed like runs.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def get_notification_channel(self, request: GetNotificationChannelRequest, ctx: RequestContext[GetNotificationChannelRequest, GetNotificationChannelResponse], /) -> GetNotificationChannelResponse:
+        """
+        One of the tenant's notification channels.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def list_notification_channels(self, request: ListNotificationChannelsRequest, ctx: RequestContext[ListNotificationChannelsRequest, ListNotificationChannelsResponse], /) -> ListNotificationChannelsResponse:
+        """
+        The tenant's notification channels, by name.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def update_notification_channel(self, request: UpdateNotificationChannelRequest, ctx: RequestContext[UpdateNotificationChannelRequest, UpdateNotificationChannelResponse], /) -> UpdateNotificationChannelResponse:
+        """
+        Change a channel (field mask: display_name, target, event_kinds, digest_window).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def delete_notification_channel(self, request: DeleteNotificationChannelRequest, ctx: RequestContext[DeleteNotificationChannelRequest, DeleteNotificationChannelResponse], /) -> DeleteNotificationChannelResponse:
+        """
+        Delete a channel; its notifications not yet delivered are dropped.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -1624,6 +1857,61 @@ class JobServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.delete_calendar,
+                ),
+                "/sundial.v1.JobService/CreateNotificationChannel": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="CreateNotificationChannel",
+                        service_name="sundial.v1.JobService",
+                        input=CreateNotificationChannelRequest,
+                        output=CreateNotificationChannelResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.create_notification_channel,
+                ),
+                "/sundial.v1.JobService/GetNotificationChannel": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="GetNotificationChannel",
+                        service_name="sundial.v1.JobService",
+                        input=GetNotificationChannelRequest,
+                        output=GetNotificationChannelResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.get_notification_channel,
+                ),
+                "/sundial.v1.JobService/ListNotificationChannels": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ListNotificationChannels",
+                        service_name="sundial.v1.JobService",
+                        input=ListNotificationChannelsRequest,
+                        output=ListNotificationChannelsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.list_notification_channels,
+                ),
+                "/sundial.v1.JobService/UpdateNotificationChannel": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="UpdateNotificationChannel",
+                        service_name="sundial.v1.JobService",
+                        input=UpdateNotificationChannelRequest,
+                        output=UpdateNotificationChannelResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.update_notification_channel,
+                ),
+                "/sundial.v1.JobService/DeleteNotificationChannel": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="DeleteNotificationChannel",
+                        service_name="sundial.v1.JobService",
+                        input=DeleteNotificationChannelRequest,
+                        output=DeleteNotificationChannelResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.delete_notification_channel,
                 ),
             },
             interceptors=interceptors,
@@ -2268,6 +2556,122 @@ class JobServiceClientSync(ConnectClientSync):
                 service_name="sundial.v1.JobService",
                 input=DeleteCalendarRequest,
                 output=DeleteCalendarResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def create_notification_channel(
+        self,
+        request: CreateNotificationChannelRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> CreateNotificationChannelResponse:
+        """
+        Register a notification channel: where the tenant's job events (dead runs,
+        auto-pauses, skipped misfires, late runs) are sent, signed like runs.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="CreateNotificationChannel",
+                service_name="sundial.v1.JobService",
+                input=CreateNotificationChannelRequest,
+                output=CreateNotificationChannelResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def get_notification_channel(
+        self,
+        request: GetNotificationChannelRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> GetNotificationChannelResponse:
+        """
+        One of the tenant's notification channels.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="GetNotificationChannel",
+                service_name="sundial.v1.JobService",
+                input=GetNotificationChannelRequest,
+                output=GetNotificationChannelResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def list_notification_channels(
+        self,
+        request: ListNotificationChannelsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListNotificationChannelsResponse:
+        """
+        The tenant's notification channels, by name.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListNotificationChannels",
+                service_name="sundial.v1.JobService",
+                input=ListNotificationChannelsRequest,
+                output=ListNotificationChannelsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def update_notification_channel(
+        self,
+        request: UpdateNotificationChannelRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> UpdateNotificationChannelResponse:
+        """
+        Change a channel (field mask: display_name, target, event_kinds, digest_window).
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="UpdateNotificationChannel",
+                service_name="sundial.v1.JobService",
+                input=UpdateNotificationChannelRequest,
+                output=UpdateNotificationChannelResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def delete_notification_channel(
+        self,
+        request: DeleteNotificationChannelRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> DeleteNotificationChannelResponse:
+        """
+        Delete a channel; its notifications not yet delivered are dropped.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="DeleteNotificationChannel",
+                service_name="sundial.v1.JobService",
+                input=DeleteNotificationChannelRequest,
+                output=DeleteNotificationChannelResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

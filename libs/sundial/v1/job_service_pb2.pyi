@@ -33,6 +33,14 @@ class DstAnnotation(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DST_ANNOTATION_FOLD_FIRST: _ClassVar[DstAnnotation]
     DST_ANNOTATION_FOLD_SECOND: _ClassVar[DstAnnotation]
     DST_ANNOTATION_FOLD_SKIPPED: _ClassVar[DstAnnotation]
+
+class NotificationEventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    NOTIFICATION_EVENT_KIND_UNSPECIFIED: _ClassVar[NotificationEventKind]
+    NOTIFICATION_EVENT_KIND_DEAD_RUN: _ClassVar[NotificationEventKind]
+    NOTIFICATION_EVENT_KIND_AUTO_PAUSED: _ClassVar[NotificationEventKind]
+    NOTIFICATION_EVENT_KIND_MISFIRE_SKIPPED: _ClassVar[NotificationEventKind]
+    NOTIFICATION_EVENT_KIND_LATE_RUN: _ClassVar[NotificationEventKind]
 APPLY_OUTCOME_UNSPECIFIED: ApplyOutcome
 APPLY_OUTCOME_CREATED: ApplyOutcome
 APPLY_OUTCOME_UPDATED: ApplyOutcome
@@ -44,6 +52,11 @@ DST_ANNOTATION_GAP_SKIPPED: DstAnnotation
 DST_ANNOTATION_FOLD_FIRST: DstAnnotation
 DST_ANNOTATION_FOLD_SECOND: DstAnnotation
 DST_ANNOTATION_FOLD_SKIPPED: DstAnnotation
+NOTIFICATION_EVENT_KIND_UNSPECIFIED: NotificationEventKind
+NOTIFICATION_EVENT_KIND_DEAD_RUN: NotificationEventKind
+NOTIFICATION_EVENT_KIND_AUTO_PAUSED: NotificationEventKind
+NOTIFICATION_EVENT_KIND_MISFIRE_SKIPPED: NotificationEventKind
+NOTIFICATION_EVENT_KIND_LATE_RUN: NotificationEventKind
 
 class CreateCalendarRequest(_message.Message):
     __slots__ = ("calendar",)
@@ -555,3 +568,89 @@ class AuditEvent(_message.Message):
     code: str
     request_id: str
     def __init__(self, time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., actor: _Optional[str] = ..., method: _Optional[str] = ..., resource: _Optional[str] = ..., code: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class NotificationChannel(_message.Message):
+    __slots__ = ("channel_id", "display_name", "target", "event_kinds", "digest_window", "version", "create_time", "update_time")
+    CHANNEL_ID_FIELD_NUMBER: _ClassVar[int]
+    DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    EVENT_KINDS_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_WINDOW_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    channel_id: str
+    display_name: str
+    target: _job_pb2.Target
+    event_kinds: _containers.RepeatedScalarFieldContainer[NotificationEventKind]
+    digest_window: _duration_pb2.Duration
+    version: int
+    create_time: _timestamp_pb2.Timestamp
+    update_time: _timestamp_pb2.Timestamp
+    def __init__(self, channel_id: _Optional[str] = ..., display_name: _Optional[str] = ..., target: _Optional[_Union[_job_pb2.Target, _Mapping]] = ..., event_kinds: _Optional[_Iterable[_Union[NotificationEventKind, str]]] = ..., digest_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., version: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class CreateNotificationChannelRequest(_message.Message):
+    __slots__ = ("channel",)
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    channel: NotificationChannel
+    def __init__(self, channel: _Optional[_Union[NotificationChannel, _Mapping]] = ...) -> None: ...
+
+class CreateNotificationChannelResponse(_message.Message):
+    __slots__ = ("channel",)
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    channel: NotificationChannel
+    def __init__(self, channel: _Optional[_Union[NotificationChannel, _Mapping]] = ...) -> None: ...
+
+class GetNotificationChannelRequest(_message.Message):
+    __slots__ = ("channel_id",)
+    CHANNEL_ID_FIELD_NUMBER: _ClassVar[int]
+    channel_id: str
+    def __init__(self, channel_id: _Optional[str] = ...) -> None: ...
+
+class GetNotificationChannelResponse(_message.Message):
+    __slots__ = ("channel",)
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    channel: NotificationChannel
+    def __init__(self, channel: _Optional[_Union[NotificationChannel, _Mapping]] = ...) -> None: ...
+
+class ListNotificationChannelsRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListNotificationChannelsResponse(_message.Message):
+    __slots__ = ("channels", "next_page_token")
+    CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    channels: _containers.RepeatedCompositeFieldContainer[NotificationChannel]
+    next_page_token: str
+    def __init__(self, channels: _Optional[_Iterable[_Union[NotificationChannel, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class UpdateNotificationChannelRequest(_message.Message):
+    __slots__ = ("channel", "update_mask", "expected_version")
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_MASK_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    channel: NotificationChannel
+    update_mask: _field_mask_pb2.FieldMask
+    expected_version: int
+    def __init__(self, channel: _Optional[_Union[NotificationChannel, _Mapping]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., expected_version: _Optional[int] = ...) -> None: ...
+
+class UpdateNotificationChannelResponse(_message.Message):
+    __slots__ = ("channel",)
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    channel: NotificationChannel
+    def __init__(self, channel: _Optional[_Union[NotificationChannel, _Mapping]] = ...) -> None: ...
+
+class DeleteNotificationChannelRequest(_message.Message):
+    __slots__ = ("channel_id",)
+    CHANNEL_ID_FIELD_NUMBER: _ClassVar[int]
+    channel_id: str
+    def __init__(self, channel_id: _Optional[str] = ...) -> None: ...
+
+class DeleteNotificationChannelResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -165,6 +165,31 @@ class JobServiceStub:
                 request_serializer=sundial_dot_v1_dot_job__service__pb2.DeleteCalendarRequest.SerializeToString,
                 response_deserializer=sundial_dot_v1_dot_job__service__pb2.DeleteCalendarResponse.FromString,
                 _registered_method=True)
+        self.CreateNotificationChannel = channel.unary_unary(
+                '/sundial.v1.JobService/CreateNotificationChannel',
+                request_serializer=sundial_dot_v1_dot_job__service__pb2.CreateNotificationChannelRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_job__service__pb2.CreateNotificationChannelResponse.FromString,
+                _registered_method=True)
+        self.GetNotificationChannel = channel.unary_unary(
+                '/sundial.v1.JobService/GetNotificationChannel',
+                request_serializer=sundial_dot_v1_dot_job__service__pb2.GetNotificationChannelRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_job__service__pb2.GetNotificationChannelResponse.FromString,
+                _registered_method=True)
+        self.ListNotificationChannels = channel.unary_unary(
+                '/sundial.v1.JobService/ListNotificationChannels',
+                request_serializer=sundial_dot_v1_dot_job__service__pb2.ListNotificationChannelsRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_job__service__pb2.ListNotificationChannelsResponse.FromString,
+                _registered_method=True)
+        self.UpdateNotificationChannel = channel.unary_unary(
+                '/sundial.v1.JobService/UpdateNotificationChannel',
+                request_serializer=sundial_dot_v1_dot_job__service__pb2.UpdateNotificationChannelRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_job__service__pb2.UpdateNotificationChannelResponse.FromString,
+                _registered_method=True)
+        self.DeleteNotificationChannel = channel.unary_unary(
+                '/sundial.v1.JobService/DeleteNotificationChannel',
+                request_serializer=sundial_dot_v1_dot_job__service__pb2.DeleteNotificationChannelRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_job__service__pb2.DeleteNotificationChannelResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -363,6 +388,42 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateNotificationChannel(self, request, context):
+        """Register a notification channel: where the tenant's job events (dead runs,
+        auto-pauses, skipped misfires, late runs) are sent, signed like runs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetNotificationChannel(self, request, context):
+        """One of the tenant's notification channels.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListNotificationChannels(self, request, context):
+        """The tenant's notification channels, by name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateNotificationChannel(self, request, context):
+        """Change a channel (field mask: display_name, target, event_kinds, digest_window).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteNotificationChannel(self, request, context):
+        """Delete a channel; its notifications not yet delivered are dropped.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -495,6 +556,31 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.DeleteCalendar,
                     request_deserializer=sundial_dot_v1_dot_job__service__pb2.DeleteCalendarRequest.FromString,
                     response_serializer=sundial_dot_v1_dot_job__service__pb2.DeleteCalendarResponse.SerializeToString,
+            ),
+            'CreateNotificationChannel': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateNotificationChannel,
+                    request_deserializer=sundial_dot_v1_dot_job__service__pb2.CreateNotificationChannelRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_job__service__pb2.CreateNotificationChannelResponse.SerializeToString,
+            ),
+            'GetNotificationChannel': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetNotificationChannel,
+                    request_deserializer=sundial_dot_v1_dot_job__service__pb2.GetNotificationChannelRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_job__service__pb2.GetNotificationChannelResponse.SerializeToString,
+            ),
+            'ListNotificationChannels': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListNotificationChannels,
+                    request_deserializer=sundial_dot_v1_dot_job__service__pb2.ListNotificationChannelsRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_job__service__pb2.ListNotificationChannelsResponse.SerializeToString,
+            ),
+            'UpdateNotificationChannel': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateNotificationChannel,
+                    request_deserializer=sundial_dot_v1_dot_job__service__pb2.UpdateNotificationChannelRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_job__service__pb2.UpdateNotificationChannelResponse.SerializeToString,
+            ),
+            'DeleteNotificationChannel': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteNotificationChannel,
+                    request_deserializer=sundial_dot_v1_dot_job__service__pb2.DeleteNotificationChannelRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_job__service__pb2.DeleteNotificationChannelResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1200,6 +1286,141 @@ class JobService:
             '/sundial.v1.JobService/DeleteCalendar',
             sundial_dot_v1_dot_job__service__pb2.DeleteCalendarRequest.SerializeToString,
             sundial_dot_v1_dot_job__service__pb2.DeleteCalendarResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateNotificationChannel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/CreateNotificationChannel',
+            sundial_dot_v1_dot_job__service__pb2.CreateNotificationChannelRequest.SerializeToString,
+            sundial_dot_v1_dot_job__service__pb2.CreateNotificationChannelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetNotificationChannel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/GetNotificationChannel',
+            sundial_dot_v1_dot_job__service__pb2.GetNotificationChannelRequest.SerializeToString,
+            sundial_dot_v1_dot_job__service__pb2.GetNotificationChannelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListNotificationChannels(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/ListNotificationChannels',
+            sundial_dot_v1_dot_job__service__pb2.ListNotificationChannelsRequest.SerializeToString,
+            sundial_dot_v1_dot_job__service__pb2.ListNotificationChannelsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateNotificationChannel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/UpdateNotificationChannel',
+            sundial_dot_v1_dot_job__service__pb2.UpdateNotificationChannelRequest.SerializeToString,
+            sundial_dot_v1_dot_job__service__pb2.UpdateNotificationChannelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteNotificationChannel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/DeleteNotificationChannel',
+            sundial_dot_v1_dot_job__service__pb2.DeleteNotificationChannelRequest.SerializeToString,
+            sundial_dot_v1_dot_job__service__pb2.DeleteNotificationChannelResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -650,7 +650,7 @@ async def test_request_ids_expire_after_retention(start_api: StartApi) -> None:
     assert len(await api.sql("SELECT * FROM job_requests")) == 1  # taken over, not added
     await create(api, tenant, make_job("c"), request_id="other")
     clock.advance(25 * 3600)
-    (purger,) = api.service.components
+    purger, _notifier = api.service.components
     assert await purger.purge_once() == 2  # type: ignore[attr-defined]
     assert await api.sql("SELECT * FROM job_requests") == []
 

@@ -275,6 +275,14 @@ CASES: dict[str, tuple[Mutation, str]] = {
         _set("policies.lateness_threshold", _d(-1)),
         "policies.lateness_threshold",
     ),
+    "pause after dead negative": (
+        _set("policies.failure.pause_after_consecutive_dead", -1),
+        "policies.failure.pause_after_consecutive_dead",
+    ),
+    "pause after dead too many": (
+        _set("policies.failure.pause_after_consecutive_dead", 1001),
+        "policies.failure.pause_after_consecutive_dead",
+    ),
     # SSRF (this server allows loopback only)
     "private address": (_set("target.http.url", "http://10.1.2.3/x"), "target.http.url"),
     "metadata address": (

@@ -213,6 +213,7 @@ CUSTOM_POLICIES = JobPolicies(
     retry_max_delay=timedelta(minutes=20),
     run_timeout=timedelta(seconds=45),
     lateness_threshold=timedelta(minutes=2),
+    pause_after_consecutive_dead=3,
 )
 
 
@@ -247,6 +248,7 @@ def test_policies_document_is_written_in_full() -> None:
         "retry": {"max_attempts": 9, "base_delay": "1.500000s", "max_delay": "1200s"},
         "run_timeout": "45s",
         "lateness_threshold": "120s",
+        "failure": {"pause_after_consecutive_dead": 3},
     }
 
 
@@ -266,6 +268,11 @@ def test_policies_document_is_written_in_full() -> None:
             JobPolicies(),
         ),
         ({"retry": {"max_attempts": 2}}, JobPolicies(retry_max_attempts=2)),
+        ({"failure": {}}, JobPolicies()),
+        (
+            {"failure": {"pause_after_consecutive_dead": 1}},
+            JobPolicies(pause_after_consecutive_dead=1),
+        ),
         (
             {"overlap": "BUFFER_ONE", "run_timeout": 60},
             JobPolicies(overlap=OverlapPolicy.BUFFER_ONE, run_timeout=timedelta(minutes=1)),

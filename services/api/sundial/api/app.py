@@ -13,6 +13,8 @@ from sundial.api.cluster import EtcdMembership, MembershipSource, UnconfiguredMe
 from sundial.api.config import ApiConfig
 from sundial.api.egress import EgressPolicies
 from sundial.api.jobs import JobManager
+from sundial.api.notifications import NotificationChannels
+from sundial.api.notifier import Notifier
 from sundial.api.retention import RequestPurger
 from sundial.api.runs import RunManager
 from sundial.api.servicer import JobServicer
@@ -26,6 +28,7 @@ from sundial.core.db import close_pool, open_pool
 from sundial.core.grpc import build_server
 from sundial.core.lifecycle import Component
 from sundial.core.service import Service
+from sundial.executor.targets import AddressPolicy
 from sundial.v1 import admin_pb2, admin_pb2_grpc, job_service_pb2, job_service_pb2_grpc
 
 SERVICES = (
@@ -97,6 +100,8 @@ async def build(
                         tenants,
                         AuditLog(pool),
                         calendars=CalendarManager(store, clock),
+
+                        channels=NotificationChannels(pool, guard, egress, clock),
                     ),
                 ),
                 (
@@ -112,7 +117,18 @@ async def build(
         purger = RequestPurger(
             store, clock, retention=retention, interval_s=config.request_id_purge_interval_s
         )
-        components: list[Component] = [purger]
+        notifier = Notifier(
+            pool,
+            AddressPolicy(
+                allow_loopback=config.allow_loopback_targets,
+                allow_private=config.allow_private_targets,
+            ),
+            clock,
+            interval_s=config.notify_interval_s,
+            timeout_s=config.notify_timeout_s,
+            concurrency=config.notify_concurrency,
+        )
+        components: list[Component] = [purger, notifier]
         if config.http_listen:
             # The same servicers over Connect, through the gRPC server's interceptors.
             apps = connect_apps(server, max_bytes=config.max_message_bytes)

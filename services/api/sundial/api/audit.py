@@ -63,7 +63,10 @@ def _resource(request: Any) -> str:
         ("tenant_id",),
         ("tenant", "tenant_id"),
         ("token_id",),
+        ("channel_id",),
+        ("channel", "channel_id"),
         ("job", "name"),
+        ("channel", "display_name"),
     ):
         value: Any = request
         for name in path:

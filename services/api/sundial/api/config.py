@@ -71,6 +71,17 @@ class ApiConfig(DatabaseConfig, ServerConfig, LogConfig, TelemetryConfig, EtcdAc
     """Origins (scheme://host[:port], comma-separated) whose web pages may call the HTTP
     port's API from a browser (CORS); empty: same-origin only."""
 
+    notify_interval_s: float = 1.0
+    """Seconds between the notifier's passes while no notification is due (each API
+    replica runs one; they share the work through SKIP LOCKED)."""
+
+    notify_timeout_s: float = 10.0
+    """Bound on one notification delivery (connect, send, answer); a delivery that
+    exceeds it is retried with backoff."""
+
+    notify_concurrency: int = 16
+    """Notification deliveries in flight at once per API replica."""
+
     def etcd(self) -> EtcdConfig:
         """How ClusterStatus reaches etcd (``etcd_endpoints`` must be set)."""
         return EtcdConfig(etcd_endpoints=self.etcd_endpoints, **self.etcd_access())
@@ -97,6 +108,12 @@ class ApiConfig(DatabaseConfig, ServerConfig, LogConfig, TelemetryConfig, EtcdAc
             raise ConfigError("request_id_retention_s", "must be at least 60 seconds")
         if self.request_id_purge_interval_s <= 0:
             raise ConfigError("request_id_purge_interval_s", "must be > 0")
+        if self.notify_interval_s <= 0:
+            raise ConfigError("notify_interval_s", "must be > 0")
+        if not 0 < self.notify_timeout_s <= 300:
+            raise ConfigError("notify_timeout_s", "must be > 0 and at most 300")
+        if not 1 <= self.notify_concurrency <= 1024:
+            raise ConfigError("notify_concurrency", "must be 1 to 1024")
         if self.http_listen:
             host, sep, port = self.http_listen.rpartition(":")
             if not (sep and host and port.isdigit() and int(port) <= 65535):

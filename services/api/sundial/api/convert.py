@@ -40,9 +40,11 @@ from sundial.api.model import (
     TenantEgress,
     as_revised,
 )
+from sundial.api.notifications import Channel, ChannelSpec
 from sundial.api.validation import is_client_job_id
 from sundial.core import wire
 from sundial.core.errors import InvalidArgument
+from sundial.notify import EventKind
 from sundial.run import JobPolicies, OverlapPolicy, RunKind, RunRef, RunStatus, truncate_error
 from sundial.schedule import (
     MAX_SPECS,
@@ -264,6 +266,10 @@ def policies_in(message: job_pb2.Policies) -> JobPolicies:
         lateness_threshold=_duration_or(
             message, "lateness_threshold", d.lateness_threshold, "policies.lateness_threshold"
         ),
+
+
+
+        pause_after_consecutive_dead=message.failure.pause_after_consecutive_dead,
     )
 
 
@@ -287,6 +293,12 @@ def policies_out(policies: JobPolicies) -> job_pb2.Policies:
         ),
         run_timeout=wire.duration(policies.run_timeout),
         lateness_threshold=wire.duration(policies.lateness_threshold),
+
+
+
+        failure=job_pb2.FailurePolicy(
+            pause_after_consecutive_dead=policies.pause_after_consecutive_dead
+        ),
     )
 
 
@@ -576,3 +588,58 @@ def calendar_out(calendar: StoredCalendar) -> calendar_pb2.Calendar:
     message.create_time.CopyFrom(wire.timestamp(calendar.create_time))
     message.update_time.CopyFrom(wire.timestamp(calendar.update_time))
     return message
+
+
+
+# --- notification channels ----------------------------------------------------------------
+
+_KIND_PREFIX = "NOTIFICATION_EVENT_KIND_"
+
+
+def event_kind_in(number: int, field: str) -> EventKind:
+    """A wire event kind (UNSPECIFIED and unknown numbers refused)."""
+    try:
+        name = job_service_pb2.NotificationEventKind.Name(number)
+    except ValueError:
+        raise InvalidArgument(field, f"unknown event kind {number}") from None
+    member = EventKind.__members__.get(name.removeprefix(_KIND_PREFIX))
+    if member is None:
+        raise InvalidArgument(field, "an event kind is required (not UNSPECIFIED)")
+    return member
+
+
+def event_kind_out(kind: EventKind) -> job_service_pb2.NotificationEventKind:
+    """An event kind's wire number."""
+    return getattr(job_service_pb2, _KIND_PREFIX + kind.name)
+
+
+def channel_spec_in(message: job_service_pb2.NotificationChannel) -> ChannelSpec:
+    """The input fields of a wire channel."""
+    return ChannelSpec(
+        display_name=message.display_name,
+        target=wire.target_in(message.target) if message.HasField("target") else None,
+        event_kinds=tuple(
+            event_kind_in(kind, f"channel.event_kinds[{i}]")
+            for i, kind in enumerate(message.event_kinds)
+        ),
+        digest_window=(
+            wire.timedelta_in(message.digest_window, "channel.digest_window")
+            if message.HasField("digest_window")
+            else timedelta(0)
+        ),
+    )
+
+
+def channel_out(channel: Channel) -> job_service_pb2.NotificationChannel:
+    """A stored channel on the wire."""
+    spec = channel.spec
+    return job_service_pb2.NotificationChannel(
+        channel_id=str(channel.channel_id),
+        display_name=spec.display_name,
+        target=wire.target(spec.target),
+        event_kinds=[event_kind_out(kind) for kind in spec.event_kinds],
+        digest_window=wire.duration(spec.digest_window),
+        version=channel.version,
+        create_time=wire.timestamp(channel.created_at),
+        update_time=wire.timestamp(channel.updated_at),
+    )

@@ -199,7 +199,8 @@ RETURNING d.job_id;
 -- name: resume_job
 -- Resumes job $1 of tenant $2 if still at version $3, note $4 at $5; a paused job gets
 -- next_run_at $6 (computed from the resume instant), an unpaused one keeps its own;
--- $7, $8: who and the request id (the revision).
+-- $7, $8: who and the request id (the revision). The failure policy counts dead runs
+-- in a row afresh from a resume (migration 0014).
 WITH changed AS (
     UPDATE jobs
        SET paused = false,
@@ -209,6 +210,11 @@ WITH changed AS (
            updated_at = $5
      WHERE job_id = $1 AND tenant_id = $2 AND version = $3
     RETURNING job_id
+), recount AS (
+    UPDATE job_stats s
+       SET consecutive_dead = 0, pause_due = false, pause_reason = NULL
+      FROM changed
+     WHERE s.job_id = changed.job_id AND (s.consecutive_dead > 0 OR s.pause_due)
 )
 UPDATE job_definitions d SET pause_note = $4, changed_by = $7, change_request_id = $8
   FROM changed
@@ -601,3 +607,133 @@ UPDATE jobs j
   FROM defs
   JOIN unnest($1::uuid[], $3::timestamptz[]) AS u(job_id, next_run_at) ON u.job_id = defs.job_id
  WHERE j.job_id = defs.job_id;
+
+-- name: create_notification_channel
+-- A tenant's notification channel (migration 0014, docs/design.md section 12).
+INSERT INTO notification_channels (channel_id, tenant_id, display_name, target, event_kinds,
+                                   digest_window_s, version, created_at, updated_at)
+VALUES ($1, $2, $3, $4::jsonb, $5::text[], $6, 1, $7, $7)
+RETURNING channel_id, display_name, target::text AS target, event_kinds, digest_window_s,
+          version, created_at, updated_at;
+
+-- name: get_notification_channel
+SELECT channel_id, display_name, target::text AS target, event_kinds, digest_window_s,
+       version, created_at, updated_at
+  FROM notification_channels
+ WHERE channel_id = $1 AND tenant_id = $2;
+
+-- name: list_notification_channels
+-- A page of tenant $1's channels by display_name after $2 (NULL: from the start), $3 rows.
+SELECT channel_id, display_name, target::text AS target, event_kinds, digest_window_s,
+       version, created_at, updated_at
+  FROM notification_channels
+ WHERE tenant_id = $1 AND ($2::text IS NULL OR display_name > $2::text COLLATE "C")
+ ORDER BY display_name
+ LIMIT $3;
+
+-- name: update_notification_channel
+-- Channel $1 of tenant $2 when $3 is 0 or its version: the new values $4-$7 at $8.
+UPDATE notification_channels
+   SET display_name = $4, target = $5::jsonb, event_kinds = $6::text[], digest_window_s = $7,
+       version = version + 1, updated_at = $8
+ WHERE channel_id = $1 AND tenant_id = $2 AND ($3::bigint = 0 OR version = $3)
+RETURNING channel_id, display_name, target::text AS target, event_kinds, digest_window_s,
+          version, created_at, updated_at;
+
+-- name: delete_notification_channel
+-- Channel $1 of tenant $2 and what it had waiting: its events, and its notifications not
+-- delivered yet (failed, 'channel deleted', at $3).
+WITH gone AS (
+    DELETE FROM notification_channels WHERE channel_id = $1 AND tenant_id = $2
+    RETURNING channel_id
+), events AS (
+    DELETE FROM notification_events e USING gone WHERE e.channel_id = gone.channel_id
+), dropped AS (
+    UPDATE notifications n
+       SET state = 'failed', last_error = 'channel deleted', finished_at = $3
+      FROM gone
+     WHERE n.channel_id = gone.channel_id AND n.state = 'pending'
+)
+SELECT count(*) FROM gone;
+
+-- name: lock_due_notification_events
+-- Up to $2 outbox events to turn into notifications at $1: every waiting event of up to
+-- 100 channels that have one due (a digest channel's events are due when the window
+-- after its first waiting one ended, and then its later ones go with it). SKIP LOCKED:
+-- notifiers on several API replicas take disjoint events.
+WITH due_channels AS (
+    SELECT DISTINCT channel_id
+      FROM (SELECT channel_id FROM notification_events WHERE due_at <= $1
+             ORDER BY due_at LIMIT 1000) AS d
+     LIMIT 100
+)
+SELECT e.event_id, e.channel_id, e.tenant_id, e.kind, e.detail::text AS detail,
+       e.occurred_at, c.digest_window_s > 0 AS digest
+  FROM notification_events e
+  JOIN due_channels dc ON dc.channel_id = e.channel_id
+  JOIN notification_channels c ON c.channel_id = e.channel_id
+ ORDER BY e.event_id
+ LIMIT $2
+   FOR UPDATE OF e SKIP LOCKED;
+
+-- name: make_notifications
+-- The notifications made from events locked by lock_due_notification_events ($7: those
+-- events, deleted), due at $6.
+WITH made AS (
+    INSERT INTO notifications (notification_id, channel_id, tenant_id, body, event_count,
+                               next_attempt_at, created_at)
+    SELECT u.notification_id, u.channel_id, u.tenant_id, u.body, u.event_count, $6, $6
+      FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::bytea[], $5::int[])
+           AS u(notification_id, channel_id, tenant_id, body, event_count)
+    RETURNING 1
+), consumed AS (
+    DELETE FROM notification_events WHERE event_id = ANY($7::bigint[])
+)
+SELECT count(*) FROM made;
+
+-- name: claim_notifications
+-- Up to $2 notifications due at $1, claimed until $3 (a notifier that dies while sending
+-- leaves them due again then: delivery is at least once), each with its attempt number,
+-- its channel's target, and its tenant's egress policy and valid signing secrets (newest
+-- first). A notification whose channel is gone has no target.
+WITH due AS (
+    SELECT notification_id
+      FROM notifications
+     WHERE state = 'pending' AND next_attempt_at <= $1
+     ORDER BY next_attempt_at
+     LIMIT $2
+       FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE notifications n
+       SET attempt = n.attempt + 1, next_attempt_at = $3
+      FROM due
+     WHERE n.notification_id = due.notification_id
+    RETURNING n.notification_id, n.channel_id, n.tenant_id, n.body, n.attempt
+)
+SELECT cl.notification_id, cl.channel_id, cl.tenant_id, cl.body, cl.attempt,
+       c.target::text AS target, t.egress_policy::text AS egress_policy,
+       (SELECT array_agg(k.secret ORDER BY k.created_at DESC)
+          FROM tenant_signing_secrets k
+         WHERE k.tenant_id = cl.tenant_id
+           AND (k.expires_at IS NULL OR k.expires_at > $1)) AS signing_secrets
+  FROM claimed cl
+  LEFT JOIN notification_channels c ON c.channel_id = cl.channel_id
+  LEFT JOIN tenants t ON t.tenant_id = cl.tenant_id;
+
+-- name: finish_notifications
+-- The outcomes of claimed deliveries: state $2 ('delivered', 'failed' or 'pending' to
+-- retry at $3), error $4, at $5.
+UPDATE notifications n
+   SET state = u.state, next_attempt_at = coalesce(u.next_attempt_at, n.next_attempt_at),
+       last_error = u.error,
+       finished_at = CASE WHEN u.state = 'pending' THEN NULL ELSE $5::timestamptz END
+  FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::text[])
+       AS u(notification_id, state, next_attempt_at, error)
+ WHERE n.notification_id = u.notification_id;
+
+-- name: purge_notifications
+-- Up to $2 notifications delivered or given up before $1.
+DELETE FROM notifications
+ WHERE notification_id IN (SELECT notification_id FROM notifications
+                            WHERE state <> 'pending' AND finished_at < $1
+                            ORDER BY finished_at LIMIT $2);

@@ -24,6 +24,7 @@ from sundial.api.calendars import CalendarManager
 from sundial.api.egress import EgressPolicies
 from sundial.api.jobs import JobManager
 from sundial.api.model import ApplyOutcome, Job, JobSpec
+from sundial.api.notifications import NotificationChannels, channel_id_in
 from sundial.api.runs import RunManager
 from sundial.api.tenancy import TenantManager
 from sundial.api.validation import check_client_job_id, field_prefix
@@ -139,8 +140,10 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         audit: AuditLog,
         *,
         calendars: CalendarManager,
+        channels: NotificationChannels,
     ) -> None:
         self._calendars = calendars
+        self._channels = channels
         self._jobs = jobs
         self._runs = runs
         self._egress = egress
@@ -522,3 +525,51 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
             current_tenant(), request.name, expected_version=request.expected_version
         )
         return pb.DeleteCalendarResponse()
+
+
+
+    # --- notification channels (docs/design.md section 12) -------------------------------
+
+    async def CreateNotificationChannel(
+        self, request: pb.CreateNotificationChannelRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreateNotificationChannelResponse:
+        channel = await self._channels.create(
+            current_tenant(), convert.channel_spec_in(request.channel)
+        )
+        return pb.CreateNotificationChannelResponse(channel=convert.channel_out(channel))
+
+    async def GetNotificationChannel(
+        self, request: pb.GetNotificationChannelRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetNotificationChannelResponse:
+        channel = await self._channels.get(current_tenant(), channel_id_in(request.channel_id))
+        return pb.GetNotificationChannelResponse(channel=convert.channel_out(channel))
+
+    async def ListNotificationChannels(
+        self, request: pb.ListNotificationChannelsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListNotificationChannelsResponse:
+        page = await self._channels.list(
+            current_tenant(), page_size=request.page_size, page_token=request.page_token
+        )
+        return pb.ListNotificationChannelsResponse(
+            channels=[convert.channel_out(channel) for channel in page.items],
+            next_page_token=page.next_page_token,
+        )
+
+    async def UpdateNotificationChannel(
+        self, request: pb.UpdateNotificationChannelRequest, context: grpc.aio.ServicerContext
+    ) -> pb.UpdateNotificationChannelResponse:
+        channel_id = channel_id_in(request.channel.channel_id, "channel.channel_id")
+        channel = await self._channels.update(
+            current_tenant(),
+            channel_id,
+            convert.channel_spec_in(request.channel),
+            list(request.update_mask.paths),
+            request.expected_version,
+        )
+        return pb.UpdateNotificationChannelResponse(channel=convert.channel_out(channel))
+
+    async def DeleteNotificationChannel(
+        self, request: pb.DeleteNotificationChannelRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteNotificationChannelResponse:
+        await self._channels.delete(current_tenant(), channel_id_in(request.channel_id))
+        return pb.DeleteNotificationChannelResponse()

@@ -343,6 +343,10 @@ def _check_cron_jitter(compiled: CompiledSchedule, jitter: timedelta, after: dat
         )
 
 
+MAX_PAUSE_AFTER_DEAD = 1000
+"""Largest Policies.failure.pause_after_consecutive_dead (job.proto)."""
+
+
 def check_policies(policies: JobPolicies) -> None:
     """Ranges of job.proto ``Policies`` (defaults are always in range)."""
     for name, (low, high) in _POLICY_RANGES.items():
@@ -357,6 +361,12 @@ def check_policies(policies: JobPolicies) -> None:
     if not 1 <= policies.retry_max_attempts <= 100:
         raise _fail(
             "policies.retry.max_attempts", f"must be 1 to 100, got {policies.retry_max_attempts}"
+        )
+    dead = policies.pause_after_consecutive_dead
+    if not 0 <= dead <= MAX_PAUSE_AFTER_DEAD:
+        raise _fail(
+            "policies.failure.pause_after_consecutive_dead",
+            f"must be 0 (never) to {MAX_PAUSE_AFTER_DEAD}, got {dead}",
         )
     base, cap = policies.retry_base_delay, policies.retry_max_delay
     if not timedelta(seconds=1) <= base <= timedelta(hours=1):

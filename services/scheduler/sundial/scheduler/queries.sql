@@ -472,11 +472,13 @@ UPDATE job_runs r
 RETURNING r.job_id;
 
 -- name: record_completion_stats
--- Per-job completion counters, for jobs that still exist.
+-- Per-job completion counters, for jobs that still exist. consecutive_dead counts the
+-- dead runs in a row (the failure policy's count): a success resets it (one in the same
+-- batch as dead runs of the job wins: their order within a batch is not known).
 INSERT INTO job_stats AS s (job_id, succeeded_count, dead_count, cancelled_count,
-                            last_success_at, last_failure_at, updated_at)
+                            last_success_at, last_failure_at, updated_at, consecutive_dead)
 SELECT u.job_id, sum(u.succeeded), sum(u.dead), sum(u.cancelled), max(u.success_at),
-       max(u.failure_at), $7
+       max(u.failure_at), $7, CASE WHEN sum(u.succeeded) > 0 THEN 0 ELSE sum(u.dead) END
   FROM unnest($1::uuid[], $2::int[], $3::int[], $4::int[], $5::timestamptz[],
               $6::timestamptz[])
        AS u(job_id, succeeded, dead, cancelled, success_at, failure_at)
@@ -489,7 +491,60 @@ ON CONFLICT (job_id) DO UPDATE
        cancelled_count = s.cancelled_count + EXCLUDED.cancelled_count,
        last_success_at = greatest(s.last_success_at, EXCLUDED.last_success_at),
        last_failure_at = greatest(s.last_failure_at, EXCLUDED.last_failure_at),
+       consecutive_dead = CASE WHEN EXCLUDED.succeeded_count > 0 THEN 0
+                               ELSE s.consecutive_dead + EXCLUDED.dead_count END,
        updated_at = EXCLUDED.updated_at;
+
+-- name: record_job_events
+-- The notification outbox (migration 0014): events $2 (kinds) about jobs $1, with
+-- details $3 (JSON text) that occurred at $4, one row per channel of the job's tenant
+-- that wants that kind, due when the channel's digest window ends. Nothing is written
+-- for a tenant without such a channel. Written in the transaction of the fact (a dead
+-- run, a skipped misfire, a late run), so the event exists exactly when the fact does.
+INSERT INTO notification_events (channel_id, tenant_id, kind, job_id, detail, occurred_at,
+                                 due_at)
+SELECT c.channel_id, j.tenant_id, e.kind, e.job_id,
+       e.detail::jsonb || jsonb_build_object('job_id', e.job_id, 'job_name', j.name),
+       e.occurred_at, e.occurred_at + make_interval(secs => c.digest_window_s)
+  FROM unnest($1::uuid[], $2::text[], $3::text[], $4::timestamptz[])
+       AS e(job_id, kind, detail, occurred_at)
+  JOIN jobs j ON j.job_id = e.job_id
+  JOIN notification_channels c ON c.tenant_id = j.tenant_id AND e.kind = ANY(c.event_kinds);
+
+-- name: mark_failure_pauses
+-- Of the jobs $1 whose runs just died (each with its last error $2; their job_stats rows
+-- were written by this transaction), those not paused whose dead runs in a row reached
+-- their failure policy's pause_after_consecutive_dead are due a pause, with its reason.
+UPDATE job_stats s
+   SET pause_due = true,
+       pause_reason = format('paused by failure policy after %s consecutive dead runs; '
+                             'last error: %s', s.consecutive_dead,
+                             left(coalesce(u.error, ''), 1000))
+  FROM unnest($1::uuid[], $2::text[]) AS u(job_id, error)
+  JOIN job_definitions d ON d.job_id = u.job_id
+  JOIN jobs j ON j.job_id = u.job_id
+ WHERE s.job_id = u.job_id AND NOT s.pause_due AND NOT j.paused
+   AND coalesce((d.policies -> 'failure' ->> 'pause_after_consecutive_dead')::int, 0) > 0
+   AND s.consecutive_dead >= (d.policies -> 'failure' ->> 'pause_after_consecutive_dead')::int
+RETURNING s.job_id;
+
+-- name: apply_failure_pauses
+-- Pauses the jobs $1 that mark_failure_pauses made due (migration 0014's function:
+-- SKIP LOCKED on the jobs rows; one left locked waits for the sweeper).
+SELECT job_id FROM sundial_apply_failure_pauses($1::uuid[], $2::timestamptz) AS p(job_id);
+
+-- name: apply_failure_pauses_of_partitions
+-- The sweeper's backstop: up to $2 jobs of partitions $1 still due a failure-policy pause
+-- (their row was locked when their run died). One probe of the nearly always empty
+-- partial index job_stats_pause_due_idx.
+SELECT job_id
+  FROM sundial_apply_failure_pauses(
+         ARRAY(SELECT s.job_id
+                 FROM job_stats s
+                 JOIN jobs j ON j.job_id = s.job_id
+                WHERE s.pause_due AND j.partition_id = ANY($1::smallint[])
+                LIMIT $2),
+         $3::timestamptz) AS p(job_id);
 
 -- name: cancel_requested
 -- Of the held runs ($1/$2 at attempt $3 under lease $4), those still RUNNING under that

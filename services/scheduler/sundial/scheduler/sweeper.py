@@ -115,6 +115,9 @@ class Sweeper(PassLoop):
             batches = await tx.apply_checks(transitions, now, confirm_until=confirm_until)
             # Last, so runs that died in this pass are in it.
             letters = await tx.claim_dead_letters(owned, limit, now, retry_at=confirm_until)
+            # Failure-policy pauses a dead run's transaction could not make (the job's
+            # row was locked then): one probe of a nearly always empty index.
+            await tx.apply_due_failure_pauses(owned, limit, now)
         for (state, _, _), (transition, _) in zip(checked, transitions, strict=True):
             if state.status is RunStatus.RUNNING:  # a lapsed lease (see due_check)
                 self._expired.add(1, {"outcome": transition.status.value})

@@ -246,6 +246,13 @@
   const scheduleSpec = (schedule) =>
     schedule && schedule.cron ? h("code", {}, schedule.cron) : null;
 
+  function failurePolicy(policies) {
+    const count = ((policies || {}).failure || {}).pauseAfterConsecutiveDead || 0;
+    if (count <= 0) return "never pause";
+    if (count === 1) return "pause at the first dead run";
+    return `pause after ${count} consecutive dead runs`;
+  }
+
   function lastOutcome(stats) {
     const ok = stats && stats.lastSuccessTime;
     const bad = stats && stats.lastFailureTime;
@@ -806,6 +813,7 @@
           relative(job.nextRunAt)),
         ...fact("Last outcome", lastOutcome(job.stats)),
         ...fact("Active runs", String(described.activeRuns || 0)),
+        ...fact("Failure policy", failurePolicy(job.policies)),
         ...fact("Target", job.target && job.target.http ? job.target.http.url
           : job.target && job.target.grpc ? `gRPC ${job.target.grpc.address}` : "—"),
         ...fact("Policies", h("span", { id: "job-policies" }, policyText(job.policies))),

@@ -21,6 +21,7 @@ import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from sundial.core.db import translate_db_errors
+from sundial.notify import JobEvent, dead_run, misfire_skipped
 from sundial.run import Grant, RunRef, RunState, RunStatus, Transition
 from sundial.scheduler.model import (
     ClaimedJob,
@@ -283,6 +284,10 @@ class Transaction:
                 [a.skipped for a in dropped],
                 now,
             )
+            # Only a batch that dropped misfires pays for this statement.
+            await self.record_events(
+                [misfire_skipped(a.job_id, a.missed) for a in dropped if a.missed], now
+            )
         # The skipped misfires' times, for the job's SLO (migration 0016): only for a
         # dispatch that skipped any, so the normal path writes nothing more.
         misfired = [a for a in dropped if a.missed and a.missed_first and a.missed_last]
@@ -296,6 +301,55 @@ class Transaction:
                 [a.missed_exact for a in misfired],
                 now,
             )
+
+    # --- notifications (docs/design.md section 12) -------------------------------------
+
+    @translate_db_errors()
+    async def record_events(self, events: Sequence[JobEvent], now: datetime) -> None:
+        """Write ``events`` into the notification outbox in this transaction: one row
+        per channel of each job's tenant that wants the event's kind (none for a tenant
+        without one, and none for a job that no longer exists).
+
+        The one emitter of every kind: the ledger's and the sweeper's dead runs, the
+        dispatcher's skipped misfires, and late runs (``sundial.notify.late_run``).
+        """
+        if not events:
+            return
+        await self._conn.execute(
+            queries.record_job_events,
+            [e.job_id for e in events],
+            [e.kind.value for e in events],
+            [e.detail_json() for e in events],
+            [now] * len(events),
+        )
+
+    async def _apply_failure_policy(self, dead: Sequence[Transition], now: datetime) -> None:
+        """After ``dead`` runs were counted: their events, and the pause of every job
+        whose dead runs in a row reached its failure policy's threshold."""
+        await self.record_events(
+            [dead_run(t.ref.job_id, t.ref.key, t.last_error, _text(t.error_class)) for t in dead],
+            now,
+        )
+        last_error = {t.ref.job_id: t.last_error or "" for t in dead}
+        due = await self._conn.fetch(
+            queries.mark_failure_pauses, list(last_error), list(last_error.values())
+        )
+        if due:
+            await self._conn.fetch(
+                queries.apply_failure_pauses, sorted(r["job_id"] for r in due), now
+            )
+
+    @translate_db_errors()
+    async def apply_due_failure_pauses(
+        self, owned: Sequence[int], limit: int, now: datetime
+    ) -> int:
+        """The sweeper's backstop: pause up to ``limit`` jobs of ``owned`` whose failure
+        policy's pause could not be made in the transaction of their dead run (their
+        jobs row was locked then). Returns how many were paused."""
+        rows = await self._conn.fetch(
+            queries.apply_failure_pauses_of_partitions, list(owned), limit, now
+        )
+        return len(rows)
 
     # --- sweeps -------------------------------------------------------------------
 
@@ -511,3 +565,5 @@ class Transaction:
             [t.finished_at if d else None for t, d in zip(ended, dead, strict=True)],
             now,
         )
+        if any(dead):
+            await self._apply_failure_policy([t for t in ended if t.status is RunStatus.DEAD], now)
