@@ -98,7 +98,7 @@ class JobPolicies:
     run_timeout: timedelta = timedelta(minutes=30)
     lateness_threshold: timedelta = DEFAULT_LATENESS_THRESHOLD
     """How late a scheduled run's first attempt may start and count as on time in the
-    job's SLO (measured only; docs/design.md section 11)."""
+    job's SLO, and told to channels that want late runs (docs/design.md sections 11, 12)."""
 
     pause_after_consecutive_dead: int = 0
     """The failure policy: pause after this many dead runs in a row (0: never)."""
@@ -333,7 +333,6 @@ def policies_to_json(policies: JobPolicies) -> dict[str, Any]:
         },
         "run_timeout": duration_to_json(policies.run_timeout),
         "lateness_threshold": duration_to_json(policies.lateness_threshold),
-
         # Read by SQL too (the ledger's failure policy, queries.sql mark_failure_pauses).
         "failure": {"pause_after_consecutive_dead": policies.pause_after_consecutive_dead},
     }

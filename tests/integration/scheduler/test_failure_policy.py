@@ -323,6 +323,38 @@ async def test_record_events_writes_late_runs_for_the_jobs_own_tenant_only(
     assert rows[0]["due_at"] == T0
 
 
+async def test_a_scheduled_run_started_past_its_lateness_threshold_is_one_late_event(
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerServiceStub, clock: ManualClock
+) -> None:
+    """LeaseRuns writes LATE_RUN in the grant's transaction for a scheduled run whose
+    first attempt starts more than its job's lateness_threshold (default 60 s) after its
+    due time; an on-time start and a second attempt of a late run write nothing."""
+    await add_channel(pool, ["late_run"])
+    [late_job, on_time_job] = await insert_jobs(pool, DAILY, first_due=T0, count=2)
+    late_at, on_time_at = T0 - timedelta(seconds=150), T0 - timedelta(seconds=59)
+    await insert_queued_runs(pool, late_job, [late_at])
+    await insert_queued_runs(pool, on_time_job, [on_time_at])
+    granted = await lease(ledger, [ref(late_job, late_at), ref(on_time_job, on_time_at)])
+    assert [g.WhichOneof("result") for g in granted] == ["grant", "grant"]
+    rows = await pool.fetch("SELECT kind, detail::text AS detail FROM notification_events")
+    assert [r["kind"] for r in rows] == ["late_run"]
+    detail = json.loads(rows[0]["detail"])
+    assert detail["run_key"] == f"{late_job}@{late_at.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+    assert (detail["lateness_ms"], detail["threshold_ms"]) == (150_000, 60_000)
+    # Its retry is not a new start: no second event.
+    retry = await complete(
+        ledger,
+        ref(late_job, late_at),
+        granted[0].grant.attempt,
+        ledger_pb2.OUTCOME_STATUS_FAILED_RETRYABLE,
+    )
+    assert retry.accepted
+    clock.advance(3600)
+    [again] = await lease(ledger, [ref(late_job, late_at)])
+    assert again.grant.attempt == 2
+    assert await pool.fetchval("SELECT count(*) FROM notification_events") == 1
+
+
 async def test_notifiers_on_several_replicas_take_disjoint_work(
     pool: asyncpg.Pool, clock: ManualClock
 ) -> None:

@@ -23,7 +23,8 @@ import contextlib
 import logging
 import random
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import grpc
@@ -36,6 +37,7 @@ from sundial.core.clock import Clock, SystemClock
 from sundial.core.errors import InvalidArgument
 from sundial.core.telemetry import OCCURRENCES_STARTED, RUNS_COMPLETED, RUNS_FENCED
 from sundial.internal.v1 import ledger_pb2, ledger_pb2_grpc
+from sundial.notify import late_run
 from sundial.run import (
     Completion,
     ErrorClass,
@@ -148,6 +150,52 @@ def rejection_out(answer: Rejection) -> ledger_pb2.Rejection:
     return rejection
 
 
+@dataclass(frozen=True, slots=True)
+class _Start:
+    """A scheduled run a LeaseRuns call started (its first grant set started_at)."""
+
+    ref: RunRef
+    tenant_id: str
+    due: datetime
+    threshold: timedelta
+    late: bool
+
+
+def _starts(
+    grants: Sequence[Grant],
+    candidates: Mapping[RunRef, LeaseCandidate],
+    leases: Mapping[RunRef, WrittenLease],
+    now: datetime,
+) -> list[_Start]:
+    """The scheduled runs these grants started, each on time or late against its job's
+    lateness threshold (late: started more than the threshold after its due time, the
+    nominal time plus its jitter), as the SLO judges them (docs/design.md section 11)."""
+    starts = []
+    # Late when due < now - threshold; a herd shares a few thresholds.
+    cutoffs: dict[timedelta, datetime] = {}
+    for grant in grants:
+        ref = grant.ref
+        lease = leases.get(ref)
+        candidate = candidates[ref]
+        # A re-grant keeps its attempt: the run started at its first grant.
+        if (
+            grant.regrant
+            or lease is None
+            or lease.attempt != 1
+            or candidate.kind is not RunKind.SCHEDULED
+        ):
+            continue
+        due = ref.scheduled_at
+        if candidate.jitter:
+            due += jitter_offset(str(ref.job_id), ref.scheduled_at, candidate.jitter)
+        threshold = candidate.lateness_threshold
+        cutoff = cutoffs.get(threshold)
+        if cutoff is None:
+            cutoff = cutoffs[threshold] = now - threshold
+        starts.append(_Start(ref, candidate.state.tenant_id, due, threshold, due < cutoff))
+    return starts
+
+
 class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
     """The RunLedgerService gRPC service.
 
@@ -225,6 +273,13 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
                 lease_until=lease_until,
                 now=now,
             )
+            starts = _starts(grants, lock.candidates, leases, now)
+            late = [s for s in starts if s.late]
+            if late:  # only a call that started a late run writes events (section 12)
+                await tx.record_events(
+                    [late_run(s.ref.job_id, s.ref.key, now - s.due, s.threshold) for s in late],
+                    now,
+                )
         results = []
         logged = log.isEnabledFor(logging.INFO)  # one line per grant: only when read
         lease_until_wire = wire.timestamp(lease_until)
@@ -255,44 +310,17 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
             if not isinstance(answer, Grant):
                 rejection = rejection_out(answer)
             results.append(ledger_pb2.LeaseResult(run=wire_ref, rejection=rejection))
-        self._count_starts(grants, lock.candidates, leases, now)
+        self._count_starts(starts)
         return ledger_pb2.LeaseRunsResponse(results=results)
 
-    def _count_starts(
-        self,
-        grants: list[Grant],
-        candidates: Mapping[RunRef, LeaseCandidate],
-        leases: Mapping[RunRef, WrittenLease],
-        now: datetime,
-    ) -> None:
-        """Count the scheduled runs this call started (their first attempt: the grant that
-        set started_at) as on time or late against the job's lateness threshold, as the
-        job's SLO does (docs/design.md section 11); one ``add`` per attribute set."""
+    def _count_starts(self, starts: Sequence[_Start]) -> None:
+        """Count the scheduled runs a call started as on time or late, as the job's SLO
+        does (docs/design.md section 11); one ``add`` per attribute set."""
         by_tenant = self._config.metrics_tenant_attribute
         started: Counter[tuple[str, str | None]] = Counter()
-        # Late when due < now - threshold; a herd shares a few thresholds.
-        cutoffs: dict[timedelta, datetime] = {}
-        for grant in grants:
-            ref = grant.ref
-            lease = leases.get(ref)
-            candidate = candidates[ref]
-            # A re-grant keeps its attempt: the run started at its first grant.
-            if (
-                grant.regrant
-                or lease is None
-                or lease.attempt != 1
-                or candidate.kind is not RunKind.SCHEDULED
-            ):
-                continue
-            due = ref.scheduled_at
-            if candidate.jitter:
-                due += jitter_offset(str(ref.job_id), ref.scheduled_at, candidate.jitter)
-            threshold = candidate.lateness_threshold
-            cutoff = cutoffs.get(threshold)
-            if cutoff is None:
-                cutoff = cutoffs[threshold] = now - threshold
-            outcome = "late" if due < cutoff else "on_time"
-            started[(outcome, candidate.state.tenant_id if by_tenant else None)] += 1
+        for start in starts:
+            outcome = "late" if start.late else "on_time"
+            started[(outcome, start.tenant_id if by_tenant else None)] += 1
         for (outcome, tenant), count in started.items():
             self._started.add(count, _with_tenant({"outcome": outcome}, tenant))
 
