@@ -21,8 +21,8 @@ from sundial.executor.app import build
 from sundial.executor.config import ExecutorConfig
 from sundial.executor.model import Lease
 from sundial.executor.runner import Runner
-from sundial.executor.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCaller
 from sundial.run import GrpcTarget, HttpTarget, RunRef
+from sundial.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCaller
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.ledger_double import LedgerDouble
 from tests.helpers.stack import nats_options

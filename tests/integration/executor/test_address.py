@@ -12,8 +12,8 @@ import pytest
 
 from sundial.api import validation
 from sundial.core.errors import InvalidArgument
-from sundial.executor.targets import address
-from sundial.executor.targets.address import AddressPolicy, TargetRefused, split_host_port
+from sundial.targets import address
+from sundial.targets.address import AddressPolicy, TargetRefused, split_host_port
 
 
 @pytest.mark.parametrize(

@@ -21,9 +21,9 @@ from sundial.core import wire
 from sundial.core.egress import EgressPolicy, parse_rule, policy_of
 from sundial.executor.convert import lease_from_grant
 from sundial.executor.runner import Runner
-from sundial.executor.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCaller
 from sundial.internal.v1 import ledger_pb2
 from sundial.run import ErrorClass, GrpcTarget, HttpTarget, Outcome, OutcomeStatus
+from sundial.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCaller
 from tests.helpers.grpc_target import GrpcTargetServer
 from tests.helpers.target_server import RecordingTarget
 from tests.integration.executor.conftest import make_lease

@@ -10,8 +10,8 @@ import pytest
 
 from sundial.devstack import free_port
 from sundial.executor.runner import Runner
-from sundial.executor.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCaller
 from sundial.run import ErrorClass, GrpcTarget, OutcomeStatus
+from sundial.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCaller
 from tests.helpers.grpc_target import GrpcTargetServer
 from tests.integration.executor.conftest import EXECUTION_ID, LEASE_ID, make_lease
 

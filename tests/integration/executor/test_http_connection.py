@@ -16,10 +16,10 @@ import pytest
 
 from sundial.devstack import free_port
 from sundial.executor.runner import Runner
-from sundial.executor.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCaller
-from sundial.executor.targets import address as address_module
-from sundial.executor.targets import http as http_module
 from sundial.run import ErrorClass, HttpTarget, OutcomeStatus
+from sundial.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCaller
+from sundial.targets import address as address_module
+from sundial.targets import http as http_module
 from tests.helpers.certs import Authority
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.target_server import RecordingTarget

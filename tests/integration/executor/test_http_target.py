@@ -19,8 +19,8 @@ from sundial.core.clock import ManualClock
 from sundial.core.telemetry import RUN_START_LATENESS
 from sundial.devstack import free_port
 from sundial.executor.runner import Runner
-from sundial.executor.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCaller
 from sundial.run import ErrorClass, HttpTarget, OutcomeStatus
+from sundial.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCaller
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.metrics import points
 from tests.helpers.target_server import RecordingTarget

@@ -9,7 +9,8 @@ import grpc
 import pytest
 
 from sundial.core.clock import ManualClock
-from sundial.executor.targets import (
+from sundial.run import ErrorClass, OutcomeStatus
+from sundial.targets import (
     AddressPolicy,
     CircuitBreaker,
     TargetRefused,
@@ -18,7 +19,6 @@ from sundial.executor.targets import (
     parse_retry_after,
     split_host_port,
 )
-from sundial.run import ErrorClass, OutcomeStatus
 
 OK = (OutcomeStatus.SUCCEEDED, None)
 RETRY = (OutcomeStatus.FAILED_RETRYABLE, ErrorClass.RETRYABLE)

@@ -19,7 +19,6 @@ from sundial.api.notifier import Notifier
 from sundial.core.bus import Bus
 from sundial.core.clock import ManualClock
 from sundial.devstack import Stack
-from sundial.executor.targets import AddressPolicy
 from sundial.internal.v1 import ledger_pb2, ledger_pb2_grpc
 from sundial.notify import MAX_EVENTS_PER_NOTIFICATION, late_run
 from sundial.run import JobPolicies
@@ -28,6 +27,7 @@ from sundial.scheduler.dispatcher import Dispatcher
 from sundial.scheduler.publisher import RunPublisher
 from sundial.scheduler.store import SchedulerStore
 from sundial.scheduler.sweeper import Sweeper
+from sundial.targets import AddressPolicy
 from tests.integration.scheduler.conftest import scheduler_config
 from tests.integration.scheduler.support import TENANT, insert_jobs, insert_queued_runs
 from tests.integration.scheduler.test_dispatch import HOURLY, dispatcher

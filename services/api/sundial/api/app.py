@@ -28,7 +28,7 @@ from sundial.core.db import close_pool, open_pool
 from sundial.core.grpc import build_server
 from sundial.core.lifecycle import Component
 from sundial.core.service import Service
-from sundial.executor.targets import AddressPolicy
+from sundial.targets import AddressPolicy
 from sundial.v1 import admin_pb2, admin_pb2_grpc, job_service_pb2, job_service_pb2_grpc
 
 SERVICES = (

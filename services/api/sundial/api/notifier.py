@@ -14,8 +14,8 @@ Every API replica runs one; they share the work through the database
    bounded by ``timeout_s``, signed like a run's call (``Sundial-Signature`` over
    ``<t>.<notification_id>.<attempt>.`` and the body, with the tenant's valid signing
    secrets), ``Idempotency-Key: <notification_id>`` the same on every retry, through
-   the executor's target callers: the tenant's egress policy is checked again at every
-   connection.
+   the executor's target callers (:mod:`sundial.targets`): the tenant's egress policy is
+   checked again at every connection.
 4. **Record**: delivered, due again after a backoff, or failed after
    :data:`sundial.notify.MAX_ATTEMPTS` (or when its channel is gone).
 
@@ -45,7 +45,6 @@ from sundial.core.egress import EgressPolicy, Protocol, policy_from_document
 from sundial.core.errors import SundialError
 from sundial.core.signing import signature
 from sundial.core.telemetry import NOTIFICATIONS_DELIVERED, NOTIFICATIONS_FAILED
-from sundial.executor.targets import AddressPolicy, HttpCaller, TargetRefused, split_host_port
 from sundial.notify import (
     MAX_ATTEMPTS,
     OutboxEvent,
@@ -54,6 +53,7 @@ from sundial.notify import (
     retry_delay,
 )
 from sundial.run import GrpcTarget, HttpTarget, Target, target_from_json
+from sundial.targets import AddressPolicy, HttpCaller, TargetRefused, split_host_port
 from sundial.v1 import target_pb2, target_pb2_grpc
 
 __all__ = ["Delivery", "Notifier"]

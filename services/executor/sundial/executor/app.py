@@ -26,8 +26,8 @@ from sundial.executor.heartbeat import Heartbeat
 from sundial.executor.inflight import InFlight
 from sundial.executor.ledger import LedgerClient
 from sundial.executor.runner import Runner
-from sundial.executor.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCaller
 from sundial.internal.v1 import ledger_pb2_grpc
+from sundial.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCaller
 
 # Keepalive on the ledger channel: a ping every 10 s, the connection declared dead when
 # one goes unanswered for 5 s, also while no call is open. Without it a ledger host that

@@ -3,9 +3,9 @@
 Timestamps, durations, run references, targets and the run vocabulary's enums are
 converted by :mod:`sundial.core.wire`; what is here is only the executor's own: the
 RunDispatch body, grants and rejections, the outcome message, the ledger's answers and
-the heartbeat messages. With :mod:`sundial.executor.ledger` (which sends what this
-builds) and the gRPC target caller, the only executor module that imports
-``sundial.v1``.
+the heartbeat messages, and the ExecuteRequest of a gRPC target's call. With
+:mod:`sundial.executor.ledger` (which sends what this builds), the only executor module
+that imports ``sundial.v1``.
 
 Inbound messages come from the scheduler, so they are trusted to be well-formed, but
 never to be as old as this executor: an enum number it does not know becomes None
@@ -51,13 +51,14 @@ from sundial.run import (
     Target,
     truncate_error,
 )
-from sundial.v1 import egress_pb2, job_pb2, run_pb2
+from sundial.v1 import egress_pb2, job_pb2, run_pb2, target_pb2
 
 __all__ = [
     "DEFAULT_RUN_TIMEOUT_S",
     "answers",
     "complete_request",
     "decode_dispatch",
+    "execute_request",
     "heartbeat_answer",
     "heartbeat_request",
     "lease_from_grant",
@@ -261,6 +262,20 @@ def _egress(serialized: bytes) -> EgressPolicy:
 
 
 # --- CompleteRuns ----------------------------------------------------------------------
+
+
+def execute_request(lease: Lease) -> target_pb2.ExecuteRequest:
+    """What a gRPC target's ``TargetService.Execute`` receives for ``lease``'s attempt."""
+    return target_pb2.ExecuteRequest(
+        run_key=lease.run_key,
+        idempotency_key=lease.run_key,
+        job_id=str(lease.run.job_id),
+        tenant_id=lease.tenant_id,
+        scheduled_at=wire.timestamp(lease.run.scheduled_at),
+        attempt=lease.attempt,
+        payload=lease.payload,
+        execution_id=lease.execution_id,
+    )
 
 
 def outcome_message(completion: Completion) -> ledger_pb2.Outcome:

@@ -21,10 +21,8 @@ from sundial.core.telemetry import (
     TARGET_DURATION_BUCKETS_S,
     lateness_histogram,
 )
+from sundial.executor.convert import execute_request
 from sundial.executor.model import Lease
-from sundial.executor.targets.breaker import CircuitBreaker
-from sundial.executor.targets.grpc import GrpcCaller
-from sundial.executor.targets.http import HttpCaller, breaker_key
 from sundial.run import (
     ErrorClass,
     HttpTarget,
@@ -34,6 +32,9 @@ from sundial.run import (
     Target,
     format_timestamp,
 )
+from sundial.targets.breaker import CircuitBreaker
+from sundial.targets.grpc import GrpcCaller
+from sundial.targets.http import HttpCaller, breaker_key
 
 __all__ = ["USER_AGENT", "Runner", "sundial_headers"]
 
@@ -183,4 +184,10 @@ class Runner:
                 return await self._http.call(target, lease.payload, headers, lease.egress)
         metadata = {name.lower(): value for name, value in headers.items()}
         async with asyncio.timeout(lease.run_timeout_s + _GRPC_SLACK_S):
-            return await self._grpc.call(lease, target, metadata)
+            return await self._grpc.call(
+                target,
+                execute_request(lease),
+                metadata,
+                timeout_s=lease.run_timeout_s,
+                egress=lease.egress,
+            )

@@ -49,9 +49,9 @@ from sundial.core import tracing
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.egress import EgressPolicy, Protocol
 from sundial.core.netpolicy import ResolveError
-from sundial.executor.targets.address import AddressPolicy, CallRules, TargetRefused
-from sundial.executor.targets.classify import classify_http, failure, parse_retry_after
 from sundial.run import ErrorClass, HttpTarget, Outcome, OutcomeStatus
+from sundial.targets.address import AddressPolicy, CallRules, TargetRefused
+from sundial.targets.classify import classify_http, failure, parse_retry_after
 
 __all__ = ["HttpCaller", "breaker_key"]
 

@@ -7,7 +7,7 @@ address is forbidden: on the operator's deny list (this executor's own
 ``allow_loopback_targets``, which no policy lifts) or outside the tenant's egress policy
 as the lease grant carried it (the operator's default, from ``allow_private_targets``
 and ``allow_loopback_targets``, when the grant carries none). The HTTP client then
-connects to the address that was checked (see :mod:`sundial.executor.targets.http`), so
+connects to the address that was checked (see :mod:`sundial.targets.http`), so
 there is no window between check and connect.
 
 Parsing, resolution and the rules are :mod:`sundial.core.netpolicy`'s and

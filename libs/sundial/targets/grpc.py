@@ -1,7 +1,7 @@
 """Calling gRPC targets: ``sundial.v1.TargetService/Execute`` with a deadline.
 
 The address is resolved and checked at every call (:class:`CallRules`: the operator's
-deny list and the egress policy the lease carries), before a cached channel is picked,
+deny list and the egress policy of the call's tenant), before a cached channel is picked,
 so a changed policy stops the next call even over an open channel; the channel dials
 the checked IP: plaintext channels keep the target's ``host:port`` as
 ``:authority``; TLS channels verify the certificate against the target's host name
@@ -15,14 +15,12 @@ from collections import OrderedDict
 
 import grpc
 
-from sundial.core import wire
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.egress import EgressPolicy, Protocol
 from sundial.core.tracing import client_interceptors
-from sundial.executor.model import Lease
-from sundial.executor.targets.address import AddressPolicy, TargetRefused, split_host_port
-from sundial.executor.targets.classify import classify_grpc, failure, parse_retry_after
 from sundial.run import ErrorClass, GrpcTarget, Outcome, OutcomeStatus
+from sundial.targets.address import AddressPolicy, TargetRefused, split_host_port
+from sundial.targets.classify import classify_grpc, failure, parse_retry_after
 from sundial.v1 import target_pb2, target_pb2_grpc
 
 __all__ = ["GrpcCaller"]
@@ -86,18 +84,24 @@ class GrpcCaller:
 
     async def call(
         self,
-        lease: Lease,
         target: GrpcTarget,
+        request: target_pb2.ExecuteRequest,
         metadata: dict[str, str],
+        *,
+        timeout_s: float,
+        egress: EgressPolicy | None = None,
     ) -> Outcome:
-        """Call Execute for ``lease`` with ``metadata`` and the run timeout as deadline.
+        """Call Execute with ``request`` and ``metadata`` (Sundial's, added to the job's).
 
-        Never raises for a failed call: the failure is the outcome. Cancellation
-        propagates (and cancels the RPC).
+        ``timeout_s`` is the deadline (the run timeout): a DEADLINE_EXCEEDED once it ran
+        out is a timeout, an earlier one the target's answer. The address is checked
+        under ``egress`` (the tenant's policy from the grant; None: the operator's
+        default). Never raises for a failed call: the failure is the outcome.
+        Cancellation propagates (and cancels the RPC).
         """
         started = self._clock.now()
         try:
-            channel = await self._channel(target, lease.egress)
+            channel = await self._channel(target, egress)
         except TargetRefused as exc:
             return failure(
                 started, self._clock.now(), OutcomeStatus.FAILED_FINAL, exc.error_class, str(exc)
@@ -110,35 +114,25 @@ class GrpcCaller:
                 ErrorClass.CONNECTION,
                 str(exc),
             )
-        request = target_pb2.ExecuteRequest(
-            run_key=lease.run_key,
-            idempotency_key=lease.run_key,
-            job_id=str(lease.run.job_id),
-            tenant_id=lease.tenant_id,
-            scheduled_at=wire.timestamp(lease.run.scheduled_at),
-            attempt=lease.attempt,
-            payload=lease.payload,
-            execution_id=lease.execution_id,
-        )
         stub = target_pb2_grpc.TargetServiceStub(channel)
         # Sundial's keys win over the job's (the API refuses those names anyway).
         pairs = [(k, v) for k, v in sorted(target.metadata.items()) if k.lower() not in metadata]
         pairs.extend(metadata.items())
         began = self._clock.monotonic()
         try:
-            await stub.Execute(request, timeout=lease.run_timeout_s, metadata=pairs)
+            await stub.Execute(request, timeout=timeout_s, metadata=pairs)
         except grpc.aio.AioRpcError as exc:
             finished = self._clock.now()
             code = exc.code()
             elapsed = self._clock.monotonic() - began
             message = f"gRPC {code.name}: {exc.details() or ''}".rstrip(": ")
-            if code == grpc.StatusCode.DEADLINE_EXCEEDED and elapsed >= lease.run_timeout_s * 0.99:
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED and elapsed >= timeout_s * 0.99:
                 # Our own deadline (the run timeout) ran out, not the target's.
                 return Outcome(
                     status=OutcomeStatus.TIMED_OUT,
                     started_at=started,
                     finished_at=finished,
-                    error=f"run timeout of {lease.run_timeout_s:g} s exceeded",
+                    error=f"run timeout of {timeout_s:g} s exceeded",
                     error_class=ErrorClass.TIMEOUT,
                     grpc_code=code.value[0],
                 )
