@@ -365,7 +365,6 @@ def create(
     max_attempts: MaxAttempts = 0,
     timeout: Timeout = "",
     lateness_threshold: LatenessThreshold = "",
-
     pause_after_dead: PauseAfterDead = None,
     paused: Annotated[bool, typer.Option(help="Create the job paused.")] = False,
     request_id: RequestId = "",
@@ -437,7 +436,6 @@ def update(
     max_attempts: MaxAttempts = 0,
     timeout: Timeout = "",
     lateness_threshold: LatenessThreshold = "",
-
     pause_after_dead: PauseAfterDead = None,
     expected_version: Version = 0,
     output: OutputOption = Output.TABLE,

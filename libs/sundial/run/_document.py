@@ -333,7 +333,6 @@ def policies_to_json(policies: JobPolicies) -> dict[str, Any]:
         },
         "run_timeout": duration_to_json(policies.run_timeout),
         "lateness_threshold": duration_to_json(policies.lateness_threshold),
-
         # Read by SQL too (the ledger's failure policy, queries.sql mark_failure_pauses).
         "failure": {"pause_after_consecutive_dead": policies.pause_after_consecutive_dead},
     }

@@ -100,7 +100,6 @@ async def build(
                         tenants,
                         AuditLog(pool),
                         calendars=CalendarManager(store, clock),
-
                         channels=NotificationChannels(pool, guard, egress, clock),
                     ),
                 ),

@@ -266,9 +266,6 @@ def policies_in(message: job_pb2.Policies) -> JobPolicies:
         lateness_threshold=_duration_or(
             message, "lateness_threshold", d.lateness_threshold, "policies.lateness_threshold"
         ),
-
-
-
         pause_after_consecutive_dead=message.failure.pause_after_consecutive_dead,
     )
 
@@ -293,9 +290,6 @@ def policies_out(policies: JobPolicies) -> job_pb2.Policies:
         ),
         run_timeout=wire.duration(policies.run_timeout),
         lateness_threshold=wire.duration(policies.lateness_threshold),
-
-
-
         failure=job_pb2.FailurePolicy(
             pause_after_consecutive_dead=policies.pause_after_consecutive_dead
         ),
@@ -588,7 +582,6 @@ def calendar_out(calendar: StoredCalendar) -> calendar_pb2.Calendar:
     message.create_time.CopyFrom(wire.timestamp(calendar.create_time))
     message.update_time.CopyFrom(wire.timestamp(calendar.update_time))
     return message
-
 
 
 # --- notification channels ----------------------------------------------------------------

@@ -526,8 +526,6 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         )
         return pb.DeleteCalendarResponse()
 
-
-
     # --- notification channels (docs/design.md section 12) -------------------------------
 
     async def CreateNotificationChannel(
