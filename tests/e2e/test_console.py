@@ -4,7 +4,8 @@ scheduler, executor, and a recording target.
 
 It logs in with a tenant token, finds a job by name and by label (never another
 tenant's), watches its runs appear as they fire, triggers a run, replays a dead run,
-pauses the job, and looks at the admin view; screenshots are kept under the test's
+follows a job's calendar to its dates, lists the calendars and the notification channels
+and deletes one, pauses the job, and looks at the admin view; screenshots are kept under the test's
 tmp dir (the path is printed), and copied to ``$SUNDIAL_SCREENSHOTS_DIR`` when set
 (``SUNDIAL_SCREENSHOTS_DIR=bench/results/console`` refreshes README's picture), so a
 test run leaves the repository as it was.
@@ -17,13 +18,15 @@ import os
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from sundial.devstack import Stack
-from sundial.v1 import job_pb2, job_service_pb2, run_pb2
+from sundial.v1 import calendar_pb2, job_pb2, job_service_pb2, run_pb2
 from tests.helpers.cluster import ADMIN_TOKEN, Cluster, Tenant, running_cluster
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.target_server import RecordingTarget
@@ -34,6 +37,12 @@ CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
 WAIT_S = 30.0
 NY = "America/New_York"
+EXCLUDE = calendar_pb2.CALENDAR_KIND_EXCLUDE
+INCLUDE = calendar_pb2.CALENDAR_KIND_INCLUDE
+DEAD = job_service_pb2.NOTIFICATION_EVENT_KIND_DEAD_RUN
+PAUSED = job_service_pb2.NOTIFICATION_EVENT_KIND_AUTO_PAUSED
+LATE = job_service_pb2.NOTIFICATION_EVENT_KIND_LATE_RUN
+CreateChannel = job_service_pb2.CreateNotificationChannelRequest
 
 if CHROMIUM is None or CHROMEDRIVER is None:
     pytest.skip(
@@ -147,6 +156,14 @@ def job(
     )
 
 
+def channel(name: str, url: str, *kinds: int) -> job_service_pb2.NotificationChannel:
+    return job_service_pb2.NotificationChannel(
+        display_name=name,
+        target=job_pb2.Target(http=job_pb2.HttpTarget(url=url)),
+        event_kinds=kinds,  # type: ignore[arg-type]
+    )
+
+
 def search(driver: WebDriver, field: str, text: str, *, shown: str, hidden: str) -> None:
     """Type ``text`` into the search ``field``, search, wait for the filtered list."""
     driver.find_element(By.ID, field).send_keys(text)
@@ -168,6 +185,69 @@ class Visit:
     beat_id: str
     broken_id: str
     shots: Path
+    notify_url: str
+    old_channel_id: str
+
+
+def listed_rows(driver: WebDriver, table_id: str, key: str) -> dict[str, str]:
+    """The rows of a list table by their ``data-<key>``, once there are some."""
+
+    def found(d: WebDriver) -> dict[str, str]:
+        return {
+            str(r.get_attribute(f"data-{key}")): r.text
+            for r in d.find_elements(By.CSS_SELECTOR, f"#{table_id} tbody tr[data-{key}]")
+        }
+
+    return dict(until(driver, found, f"the rows of {table_id}"))
+
+
+def calendars_and_channels(driver: WebDriver, visit: Visit) -> None:
+    """From the broken job's page (its schedule names `holidays`) to that calendar, the
+    calendars list, and the notification channels, one deleted."""
+    click(driver, "#job-calendars a.calendar-link", "the job's calendar link")
+    dates = listed_rows(driver, "dates-table", "date")
+    assert text_of(driver, "calendar-name") == "holidays"
+    facts = text_of(driver, "calendar-facts")
+    assert "exclude" in facts and "office closed" in facts, facts
+    # As stored: single dates first, then yearly ones.
+    assert list(dates) == ["2027-03-13", "2031-01-01", "12-25"], dates
+    assert "once Saturday" in dates["2027-03-13"], dates
+    assert "every year 25 December" in dates["12-25"], dates
+    driver.save_screenshot(str(visit.shots / "7-calendar.png"))
+
+    driver.find_element(By.ID, "nav-calendars").click()
+    calendars = listed_rows(driver, "calendars-table", "calendar")
+    assert list(calendars) == ["holidays", "quarter-ends"], calendars  # not the other's
+    assert "include" in calendars["quarter-ends"], calendars
+    counts = [
+        e.text
+        for e in driver.find_elements(By.CSS_SELECTOR, '#calendars-table td[data-count="dates"]')
+    ]
+    assert counts == ["3", "4"], counts
+    click(driver, '#calendars-table a[href="#/calendars/quarter-ends"]', "quarter-ends")
+    assert list(listed_rows(driver, "dates-table", "date"))[-1] == "2031-12-31"
+    driver.find_element(By.ID, "nav-calendars").click()
+    listed_rows(driver, "calendars-table", "calendar")
+    driver.save_screenshot(str(visit.shots / "8-calendars.png"))
+
+    driver.find_element(By.ID, "nav-channels").click()
+    channels = listed_rows(driver, "channels-table", "channel-id")
+    assert len(channels) == 2, channels
+    pager = next(text for key, text in channels.items() if key != visit.old_channel_id)
+    assert "ops pager" in pager and f"POST {visit.notify_url}" in pager, pager
+    assert "dead run, auto paused" in pager and "5 min (one digest" in pager, pager
+    old = channels[visit.old_channel_id]
+    assert "old webhook" in old and "late run" in old and "none (one notification" in old, old
+    assert unlabelled(driver) == []
+    driver.save_screenshot(str(visit.shots / "9-channels.png"))
+    confirm(driver, f'#channels-table tr[data-channel-id="{visit.old_channel_id}"] .delete-channel')
+    until(driver, lambda d: "Deleted old webhook." in status_text(d), "the delete's answer")
+    until(
+        driver,
+        lambda d: list(listed_rows(d, "channels-table", "channel-id")) != list(channels),
+        "the channel gone from the list",
+    )
+    assert visit.old_channel_id not in listed_rows(driver, "channels-table", "channel-id")
 
 
 def browse(driver: WebDriver, visit: Visit) -> dict[str, str]:
@@ -302,8 +382,20 @@ def browse(driver: WebDriver, visit: Visit) -> dict[str, str]:
     )
     assert "03:00" in gap[0][0] and gap[0][1], gap[0]
     driver.save_screenshot(str(shots / "3-dead-run.png"))
+    # Its calendar drops the preview's 13 March, with the calendar's name.
+    dropped = until(
+        driver,
+        lambda d: [
+            r.text
+            for r in d.find_elements(By.CSS_SELECTOR, "#preview-table tbody tr")
+            if "2027-03-13" in r.text
+        ],
+        "the date the calendar drops",
+    )
+    assert "holidays" in dropped[0], dropped
     confirm(driver, "#dead-table button.replay")
     until(driver, lambda d: "Replayed:" in status_text(d), "the replay's answer")
+    calendars_and_channels(driver, visit)
 
     # Pause the first job, with a note.
     driver.get(f"{base}/console/#/jobs/{beat_id}")
@@ -375,8 +467,42 @@ async def test_the_console_in_a_browser(
             update_mask={"paths": ["description"]},
         ),
     )
+    calendars = [
+        ("holidays", EXCLUDE, "office closed", ["12-25", "2031-01-01", "2027-03-13"]),
+        ("quarter-ends", INCLUDE, "", ["2031-03-31", "2031-06-30", "2031-09-30", "2031-12-31"]),
+    ]
+    for name, kind, description, dates in calendars:
+        await tenant.call(
+            "CreateCalendar",
+            job_service_pb2.CreateCalendarRequest(
+                calendar=calendar_pb2.Calendar(
+                    name=name, kind=kind, description=description, dates=dates
+                )
+            ),
+        )
+    await other.call(
+        "CreateCalendar",
+        job_service_pb2.CreateCalendarRequest(
+            calendar=calendar_pb2.Calendar(name="other-tenants", kind=EXCLUDE, dates=["01-01"])
+        ),
+    )
+    notify_url = f"{target.url}/notify"
+    pager = channel("ops pager", notify_url, DEAD, PAUSED)
+    pager.digest_window.FromTimedelta(timedelta(minutes=5))
+    await tenant.call("CreateNotificationChannel", CreateChannel(channel=pager))
+    old = await tenant.call(
+        "CreateNotificationChannel",
+        CreateChannel(channel=channel("old webhook", notify_url, LATE)),
+    )
     broken = await tenant.create_job(
-        job("broken", f"{target.url}/broken", {"team": "growth"}, cron="30 2 * * *", zone=NY)
+        job(
+            "broken",
+            f"{target.url}/broken",
+            {"team": "growth"},
+            cron="30 2 * * *",
+            zone=NY,
+            calendars=["holidays"],
+        )
     )
     await tenant.call("TriggerJob", job_service_pb2.TriggerJobRequest(job_id=broken.job_id))
 
@@ -392,7 +518,9 @@ async def test_the_console_in_a_browser(
     base = cluster.services.processes["api"].http_url
     assert base is not None
     seen = await asyncio.to_thread(
-        browse, browser, Visit(base, tenant, beat.job_id, broken.job_id, shots)
+        browse,
+        browser,
+        Visit(base, tenant, beat.job_id, broken.job_id, shots, notify_url, old.channel.channel_id),
     )
 
     # What the browser did, as the gRPC API sees it.
@@ -412,6 +540,17 @@ async def test_the_console_in_a_browser(
     assert rolled.job.description == "" and rolled.job.schedule == beat.schedule
     kinds = [r.kind for r in await tenant.runs(beat.job_id)]
     assert run_pb2.RUN_KIND_MANUAL in kinds
+    # The channel deleted in the browser is gone; the other stays.
+    left = await tenant.call(
+        "ListNotificationChannels", job_service_pb2.ListNotificationChannelsRequest()
+    )
+    assert [c.display_name for c in left.channels] == ["ops pager"]
+    with pytest.raises(grpc.aio.AioRpcError) as gone:
+        await tenant.call(
+            "GetNotificationChannel",
+            job_service_pb2.GetNotificationChannelRequest(channel_id=old.channel.channel_id),
+        )
+    assert gone.value.code() == grpc.StatusCode.NOT_FOUND
 
     # Tokens reach no log: not the API's (which saw every request) nor any other.
     for log in (tmp_path / "logs").iterdir():

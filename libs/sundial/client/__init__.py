@@ -1,8 +1,9 @@
 """What a Python program that works with Sundial needs beyond the generated stubs.
 
 - :class:`Client`: the JobService with the token, retries of UNAVAILABLE (gRPC's retry
-  policy) and request ids on writes, ``datetime`` conversions, page iterators and
-  get-by-id-or-name (:mod:`sundial.client._client`).
+  policy) and request ids on writes, ``datetime`` conversions, page iterators,
+  get-by-id-or-name, calendars (dates as ``date``) and notification channels
+  (:mod:`sundial.client._client`).
 - :func:`error_details`: the ``google.rpc.Status`` details of a failed call.
 - :func:`verify_signature`: check the ``Sundial-Signature`` of a call your target got
   (HTTP header or gRPC metadata), as ``target.proto`` specifies it.
@@ -14,6 +15,8 @@ from sundial.client._client import (
     CHANNEL_OPTIONS,
     RETRY_SERVICE_CONFIG,
     Client,
+    calendar_date,
+    calendar_kind,
     duration,
     error_details,
     from_timestamp,
@@ -26,6 +29,8 @@ __all__ = [
     "RETRY_SERVICE_CONFIG",
     "Client",
     "SignatureError",
+    "calendar_date",
+    "calendar_kind",
     "duration",
     "error_details",
     "from_timestamp",

@@ -8,7 +8,10 @@ What it adds to the generated stub:
   ``create_job``, ``apply_job``, ``trigger_job`` and ``backfill_job`` call sends a ``request_id``
   (yours, or a fresh UUID), so a retry after a lost answer returns the first result;
 - ``datetime``/``timedelta`` in and out instead of Timestamp/Duration;
-- iterators over every page of ``ListJobs``, ``ListRuns`` and ``ListJobRevisions``;
+- iterators over every page of ``ListJobs``, ``ListRuns``, ``ListJobRevisions``,
+  ``ListCalendars`` and ``ListNotificationChannels``;
+- calendars with their dates as ``datetime.date`` (or ``"MM-DD"`` for yearly ones) and
+  their kind as ``"exclude"``/``"include"``;
 - ``describe_job`` with the SLO windows as ``timedelta``;
 - ``get_job`` by id or, failing that, by exact name.
 
@@ -19,8 +22,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import grpc
@@ -30,12 +33,14 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from sundial.core.tls import ClientTls, dial_sync
-from sundial.v1 import job_pb2, job_service_pb2_grpc, run_pb2
+from sundial.v1 import calendar_pb2, job_pb2, job_service_pb2_grpc, run_pb2
 from sundial.v1 import job_service_pb2 as pb
 
 __all__ = [
     "RETRY_SERVICE_CONFIG",
     "Client",
+    "calendar_date",
+    "calendar_kind",
     "duration",
     "error_details",
     "from_timestamp",
@@ -92,6 +97,33 @@ def duration(value: timedelta) -> duration_pb2.Duration:
     message = duration_pb2.Duration()
     message.FromTimedelta(value)
     return message
+
+
+_CALENDAR_KINDS = {
+    "CALENDAR_KIND_EXCLUDE": calendar_pb2.CALENDAR_KIND_EXCLUDE,
+    "CALENDAR_KIND_INCLUDE": calendar_pb2.CALENDAR_KIND_INCLUDE,
+}
+
+
+def calendar_kind(kind: int | str) -> calendar_pb2.CalendarKind:
+    """A ``CalendarKind`` from its value or its name (``"exclude"``, ``"INCLUDE"``,
+    ``"CALENDAR_KIND_EXCLUDE"``); ValueError for anything else."""
+    for value in _CALENDAR_KINDS.values():
+        if kind == value:
+            return value
+    name = str(kind).strip().upper()
+    name = name if name.startswith("CALENDAR_KIND_") else f"CALENDAR_KIND_{name}"
+    if isinstance(kind, int) or name not in _CALENDAR_KINDS:
+        raise ValueError(f"{kind!r} is not a calendar kind: exclude or include")
+    return _CALENDAR_KINDS[name]
+
+
+def calendar_date(value: date | str) -> str:
+    """A calendar date as the API spells it: a ``date`` as ``YYYY-MM-DD``; a string as
+    given (``"2026-12-24"``, or ``"12-25"`` for every year; the API checks it)."""
+    if isinstance(value, datetime):
+        raise TypeError(f"{value!r} is a datetime: calendar dates are local dates, give a date")
+    return value.isoformat() if isinstance(value, date) else value
 
 
 def error_details(error: grpc.RpcError) -> dict[str, Message]:
@@ -270,3 +302,98 @@ class Client:
         if before is not None:
             request.scheduled_before.CopyFrom(timestamp(before))
         return self._pages("ListRuns", request, "runs")
+
+    # --- calendars ----------------------------------------------------------------
+
+    def list_calendars(self, *, page_size: int = 1000) -> Iterator[calendar_pb2.Calendar]:
+        """Every calendar of the tenant, by name, page after page."""
+        request = pb.ListCalendarsRequest(page_size=page_size)
+        return self._pages("ListCalendars", request, "calendars")
+
+    def get_calendar(self, name: str) -> calendar_pb2.Calendar:
+        """The calendar with this name (NOT_FOUND if the tenant has none)."""
+        return self._call("GetCalendar", pb.GetCalendarRequest(name=name)).calendar
+
+    def create_calendar(
+        self,
+        name: str,
+        *,
+        kind: int | str,
+        dates: Iterable[date | str] = (),
+        description: str = "",
+    ) -> calendar_pb2.Calendar:
+        """Create a calendar; returns it as stored (dates sorted, duplicates dropped).
+
+        The name is its identity: a retry after a lost answer sees ALREADY_EXISTS, and
+        :meth:`get_calendar` then shows what the first call stored.
+
+        Args:
+            name: How schedules name it (``Schedule.calendars``).
+            kind: ``"exclude"`` (holidays) or ``"include"`` (only these dates), or a
+                ``CalendarKind`` value.
+            dates: ``date`` objects, ``"YYYY-MM-DD"`` or ``"MM-DD"`` (every year).
+            description: Free text.
+        """
+        calendar = calendar_pb2.Calendar(
+            name=name,
+            kind=calendar_kind(kind),
+            dates=[calendar_date(d) for d in dates],
+            description=description,
+        )
+        return self._call("CreateCalendar", pb.CreateCalendarRequest(calendar=calendar)).calendar
+
+    def update_calendar(
+        self,
+        name: str,
+        *,
+        kind: int | str | None = None,
+        dates: Iterable[date | str] | None = None,
+        description: str | None = None,
+        expected_version: int = 0,
+    ) -> tuple[calendar_pb2.Calendar, int]:
+        """Change the fields given (the others stay); ``dates`` replaces every date. With
+        ``expected_version``, only at that version (ABORTED otherwise).
+
+        Returns:
+            The calendar after the change and how many jobs name it (each rescheduled).
+        """
+        calendar = calendar_pb2.Calendar(name=name)
+        paths = []
+        if kind is not None:
+            calendar.kind = calendar_kind(kind)
+            paths.append("kind")
+        if dates is not None:
+            calendar.dates.extend(calendar_date(d) for d in dates)
+            paths.append("dates")
+        if description is not None:
+            calendar.description = description
+            paths.append("description")
+        if not paths:
+            # An empty mask means every field: refuse it rather than clear the others.
+            raise ValueError("update_calendar needs kind, dates or description")
+        request = pb.UpdateCalendarRequest(
+            calendar=calendar,
+            update_mask={"paths": paths},
+            expected_version=expected_version,
+        )
+        answer = self._call("UpdateCalendar", request)
+        return answer.calendar, answer.jobs_rescheduled
+
+    def delete_calendar(self, name: str, *, expected_version: int = 0) -> None:
+        """Delete the calendar (FAILED_PRECONDITION while a schedule names it)."""
+        request = pb.DeleteCalendarRequest(name=name, expected_version=expected_version)
+        self._call("DeleteCalendar", request)
+
+    # --- notification channels ----------------------------------------------------
+
+    def list_notification_channels(
+        self, *, page_size: int = 1000
+    ) -> Iterator[pb.NotificationChannel]:
+        """Every notification channel of the tenant, by display name, page after page."""
+        request = pb.ListNotificationChannelsRequest(page_size=page_size)
+        return self._pages("ListNotificationChannels", request, "channels")
+
+    def get_notification_channel(self, channel_id: str) -> pb.NotificationChannel:
+        """The notification channel with this id."""
+        request = pb.GetNotificationChannelRequest(channel_id=channel_id)
+        return self._call("GetNotificationChannel", request).channel

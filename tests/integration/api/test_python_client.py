@@ -1,18 +1,20 @@
 """``sundial.client.Client`` against a real API server: request ids on writes, pages,
-get-by-name, datetimes, typed error details; and gRPC's retry policy retrying
-UNAVAILABLE (and nothing else) against a server that fails on purpose."""
+get-by-name, datetimes, typed error details, calendars with ``date`` dates, notification
+channels; and gRPC's retry policy retrying UNAVAILABLE (and nothing else) against a
+server that fails on purpose."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import grpc
 import pytest
 from google.rpc import error_details_pb2
 
 from sundial.client import Client, error_details, from_timestamp
+from sundial.v1 import calendar_pb2, job_pb2
 from sundial.v1 import job_service_pb2 as pb
 from tests.integration.api.support import Api, Tenant, make_job
 
@@ -75,6 +77,84 @@ async def test_the_client_wraps_the_job_service(api: Api, tenant: Tenant) -> Non
             violation = details["BadRequest"]
             assert isinstance(violation, error_details_pb2.BadRequest)
             assert violation.field_violations[0].field == "schedule.cron"
+
+    await asyncio.to_thread(scenario)
+
+
+async def test_the_client_manages_calendars_and_lists_channels(api: Api, tenant: Tenant) -> None:
+    kinds = [pb.NOTIFICATION_EVENT_KIND_DEAD_RUN, pb.NOTIFICATION_EVENT_KIND_LATE_RUN]
+    made = []
+    for name in ("pager", "chat", "audit"):
+        channel = pb.NotificationChannel(
+            display_name=name,
+            target=job_pb2.Target(http=job_pb2.HttpTarget(url=f"http://127.0.0.1:9/{name}")),
+            event_kinds=kinds,
+        )
+        answer = await api.jobs.CreateNotificationChannel(
+            pb.CreateNotificationChannelRequest(channel=channel), metadata=tenant.md
+        )
+        made.append(answer.channel.channel_id)
+
+    def scenario() -> None:
+        with Client(api.address, tenant.token) as client:
+            # Dates as dates or strings, the kind by name; stored sorted, deduplicated.
+            holidays = client.create_calendar(
+                "holidays",
+                kind="exclude",
+                dates=[date(2027, 1, 1), "12-25", "2026-12-24", "12-25"],
+                description="office closed",
+            )
+            assert list(holidays.dates) == ["2026-12-24", "2027-01-01", "12-25"]
+            assert holidays.kind == calendar_pb2.CALENDAR_KIND_EXCLUDE and holidays.version == 1
+            for name in ("b-days", "c-days"):
+                client.create_calendar(name, kind=calendar_pb2.CALENDAR_KIND_INCLUDE)
+            # Every page, by name.
+            names = [c.name for c in client.list_calendars(page_size=2)]
+            assert names == ["b-days", "c-days", "holidays"]
+            assert client.get_calendar("holidays").description == "office closed"
+            # An update changes only what it is given and reschedules the jobs naming it.
+            job = make_job("closed-on-holidays")
+            job.schedule.calendars.append("holidays")
+            client.create_job(job)
+            changed, rescheduled = client.update_calendar(
+                "holidays", dates=[date(2028, 5, 1)], expected_version=1
+            )
+            assert list(changed.dates) == ["2028-05-01"] and rescheduled == 1
+            assert changed.description == "office closed" and changed.version == 2
+            changed, rescheduled = client.update_calendar("b-days", kind="INCLUDE", description="")
+            assert (changed.kind, changed.description, rescheduled) == (
+                calendar_pb2.CALENDAR_KIND_INCLUDE,
+                "",
+                0,
+            )
+            with pytest.raises(grpc.RpcError) as stale:
+                client.update_calendar("holidays", description="x", expected_version=1)
+            assert stale.value.code() == grpc.StatusCode.ABORTED
+            with pytest.raises(ValueError, match="needs kind, dates or description"):
+                client.update_calendar("holidays")
+            with pytest.raises(ValueError, match="not a calendar kind"):
+                client.create_calendar("bad", kind="holiday")
+            with pytest.raises(TypeError, match="local dates"):
+                client.create_calendar("bad", kind="exclude", dates=[datetime(2027, 1, 1)])
+            with pytest.raises(grpc.RpcError) as bad:
+                client.create_calendar("bad", kind="exclude", dates=["12-25", "2027-13-01"])
+            violation = error_details(bad.value)["BadRequest"]
+            assert isinstance(violation, error_details_pb2.BadRequest)
+            assert violation.field_violations[0].field == "calendar.dates[1]"
+            # Named by a schedule: not deletable; unnamed: deleted.
+            with pytest.raises(grpc.RpcError) as named:
+                client.delete_calendar("holidays")
+            assert named.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+            client.delete_calendar("c-days")
+            assert [c.name for c in client.list_calendars()] == ["b-days", "holidays"]
+            with pytest.raises(grpc.RpcError) as gone:
+                client.get_calendar("c-days")
+            assert gone.value.code() == grpc.StatusCode.NOT_FOUND
+            # Channels: every page, by display name; one by id.
+            channels = list(client.list_notification_channels(page_size=2))
+            assert [c.display_name for c in channels] == ["audit", "chat", "pager"]
+            pager = client.get_notification_channel(made[0])
+            assert pager.display_name == "pager" and list(pager.event_kinds) == kinds
 
     await asyncio.to_thread(scenario)
 

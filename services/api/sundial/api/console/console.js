@@ -288,6 +288,19 @@
     });
   }
 
+  // Ask; if confirmed, make the call, say what it did and refresh the page.
+  async function confirmThen(refresh, title, text, fields, okLabel, call, done) {
+    const form = await confirmAction(title, text, fields, okLabel);
+    if (form === null) return;
+    try {
+      const answer = await call(form);
+      say(done(answer));
+      await refresh();
+    } catch (error) {
+      fail(error);
+    }
+  }
+
   // --- polling -----------------------------------------------------------------------------
 
   let poller = null;
@@ -746,17 +759,7 @@
       return form;
     }
 
-    async function act(title, text, fields, okLabel, call, done) {
-      const form = await confirmAction(title, text, fields, okLabel);
-      if (form === null) return;
-      try {
-        const answer = await call(form);
-        say(done(answer));
-        await refresh();
-      } catch (error) {
-        fail(error);
-      }
-    }
+    const act = (...args) => confirmThen(refresh, ...args);
 
     function renderActions(job) {
       const button = (id, label, onclick, cls) =>
@@ -802,11 +805,15 @@
       ]);
       const job = described.job;
       const runs = history.runs || [];
+      const named = (job.schedule && job.schedule.calendars) || [];
       document.title = `${job.name} · Sundial console`;
       sections.title.textContent = job.name;
       const fact = (term, ...value) => [h("dt", {}, term), h("dd", {}, ...value)];
       sections.facts.replaceChildren(
-        ...fact("Schedule", describeSchedule(job.schedule), " ", scheduleSpec(job.schedule)),
+        ...fact("Schedule", describeSchedule(job.schedule && { ...job.schedule, calendars: [] }),
+          " ", scheduleSpec(job.schedule)),
+        ...(named.length ? fact("Calendars", h("span", { id: "job-calendars" },
+          named.flatMap((name, i) => (i ? [", ", calendarLink(name)] : [calendarLink(name)])))) : []),
         ...fact("State", job.paused ? pill("paused") : pill("active", "succeeded"),
           job.paused && job.pauseNote ? ` ${job.pauseNote}` : ""),
         ...fact("Next run", job.paused ? "paused" : `${fmtTime(job.nextRunAt)} ` +
@@ -841,6 +848,127 @@
     }
 
     return poll(refresh);
+  }
+
+  // --- calendars and notification channels ------------------------------------------------
+
+  const LIST_PAGE = 100;
+  const CALENDAR_KINDS = {
+    CALENDAR_KIND_EXCLUDE: "exclude: no fire time on these dates",
+    CALENDAR_KIND_INCLUDE: "include: fire times only on these dates",
+  };
+  const calendarKind = (kind) => CALENDAR_KINDS[kind] || enumName(kind, "CALENDAR_KIND_");
+  const calendarLink = (name) =>
+    h("a", { href: `#/calendars/${encodeURIComponent(name)}`, class: "calendar-link" }, name);
+
+  function table(id, caption, head, rows, empty) {
+    if (!rows.length) {
+      rows.push(h("tr", {}, h("td", { colspan: head.length, class: "muted" }, empty)));
+    }
+    return h("table", { id },
+      caption ? h("caption", { class: "muted" }, caption) : null,
+      h("thead", {}, h("tr", {}, head.map((title) => h("th", { scope: "col" }, title)))),
+      h("tbody", {}, rows));
+  }
+
+  const moreThan = (listed, what) => listed.nextPageToken
+    ? h("p", { class: "muted" }, `Showing the first ${LIST_PAGE} ${what}.`) : "";
+
+  function showCalendars() {
+    const box = h("div", { id: "calendars" });
+    mount(h("h1", {}, "Calendars"),
+      h("p", { class: "muted" }, "Named sets of dates that filter the fire times of the " +
+        "schedules naming them, on local dates in each schedule's own time zone."), box);
+
+    async function refresh() {
+      const listed = await jobApi("ListCalendars", { pageSize: LIST_PAGE });
+      const rows = (listed.calendars || []).map((c) => h("tr", { "data-calendar": c.name },
+        h("td", {}, calendarLink(c.name)),
+        h("td", {}, calendarKind(c.kind)),
+        h("td", { class: "num", "data-count": "dates" }, (c.dates || []).length),
+        h("td", {}, c.description || ""),
+        timeCell(c.updateTime)));
+      box.replaceChildren(table("calendars-table", "Calendars, ordered by name",
+        ["Name", "Kind", "Dates", "Description", "Changed"], rows, "No calendars yet."),
+      moreThan(listed, "calendars"));
+    }
+
+    return poll(refresh, 5000);
+  }
+
+  // A calendar date in words: "YYYY-MM-DD" once (with its weekday), "MM-DD" every year.
+  function calendarDate(date) {
+    if (/^\d{4}-\d{2}-\d{2}$/.test(date)) {
+      const day = new Date(`${date}T00:00:00Z`);
+      return ["once", Number.isNaN(day.getTime()) ? "" : DAYS[day.getUTCDay()]];
+    }
+    const [month, day] = date.split("-").map(Number);
+    const text = `${day} ${MONTHS[month - 1] || month}`;
+    return ["every year", month === 2 && day === 29 ? `${text} (leap years only)` : text];
+  }
+
+  function showCalendar(name) {
+    const title = h("h1", { id: "calendar-name" }, name);
+    const facts = h("dl", { class: "facts", id: "calendar-facts" });
+    const dates = h("div", { id: "calendar-dates" });
+    mount(h("p", {}, h("a", { href: "#/calendars" }, "← All calendars")), title, facts,
+      h("h2", {}, "Dates"), dates);
+
+    async function refresh() {
+      const { calendar } = await jobApi("GetCalendar", { name });
+      const all = calendar.dates || [];
+      document.title = `${calendar.name} · Sundial console`;
+      const fact = (term, value) => [h("dt", {}, term), h("dd", {}, value)];
+      facts.replaceChildren(
+        ...fact("Kind", calendarKind(calendar.kind)),
+        ...fact("Description", calendar.description || "—"),
+        ...fact("Dates", String(all.length)),
+        ...fact("Version", String(calendar.version || "")),
+        ...fact("Created", fmtTime(calendar.createTime)),
+        ...fact("Changed", fmtTime(calendar.updateTime)));
+      dates.replaceChildren(table("dates-table",
+        "Single dates first, then yearly ones; a schedule reads them in its own time zone",
+        ["Date", "Repeats", "Day"], all.map((date) => h("tr", { "data-date": date },
+          h("td", {}, h("code", {}, date)), ...calendarDate(date).map((t) => h("td", {}, t)))),
+        "No dates."));
+    }
+
+    return poll(refresh, 5000);
+  }
+
+  const digestText = (span) => (seconds(span)
+    ? `${fmtWindow(span)} (one digest per window)` : "none (one notification per event)");
+
+  function showChannels() {
+    const box = h("div", { id: "channels" });
+    mount(h("h1", {}, "Notification channels"),
+      h("p", { class: "muted" }, "Where this tenant's job events are sent, signed like runs " +
+        "and delivered at least once."), box);
+
+    const remove = (c) => confirmThen(refresh, "Delete the channel",
+      `Delete ${c.displayName}? Its notifications not yet delivered are dropped.`, [], "Delete",
+      () => jobApi("DeleteNotificationChannel", { channelId: c.channelId }),
+      () => `Deleted ${c.displayName}.`);
+
+    async function refresh() {
+      const listed = await jobApi("ListNotificationChannels", { pageSize: LIST_PAGE });
+      const rows = (listed.channels || []).map((c) => h("tr", { "data-channel-id": c.channelId },
+        h("td", {}, c.displayName),
+        h("td", {}, h("code", {}, targetText(c.target))),
+        h("td", {}, (c.eventKinds || []).map((k) => enumName(k, "NOTIFICATION_EVENT_KIND_"))
+          .join(", ")),
+        h("td", {}, digestText(c.digestWindow)),
+        timeCell(c.updateTime),
+        h("td", {}, h("button", {
+          type: "button", class: "danger delete-channel",
+          "aria-label": `Delete the channel ${c.displayName}`, onclick: () => remove(c),
+        }, "Delete…"))));
+      box.replaceChildren(table("channels-table", "Channels, ordered by display name",
+        ["Name", "Target", "Events", "Digest window", "Changed", "Action"], rows,
+        "No notification channels yet."), moreThan(listed, "channels"));
+    }
+
+    return poll(refresh, 5000);
   }
 
   // --- admin -------------------------------------------------------------------------------
@@ -896,13 +1024,24 @@
     if (!sessionStorage.getItem(TOKEN_KEY)) return renderLogin();
     const role = sessionStorage.getItem(ROLE_KEY) || "tenant";
     $("#nav").hidden = false;
-    $("#nav-jobs").hidden = role === "admin";
+    for (const id of ["#nav-jobs", "#nav-calendars", "#nav-channels"]) {
+      $(id).hidden = role === "admin";
+    }
     $("#nav-admin").hidden = role !== "admin";
     $("#who").textContent = role === "admin" ? "admin token" : "tenant token";
     const hash = location.hash || "#/";
-    const job = hash.match(/^#\/jobs\/([^/]+)$/);
-    if (job && role !== "admin") return showJob(decodeURIComponent(job[1]));
+    for (const link of document.querySelectorAll("#nav a")) {
+      const here = hash.startsWith(link.getAttribute("href"));
+      if (here) link.setAttribute("aria-current", "page");
+      else link.removeAttribute("aria-current");
+    }
     if (role === "admin") return showAdmin();
+    const job = hash.match(/^#\/jobs\/([^/]+)$/);
+    if (job) return showJob(decodeURIComponent(job[1]));
+    const calendar = hash.match(/^#\/calendars\/([^/]+)$/);
+    if (calendar) return showCalendar(decodeURIComponent(calendar[1]));
+    if (hash === "#/calendars") return showCalendars();
+    if (hash === "#/channels") return showChannels();
     return showJobs();
   }
 
