@@ -20,7 +20,7 @@ import enum
 import re
 import zoneinfo
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 
 from sundial.core.errors import InvalidArgument
@@ -64,6 +64,11 @@ class Calendar:
     dates: frozenset[date] = frozenset()
     yearly: frozenset[tuple[int, int]] = frozenset()
     version: int = 0
+    _ordered: tuple[date, ...] = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        # Sorted once: an include calendar's search asks for the next date at every step.
+        object.__setattr__(self, "_ordered", tuple(sorted(self.dates)))
 
     def __contains__(self, day: object) -> bool:
         if not isinstance(day, date):
@@ -72,13 +77,13 @@ class Calendar:
 
     def entries(self) -> list[str]:
         """The dates as text, sorted: dates (``YYYY-MM-DD``) first, then yearly (``MM-DD``)."""
-        return [d.isoformat() for d in sorted(self.dates)] + [
+        return [d.isoformat() for d in self._ordered] + [
             f"{m:02d}-{d:02d}" for m, d in sorted(self.yearly)
         ]
 
     def next_on_or_after(self, day: date) -> date | None:
         """The first date of this calendar on or after ``day``, or None."""
-        found = _next_date(sorted(self.dates), day)
+        found = _next_date(self._ordered, day)
         for month, dom in self.yearly:
             for year in range(day.year, min(day.year + 9, date.max.year) + 1):
                 try:

@@ -428,6 +428,52 @@ async def test_a_job_write_with_a_changed_calendars_contents_writes_nothing(
     assert (await api.counts())["jobs"] == 0
 
 
+async def test_a_resume_computed_with_a_changed_calendar_writes_nothing(
+    api: Api, tenant: Tenant
+) -> None:
+    # ResumeJob recomputes next_run_at from the job's copy of its calendars; if that
+    # calendar changed since (UpdateCalendar does not bump the job's version), the
+    # store refuses the write, and the manager computes again with the new copy.
+    await create_calendar(api, tenant, "shut", EXCLUDE, "2030-12-25")
+    schedule = job_pb2.Schedule(cron="0 9 * * *", calendars=["shut"])
+    created = (
+        await api.jobs.CreateJob(
+            pb.CreateJobRequest(job=make_job("resumable", schedule=schedule, paused=True)),
+            metadata=tenant.md,
+        )
+    ).job
+    job_id = uuid.UUID(created.uid)
+    stale = Calendar("shut", CalendarKind.EXCLUDE, frozenset({date(2030, 12, 25)}), version=1)
+    await api.jobs.UpdateCalendar(
+        pb.UpdateCalendarRequest(
+            calendar=calendar_pb2.Calendar(name="shut", dates=["2030-12-26"]),
+            update_mask=field_mask_pb2.FieldMask(paths=["dates"]),
+        ),
+        metadata=tenant.md,
+    )
+    pool = await create_pool(DatabaseConfig(database_url=api.database_url))
+    try:
+        with pytest.raises(CalendarChanged):
+            await Store(pool).resume_job(
+                tenant.tenant_id,
+                job_id,
+                read_version=created.version,
+                note="",
+                next_run_at=datetime(2030, 12, 26, 9, tzinfo=UTC),
+                now=NOW,
+                calendars=[stale],
+            )
+    finally:
+        await close_pool(pool, 5.0)
+    [paused] = await api.sql("SELECT paused FROM jobs WHERE job_id = $1", job_id)
+    assert paused[0] is True
+    # Through the API the resume reads the current copy and succeeds.
+    resumed = await api.jobs.ResumeJob(
+        pb.ResumeJobRequest(job_id=created.job_id), metadata=tenant.md
+    )
+    assert not resumed.job.paused
+
+
 async def test_concurrent_job_writes_and_calendar_updates_end_consistent(
     start_api: StartApi,
 ) -> None:

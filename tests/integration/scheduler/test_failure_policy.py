@@ -152,6 +152,25 @@ async def test_three_dead_runs_in_a_row_pause_the_job_with_the_reason_and_one_ev
     assert [kind for kind, _ in await events(pool)].count("auto_paused") == 1
 
 
+async def test_a_long_last_error_is_cut_so_the_pause_note_stays_within_its_limit(
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerServiceStub
+) -> None:
+    """An HTML error page as the last error: the note still fits the API's 1,024 chars,
+    so UpdateJob and ApplyJob (which check the note they keep) go on working."""
+    [job] = await insert_jobs(pool, DAILY, first_due=T0, policies=pause_after(1))
+    await insert_queued_runs(pool, job, [T0])
+    [granted] = await lease(ledger, [ref(job, T0)])
+    body = "<html>" + "x" * 3000
+    answer = await complete(ledger, ref(job, T0), granted.grant.attempt, FINAL, error=body)
+    assert answer.accepted
+    state = await job_state(pool, job)
+    assert state["paused"]
+    assert len(state["pause_note"]) == 1024
+    assert state["pause_note"].startswith(
+        "paused by failure policy after 1 consecutive dead runs; last error: <html>xxx"
+    )
+
+
 async def test_a_success_resets_the_count_and_zero_never_pauses(
     pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerServiceStub
 ) -> None:

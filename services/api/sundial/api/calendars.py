@@ -10,6 +10,7 @@ job commits with contents an update replaced meanwhile.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -44,6 +45,23 @@ def rescheduled_at(job: CalendarJob, calendar: Calendar, now: datetime) -> datet
         after = job.last_fire_at
     fire = compiled.next_fire(after, job.fired_count)
     return None if fire is None else fire.at
+
+
+_YIELD_EVERY = 500
+"""Jobs rescheduled between two yields to the event loop: an UpdateCalendar naming 100k
+jobs computes for seconds, and the replica's other calls go on meanwhile."""
+
+
+async def _rescheduled(
+    jobs: Sequence[CalendarJob], calendar: Calendar, now: datetime
+) -> list[datetime | None]:
+    """:func:`rescheduled_at` of every job, yielding to the event loop between chunks."""
+    out: list[datetime | None] = []
+    for start in range(0, len(jobs), _YIELD_EVERY):
+        if start:
+            await asyncio.sleep(0)
+        out.extend(rescheduled_at(job, calendar, now) for job in jobs[start : start + _YIELD_EVERY])
+    return out
 
 
 class CalendarManager:
@@ -133,7 +151,7 @@ class CalendarManager:
                     ]
                     for job in jobs
                 ],
-                [rescheduled_at(job, new, now) for job in jobs],
+                await _rescheduled(jobs, new, now),
             )
         return written, len(jobs)
 

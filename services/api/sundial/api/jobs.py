@@ -812,23 +812,32 @@ class JobManager:
             job = await self.get_job(tenant_id, job_id)
             if expected_version and job.version != expected_version:
                 raise await self._conflict(tenant_id, job_id, expected_version)
+            # The calendars as they are now, with their versions (the job's copy has
+            # none): the store checks them current in the resume's transaction.
+            schedule = job.spec.schedule
+            calendars = await self._store.calendars_named(tenant_id, list(schedule.calendars))
             now = self._clock.now()
             next_run_at = first_fire(
-                compiled_of(job),
-                job.spec.schedule,
+                compile_schedule(schedule, job_id=str(job.job_id), calendars=calendars),
+                schedule,
                 now,
                 fired_count=job.fired_count,
                 last_fire=job.stats.last_fire_time,
                 include_recent_once=False,
             )
-            if await self._store.resume_job(
-                tenant_id,
-                job_id,
-                read_version=job.version,
-                note=note,
-                next_run_at=next_run_at,
-                now=now,
-            ):
+            try:
+                resumed = await self._store.resume_job(
+                    tenant_id,
+                    job_id,
+                    read_version=job.version,
+                    note=note,
+                    next_run_at=next_run_at,
+                    now=now,
+                    calendars=[calendars[n] for n in schedule.calendars if n in calendars],
+                )
+            except CalendarChanged:
+                continue  # UpdateCalendar rewrote the job's copy: read it again
+            if resumed:
                 return await self.get_job(tenant_id, job_id)
             if expected_version:
                 raise await self._conflict(tenant_id, job_id, expected_version)

@@ -517,9 +517,11 @@ SELECT c.channel_id, j.tenant_id, e.kind, e.job_id,
 -- their failure policy's pause_after_consecutive_dead are due a pause, with its reason.
 UPDATE job_stats s
    SET pause_due = true,
-       pause_reason = format('paused by failure policy after %s consecutive dead runs; '
-                             'last error: %s', s.consecutive_dead,
-                             left(coalesce(u.error, ''), 1000))
+       -- A pause note holds 1,024 chars (the API's limit on notes, which UpdateJob and
+       -- ApplyJob check again on the note they keep): the error is cut to fit.
+       pause_reason = left(format('paused by failure policy after %s consecutive dead runs; '
+                                  'last error: %s', s.consecutive_dead,
+                                  coalesce(u.error, '')), 1024)
   FROM unnest($1::uuid[], $2::text[]) AS u(job_id, error)
   JOIN job_definitions d ON d.job_id = u.job_id
   JOIN jobs j ON j.job_id = u.job_id

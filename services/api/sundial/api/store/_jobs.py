@@ -445,18 +445,29 @@ class JobStore:
         note: str,
         next_run_at: datetime | None,
         now: datetime,
+        calendars: Sequence[Calendar] = (),
     ) -> bool:
-        """Resume the job if still at ``read_version``; False when not matched."""
-        changed = await self._pool.fetchval(
-            queries.resume_job,
-            job_id,
-            tenant_id,
-            read_version,
-            note,
-            now,
-            next_run_at,
-            *_writer(),
-        )
+        """Resume the job if still at ``read_version``; False when not matched.
+
+        Args:
+            calendars: The calendars ``next_run_at`` was computed with, as read with
+                their versions: locked first and checked current, as for any job write.
+
+        Raises:
+            CalendarChanged: One of them changed since (compute again).
+        """
+        async with self._pool.acquire() as conn, conn.transaction():
+            await check_calendar_versions(conn, tenant_id, calendars)
+            changed = await conn.fetchval(
+                queries.resume_job,
+                job_id,
+                tenant_id,
+                read_version,
+                note,
+                now,
+                next_run_at,
+                *_writer(),
+            )
         return changed is not None
 
     @translate
