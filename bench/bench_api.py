@@ -114,6 +114,7 @@ async def _create_tx(conn: asyncpg.Connection, tenant: str, rows: list[list[obje
         None,
         "bench",
         "bench",
+        [None] * len(rows[0]),  # no calendars named (migration 0015)
     )
     assert inserted == len(rows[0])
 
