@@ -210,7 +210,9 @@ class JobService(Protocol):
     async def create_notification_channel(self, request: CreateNotificationChannelRequest, ctx: RequestContext[CreateNotificationChannelRequest, CreateNotificationChannelResponse], /) -> CreateNotificationChannelResponse:
         """
         Register a notification channel: where the tenant's job events (dead runs,
-        auto-pauses, skipped misfires, late runs) are sent, signed like runs.
+        auto-pauses, skipped misfires, late runs) are sent, signed like runs. A tenant
+        has at most 20 channels: the 21st is refused RESOURCE_EXHAUSTED (reason
+        QUOTA_EXCEEDED, metadata quota "max_notification_channels", limit and usage).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -1251,7 +1253,9 @@ class JobServiceClient(ConnectClient):
     ) -> CreateNotificationChannelResponse:
         """
         Register a notification channel: where the tenant's job events (dead runs,
-        auto-pauses, skipped misfires, late runs) are sent, signed like runs.
+        auto-pauses, skipped misfires, late runs) are sent, signed like runs. A tenant
+        has at most 20 channels: the 21st is refused RESOURCE_EXHAUSTED (reason
+        QUOTA_EXCEEDED, metadata quota "max_notification_channels", limit and usage).
         """
         return await self.execute_unary(
             request=request,
@@ -1532,7 +1536,9 @@ class JobServiceSync(Protocol):
     def create_notification_channel(self, request: CreateNotificationChannelRequest, ctx: RequestContext[CreateNotificationChannelRequest, CreateNotificationChannelResponse], /) -> CreateNotificationChannelResponse:
         """
         Register a notification channel: where the tenant's job events (dead runs,
-        auto-pauses, skipped misfires, late runs) are sent, signed like runs.
+        auto-pauses, skipped misfires, late runs) are sent, signed like runs. A tenant
+        has at most 20 channels: the 21st is refused RESOURCE_EXHAUSTED (reason
+        QUOTA_EXCEEDED, metadata quota "max_notification_channels", limit and usage).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -2571,7 +2577,9 @@ class JobServiceClientSync(ConnectClientSync):
     ) -> CreateNotificationChannelResponse:
         """
         Register a notification channel: where the tenant's job events (dead runs,
-        auto-pauses, skipped misfires, late runs) are sent, signed like runs.
+        auto-pauses, skipped misfires, late runs) are sent, signed like runs. A tenant
+        has at most 20 channels: the 21st is refused RESOURCE_EXHAUSTED (reason
+        QUOTA_EXCEEDED, metadata quota "max_notification_channels", limit and usage).
         """
         return self.execute_unary(
             request=request,

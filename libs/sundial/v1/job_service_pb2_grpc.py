@@ -390,7 +390,9 @@ class JobServiceServicer:
 
     def CreateNotificationChannel(self, request, context):
         """Register a notification channel: where the tenant's job events (dead runs,
-        auto-pauses, skipped misfires, late runs) are sent, signed like runs.
+        auto-pauses, skipped misfires, late runs) are sent, signed like runs. A tenant
+        has at most 20 channels: the 21st is refused RESOURCE_EXHAUSTED (reason
+        QUOTA_EXCEEDED, metadata quota "max_notification_channels", limit and usage).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -5,6 +5,7 @@ stable idempotency key, retries with backoff, digests."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from datetime import UTC, datetime
@@ -21,6 +22,7 @@ from tests.helpers.eventually import assert_eventually
 from tests.helpers.grpc_target import GrpcTargetServer
 from tests.helpers.target_server import RecordingTarget
 from tests.integration.api.support import Api, StartApi, Tenant, expect_error, make_job
+from tests.integration.api.test_client_ids import details
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -124,6 +126,39 @@ async def test_channels_are_created_read_listed_updated_and_deleted_per_tenant(
     ]
     assert ("DeleteNotificationChannel", made.channel_id) in methods
     assert ("CreateNotificationChannel", "ops") in methods
+
+
+async def test_a_tenant_has_at_most_twenty_channels_even_when_created_at_once(
+    api: Api, tenant: Tenant
+) -> None:
+    """25 creates at once: 20 are stored, 5 refused RESOURCE_EXHAUSTED naming the quota
+    (as max_jobs is), nothing half-written; another tenant is not limited by them, and a
+    deleted channel makes room."""
+    results = await asyncio.gather(
+        *(create(api, tenant, channel(f"ch-{i:02}")) for i in range(25)), return_exceptions=True
+    )
+    made = [r for r in results if isinstance(r, pb.NotificationChannel)]
+    refused = [r for r in results if isinstance(r, grpc.aio.AioRpcError)]
+    assert (len(made), len(refused)) == (20, 5), results
+    for exc in refused:
+        assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "limit of 20 notification channels" in (exc.details() or "")
+        info = details(exc)["ErrorInfo"]
+        assert info.reason == "QUOTA_EXCEEDED"
+        assert (info.metadata["quota"], info.metadata["limit"]) == (
+            "max_notification_channels",
+            "20",
+        )
+    count = await api.sql(
+        "SELECT count(*) AS n FROM notification_channels WHERE tenant_id = $1", tenant.tenant_id
+    )
+    assert count[0]["n"] == 20
+    other = await api.tenant()
+    await create(api, other, channel("ch-00"))
+    await api.jobs.DeleteNotificationChannel(
+        pb.DeleteNotificationChannelRequest(channel_id=made[0].channel_id), metadata=tenant.md
+    )
+    await create(api, tenant, channel("again"))
 
 
 def _mutated(**fields: Any) -> pb.NotificationChannel:

@@ -10,12 +10,12 @@ import asyncio
 import json
 import time
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import asyncpg
 import pytest
 
-from sundial.api.notifier import Notifier
+from sundial.api.notifier import PER_CHANNEL, Notifier, SendResult
 from sundial.core.bus import Bus
 from sundial.core.clock import ManualClock
 from sundial.devstack import Stack
@@ -28,6 +28,8 @@ from sundial.scheduler.publisher import RunPublisher
 from sundial.scheduler.store import SchedulerStore
 from sundial.scheduler.sweeper import Sweeper
 from sundial.targets import AddressPolicy
+from tests.helpers.eventually import assert_eventually
+from tests.helpers.target_server import RecordingTarget
 from tests.integration.scheduler.conftest import scheduler_config
 from tests.integration.scheduler.support import TENANT, insert_jobs, insert_queued_runs
 from tests.integration.scheduler.test_dispatch import HOURLY, dispatcher
@@ -60,18 +62,23 @@ def sweeper(
 
 
 async def add_channel(
-    pool: asyncpg.Pool, kinds: list[str], *, digest_window_s: int = 0, tenant: str = TENANT
+    pool: asyncpg.Pool,
+    kinds: list[str],
+    *,
+    digest_window_s: int = 0,
+    tenant: str = TENANT,
+    url: str = "http://127.0.0.1:9/n",
 ) -> uuid.UUID:
     """A notification channel as CreateNotificationChannel stores it."""
     channel_id = uuid.uuid4()
     await pool.execute(
         "INSERT INTO notification_channels (channel_id, tenant_id, display_name, target,"
         " event_kinds, digest_window_s, created_at, updated_at)"
-        " VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $7)",
+        " VALUES ($1, $2, $3, $4::text::jsonb, $5, $6, $7, $7)",
         channel_id,
         tenant,
         f"ch-{channel_id.hex[:8]}",
-        json.dumps({"http": {"url": "http://127.0.0.1:9/n", "method": "POST", "headers": {}}}),
+        json.dumps({"http": {"url": url, "method": "POST", "headers": {}}}),
         kinds,
         digest_window_s,
         T0,
@@ -378,16 +385,19 @@ async def test_notifiers_on_several_replicas_take_disjoint_work(
     pool: asyncpg.Pool, clock: ManualClock
 ) -> None:
     """Two notifiers making and claiming at once (SKIP LOCKED): every event becomes one
-    notification and every notification is claimed by one of them."""
-    channel = await add_channel(pool, ["dead_run"])
-    await pool.execute(
-        "INSERT INTO notification_events (channel_id, tenant_id, kind, detail, occurred_at,"
-        " due_at) SELECT $1, $2, 'dead_run', jsonb_build_object('n', n), $3, $3"
-        " FROM generate_series(1, 300) AS n",
-        channel,
-        TENANT,
-        T0,
-    )
+    notification and every notification is claimed by one of them (75 channels of 4:
+    a claim takes at most PER_CHANNEL of a channel)."""
+    assert PER_CHANNEL == 4
+    for _ in range(75):
+        channel = await add_channel(pool, ["dead_run"])
+        await pool.execute(
+            "INSERT INTO notification_events (channel_id, tenant_id, kind, detail, occurred_at,"
+            " due_at) SELECT $1, $2, 'dead_run', jsonb_build_object('n', n), $3, $3"
+            " FROM generate_series(1, 4) AS n",
+            channel,
+            TENANT,
+            T0,
+        )
     notifiers = [Notifier(pool, AddressPolicy(), clock) for _ in range(2)]
     made = await asyncio.gather(*(n.make_notifications() for n in notifiers))
     assert sum(made) == 300
@@ -424,3 +434,172 @@ async def test_a_notifier_that_dies_mid_send_leaves_the_notification_due_again_u
         taken.body,
         2,
     )
+
+
+async def add_notifications(
+    pool: asyncpg.Pool, channel: uuid.UUID, count: int, *, due: datetime = T0
+) -> None:
+    """``count`` pending notifications of ``channel``, due by ``due`` (1 µs apart)."""
+    await pool.execute(
+        "INSERT INTO notifications (notification_id, channel_id, tenant_id, body, event_count,"
+        " next_attempt_at, created_at)"
+        " SELECT gen_random_uuid(), $1, $2, '{}', 1,"
+        " $3::timestamptz - n * interval '1 microsecond', $3"
+        " FROM generate_series(1, $4) AS n",
+        channel,
+        TENANT,
+        due,
+        count,
+    )
+
+
+@pytest.mark.parametrize("concurrency", [1, 16])
+async def test_a_pass_claims_only_what_it_can_send_before_its_claim_ends(
+    pool: asyncpg.Pool, clock: ManualClock, concurrency: int
+) -> None:
+    """ceil(claimed / concurrency) rounds of the send timeout, and one timeout more as a
+    margin, fit in the claim: no claim ends while its pass may still be sending."""
+    for _ in range(30):
+        await add_notifications(pool, await add_channel(pool, ["dead_run"]), 4)
+    notifier = Notifier(
+        pool, AddressPolicy(), clock, timeout_s=10, concurrency=concurrency, claim_s=60
+    )
+    claimed = await notifier.claim()
+    assert claimed
+    rounds = -(-len(claimed) // concurrency)
+    ends = await pool.fetch("SELECT DISTINCT next_attempt_at FROM notifications WHERE attempt = 1")
+    [end] = [r["next_attempt_at"] for r in ends]
+    assert (end - T0).total_seconds() >= (rounds + 1) * 10
+    assert len(claimed) == min(100, concurrency * 5)
+
+
+async def test_an_outcome_recorded_after_its_claim_ended_changes_nothing(
+    pool: asyncpg.Pool, clock: ManualClock
+) -> None:
+    """A slow notifier whose claim ended records after another replica claimed the
+    notification again and delivered it: the later 'delivered' stands (fenced on the
+    attempt and on pending), so the notification is not sent yet again."""
+    await add_notifications(pool, await add_channel(pool, ["dead_run"]), 1)
+    slow = Notifier(pool, AddressPolicy(), clock, claim_s=60)
+    fast = Notifier(pool, AddressPolicy(), clock, claim_s=60)
+    [first] = await slow.claim()
+    clock.advance(61)
+    [second] = await fast.claim()
+    assert (second.notification_id, second.attempt) == (first.notification_id, 2)
+    assert await fast.record([second], [SendResult(True)]) == 1
+    assert await slow.record([first], [SendResult(False, "HTTP 503", "http_5xx")]) == 0
+    [row] = await pool.fetch("SELECT state, attempt, last_error FROM notifications")
+    assert (row["state"], row["attempt"], row["last_error"]) == ("delivered", 2, None)
+    # And a stale attempt cannot undo a later failure either (still pending, retried).
+    await add_notifications(pool, await add_channel(pool, ["dead_run"]), 1, due=clock.now())
+    [a] = await slow.claim()
+    clock.advance(61)
+    [b] = await fast.claim()
+    assert await slow.record([a], [SendResult(True)]) == 0
+    assert await fast.record([b], [SendResult(False, "HTTP 503", "http_5xx")]) == 1
+
+
+async def test_a_channels_backlog_does_not_starve_other_channels(
+    pool: asyncpg.Pool, clock: ManualClock
+) -> None:
+    """One channel with 3,000 due events and 6,000 due notifications, all older than the
+    one event and the one notification of another: a pass makes and claims the other
+    channel's too, and takes a bounded share of the backlog."""
+    flood = await add_channel(pool, ["dead_run"])
+    quiet = await add_channel(pool, ["dead_run"])
+    await pool.execute(
+        "INSERT INTO notification_events (channel_id, tenant_id, kind, detail, occurred_at,"
+        " due_at) SELECT $1, $2, 'dead_run', '{}', $3::timestamptz - n * interval '1 ms',"
+        " $3::timestamptz - n * interval '1 ms' FROM generate_series(1, 3000) AS n",
+        flood,
+        TENANT,
+        T0 - timedelta(minutes=5),
+    )
+    await pool.execute(
+        "INSERT INTO notification_events (channel_id, tenant_id, kind, detail, occurred_at,"
+        " due_at) VALUES ($1, $2, 'dead_run', '{}', $3, $3)",
+        quiet,
+        TENANT,
+        T0,
+    )
+    notifier = Notifier(pool, AddressPolicy(), clock)
+    made = await notifier.make_notifications()
+    rows = await pool.fetch("SELECT channel_id, count(*) AS n FROM notifications GROUP BY 1")
+    counts = {r["channel_id"]: r["n"] for r in rows}
+    assert counts.get(quiet) == 1, counts
+    assert 1 <= counts[flood] <= 50 and made == counts[flood] + 1
+    await pool.execute("DELETE FROM notifications")
+    await add_notifications(pool, flood, 6000, due=T0 - timedelta(minutes=5))
+    await add_notifications(pool, quiet, 1)
+    claimed = await notifier.claim()
+    by_channel = await pool.fetch(
+        "SELECT channel_id, count(*) AS n FROM notifications WHERE attempt = 1 GROUP BY 1"
+    )
+    assert {r["channel_id"]: r["n"] for r in by_channel} == {flood: PER_CHANNEL, quiet: 1}
+    assert len(claimed) == PER_CHANNEL + 1
+
+
+async def test_each_send_is_recorded_as_it_completes(
+    pool: asyncpg.Pool, clock: ManualClock
+) -> None:
+    """A hanging target does not hold back the record of a pass's other sends: the fast
+    channel's notification is delivered while the slow one's call is still open."""
+    async with RecordingTarget() as target:
+        target.hold("/slow")
+        slow = await add_channel(pool, ["dead_run"], url=f"{target.url}/slow")
+        fast = await add_channel(pool, ["dead_run"], url=f"{target.url}/fast")
+        for channel in (slow, fast):
+            await add_notifications(pool, channel, 1)
+        notifier = Notifier(pool, AddressPolicy(allow_loopback=True), clock, timeout_s=30)
+        sending = asyncio.create_task(notifier.deliver_once())
+        try:
+
+            async def fast_delivered() -> None:
+                assert len(target.calls_to("/slow")) == 1
+                state = await pool.fetchval(
+                    "SELECT state FROM notifications WHERE channel_id = $1", fast
+                )
+                assert state == "delivered"
+
+            await assert_eventually(fast_delivered, timeout_s=10, what="the fast delivery")
+            assert not sending.done()
+            assert (
+                await pool.fetchval("SELECT state FROM notifications WHERE channel_id = $1", slow)
+                == "pending"
+            )
+            target.release("/slow")
+            assert await asyncio.wait_for(sending, 10) == 2
+        finally:
+            sending.cancel()
+            await notifier.aclose()
+        states = await pool.fetch("SELECT DISTINCT state FROM notifications")
+        assert [r["state"] for r in states] == ["delivered"]
+
+
+async def test_a_flood_of_finished_notifications_is_purged_in_one_pass(
+    pool: asyncpg.Pool, clock: ManualClock
+) -> None:
+    """More than one batch (5,000) of old finished notifications all go in one purge,
+    and recent or pending ones stay."""
+    channel = await add_channel(pool, ["dead_run"])
+    await pool.execute(
+        "INSERT INTO notifications (notification_id, channel_id, tenant_id, body, event_count,"
+        " state, next_attempt_at, created_at, finished_at)"
+        " SELECT gen_random_uuid(), $1, $2, '{}', 1, 'delivered', $3, $3, $3"
+        " FROM generate_series(1, 12001)",
+        channel,
+        TENANT,
+        T0 - timedelta(days=8),
+    )
+    await add_notifications(pool, channel, 3, due=T0 - timedelta(days=8))
+    await pool.execute(
+        "INSERT INTO notifications (notification_id, channel_id, tenant_id, body, event_count,"
+        " state, next_attempt_at, created_at, finished_at)"
+        " VALUES (gen_random_uuid(), $1, $2, '{}', 1, 'failed', $3, $3, $3)",
+        channel,
+        TENANT,
+        T0 - timedelta(days=6),
+    )
+    assert await Notifier(pool, AddressPolicy(), clock).purge()
+    rows = await pool.fetch("SELECT state, count(*) AS n FROM notifications GROUP BY 1")
+    assert {r["state"]: r["n"] for r in rows} == {"pending": 3, "failed": 1}

@@ -27,11 +27,21 @@ from sundial.api.store import queries
 from sundial.api.validation import TargetGuard
 from sundial.core.clock import Clock
 from sundial.core.db import translate_db_errors
-from sundial.core.errors import InvalidArgument, NotFound, version_mismatch
+from sundial.core.errors import InvalidArgument, NotFound, ResourceExhausted, version_mismatch
 from sundial.notify import EventKind
 from sundial.run import Target, target_from_json, target_to_json
 
-__all__ = ["MAX_DIGEST_WINDOW", "Channel", "ChannelSpec", "NotificationChannels"]
+__all__ = [
+    "MAX_CHANNELS_PER_TENANT",
+    "MAX_DIGEST_WINDOW",
+    "Channel",
+    "ChannelSpec",
+    "NotificationChannels",
+]
+
+MAX_CHANNELS_PER_TENANT = 20
+"""A tenant's channels, at most: every event fans out to one outbox row per channel
+that wants it, inside the run path's transactions (docs/design.md section 12)."""
 
 MAX_DIGEST_WINDOW = timedelta(hours=1)
 """Longest digest window (job_service.proto)."""
@@ -159,13 +169,26 @@ class NotificationChannels:
     async def create(self, tenant_id: str, spec: ChannelSpec) -> Channel:
         """Validate and store a new channel."""
         spec = await self._checked(tenant_id, spec)
-        row = await self._pool.fetchrow(
-            queries.create_notification_channel,
-            uuid.uuid4(),
-            tenant_id,
-            *self._values(spec),
-            self._clock.now(),
-        )
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute(queries.lock_tenant_row, tenant_id)
+            count = await conn.fetchval(queries.count_notification_channels, tenant_id)
+            if count >= MAX_CHANNELS_PER_TENANT:
+                raise ResourceExhausted(
+                    f"the tenant's limit of {MAX_CHANNELS_PER_TENANT} notification channels"
+                    f" is reached ({count} exist): delete one first",
+                    metadata={
+                        "quota": "max_notification_channels",
+                        "limit": str(MAX_CHANNELS_PER_TENANT),
+                        "usage": str(count),
+                    },
+                )
+            row = await conn.fetchrow(
+                queries.create_notification_channel,
+                uuid.uuid4(),
+                tenant_id,
+                *self._values(spec),
+                self._clock.now(),
+            )
         assert row is not None
         return _channel(row)
 

@@ -7,20 +7,25 @@ Every API replica runs one; they share the work through the database
    per channel (:func:`sundial.notify.group_events`: one notification per event, or one
    per digest), write each notification with its body fixed and delete the events, in
    one transaction.
-2. **Claim**: take due notifications (SKIP LOCKED), add one to their attempt and move
-   their next attempt to the claim's end, and commit: a notifier that dies while sending
-   leaves them due again then (at least once).
+2. **Claim**: take due notifications (SKIP LOCKED), fairly across channels (at most
+   :data:`PER_CHANNEL` of one channel), and only as many as the pass can send before the
+   claim ends (``concurrency`` at once, each within ``timeout_s``); add one to their
+   attempt, move their next attempt to the claim's end, and commit: a notifier that dies
+   while sending leaves them due again then (at least once).
 3. **Send** each outside any transaction, at most ``concurrency`` at once and each
    bounded by ``timeout_s``, signed like a run's call (``Sundial-Signature`` over
    ``<t>.<notification_id>.<attempt>.`` and the body, with the tenant's valid signing
    secrets), ``Idempotency-Key: <notification_id>`` the same on every retry, through
    the executor's target callers (:mod:`sundial.targets`): the tenant's egress policy is
    checked again at every connection.
-4. **Record**: delivered, due again after a backoff, or failed after
-   :data:`sundial.notify.MAX_ATTEMPTS` (or when its channel is gone).
+4. **Record** each as its send completes (not after the batch): delivered, due again
+   after a backoff, or failed after :data:`sundial.notify.MAX_ATTEMPTS` (or when its
+   channel is gone). The record is fenced on the claimed attempt: a notifier whose
+   claim ended meanwhile changes nothing.
 
 Nothing here is on the dispatch path: events are rows written by the transactions of
-their facts, and a slow or failing notification target delays only its notifications.
+their facts, and a slow or failing notification target holds at most
+:data:`PER_CHANNEL` sends of a pass, each for at most ``timeout_s``.
 Logs carry ids, kinds and error classes, never a target's URL, header or secret.
 """
 
@@ -56,13 +61,21 @@ from sundial.run import GrpcTarget, HttpTarget, Target, target_from_json
 from sundial.targets import AddressPolicy, HttpCaller, TargetRefused, split_host_port
 from sundial.v1 import target_pb2, target_pb2_grpc
 
-__all__ = ["Delivery", "Notifier"]
+__all__ = ["PER_CHANNEL", "Delivery", "Notifier", "SendResult"]
 
 log = logging.getLogger(__name__)
 
-_EVENT_BATCH = 5000
+_EVENT_BATCH = 10_000  # events made into notifications per pass, at most
+_EVENT_CHANNELS = 100  # channels whose due events a pass takes, oldest due first
+_DIGEST_EVENTS = 5000  # events of one digest channel per pass (one notification)
+_PLAIN_EVENTS = 50  # events of one channel without a window per pass (one notification each)
 _SEND_BATCH = 100
+PER_CHANNEL = 4
+"""Notifications of one channel a pass claims, at most."""
+_CLAIM_WINDOW = 5000  # the oldest and the newest due notifications the fair claim looks at
 _PURGE_AFTER = timedelta(days=7)
+_PURGE_BATCH = 5000
+_PURGE_BATCHES = 20  # per pass; a flood left beyond that is purged by the next pass
 USER_AGENT = "sundial-notifier/1"
 _MAX_CHANNELS = 256  # gRPC channels kept open, oldest closed first
 
@@ -104,7 +117,9 @@ def _delivery(row: asyncpg.Record) -> Delivery:
 
 
 @dataclass(frozen=True, slots=True)
-class _Result:
+class SendResult:
+    """What one send came to."""
+
     ok: bool
     error: str = ""
     error_class: str = ""
@@ -123,7 +138,9 @@ class Notifier:
         timeout_s: Bound on one delivery (connect and answer).
         concurrency: Deliveries in flight at once.
         claim_s: How long a claimed notification is left to its notifier before it is
-            due again (longer than ``timeout_s``).
+            due again (at least twice ``timeout_s``). A pass claims only what it can
+            send in that time, one ``timeout_s`` kept as a margin: ``concurrency``
+            times the rounds of ``timeout_s`` that fit, at most 100.
         rng: Randomness of the backoff (tests pass a seeded one).
         meter: Where the delivered and failed counters go (default: global).
     """
@@ -148,7 +165,11 @@ class Notifier:
         self._clock = clock
         self._interval_s = interval_s
         self._timeout_s = timeout_s
-        self._claim = timedelta(seconds=max(claim_s, timeout_s * 2))
+        claim_s = max(claim_s, timeout_s * 2)
+        self._claim = timedelta(seconds=claim_s)
+        rounds = max(1, int(claim_s // timeout_s) - 1)
+        self.batch = min(_SEND_BATCH, concurrency * rounds)
+        """Notifications one pass claims: all are sent before their claim ends."""
         self._slots = asyncio.Semaphore(concurrency)
         self._rng = rng or random.Random()
         self._http = HttpCaller(operator, max_connections=concurrency)
@@ -172,7 +193,14 @@ class Notifier:
         """Turn due outbox events into notifications; returns how many were made."""
         now = self._clock.now()
         async with self._pool.acquire() as conn, conn.transaction():
-            rows = await conn.fetch(queries.lock_due_notification_events, now, _EVENT_BATCH)
+            rows = await conn.fetch(
+                queries.lock_due_notification_events,
+                now,
+                _EVENT_BATCH,
+                _EVENT_CHANNELS,
+                _DIGEST_EVENTS,
+                _PLAIN_EVENTS,
+            )
             if not rows:
                 return 0
             events = [
@@ -200,38 +228,60 @@ class Notifier:
             )
         return len(planned)
 
-    async def claim(self, limit: int = _SEND_BATCH) -> list[Delivery]:
-        """Claim up to ``limit`` due notifications (committed before any is sent)."""
+    async def claim(self, limit: int | None = None) -> list[Delivery]:
+        """Claim up to ``limit`` (default: :attr:`batch`) due notifications, at most
+        :data:`PER_CHANNEL` of a channel (committed before any is sent)."""
         now = self._clock.now()
-        rows = await self._pool.fetch(queries.claim_notifications, now, limit, now + self._claim)
+        rows = await self._pool.fetch(
+            queries.claim_notifications,
+            now,
+            self.batch if limit is None else limit,
+            now + self._claim,
+            PER_CHANNEL,
+            _CLAIM_WINDOW,
+        )
         return [_delivery(r) for r in rows]
 
     async def deliver_once(self) -> int:
-        """Make notifications, then claim, send and record one batch; returns how many
-        were sent (delivered or not)."""
+        """Make notifications, then claim, send and record one batch (each recorded as
+        its send completes); returns how many were claimed."""
         await self.make_notifications()
         deliveries = await self.claim()
         if not deliveries:
             return 0
-        sent = await asyncio.gather(*(self._send(d) for d in deliveries), return_exceptions=True)
-        results: list[_Result] = []
-        for delivery, outcome in zip(deliveries, sent, strict=True):
-            if isinstance(outcome, _Result):
-                results.append(outcome)
-                continue
-            if not isinstance(outcome, Exception):
+        # Sends that could not start early enough to end within the claim are left to it.
+        latest_start = asyncio.get_running_loop().time() + (
+            self._claim.total_seconds() - self._timeout_s
+        )
+        outcomes = await asyncio.gather(
+            *(self._send_and_record(d, latest_start) for d in deliveries),
+            return_exceptions=True,
+        )
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
                 raise outcome  # cancellation: stop
-            # A bug in one send must not leave the batch claimed and unrecorded.
-            log.error(
-                "notification send failed unexpectedly",
-                exc_info=outcome,
-                extra={"action": "notify", "notification_id": str(delivery.notification_id)},
-            )
-            results.append(_Result(False, f"internal error: {type(outcome).__name__}", "internal"))
-        await self._record(deliveries, results)
+        failed = [o for o in outcomes if isinstance(o, Exception)]
+        if failed:
+            raise failed[0]  # the database failed recording: the pass fails (logged)
         return len(deliveries)
 
-    async def _record(self, deliveries: Sequence[Delivery], results: Sequence[_Result]) -> None:
+    async def _send_and_record(self, delivery: Delivery, latest_start: float) -> None:
+        try:
+            result = await self._send(delivery, latest_start)
+        except Exception as exc:
+            # A bug in one send must not leave it claimed and unrecorded.
+            log.error(
+                "notification send failed unexpectedly",
+                exc_info=exc,
+                extra={"action": "notify", "notification_id": str(delivery.notification_id)},
+            )
+            result = SendResult(False, f"internal error: {type(exc).__name__}", "internal")
+        if result is not None:
+            await self.record([delivery], [result])
+
+    async def record(self, deliveries: Sequence[Delivery], results: Sequence[SendResult]) -> int:
+        """Record what the sends of claimed deliveries came to; returns how many rows
+        changed (a delivery whose claim ended and was taken again changes nothing)."""
         now = self._clock.now()
         states: list[str] = []
         due: list[datetime | None] = []
@@ -263,14 +313,34 @@ class Notifier:
                     "final": final,
                 },
             )
-        await self._pool.execute(
+        status = await self._pool.execute(
             queries.finish_notifications,
             [d.notification_id for d in deliveries],
+            [d.attempt for d in deliveries],
             states,
             due,
             errors,
             now,
         )
+        changed = int(status.rsplit(" ", 1)[1])
+        if changed < len(deliveries):
+            log.warning(
+                "notification outcome recorded after its claim ended: ignored",
+                extra={"action": "notify", "count": len(deliveries) - changed},
+            )
+        return changed
+
+    async def purge(self) -> bool:
+        """Delete notifications delivered or given up more than 7 days ago, 5,000 at a
+        time while a batch comes back full, at most 100,000 per call; returns whether
+        none is left to purge."""
+        cutoff = self._clock.now() - _PURGE_AFTER
+        for _ in range(_PURGE_BATCHES):
+            if await self._pool.fetchval(queries.purge_notifications, cutoff, _PURGE_BATCH) < (
+                _PURGE_BATCH
+            ):
+                return True
+        return False
 
     # --- sending --------------------------------------------------------------------
 
@@ -287,10 +357,12 @@ class Notifier:
             "User-Agent": USER_AGENT,
         }
 
-    async def _send(self, delivery: Delivery) -> _Result:
+    async def _send(self, delivery: Delivery, latest_start: float) -> SendResult | None:
         if delivery.target is None:
-            return _Result(False, "no channel to deliver to", "channel_deleted", final=True)
+            return SendResult(False, "no channel to deliver to", "channel_deleted", final=True)
         async with self._slots:
+            if asyncio.get_running_loop().time() > latest_start:
+                return None  # not sent: due again when its claim ends
             try:
                 async with asyncio.timeout(self._timeout_s):
                     if isinstance(delivery.target, HttpTarget):
@@ -298,16 +370,16 @@ class Notifier:
                     assert isinstance(delivery.target, GrpcTarget)
                     return await self._send_grpc(delivery, delivery.target)
             except TimeoutError:
-                return _Result(False, f"no answer within {self._timeout_s:g} s", "timeout")
+                return SendResult(False, f"no answer within {self._timeout_s:g} s", "timeout")
 
-    async def _send_http(self, delivery: Delivery, target: HttpTarget) -> _Result:
+    async def _send_http(self, delivery: Delivery, target: HttpTarget) -> SendResult:
         outcome = await self._http.call(
             target, delivery.body, self._headers(delivery), delivery.egress
         )
         if not outcome.failed:
-            return _Result(True)
+            return SendResult(True)
         error_class = outcome.error_class.value if outcome.error_class else ""
-        return _Result(
+        return SendResult(
             False,
             outcome.error,
             error_class,
@@ -316,14 +388,14 @@ class Notifier:
             final=error_class == "target_forbidden",
         )
 
-    async def _send_grpc(self, delivery: Delivery, target: GrpcTarget) -> _Result:
+    async def _send_grpc(self, delivery: Delivery, target: GrpcTarget) -> SendResult:
         host, port = split_host_port(target.address)
         try:
             ip = (await self._operator.rules(delivery.egress, Protocol.GRPC).resolve(host, port))[0]
         except TargetRefused as exc:
-            return _Result(False, str(exc), exc.error_class.value, final=True)
+            return SendResult(False, str(exc), exc.error_class.value, final=True)
         except OSError as exc:
-            return _Result(False, str(exc), "connection")
+            return SendResult(False, str(exc), "connection")
         key = (target.address, target.plaintext, ip)
         channel = self._channels.get(key)
         if channel is None:
@@ -355,8 +427,8 @@ class Notifier:
                 request, timeout=self._timeout_s, metadata=metadata
             )
         except grpc.aio.AioRpcError as exc:
-            return _Result(False, f"gRPC {exc.code().name}", "grpc")
-        return _Result(True)
+            return SendResult(False, f"gRPC {exc.code().name}", "grpc")
+        return SendResult(True)
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -371,8 +443,8 @@ class Notifier:
                 sent = await self.deliver_once()
                 now = self._clock.now()
                 if purged_at is None or now - purged_at > timedelta(hours=1):
-                    purged_at = now
-                    await self._pool.execute(queries.purge_notifications, now - _PURGE_AFTER, 5000)
+                    # Hourly; at once again while a flood is left to purge.
+                    purged_at = now if await self.purge() else None
             except (SundialError, asyncpg.PostgresError, OSError) as exc:
                 log.warning(
                     "notifier pass failed: %s", type(exc).__name__, extra={"action": "notify"}
@@ -380,16 +452,21 @@ class Notifier:
             except Exception:
                 # Notifications must never take the API down: log it and try again.
                 log.exception("notifier pass failed", extra={"action": "notify"})
-            if sent >= _SEND_BATCH:
+            if sent >= self.batch:
                 continue
             try:
                 async with asyncio.timeout(self._interval_s):
                     await self._stop.wait()
             except TimeoutError:
                 pass
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connections to targets (:meth:`run` does at its end)."""
         await self._http.aclose()
         for channel in self._channels.values():
             await channel.close()
+        self._channels.clear()
 
     async def stop(self) -> None:
         """Stop after the current pass; idempotent."""

@@ -608,6 +608,15 @@ UPDATE jobs j
   JOIN unnest($1::uuid[], $3::timestamptz[]) AS u(job_id, next_run_at) ON u.job_id = defs.job_id
  WHERE j.job_id = defs.job_id;
 
+-- name: count_notification_channels
+-- Tenant $1's channels, counted after locking its tenants row (FOR UPDATE, held until
+-- the create's commit) so that concurrent creates cannot both pass the channel limit:
+-- the count runs after the lock is granted, in its own statement's snapshot.
+SELECT count(*) FROM notification_channels WHERE tenant_id = $1;
+
+-- name: lock_tenant_row
+SELECT 1 FROM tenants WHERE tenant_id = $1 FOR UPDATE;
+
 -- name: create_notification_channel
 -- A tenant's notification channel (migration 0014, docs/design.md section 12).
 INSERT INTO notification_channels (channel_id, tenant_id, display_name, target, event_kinds,
@@ -657,24 +666,33 @@ WITH gone AS (
 SELECT count(*) FROM gone;
 
 -- name: lock_due_notification_events
--- Up to $2 outbox events to turn into notifications at $1: every waiting event of up to
--- 100 channels that have one due (a digest channel's events are due when the window
--- after its first waiting one ended, and then its later ones go with it). SKIP LOCKED:
--- notifiers on several API replicas take disjoint events.
+-- The outbox events to turn into notifications at $1, fairly across channels: the $3
+-- channels whose first waiting event is due, oldest first (one index probe per channel,
+-- however long any channel's backlog), and of each at most its first $4 events (a digest
+-- channel: one notification) or $5 (a channel without a window: one notification each),
+-- at most $2 in all. A digest channel's events are due when the window after its first
+-- waiting one ended, and then its later ones go with it. SKIP LOCKED: notifiers on
+-- several API replicas take disjoint events.
 WITH due_channels AS (
-    SELECT DISTINCT channel_id
-      FROM (SELECT channel_id FROM notification_events WHERE due_at <= $1
-             ORDER BY due_at LIMIT 1000) AS d
-     LIMIT 100
+    SELECT c.channel_id, c.digest_window_s > 0 AS digest
+      FROM notification_channels c
+     CROSS JOIN LATERAL (SELECT e.due_at FROM notification_events e
+                          WHERE e.channel_id = c.channel_id
+                          ORDER BY e.event_id LIMIT 1) AS first
+     WHERE first.due_at <= $1
+     ORDER BY first.due_at
+     LIMIT $3
 )
-SELECT e.event_id, e.channel_id, e.tenant_id, e.kind, e.detail::text AS detail,
-       e.occurred_at, c.digest_window_s > 0 AS digest
-  FROM notification_events e
-  JOIN due_channels dc ON dc.channel_id = e.channel_id
-  JOIN notification_channels c ON c.channel_id = e.channel_id
- ORDER BY e.event_id
- LIMIT $2
-   FOR UPDATE OF e SKIP LOCKED;
+SELECT e.event_id, dc.channel_id, e.tenant_id, e.kind, e.detail::text AS detail,
+       e.occurred_at, dc.digest
+  FROM due_channels dc
+ CROSS JOIN LATERAL (SELECT e.event_id, e.tenant_id, e.kind, e.detail, e.occurred_at
+                       FROM notification_events e
+                      WHERE e.channel_id = dc.channel_id
+                      ORDER BY e.event_id
+                      LIMIT CASE WHEN dc.digest THEN $4::int ELSE $5::int END
+                        FOR UPDATE SKIP LOCKED) AS e
+ LIMIT $2;
 
 -- name: make_notifications
 -- The notifications made from events locked by lock_due_notification_events ($7: those
@@ -695,14 +713,43 @@ SELECT count(*) FROM made;
 -- Up to $2 notifications due at $1, claimed until $3 (a notifier that dies while sending
 -- leaves them due again then: delivery is at least once), each with its attempt number,
 -- its channel's target, and its tenant's egress policy and valid signing secrets (newest
--- first). A notification whose channel is gone has no target.
-WITH due AS (
-    SELECT notification_id
-      FROM notifications
-     WHERE state = 'pending' AND next_attempt_at <= $1
-     ORDER BY next_attempt_at
+-- first). A notification whose channel is gone has no target. Fair across channels: of
+-- the $5 oldest and the $5 newest due (two scans of the due index: a notification that
+-- just came due is looked at however long another channel's backlog is), at most $4
+-- per channel, every channel's first before any channel's second (a channel with a
+-- backlog or a hanging target takes at most $4 of the batch).
+-- The candidates are twice $2 so that a replica claiming at the same moment, skipping
+-- the rows this one locked, still finds work.
+WITH oldest AS (
+    (SELECT notification_id, channel_id, next_attempt_at
+       FROM notifications
+      WHERE state = 'pending' AND next_attempt_at <= $1
+      ORDER BY next_attempt_at
+      LIMIT $5)
+    UNION
+    (SELECT notification_id, channel_id, next_attempt_at
+       FROM notifications
+      WHERE state = 'pending' AND next_attempt_at <= $1
+      ORDER BY next_attempt_at DESC
+      LIMIT $5)
+), ranked AS (
+    SELECT notification_id, next_attempt_at,
+           row_number() OVER (PARTITION BY channel_id ORDER BY next_attempt_at) AS nth
+      FROM oldest
+), candidates AS (
+    SELECT notification_id, nth, next_attempt_at
+      FROM ranked
+     WHERE nth <= $4
+     ORDER BY nth, next_attempt_at
+     LIMIT 2 * $2::int
+), due AS (
+    SELECT n.notification_id
+      FROM notifications n
+      JOIN candidates c ON c.notification_id = n.notification_id
+     WHERE n.state = 'pending' AND n.next_attempt_at <= $1
+     ORDER BY c.nth, c.next_attempt_at
      LIMIT $2
-       FOR UPDATE SKIP LOCKED
+       FOR UPDATE OF n SKIP LOCKED
 ), claimed AS (
     UPDATE notifications n
        SET attempt = n.attempt + 1, next_attempt_at = $3
@@ -721,19 +768,26 @@ SELECT cl.notification_id, cl.channel_id, cl.tenant_id, cl.body, cl.attempt,
   LEFT JOIN tenants t ON t.tenant_id = cl.tenant_id;
 
 -- name: finish_notifications
--- The outcomes of claimed deliveries: state $2 ('delivered', 'failed' or 'pending' to
--- retry at $3), error $4, at $5.
+-- The outcomes of claimed deliveries, each fenced on the attempt it claimed ($2) and on
+-- being still pending: a notifier whose claim ended (and another claimed the
+-- notification again) changes nothing. State $3 ('delivered', 'failed' or 'pending' to
+-- retry at $4), error $5, at $6.
 UPDATE notifications n
    SET state = u.state, next_attempt_at = coalesce(u.next_attempt_at, n.next_attempt_at),
        last_error = u.error,
-       finished_at = CASE WHEN u.state = 'pending' THEN NULL ELSE $5::timestamptz END
-  FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::text[])
-       AS u(notification_id, state, next_attempt_at, error)
- WHERE n.notification_id = u.notification_id;
+       finished_at = CASE WHEN u.state = 'pending' THEN NULL ELSE $6::timestamptz END
+  FROM unnest($1::uuid[], $2::int[], $3::text[], $4::timestamptz[], $5::text[])
+       AS u(notification_id, attempt, state, next_attempt_at, error)
+ WHERE n.notification_id = u.notification_id AND n.attempt = u.attempt
+   AND n.state = 'pending';
 
 -- name: purge_notifications
--- Up to $2 notifications delivered or given up before $1.
-DELETE FROM notifications
- WHERE notification_id IN (SELECT notification_id FROM notifications
-                            WHERE state <> 'pending' AND finished_at < $1
-                            ORDER BY finished_at LIMIT $2);
+-- Up to $2 notifications delivered or given up before $1; the count deleted.
+WITH gone AS (
+    DELETE FROM notifications
+     WHERE notification_id IN (SELECT notification_id FROM notifications
+                                WHERE state <> 'pending' AND finished_at < $1
+                                ORDER BY finished_at LIMIT $2)
+    RETURNING 1
+)
+SELECT count(*) FROM gone;
