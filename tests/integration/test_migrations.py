@@ -260,6 +260,50 @@ async def test_schema_constraints_hold(conn: asyncpg.Connection) -> None:
     assert await conn.fetchval("SELECT count(*) FROM job_stats") == 0
 
 
+async def test_calendar_keys_are_backfilled_tenant_qualified(database_url: str) -> None:
+    # Jobs written before migration 0017 get their schedule's calendar names qualified by
+    # their tenant; a schedule naming none keeps NULL (outside the partial index).
+    before = [m for m in load_migrations() if m.version < "0017"]
+    assert await migrate(database_url, migrations=before)
+    conn = await asyncpg.connect(database_url)
+    try:
+        jobs = {}
+        for tenant, name, schedule in (
+            ("acme", "a", {"cron": "0 9 * * *", "calendars": ["holidays", "closed"]}),
+            ("other", "b", {"cron": "0 9 * * *", "calendars": ["holidays"]}),
+            ("acme", "c", {"cron": "0 9 * * *"}),
+        ):
+            if not await conn.fetchval("SELECT 1 FROM tenants WHERE tenant_id = $1", tenant):
+                await _tenant(conn, tenant)
+            jobs[name] = await conn.fetchval(
+                "INSERT INTO jobs (tenant_id, name, partition_id) VALUES ($1, $2, 1)"
+                " RETURNING job_id",
+                tenant,
+                name,
+            )
+            await conn.execute(
+                "INSERT INTO job_definitions (job_id, schedule, target, calendars)"
+                " VALUES ($1, $2::jsonb, '{}', $3::jsonb)",
+                jobs[name],
+                json.dumps(schedule),
+                "[]" if "calendars" in schedule else None,
+            )
+        assert [m.version for m in load_migrations() if m.version >= "0017"] == await migrate(
+            database_url
+        )
+        rows = await conn.fetch(
+            "SELECT j.name, d.calendar_keys FROM jobs j JOIN job_definitions d USING (job_id)"
+            " ORDER BY j.name"
+        )
+        assert [tuple(r) for r in rows] == [
+            ("a", ["acme/holidays", "acme/closed"]),
+            ("b", ["other/holidays"]),
+            ("c", None),
+        ]
+    finally:
+        await conn.close()
+
+
 # --- run partitions -----------------------------------------------------------------------
 
 

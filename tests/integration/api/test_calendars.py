@@ -9,9 +9,11 @@ produced each time and which calendar removed an occurrence.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import uuid
 from datetime import UTC, date, datetime
+from typing import Any
 
 import grpc
 import pytest
@@ -19,6 +21,7 @@ from google.protobuf import field_mask_pb2, timestamp_pb2
 
 from sundial.api.model import JobSpec, NewJob
 from sundial.api.store import CalendarChanged, Store
+from sundial.api.store._base import queries
 from sundial.core.clock import ManualClock
 from sundial.core.config import DatabaseConfig
 from sundial.core.db import close_pool, create_pool
@@ -543,3 +546,135 @@ async def test_backfill_follows_the_calendars(start_api: StartApi) -> None:
         datetime(2026, 12, 14, 8, tzinfo=UTC),
         datetime(2026, 12, 16, 8, tzinfo=UTC),
     ]
+
+
+async def copy_job(api: Api, job_id: str, copies: int) -> None:
+    """Insert ``copies`` copies of a job's rows (named ``<name>-<i>``)."""
+    await api.sql(
+        """
+        WITH src AS (SELECT gen_random_uuid() AS id, g FROM generate_series(1, $2) g),
+        j AS (
+            INSERT INTO jobs (job_id, tenant_id, name, partition_id, next_run_at, paused,
+                              created_at, updated_at, definition_digest)
+            SELECT src.id, j.tenant_id, j.name || '-' || g, j.partition_id, j.next_run_at,
+                   j.paused, j.created_at, j.updated_at, j.definition_digest
+              FROM src, jobs j WHERE j.job_id = $1
+        ), d AS (
+            INSERT INTO job_definitions (job_id, schedule, target, policies, payload, labels,
+                                         description, calendars, calendar_keys)
+            SELECT src.id, d.schedule, d.target, d.policies, d.payload, d.labels,
+                   d.description, d.calendars, d.calendar_keys
+              FROM src, job_definitions d WHERE d.job_id = $1
+        )
+        INSERT INTO job_stats (job_id, updated_at) SELECT id, now() FROM src
+        """,
+        uuid.UUID(job_id),
+        copies,
+    )
+
+
+def _plan_nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
+    return [node, *(n for child in node.get("Plans", ()) for n in _plan_nodes(child))]
+
+
+async def test_a_calendar_write_reads_only_its_own_tenants_jobs(start_api: StartApi) -> None:
+    # Tenants A and B both name a calendar `holidays`; B has 2,000 jobs naming its own.
+    # A's UpdateCalendar and DeleteCalendar find A's 3 jobs through the index of
+    # tenant-qualified names (migration 0017) and never read, lock or change B's.
+    api = await start_api(clock=ManualClock(NOW))
+    a, b = await api.tenant("tenant-a"), await api.tenant("tenant-b")
+    for tenant in (a, b):
+        await create_calendar(api, tenant, "holidays", EXCLUDE, "2026-12-20")
+    schedule = job_pb2.Schedule(cron="0 9 * * *", calendars=["holidays"])
+    a_jobs = [
+        (
+            await api.jobs.CreateJob(
+                pb.CreateJobRequest(job=make_job(f"a{i}", schedule=schedule)), metadata=a.md
+            )
+        ).job
+        for i in range(3)
+    ]
+    b_job = (
+        await api.jobs.CreateJob(
+            pb.CreateJobRequest(job=make_job("b", schedule=schedule)), metadata=b.md
+        )
+    ).job
+    # B's other 1,999 jobs, and 500 of A's naming no calendar: copies of jobs written
+    # through the API (with 3 jobs in all, A's would be found through its tenant).
+    await copy_job(api, b_job.job_id, 1999)
+    plain = (await api.jobs.CreateJob(pb.CreateJobRequest(job=make_job("p")), metadata=a.md)).job
+    await copy_job(api, plain.job_id, 499)
+    await api.sql("ANALYZE jobs, job_definitions")
+    b_before = await api.sql(
+        "SELECT j.job_id, j.next_run_at, j.definition_digest, d.calendars"
+        " FROM jobs j JOIN job_definitions d USING (job_id) WHERE j.tenant_id = 'tenant-b'"
+    )
+    assert len(b_before) == 2000
+    assert {r["next_run_at"] for r in b_before} == {datetime(2026, 12, 21, 9, tzinfo=UTC)}
+    keys = await api.sql("SELECT DISTINCT calendar_keys FROM job_definitions")
+    assert sorted(r[0] for r in keys if r[0]) == [["tenant-a/holidays"], ["tenant-b/holidays"]]
+
+    # The plan, custom or generic (the API's statements are prepared): the index probe
+    # returns A's 3 rows, and no node reads a row of B's.
+    for mode, (query, args) in itertools.product(
+        ("force_custom_plan", "force_generic_plan"),
+        (
+            (queries.calendar_jobs, ("tenant-a", "holidays", 10)),
+            (queries.lock_calendar_jobs, ("tenant-a", "holidays")),
+        ),
+    ):
+        await api.sql(f"SET plan_cache_mode = {mode}")
+        explained = await api.sql(f"EXPLAIN (ANALYZE, FORMAT JSON) {query}", *args)
+        nodes = _plan_nodes(json.loads(explained[0][0])[0]["Plan"])
+        probes = [n for n in nodes if n.get("Index Name") == "job_definitions_calendar_keys_idx"]
+        assert [n["Actual Rows"] for n in probes] == [3], (mode, nodes)
+        for node in nodes:
+            assert node["Actual Rows"] <= 3, (mode, node)
+            for removed in ("Filter", "Index Recheck", "Join Filter"):
+                assert node.get(f"Rows Removed by {removed}", 0) == 0, (mode, node)
+    await api.sql("RESET plan_cache_mode")
+
+    updated = await api.jobs.UpdateCalendar(
+        pb.UpdateCalendarRequest(
+            calendar=calendar_pb2.Calendar(name="holidays", dates=["2026-12-20", "2026-12-21"]),
+            update_mask=field_mask_pb2.FieldMask(paths=["dates"]),
+        ),
+        metadata=a.md,
+    )
+    assert updated.jobs_rescheduled == 3
+    for job in a_jobs:
+        after = (await api.jobs.GetJob(pb.GetJobRequest(job_id=job.job_id), metadata=a.md)).job
+        assert after.next_run_at.ToDatetime(UTC) == datetime(2026, 12, 22, 9, tzinfo=UTC)
+    b_after = await api.sql(
+        "SELECT j.job_id, j.next_run_at, j.definition_digest, d.calendars"
+        " FROM jobs j JOIN job_definitions d USING (job_id) WHERE j.tenant_id = 'tenant-b'"
+    )
+    assert sorted(map(tuple, b_after)) == sorted(map(tuple, b_before))
+
+    # A's delete is refused by A's own jobs only; once they name no calendar it goes
+    # through, while B's jobs still name B's `holidays`.
+    refused = await expect_error(
+        api.jobs.DeleteCalendar(pb.DeleteCalendarRequest(name="holidays"), metadata=a.md),
+        grpc.StatusCode.FAILED_PRECONDITION,
+    )
+    named = refused.details() or ""
+    assert all(j.job_id in named for j in a_jobs) and b_job.job_id not in named, named
+    for job in a_jobs:
+        await api.jobs.UpdateJob(
+            pb.UpdateJobRequest(
+                job=job_pb2.Job(job_id=job.job_id, schedule=job_pb2.Schedule(cron="0 9 * * *")),
+                update_mask=field_mask_pb2.FieldMask(paths=["schedule"]),
+            ),
+            metadata=a.md,
+        )
+    rows = await api.sql(
+        "SELECT d.calendar_keys FROM job_definitions d JOIN jobs j USING (job_id)"
+        " WHERE j.tenant_id = 'tenant-a'"
+    )
+    assert len(rows) == 503 and {r[0] for r in rows} == {None}
+    await api.jobs.DeleteCalendar(pb.DeleteCalendarRequest(name="holidays"), metadata=a.md)
+    await expect_error(
+        api.jobs.DeleteCalendar(pb.DeleteCalendarRequest(name="holidays"), metadata=b.md),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        text="calendar holidays is named by",
+    )

@@ -111,9 +111,10 @@ WITH quota AS (
 ), new_definitions AS (
     INSERT INTO job_definitions (job_id, schedule, target, policies, payload, labels,
                                  description, pause_note, changed_by, change_request_id,
-                                 calendars)
+                                 calendars, calendar_keys)
     SELECT job_id, schedule, target, policies, payload, labels, description, pause_note,
-           $18::text, $19::text, calendars
+           $18::text, $19::text, calendars,
+           sundial_calendar_keys($1, schedule)  -- migration 0017
       FROM input
 ), new_stats AS (
     INSERT INTO job_stats (job_id, updated_at) SELECT job_id, $15 FROM input
@@ -177,7 +178,8 @@ WITH changed AS (
 )
 UPDATE job_definitions d
    SET schedule = $8, target = $9, policies = $10, payload = $11, labels = $12,
-       description = $13, changed_by = $14, change_request_id = $15, calendars = $16
+       description = $13, changed_by = $14, change_request_id = $15, calendars = $16,
+       calendar_keys = sundial_calendar_keys($2, $8::jsonb)  -- migration 0017
   FROM changed
  WHERE d.job_id = changed.job_id
 RETURNING d.job_id;
@@ -570,22 +572,27 @@ RETURNING name, description, kind, dates, version, created_at, updated_at;
 DELETE FROM calendars WHERE tenant_id = $1 AND name = $2;
 
 -- name: calendar_jobs
--- Up to $3 jobs of tenant $1 whose schedule names calendar $2 (the partial GIN index of
--- migration 0015: its predicate is repeated), by job id.
+-- Up to $3 jobs of tenant $1 whose schedule names calendar $2, by job id: the partial GIN
+-- index of migration 0017 (its predicate repeated) holds tenant-qualified names, so the
+-- probe reads this tenant's jobs naming this calendar and no other tenant's.
 SELECT j.job_id, coalesce(j.client_job_id, j.job_id::text) AS shown
   FROM job_definitions d
   JOIN jobs j ON j.job_id = d.job_id
- WHERE d.calendars IS NOT NULL AND d.schedule -> 'calendars' ? $2 AND j.tenant_id = $1
+ WHERE d.calendar_keys IS NOT NULL
+   AND d.calendar_keys @> ARRAY[sundial_calendar_key($1, $2)]
+   AND j.tenant_id = $1
  ORDER BY j.job_id
  LIMIT $3;
 
 -- name: lock_calendar_jobs
 -- The jobs of tenant $1 whose schedule names calendar $2, locked (by job id), with what
--- recomputing their next fire time needs.
+-- recomputing their next fire time needs (the index probe of calendar_jobs).
 SELECT j.job_id, j.next_run_at, j.fired_count, j.last_fire_at, d.schedule, d.calendars
   FROM job_definitions d
   JOIN jobs j ON j.job_id = d.job_id
- WHERE d.calendars IS NOT NULL AND d.schedule -> 'calendars' ? $2 AND j.tenant_id = $1
+ WHERE d.calendar_keys IS NOT NULL
+   AND d.calendar_keys @> ARRAY[sundial_calendar_key($1, $2)]
+   AND j.tenant_id = $1
  ORDER BY j.job_id
    FOR UPDATE OF j, d;
 
