@@ -272,21 +272,25 @@ class JobStore:
         ]
         named = _distinct([c for job in jobs for c in job.calendars])
         calendar_docs = [_calendars_text(job.calendars) for job in jobs]
+
+        async def insert(conn: Conn) -> None:
+            inserted = await conn.fetchval(
+                queries.insert_jobs,
+                tenant_id,
+                *columns,
+                now,
+                len(jobs),
+                traceparent or None,
+                *_writer(),
+                calendar_docs,
+            )
+            if inserted == 0:
+                await self._quota_exceeded(conn, tenant_id, len(jobs))
+
         async with self._pool.acquire() as conn:
             if claim is None and single and not named:
                 # One statement in autocommit: atomic, and the fewest round trips.
-                inserted = await conn.fetchval(
-                    queries.insert_jobs,
-                    tenant_id,
-                    *columns,
-                    now,
-                    len(jobs),
-                    traceparent or None,
-                    *_writer(),
-                    calendar_docs,
-                )
-                if inserted == 0:
-                    await self._quota_exceeded(conn, tenant_id, len(jobs))
+                await insert(conn)
                 return
             async with conn.transaction():
                 await check_calendar_versions(conn, tenant_id, named)
@@ -318,18 +322,7 @@ class JobStore:
                         if used:
                             index = next(i for i, job in enumerate(jobs) if job.client_id in used)
                             raise JobIdTaken(f"jobs[{index}].job_id", jobs[index].client_id)
-                inserted = await conn.fetchval(
-                    queries.insert_jobs,
-                    tenant_id,
-                    *columns,
-                    now,
-                    len(jobs),
-                    traceparent or None,
-                    *_writer(),
-                    calendar_docs,
-                )
-                if inserted == 0:
-                    await self._quota_exceeded(conn, tenant_id, len(jobs))
+                await insert(conn)
 
     @staticmethod
     async def _quota_exceeded(conn: Conn, tenant_id: str, wanted: int) -> None:
