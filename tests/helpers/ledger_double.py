@@ -61,6 +61,8 @@ from sundial.core.grpc import Server, build_server
 from sundial.internal.v1 import ledger_pb2, ledger_pb2_grpc
 from sundial.run import (
     Grant,
+    Rejection,
+    RejectReason,
     RetryPolicy,
     RunKind,
     RunRef,
@@ -198,6 +200,10 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServiceServicer):
         self.heartbeats: list[ledger_pb2.HeartbeatRequest] = []
         self.fail_lease_calls = 0
         """The next N LeaseRuns calls fail with UNAVAILABLE."""
+        self.grants_per_answer: int | None = None
+        """At most this many grants per LeaseRuns answer; the rest are answered
+        ANSWER_FULL with nothing written (the real ledger's byte budget, counted in
+        runs)."""
         self.lose_lease_answers = 0
         """The next N LeaseRuns calls commit their grants, then fail with UNAVAILABLE (the
         answer lost after the ledger committed, as a deadline or a broken connection)."""
@@ -360,6 +366,8 @@ class LedgerDouble(ledger_pb2_grpc.RunLedgerServiceServicer):
             running=self._running(),
             capacity_retry=timedelta(seconds=self.capacity_retry_s),
         )
+        if self.grants_per_answer is not None:
+            answers = _cut_at(answers, self.grants_per_answer)
         results = []
         for wire_ref, answer in zip(request.runs, answers, strict=True):
             if isinstance(answer, Grant):
@@ -533,3 +541,16 @@ def counts(outcomes: list[ledger_pb2.Outcome]) -> dict[str, int]:
     for outcome in outcomes:
         result[ledger_pb2.OutcomeStatus.Name(outcome.status)] += 1
     return dict(result)
+
+
+def _cut_at(answers: list[Grant | Rejection], most: int) -> list[Grant | Rejection]:
+    """``answers`` with every grant after the first ``most`` answered ANSWER_FULL."""
+    out: list[Grant | Rejection] = []
+    kept = 0
+    for answer in answers:
+        if isinstance(answer, Grant) and kept >= max(most, 1):
+            out.append(Rejection(RejectReason.ANSWER_FULL, "double: answer full", timedelta(0)))
+            continue
+        kept += isinstance(answer, Grant)
+        out.append(answer)
+    return out

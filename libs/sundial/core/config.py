@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 __all__ = [
+    "MAX_MESSAGE_BYTES",
     "REQUIRED",
     "ConfigError",
     "DatabaseConfig",
@@ -532,6 +533,13 @@ class EtcdConfig(EtcdAccessConfig):
         )
 
 
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+"""The one message limit of Sundial's gRPC: servers (``max_message_bytes``) and every
+channel (:func:`sundial.core.tls.dial`, the target and notifier callers) send and receive
+messages up to this size. What can grow with tenant input is cut well below it: LeaseRuns
+answers by the ledger's byte budget, list pages by theirs."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class ServerConfig(EnvConfig):
     """The gRPC server a service exposes."""
@@ -542,7 +550,7 @@ class ServerConfig(EnvConfig):
     grace_period_s: float = 10.0
     """Seconds in-flight RPCs (and each component) get to finish on shutdown."""
 
-    max_message_bytes: int = 16 * 1024 * 1024
+    max_message_bytes: int = MAX_MESSAGE_BYTES
     """Largest request or response message, in bytes (gRPC's own default is 4 MiB; a
     BatchCreateJobs of 1,000 jobs with payloads needs more)."""
 

@@ -45,7 +45,7 @@ from sundial.core.config import ServerConfig
 from sundial.core.errors import InvalidArgument, SundialError, Unavailable
 from sundial.core.logging import request_id_var
 from sundial.core.telemetry import RPC_DURATION_BUCKETS_S, RPC_SERVER_DURATION
-from sundial.core.tls import ServerCertificates
+from sundial.core.tls import ServerCertificates, message_limits
 from sundial.core.tracing import server_interceptors
 
 __all__ = [
@@ -526,8 +526,7 @@ class Server:
             # same fixed port silently and steal half the traffic; fail loudly instead.
             options=[
                 ("grpc.so_reuseport", 0),
-                ("grpc.max_receive_message_length", config.max_message_bytes),
-                ("grpc.max_send_message_length", config.max_message_bytes),
+                *message_limits(config.max_message_bytes),
                 *KEEPALIVE_SERVER_OPTIONS,
             ],
         )

@@ -36,6 +36,7 @@ from typing import Any
 
 import grpc
 
+from sundial.core.config import MAX_MESSAGE_BYTES
 from sundial.core.tracing import client_interceptors
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "balanced_target",
     "dial",
     "dial_sync",
+    "message_limits",
 ]
 
 log = logging.getLogger(__name__)
@@ -280,15 +282,34 @@ class ClientTls:
         return [("grpc.ssl_target_name_override", self.server_name)]
 
 
+def message_limits(max_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
+    """Channel (or server) options that send and receive messages up to ``max_bytes``,
+    set explicitly on every channel rather than left to gRPC's asymmetric defaults
+    (4 MiB received, unbounded sent)."""
+    return [
+        ("grpc.max_receive_message_length", max_bytes),
+        ("grpc.max_send_message_length", max_bytes),
+    ]
+
+
+def _with_limits(options: ChannelOptions) -> list[tuple[str, Any]]:
+    """``options`` plus the message limits where they do not set their own."""
+    named = {name for name, _ in options}
+    return [*options, *(o for o in message_limits() if o[0] not in named)]
+
+
 def dial(address: str, tls: ClientTls | None, options: ChannelOptions = ()) -> grpc.aio.Channel:
     """A ``grpc.aio`` channel to ``address``: TLS with ``tls``, plaintext when it is None.
 
     The channel connects lazily, so the server may start later. While tracing is on its
-    calls are traced by the gRPC instrumentation (:mod:`sundial.core.tracing`).
+    calls are traced by the gRPC instrumentation (:mod:`sundial.core.tracing`). Messages
+    are limited to :data:`~sundial.core.config.MAX_MESSAGE_BYTES` each way unless
+    ``options`` say otherwise.
 
     Raises:
         TlsError: A TLS file cannot be read.
     """
+    options = _with_limits(options)
     interceptors = client_interceptors(address)
     if tls is None:
         return grpc.aio.insecure_channel(address, options=list(options), interceptors=interceptors)
@@ -299,6 +320,7 @@ def dial(address: str, tls: ClientTls | None, options: ChannelOptions = ()) -> g
 
 def dial_sync(address: str, tls: ClientTls | None, options: ChannelOptions = ()) -> grpc.Channel:
     """A synchronous channel (for the CLI and probes); otherwise as :func:`dial`."""
+    options = _with_limits(options)
     if tls is None:
         return grpc.insecure_channel(address, options=list(options))
     return grpc.secure_channel(address, tls.credentials(), [*options, *tls.options()])

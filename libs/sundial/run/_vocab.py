@@ -118,6 +118,8 @@ class RejectReason(enum.Enum):
     NOT_FOUND = "not_found"
     CANCELLED = "cancelled"
     NOT_DUE = "not_due"
+    ANSWER_FULL = "answer_full"
+    """Not granted: the LeaseRuns answer reached its byte budget; lease again at once."""
 
 
 class FenceReason(enum.Enum):

@@ -13,10 +13,11 @@ from sundial.targets.address import (
 )
 from sundial.targets.breaker import CircuitBreaker
 from sundial.targets.classify import classify_grpc, classify_http, parse_retry_after
-from sundial.targets.grpc import GrpcCaller
+from sundial.targets.grpc import TARGET_ANSWER_MAX_BYTES, GrpcCaller, target_message_limits
 from sundial.targets.http import HttpCaller, breaker_key
 
 __all__ = [
+    "TARGET_ANSWER_MAX_BYTES",
     "AddressPolicy",
     "CallRules",
     "CircuitBreaker",
@@ -29,4 +30,5 @@ __all__ = [
     "classify_http",
     "parse_retry_after",
     "split_host_port",
+    "target_message_limits",
 ]

@@ -16,6 +16,7 @@ from collections import OrderedDict
 import grpc
 
 from sundial.core.clock import Clock, SystemClock
+from sundial.core.config import MAX_MESSAGE_BYTES
 from sundial.core.egress import EgressPolicy, Protocol
 from sundial.core.tracing import client_interceptors
 from sundial.run import ErrorClass, GrpcTarget, Outcome, OutcomeStatus
@@ -23,9 +24,23 @@ from sundial.targets.address import AddressPolicy, TargetRefused, split_host_por
 from sundial.targets.classify import classify_grpc, failure, parse_retry_after
 from sundial.v1 import target_pb2, target_pb2_grpc
 
-__all__ = ["GrpcCaller"]
+__all__ = ["TARGET_ANSWER_MAX_BYTES", "GrpcCaller", "target_message_limits"]
 
 _MAX_CHANNELS = 512  # least recently used channels beyond this are closed
+
+TARGET_ANSWER_MAX_BYTES = 1024 * 1024
+"""Largest ExecuteResponse read from a tenant's gRPC target: the answer only carries a
+short result, and a target that sends more cannot make a caller hold more than this."""
+
+
+def target_message_limits() -> list[tuple[str, int]]:
+    """Channel options of a call to a tenant's target: requests up to Sundial's message
+    limit (a payload and metadata always fit), answers up to
+    :data:`TARGET_ANSWER_MAX_BYTES` (a larger one fails the call RESOURCE_EXHAUSTED)."""
+    return [
+        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.max_receive_message_length", TARGET_ANSWER_MAX_BYTES),
+    ]
 
 
 def _trailing(error: grpc.aio.AioRpcError, key: str) -> str | None:
@@ -65,7 +80,10 @@ class GrpcCaller:
             self._channels.move_to_end(key)
             return channel
         dial = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
-        options: list[tuple[str, str | int]] = [("grpc.default_authority", target.address)]
+        options: list[tuple[str, str | int]] = [
+            ("grpc.default_authority", target.address),
+            *target_message_limits(),
+        ]
         # Traced by the gRPC instrumentation while tracing is on: its client span is the
         # attempt's child and its traceparent the one the target receives.
         interceptors = client_interceptors(target.address)

@@ -19,6 +19,7 @@ from sundial.executor.ledger import LedgerClient, LedgerError, RetryPolicy
 from sundial.executor.model import Rejected
 from sundial.internal.v1 import ledger_pb2_grpc
 from sundial.run import Completion, FenceReason, Outcome, OutcomeStatus, RejectReason, RunRef
+from sundial.v1 import job_pb2
 from tests.helpers.ledger_double import LedgerDouble
 
 pytestmark = pytest.mark.timeout(30)
@@ -144,3 +145,17 @@ async def test_a_refused_token_is_not_retried_and_is_logged_without_the_token(
     [record] = [r for r in caplog.records if getattr(r, "action", "") == "ledger.refused"]
     assert "SUNDIAL_LEDGER_TOKEN" in record.getMessage()
     assert ledger.token not in caplog.text
+
+
+async def test_runs_an_answer_left_out_for_its_byte_budget_are_leased_in_further_calls(
+    client: LedgerClient, ledger: LedgerDouble
+) -> None:
+    job = uuid.uuid4()
+    ledger.add_job(job, job_pb2.Target(http=job_pb2.HttpTarget(url="http://127.0.0.1:9/x")))
+    ledger.grants_per_answer = 2
+    refs = [RunRef(job, datetime(2026, 3, 8, 0, m, tzinfo=UTC)) for m in range(5)]
+    results = await client.lease_runs(refs)
+    assert [type(r).__name__ for r in results] == ["Lease"] * 5
+    assert [r.run for r in results] == refs and {r.attempt for r in results} == {1}
+    # 2 + 2 + 1: each further call asks only for the runs the last one left out.
+    assert [len(r.runs) for r in ledger.lease_requests] == [5, 3, 1]

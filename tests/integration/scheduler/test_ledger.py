@@ -7,7 +7,7 @@ import contextlib
 import hashlib
 import hmac
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -621,3 +621,69 @@ async def test_each_grant_carries_the_tenants_egress_policy_as_it_is_then(
     [second] = await lease(ledger, [ref(job, T0)])
     assert second.grant.attempt == 2
     assert wire.egress_policy_in(second.grant.egress, "egress") == tightened
+
+
+@pytest.fixture
+def budgeted_ledger(
+    pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
+) -> Callable[[int], RunLedgerServiceServicer]:
+    """Ledgers whose LeaseRuns answers hold at most the given bytes of grants."""
+
+    def build(budget: int) -> RunLedgerServiceServicer:
+        config = scheduler_config(migrated_database_url, stack, lease_answer_max_bytes=budget)
+        return RunLedgerServiceServicer(
+            SchedulerStore(pool), bus.jetstream, config, clock, random.Random(7)
+        )
+
+    return build
+
+
+async def test_an_answer_stops_granting_at_its_byte_budget_and_the_rest_take_no_attempt(
+    pool: asyncpg.Pool, budgeted_ledger: Callable[[int], RunLedgerServiceServicer]
+) -> None:
+    budget = 64 * 1024
+    servicer = budgeted_ledger(budget)
+    await add_tenant(pool, "other")
+    big = await insert_jobs(pool, DAILY, first_due=T0, count=5, payload=b"x" * (40 * 1024))
+    [small] = await insert_jobs(pool, DAILY, first_due=T0, tenant_id="other", payload=b"{}")
+    for job in [*big, small]:
+        await insert_queued_runs(pool, job, [T0], tenant_id="other" if job == small else "acme")
+    refs = [ref(job, T0) for job in [*big, small]]
+    async with serve(servicer, pool) as stub:
+        answer = await stub.LeaseRuns(ledger_pb2.LeaseRunsRequest(executor_id="ex-1", runs=refs))
+        kinds = [r.WhichOneof("result") for r in answer.results]
+        # One 40 KiB grant fits a 64 KiB budget, a second does not; the small run of
+        # the other tenant, later in the request, still fits.
+        assert kinds == ["grant", "rejection", "rejection", "rejection", "rejection", "grant"]
+        assert answer.ByteSize() <= budget
+        full = [r.rejection for r in answer.results if r.WhichOneof("result") == "rejection"]
+        assert {r.reason for r in full} == {ledger_pb2.REJECT_REASON_ANSWER_FULL}
+        # Nothing was written for the runs left out: no attempt, still QUEUED.
+        rows = await pool.fetch(
+            "SELECT status, attempt FROM job_runs WHERE job_id = ANY($1::uuid[])", big[1:]
+        )
+        assert [(r["status"], r["attempt"]) for r in rows] == [("queued", 0)] * 4
+        # Leased again, each call grants what fits, at attempt 1.
+        granted = {0, 5}
+        for _ in range(4):
+            left = [i for i in range(5) if i not in granted]
+            again = await stub.LeaseRuns(
+                ledger_pb2.LeaseRunsRequest(executor_id="ex-1", runs=[refs[i] for i in left])
+            )
+            assert again.ByteSize() <= budget
+            for i, result in zip(left, again.results, strict=True):
+                if result.WhichOneof("result") == "grant":
+                    assert result.grant.attempt == 1
+                    granted.add(i)
+        assert granted == set(range(6))
+
+
+async def test_one_grant_larger_than_the_budget_is_still_granted(
+    pool: asyncpg.Pool, budgeted_ledger: Callable[[int], RunLedgerServiceServicer]
+) -> None:
+    servicer = budgeted_ledger(64 * 1024)
+    [job] = await insert_jobs(pool, DAILY, first_due=T0, payload=b"x" * (100 * 1024))
+    await insert_queued_runs(pool, job, [T0])
+    async with serve(servicer, pool) as stub:
+        [result] = await lease(stub, [ref(job, T0)])
+    assert result.grant.attempt == 1 and len(result.grant.payload) == 100 * 1024

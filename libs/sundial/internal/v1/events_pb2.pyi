@@ -26,7 +26,7 @@ class RunDispatch(_message.Message):
     def __init__(self, partition: _Optional[int] = ..., dispatch_seq: _Optional[int] = ..., dispatched_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., runs: _Optional[_Iterable[_Union[_run_pb2.RunRef, _Mapping]]] = ..., node_id: _Optional[str] = ...) -> None: ...
 
 class DeadLetter(_message.Message):
-    __slots__ = ("run", "tenant_id", "target", "payload", "last_error", "error_class", "died_at", "job_name", "labels")
+    __slots__ = ("run", "tenant_id", "target", "payload", "last_error", "error_class", "died_at", "job_name", "labels", "truncated")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -43,6 +43,7 @@ class DeadLetter(_message.Message):
     DIED_AT_FIELD_NUMBER: _ClassVar[int]
     JOB_NAME_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     run: _run_pb2.Run
     tenant_id: str
     target: _job_pb2.Target
@@ -52,4 +53,5 @@ class DeadLetter(_message.Message):
     died_at: _timestamp_pb2.Timestamp
     job_name: str
     labels: _containers.ScalarMap[str, str]
-    def __init__(self, run: _Optional[_Union[_run_pb2.Run, _Mapping]] = ..., tenant_id: _Optional[str] = ..., target: _Optional[_Union[_job_pb2.Target, _Mapping]] = ..., payload: _Optional[bytes] = ..., last_error: _Optional[str] = ..., error_class: _Optional[_Union[_run_pb2.ErrorClass, str]] = ..., died_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., job_name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    truncated: bool
+    def __init__(self, run: _Optional[_Union[_run_pb2.Run, _Mapping]] = ..., tenant_id: _Optional[str] = ..., target: _Optional[_Union[_job_pb2.Target, _Mapping]] = ..., payload: _Optional[bytes] = ..., last_error: _Optional[str] = ..., error_class: _Optional[_Union[_run_pb2.ErrorClass, str]] = ..., died_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., job_name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., truncated: _Optional[bool] = ...) -> None: ...

@@ -23,6 +23,7 @@ class RejectReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REJECT_REASON_NOT_FOUND: _ClassVar[RejectReason]
     REJECT_REASON_CANCELLED: _ClassVar[RejectReason]
     REJECT_REASON_NOT_DUE: _ClassVar[RejectReason]
+    REJECT_REASON_ANSWER_FULL: _ClassVar[RejectReason]
 
 class OutcomeStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -47,6 +48,7 @@ REJECT_REASON_TENANT_AT_CAPACITY: RejectReason
 REJECT_REASON_NOT_FOUND: RejectReason
 REJECT_REASON_CANCELLED: RejectReason
 REJECT_REASON_NOT_DUE: RejectReason
+REJECT_REASON_ANSWER_FULL: RejectReason
 OUTCOME_STATUS_UNSPECIFIED: OutcomeStatus
 OUTCOME_STATUS_SUCCEEDED: OutcomeStatus
 OUTCOME_STATUS_FAILED_RETRYABLE: OutcomeStatus

@@ -58,7 +58,13 @@ from sundial.notify import (
     retry_delay,
 )
 from sundial.run import GrpcTarget, HttpTarget, Target, target_from_json
-from sundial.targets import AddressPolicy, HttpCaller, TargetRefused, split_host_port
+from sundial.targets import (
+    AddressPolicy,
+    HttpCaller,
+    TargetRefused,
+    split_host_port,
+    target_message_limits,
+)
 from sundial.v1 import target_pb2, target_pb2_grpc
 
 __all__ = ["PER_CHANNEL", "Delivery", "Notifier", "SendResult"]
@@ -400,7 +406,10 @@ class Notifier:
         channel = self._channels.get(key)
         if channel is None:
             dial = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
-            options: list[tuple[str, str | int]] = [("grpc.default_authority", target.address)]
+            options: list[tuple[str, str | int]] = [
+                ("grpc.default_authority", target.address),
+                *target_message_limits(),
+            ]
             if target.plaintext:
                 channel = grpc.aio.insecure_channel(dial, options=options)
             else:

@@ -47,10 +47,10 @@ from sundial.core import tracing
 from sundial.core.clock import Clock, SystemClock
 from sundial.executor import convert
 from sundial.executor.config import ExecutorConfig
-from sundial.executor.model import Answer, HeartbeatAnswer, HeldLease, LeaseResult
+from sundial.executor.model import Answer, HeartbeatAnswer, HeldLease, LeaseResult, Rejected
 from sundial.executor.timing import Backoff, sleep_unless
 from sundial.internal.v1 import ledger_pb2_grpc
-from sundial.run import Completion, RunRef
+from sundial.run import Completion, RejectReason, RunRef
 
 __all__ = [
     "SERVER_ERROR_CODES",
@@ -185,7 +185,28 @@ class LedgerClient:
 
         Raises:
             LedgerError: Refused, given up, or answered with the wrong number of results.
+
+        An answer holds at most the ledger's byte budget of grants; the runs it left out
+        (REJECT_REASON_ANSWER_FULL, nothing written for them) are leased again here at
+        once, in further calls, so the caller sees every run granted or finally
+        rejected. Each answer grants at least one run, so this ends.
         """
+        results: list[LeaseResult] = list(await self._lease_once(refs, stop))
+        left = [i for i, r in enumerate(results) if _answer_full(r)]
+        while left and len(left) < len(refs):
+            again = await self._lease_once([refs[i] for i in left], stop)
+            for i, result in zip(left, again, strict=True):
+                results[i] = result
+            still = [i for i, r in zip(left, again, strict=True) if _answer_full(r)]
+            if len(still) == len(left):  # no progress (a ledger that broke its promise)
+                break
+            left = still
+        return results
+
+    async def _lease_once(
+        self, refs: Sequence[RunRef], stop: asyncio.Event | None
+    ) -> list[LeaseResult]:
+        """One LeaseRuns (retried under the policy) and its results."""
         request = convert.lease_request(self.executor_id, refs, self._lease_ttl_s)
         with tracing.batch_span("sundial.lease", {"sundial.runs": len(refs)}) as lease_span:
             response = await self._retrying(
@@ -329,6 +350,10 @@ class HeartbeatStream:
     def cancel(self) -> None:
         """Abandon the stream at once (idempotent)."""
         self._call.cancel()
+
+
+def _answer_full(result: LeaseResult) -> bool:
+    return isinstance(result, Rejected) and result.reason is RejectReason.ANSWER_FULL
 
 
 def _stream_error(exc: grpc.aio.AioRpcError) -> LedgerError:

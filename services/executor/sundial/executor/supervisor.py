@@ -42,6 +42,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from sundial.core.grpc import Server, build_server
 from sundial.core.telemetry import metrics_listen_for_worker
+from sundial.core.tls import message_limits
 from sundial.executor.config import ExecutorConfig
 
 __all__ = ["SUPERVISOR_PID_ENV", "Supervisor", "die_with_supervisor", "worker_count"]
@@ -258,7 +259,9 @@ async def _serving(worker: _Worker) -> bool:
     if worker.process is None or worker.process.returncode is not None:
         return False
     try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{worker.port}") as channel:
+        async with grpc.aio.insecure_channel(
+            f"127.0.0.1:{worker.port}", options=message_limits()
+        ) as channel:
             stub = health_pb2_grpc.HealthStub(channel)
             answer = await stub.Check(  # type: ignore[attr-defined]
                 health_pb2.HealthCheckRequest(service=""), timeout=_PROBE_TIMEOUT_S

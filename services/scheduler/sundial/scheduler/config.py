@@ -73,6 +73,13 @@ class SchedulerConfig(
     capacity_retry_s: float = 5.0
     """Retry-after given with REJECT_REASON_TENANT_AT_CAPACITY."""
 
+    lease_answer_max_bytes: int = 2 * 1024 * 1024
+    """Byte budget of one LeaseRuns answer's grants (payloads, targets, signatures): the
+    runs past it are answered REJECT_REASON_ANSWER_FULL and leased in the executor's next
+    call, so an answer stays far below every channel's message limit (16 MiB) and gRPC's
+    default 4 MiB. An answer's first grant is never cut (one run of the largest job the
+    API accepts is about 0.5 MiB)."""
+
     retention_days: int = 30
     """Days of run history kept; older daily partitions of job_runs are dropped."""
 
@@ -118,6 +125,8 @@ class SchedulerConfig(
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(name, "must be > 0")
+        if not 64 * 1024 <= self.lease_answer_max_bytes <= 64 * 1024 * 1024:
+            raise ConfigError("lease_answer_max_bytes", "must be between 64 KiB and 64 MiB")
         if not 10 <= self.run_lease_s <= 300:
             raise ConfigError("run_lease_s", "must be between 10 and 300 seconds")
         if self.stream_replicas not in (1, 2, 3, 4, 5):

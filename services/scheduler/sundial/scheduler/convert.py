@@ -41,6 +41,11 @@ def encode_run_dispatch(batch: PublishBatch, node_id: str, now: datetime) -> byt
     return message.SerializeToString()
 
 
+DEAD_LETTER_MAX_BYTES = 768 * 1024
+"""Largest DeadLetter body published; a larger one is sent without its payload and target
+headers (``truncated``), below NATS's default ``max_payload`` of 1 MiB."""
+
+
 def encode_dead_letter(letter: DeadLetterRun, now: datetime) -> bytes:
     """The DeadLetter body of a run that died (``now``: when it died)."""
     run = run_pb2.Run(
@@ -57,7 +62,7 @@ def encode_dead_letter(letter: DeadLetterRun, now: datetime) -> bytes:
     )
     if letter.started_at:
         run.started_at.CopyFrom(wire.timestamp(letter.started_at))
-    return events_pb2.DeadLetter(
+    message = events_pb2.DeadLetter(
         run=run,
         tenant_id=letter.tenant_id,
         target=wire.target(letter.target),
@@ -67,4 +72,17 @@ def encode_dead_letter(letter: DeadLetterRun, now: datetime) -> bytes:
         died_at=wire.timestamp(now),
         job_name=letter.job_name,
         labels=dict(letter.labels),
-    ).SerializeToString()
+    )
+    body = message.SerializeToString()
+    if len(body) <= DEAD_LETTER_MAX_BYTES:
+        return body
+    # Too large for the bus: a letter that can never be published would stay in the
+    # outbox for good. The run's identity, error and labels always fit.
+    message.payload = b""
+    kind = message.target.WhichOneof("kind")
+    if kind == "http":
+        message.target.http.ClearField("headers")
+    elif kind == "grpc":
+        message.target.grpc.ClearField("metadata")
+    message.truncated = True
+    return message.SerializeToString()

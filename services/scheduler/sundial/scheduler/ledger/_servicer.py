@@ -57,6 +57,7 @@ from sundial.run import (
 from sundial.schedule import jitter_offset
 from sundial.scheduler.config import SchedulerConfig
 from sundial.scheduler.ledger._auth import current_token_id
+from sundial.scheduler.ledger._budget import wire_sizes, within_budget
 from sundial.scheduler.ledger._dead_letters import send_dead_letters
 from sundial.scheduler.ledger._signing import signature
 from sundial.scheduler.model import LeaseCandidate, WrittenLease
@@ -263,6 +264,10 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
                 now=now,
                 running=lock.running,
                 capacity_retry=timedelta(seconds=self._config.capacity_retry_s),
+            )
+            # Cut before anything is written: a run left out takes no attempt.
+            answers = within_budget(
+                answers, lock.candidates, wire_sizes(), self._config.lease_answer_max_bytes
             )
             grants = [a for a in answers if isinstance(a, Grant)]
             leases = await tx.write_grants(

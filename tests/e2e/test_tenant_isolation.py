@@ -1,0 +1,60 @@
+"""Two tenants on one stack (API, scheduler and executor as real processes): what tenant A
+does within its rights never stalls or breaks tenant B (docs/design.md section 7,
+"Tenants and their limits").
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from sundial.v1 import job_pb2, job_service_pb2, run_pb2
+from tests.helpers.cluster import Cluster, Tenant
+from tests.helpers.eventually import assert_eventually
+from tests.helpers.target_server import RecordingTarget
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
+
+SUCCEEDED = run_pb2.RUN_STATUS_SUCCEEDED
+MAX_PAYLOAD = 256 * 1024  # the API's own limit (CreateJob refuses one byte more)
+
+
+def every_minute(url: str, payload: bytes) -> job_pb2.Job:
+    return job_pb2.Job(
+        name=f"job-{uuid.uuid4().hex[:6]}",
+        schedule=job_pb2.Schedule(cron="* * * * *"),
+        target=job_pb2.Target(http=job_pb2.HttpTarget(url=url)),
+        payload=payload,
+    )
+
+
+async def statuses(tenant: Tenant, job_id: str) -> list[int]:
+    return [r.status for r in await tenant.runs(job_id)]
+
+
+async def test_twenty_runs_of_the_largest_payload_and_another_tenants_run_all_succeed(
+    cluster: Cluster, target: RecordingTarget
+) -> None:
+    a, b = await cluster.tenant(), await cluster.tenant()
+    big = await a.create_job(every_minute(f"{target.url}/a", b"x" * MAX_PAYLOAD))
+    small = await b.create_job(every_minute(f"{target.url}/b", b"{}"))
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    request = job_service_pb2.BackfillJobRequest(job_id=big.job_id)
+    request.start_time.FromDatetime(now - timedelta(minutes=20))
+    request.end_time.FromDatetime(now)
+    backfilled = await a.call("BackfillJob", request)
+    assert len(backfilled.runs) == 20
+    # B's run falls due in the same second as A's herd of 5 MiB of payloads.
+    await b.call("TriggerJob", job_service_pb2.TriggerJobRequest(job_id=small.job_id))
+
+    async def all_succeeded() -> None:
+        a_runs = [s for s in await statuses(a, big.job_id) if s != run_pb2.RUN_STATUS_PENDING]
+        assert a_runs.count(SUCCEEDED) >= 20, a_runs
+        assert SUCCEEDED in await statuses(b, small.job_id)
+
+    await assert_eventually(all_succeeded, timeout_s=60, interval_s=0.5, what="every run done")
+    bodies = [c.request.body for c in target.calls_to("/a")]
+    assert len(bodies) >= 20 and all(len(body) == MAX_PAYLOAD for body in bodies)
+    assert target.calls_to("/b")
