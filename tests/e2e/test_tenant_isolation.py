@@ -58,3 +58,42 @@ async def test_twenty_runs_of_the_largest_payload_and_another_tenants_run_all_su
     bodies = [c.request.body for c in target.calls_to("/a")]
     assert len(bodies) >= 20 and all(len(body) == MAX_PAYLOAD for body in bodies)
     assert target.calls_to("/b")
+
+
+async def test_a_tenant_whose_target_fails_leaves_another_tenants_calls_to_the_same_origin(
+    cluster: Cluster, target: RecordingTarget
+) -> None:
+    target.script("/a-fails", status=502)
+    a, b = await cluster.tenant(), await cluster.tenant()
+    failing = every_minute(f"{target.url}/a-fails", b"{}")
+    failing.policies.retry.max_attempts = 1
+    failing = await a.create_job(failing)
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    request = job_service_pb2.BackfillJobRequest(job_id=failing.job_id)
+    request.start_time.FromDatetime(now - timedelta(minutes=10))
+    request.end_time.FromDatetime(now)
+    await a.call("BackfillJob", request)
+
+    async def all_dead(count: int) -> None:
+        runs = await a.runs(failing.job_id)
+        assert [r.status for r in runs].count(run_pb2.RUN_STATUS_DEAD) >= count, runs
+
+    await assert_eventually(lambda: all_dead(10), timeout_s=30, interval_s=0.2, what="A dead")
+    # Ten failures in a row: A's breaker for the origin is open, A's next run not called.
+    await a.call("TriggerJob", job_service_pb2.TriggerJobRequest(job_id=failing.job_id))
+    await assert_eventually(lambda: all_dead(11), timeout_s=30, interval_s=0.2, what="A's 11th")
+    manual = [r for r in await a.runs(failing.job_id) if r.kind == run_pb2.RUN_KIND_MANUAL]
+    assert [r.last_error.startswith("circuit breaker open") for r in manual] == [True]
+    assert len(target.calls_to("/a-fails")) == 10
+    # B's job at the same origin, while A's breaker there is open: called at once.
+    fine = await b.create_job(every_minute(f"{target.url}/b-works", b"{}"))
+    await b.call("TriggerJob", job_service_pb2.TriggerJobRequest(job_id=fine.job_id))
+
+    async def b_succeeded() -> None:
+        runs = await b.runs(fine.job_id)
+        assert [(r.status, r.attempt) for r in runs if r.kind == run_pb2.RUN_KIND_MANUAL] == [
+            (SUCCEEDED, 1)
+        ], runs
+
+    await assert_eventually(b_succeeded, timeout_s=20, interval_s=0.2, what="B's run")
+    assert target.calls_to("/b-works")

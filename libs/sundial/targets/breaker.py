@@ -1,14 +1,17 @@
-"""Per-target circuit breaker: a target that keeps failing is not hammered.
+"""Per-tenant, per-target circuit breaker: a target that keeps failing is not hammered.
 
-After ``failures`` consecutive retryable failures (connection errors, timeouts, 5xx,
-429...) the breaker of that target opens: for ``open_s`` seconds no call is made and
-each attempt is reported FAILED_RETRYABLE at once, with the remaining open time as
-retry_after. The ledger's retry policy still decides when (and whether) a run is tried
-again; the breaker only spares the target the calls. After the open period ONE call is
-let through (half-open): success closes the breaker, failure opens it again. While that
-probe is in flight the breaker counts as open for another ``open_s`` from the probe's
-start, and held attempts report what is left of that as retry_after: a probe can take
-as long as the run timeout, and a short wait would only burn the runs' attempts
+A breaker is keyed by (tenant, target origin): one tenant's failing calls never hold
+back another tenant's calls to the same origin (two tenants' jobs at one host can be
+different services behind one gateway, or one tenant's path may time out while another's
+answers). After ``failures`` consecutive retryable failures (connection errors,
+timeouts, 5xx, 429...) the breaker of that key opens: for ``open_s`` seconds no call is
+made and each attempt is reported FAILED_RETRYABLE at once, with the remaining open time
+as retry_after. The ledger's retry policy still decides when (and whether) a run is
+tried again; the breaker only spares the target the calls. After the open period ONE
+call is let through (half-open): success closes the breaker, failure opens it again.
+While that probe is in flight the breaker counts as open for another ``open_s`` from the
+probe's start, and held attempts report what is left of that as retry_after: a probe can
+take as long as the run timeout, and a short wait would only burn the runs' attempts
 (each held attempt is a failed one) before the probe has an answer.
 
 A final failure (a 4xx) counts as an answer, not as trouble: the target is up.
@@ -20,7 +23,10 @@ from dataclasses import dataclass
 
 from sundial.core.clock import Clock, SystemClock
 
-__all__ = ["CircuitBreaker"]
+__all__ = ["BreakerKey", "CircuitBreaker"]
+
+BreakerKey = tuple[str, str]
+"""(tenant id, target origin: ``scheme://host:port`` or ``grpc://address``)."""
 
 # While the half-open probe is in flight, other calls wait at least this long.
 _PROBE_WAIT_S = 1.0
@@ -35,7 +41,7 @@ class _State:
 
 
 class CircuitBreaker:
-    """Consecutive-failure breakers keyed by target (``scheme://host:port``, gRPC address).
+    """Consecutive-failure breakers keyed by :data:`BreakerKey` (tenant, target origin).
 
     Args:
         failures: Consecutive retryable failures that open a target's breaker.
@@ -47,9 +53,9 @@ class CircuitBreaker:
         self._threshold = failures
         self._open_s = open_s
         self._clock = clock or SystemClock()
-        self._states: dict[str, _State] = {}
+        self._states: dict[BreakerKey, _State] = {}
 
-    def acquire(self, key: str) -> float | None:
+    def acquire(self, key: BreakerKey) -> float | None:
         """Ask to call target ``key``.
 
         Returns:
@@ -68,7 +74,7 @@ class CircuitBreaker:
         state.probe_open_until = now + self._open_s
         return None
 
-    def record(self, key: str, *, failed: bool) -> None:
+    def record(self, key: BreakerKey, *, failed: bool) -> None:
         """Record the result of a call allowed by :meth:`acquire`."""
         if not failed:
             self._states.pop(key, None)  # closed breakers hold no memory
@@ -79,13 +85,13 @@ class CircuitBreaker:
         if state.failures >= self._threshold:
             state.open_until = self._clock.monotonic() + self._open_s
 
-    def release(self, key: str) -> None:
+    def release(self, key: BreakerKey) -> None:
         """Forget a call allowed by :meth:`acquire` that ended without a result (cancelled)."""
         state = self._states.get(key)
         if state is not None:
             state.probing = False
 
-    def is_open(self, key: str) -> bool:
+    def is_open(self, key: BreakerKey) -> bool:
         """True while calls to ``key`` are held back."""
         state = self._states.get(key)
         return state is not None and state.failures >= self._threshold

@@ -47,6 +47,7 @@ def make_lease(
     payload: bytes = b'{"hello":"world"}',
     run_timeout_s: float = 10.0,
     scheduled_at: datetime = SCHEDULED_AT,
+    tenant_id: str = "tenant-1",
 ) -> Lease:
     run = RunRef(uuid.UUID(job_id), scheduled_at)
     return Lease(
@@ -56,7 +57,7 @@ def make_lease(
         target=target,
         payload=payload,
         run_timeout_s=run_timeout_s,
-        tenant_id="tenant-1",
+        tenant_id=tenant_id,
         run_key=run.key,
         signature="t=1772978400,v1=abc123",
         lease_id=LEASE_ID,

@@ -161,6 +161,12 @@ async def test_breaker_holds_calls_back_after_repeated_failures(
             make_lease(HttpTarget(f"{target.url.replace('127.0.0.1', 'localhost')}/ok"))
         )
     ).status is OutcomeStatus.SUCCEEDED
+    # Nor is another tenant at the same origin: the breaker is this tenant's.
+    other = await runner.run(make_lease(HttpTarget(f"{target.url}/ok"), tenant_id="tenant-2"))
+    assert other.status is OutcomeStatus.SUCCEEDED
+    assert (await runner.run(make_lease(HttpTarget(f"{target.url}/ok")))).error.startswith(
+        "circuit breaker open"
+    )
 
 
 async def test_cancelling_the_call_propagates(runner: Runner, target: RecordingTarget) -> None:

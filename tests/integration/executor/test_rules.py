@@ -168,44 +168,48 @@ def test_split_host_port_rejects(address: str) -> None:
         split_host_port(address)
 
 
+T = ("tenant-1", "https://t:443")
+
+
 def test_breaker_opens_after_consecutive_failures_and_probes_after_open_period() -> None:
     clock = ManualClock()
     breaker = CircuitBreaker(failures=3, open_s=30.0, clock=clock)
     for _ in range(2):
-        assert breaker.acquire("t") is None
-        breaker.record("t", failed=True)
-    assert breaker.acquire("t") is None
-    breaker.record("t", failed=True)  # third consecutive failure: open
-    assert breaker.acquire("t") == pytest.approx(30.0)
+        assert breaker.acquire(T) is None
+        breaker.record(T, failed=True)
+    assert breaker.acquire(T) is None
+    breaker.record(T, failed=True)  # third consecutive failure: open
+    assert breaker.acquire(T) == pytest.approx(30.0)
     clock.advance(10)
-    assert breaker.acquire("t") == pytest.approx(20.0)
-    assert breaker.acquire("other") is None  # per target
+    assert breaker.acquire(T) == pytest.approx(20.0)
+    assert breaker.acquire(("tenant-1", "https://other:443")) is None  # per target
+    assert breaker.acquire(("tenant-2", "https://t:443")) is None  # and per tenant
     clock.advance(20)
-    assert breaker.acquire("t") is None  # half-open: one probe
+    assert breaker.acquire(T) is None  # half-open: one probe
     # Others wait for the probe: as long as a failed probe would keep it open, not 1 s.
-    assert breaker.acquire("t") == pytest.approx(30.0)
+    assert breaker.acquire(T) == pytest.approx(30.0)
     clock.advance(25)
-    assert breaker.acquire("t") == pytest.approx(5.0)
+    assert breaker.acquire(T) == pytest.approx(5.0)
     clock.advance(10)
-    assert breaker.acquire("t") == pytest.approx(1.0)  # a probe slower than open_s
-    breaker.record("t", failed=True)  # the probe failed: open again
-    assert breaker.acquire("t") == pytest.approx(30.0)
+    assert breaker.acquire(T) == pytest.approx(1.0)  # a probe slower than open_s
+    breaker.record(T, failed=True)  # the probe failed: open again
+    assert breaker.acquire(T) == pytest.approx(30.0)
     clock.advance(30)
-    assert breaker.acquire("t") is None
-    breaker.record("t", failed=False)  # the probe succeeded: closed
-    assert breaker.acquire("t") is None
-    assert not breaker.is_open("t")
+    assert breaker.acquire(T) is None
+    breaker.record(T, failed=False)  # the probe succeeded: closed
+    assert breaker.acquire(T) is None
+    assert not breaker.is_open(T)
 
 
 def test_breaker_success_resets_the_count_and_cancelled_probe_is_released() -> None:
     clock = ManualClock()
     breaker = CircuitBreaker(failures=2, open_s=5.0, clock=clock)
-    breaker.record("t", failed=True)
-    breaker.record("t", failed=False)
-    breaker.record("t", failed=True)
-    assert breaker.acquire("t") is None  # 1 consecutive failure only
-    breaker.record("t", failed=True)
+    breaker.record(T, failed=True)
+    breaker.record(T, failed=False)
+    breaker.record(T, failed=True)
+    assert breaker.acquire(T) is None  # 1 consecutive failure only
+    breaker.record(T, failed=True)
     clock.advance(5)
-    assert breaker.acquire("t") is None  # probe
-    breaker.release("t")  # cancelled without an answer
-    assert breaker.acquire("t") is None  # the next call may probe
+    assert breaker.acquire(T) is None  # probe
+    breaker.release(T)  # cancelled without an answer
+    assert breaker.acquire(T) is None  # the next call may probe

@@ -88,7 +88,8 @@ class ExecutorConfig(NatsConfig, ServerConfig, LogConfig, TelemetryConfig):
     """Redelivery delay for a capacity-rejected message whose rejection has no retry_after."""
 
     breaker_failures: int = 5
-    """Consecutive retryable failures of one target that open its circuit breaker."""
+    """Consecutive retryable failures of one tenant's calls to one target origin that open
+    that tenant's circuit breaker for it (other tenants' calls there are not held back)."""
 
     breaker_open_s: float = 30.0
     """Seconds an open breaker holds calls back before letting one probe through."""

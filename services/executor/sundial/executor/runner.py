@@ -131,11 +131,12 @@ class Runner:
             asyncio.CancelledError: The call was cancelled (nothing is recorded).
         """
         target = lease.target
-        key = (
+        origin = (
             _http_breaker_key(target.url)
             if isinstance(target, HttpTarget)
             else f"grpc://{target.address}"
         )
+        key = (lease.tenant_id, origin)  # one tenant's failures never hold back another's
         held_back_s = self._breaker.acquire(key)
         if held_back_s is not None:
             now = self._clock.now()
@@ -143,7 +144,7 @@ class Runner:
                 status=OutcomeStatus.FAILED_RETRYABLE,
                 started_at=now,
                 finished_at=now,
-                error=f"circuit breaker open for {key}: not called",
+                error=f"circuit breaker open for {origin}: not called",
                 error_class=ErrorClass.CONNECTION,
                 retry_after=timedelta(seconds=held_back_s),
             )
