@@ -240,14 +240,15 @@ async def test_rotate_signing_secret(api: Api) -> None:
     rows = await api.sql("SELECT signing_secret FROM tenants WHERE tenant_id = 'acme'")
     assert bytes(rows[0]["signing_secret"]) == rotated.signing_secret.encode()
 
-    # A rotation with zero overlap ends the others at once.
+    # A rotation with zero overlap ends the others at once, and they are deleted.
     immediate = await api.admin.RotateSigningSecret(
         apb.RotateSigningSecretRequest(tenant_id="acme", overlap=duration_pb2.Duration()),
         metadata=api.admin_md,
     )
-    assert len(immediate.tenant.signing_secrets) == 3
-    valid = [s for s in immediate.tenant.signing_secrets if not s.HasField("expire_time")]
-    assert len(valid) == 1
+    assert len(immediate.tenant.signing_secrets) == 1
+    assert not immediate.tenant.signing_secrets[0].HasField("expire_time")
+    count = await api.sql("SELECT count(*) FROM tenant_signing_secrets WHERE tenant_id = 'acme'")
+    assert count[0]["count"] == 1
     await expect_error(
         api.admin.RotateSigningSecret(
             apb.RotateSigningSecretRequest(
@@ -264,6 +265,33 @@ async def test_rotate_signing_secret(api: Api) -> None:
         ),
         NOT_FOUND,
     )
+
+
+async def test_a_tenant_holds_at_most_two_valid_signing_secrets(api: Api) -> None:
+    await api.admin.CreateTenant(
+        apb.CreateTenantRequest(tenant=tenant("acme")), metadata=api.admin_md
+    )
+    week = duration_pb2.Duration(seconds=7 * 86400)
+    answers = [
+        await api.admin.RotateSigningSecret(
+            apb.RotateSigningSecretRequest(tenant_id="acme", overlap=week), metadata=api.admin_md
+        )
+        for _ in range(30)
+    ]
+    # Each rotation during an overlap ends the older overlap: the newest and the one
+    # before it are valid, nothing else is kept.
+    for answer in answers:
+        assert len(answer.tenant.signing_secrets) == 2
+    newest, previous = answers[-1].tenant.signing_secrets
+    assert not newest.HasField("expire_time") and previous.HasField("expire_time")
+    rows = await api.sql(
+        "SELECT secret FROM tenant_signing_secrets WHERE tenant_id = 'acme'"
+        " ORDER BY created_at DESC"
+    )
+    assert [bytes(r["secret"]) for r in rows] == [
+        answers[-1].signing_secret.encode(),
+        answers[-2].signing_secret.encode(),
+    ]
 
 
 async def test_cluster_status_without_membership_reader(api: Api) -> None:

@@ -393,12 +393,26 @@ UPDATE tenants
  WHERE tenant_id = $1
 RETURNING tenant_id;
 
+-- name: lock_tenant
+-- Tenant $1's row, locked until the transaction ends (rotations of one tenant in turn).
+SELECT tenant_id FROM tenants WHERE tenant_id = $1 FOR UPDATE;
+
 -- name: expire_secrets
--- Rotation: tenant $1's secrets still valid at $2 stop at $3 (or earlier if they already
--- were going to).
+-- Rotation of tenant $1 at $2: its current secret (the newest still valid) stops at $3
+-- (or earlier if it already was going to); every older one stops now, so a rotation
+-- during an overlap ends that overlap and, with the new secret, at most two are valid.
 UPDATE tenant_signing_secrets
-   SET expires_at = CASE WHEN expires_at IS NULL OR expires_at > $3 THEN $3 ELSE expires_at END
+   SET expires_at = CASE
+           WHEN secret_id <> (SELECT secret_id FROM tenant_signing_secrets
+                               WHERE tenant_id = $1 AND (expires_at IS NULL OR expires_at > $2)
+                               ORDER BY created_at DESC, secret_id DESC LIMIT 1) THEN $2
+           WHEN expires_at IS NULL OR expires_at > $3 THEN $3
+           ELSE expires_at END
  WHERE tenant_id = $1 AND (expires_at IS NULL OR expires_at > $2);
+
+-- name: delete_expired_secrets
+-- Tenant $1's signing secrets no longer valid at $2: nothing signs with them again.
+DELETE FROM tenant_signing_secrets WHERE tenant_id = $1 AND expires_at <= $2;
 
 -- name: add_secret
 WITH secret AS (

@@ -127,11 +127,13 @@ class TenantStore:
     async def rotate_secret(
         self, tenant_id: str, secret: bytes, now: datetime, old_expire: datetime
     ) -> Tenant | None:
-        """Add a new signing secret; older ones stop at ``old_expire``. None: no tenant."""
+        """Add a new signing secret; the current one stops at ``old_expire``, any older
+        one now, and expired ones are deleted: at most two stay valid. None: no tenant."""
         async with self._pool.acquire() as conn, conn.transaction():
-            if await conn.fetchrow(queries.get_tenant, tenant_id) is None:
+            if await conn.fetchrow(queries.lock_tenant, tenant_id) is None:
                 return None
             await conn.execute(queries.expire_secrets, tenant_id, now, old_expire)
+            await conn.execute(queries.delete_expired_secrets, tenant_id, now)
             await conn.execute(queries.add_secret, tenant_id, uuid.uuid4(), secret, now)
             row = one(await conn.fetchrow(queries.get_tenant, tenant_id))
             return tenant_from_row(row, (await self._secrets(conn, [tenant_id]))[tenant_id])
