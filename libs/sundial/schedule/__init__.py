@@ -34,8 +34,11 @@ from ._calendar import (
 )
 from ._compile import (
     MAX_CALENDARS,
+    MAX_SEARCH_STEPS,
     MAX_SPECS,
+    SEARCH_HORIZON,
     CompiledSchedule,
+    SearchExceeded,
     compile_schedule,
     depends_on_job_id,
 )
@@ -71,7 +74,9 @@ __all__ = [
     "MACROS",
     "MAX_CALENDARS",
     "MAX_CALENDAR_DATES",
+    "MAX_SEARCH_STEPS",
     "MAX_SPECS",
+    "SEARCH_HORIZON",
     "CacheStats",
     "Calendar",
     "CalendarKind",
@@ -87,6 +92,7 @@ __all__ = [
     "OnceSpec",
     "ParsedCron",
     "Schedule",
+    "SearchExceeded",
     "Spec",
     "cache_info",
     "clear_caches",

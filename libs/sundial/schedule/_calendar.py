@@ -173,17 +173,37 @@ class CalendarFilter:
                 return calendar.name
         return self._include[0].name
 
-    def next_candidate(self, day: date) -> date | None:
-        """A date after ``day`` before which no date may fire (``day`` refused): the
-        next day, or with include calendars the next included date; None: never again."""
-        if day >= date.max:
-            return None
+    def may_fire_after(self, day: date) -> bool:
+        """False when no date after ``day`` can ever fire (every include calendar has
+        no later date); exclude calendars alone never end a schedule."""
+        if not self._include or day >= date.max:
+            return day < date.max
         following = day + _ONE_DAY
-        if not self._include:
-            return following
-        found = [c.next_on_or_after(following) for c in self._include]
-        dates = [d for d in found if d is not None]
-        return min(dates) if dates else None
+        return any(c.next_on_or_after(following) is not None for c in self._include)
+
+    def next_candidate(self, day: date, limit: date) -> date | None:
+        """The first date after ``day`` that no calendar refuses, looking no further
+        than ``limit``: a date after ``limit`` when every date up to it is refused;
+        None when no date can ever fire again (no later included date).
+
+        Refused days are skipped here, by set lookups, rather than by searching a
+        fire time on each of them: a calendar excluding every day of the year costs
+        one walk over the dates up to ``limit``, not a fire-time search per day.
+        """
+        following = day
+        while following < limit:
+            following += _ONE_DAY
+            if self._include:
+                found = [c.next_on_or_after(following) for c in self._include]
+                dates = [d for d in found if d is not None]
+                if not dates:
+                    return None
+                following = min(dates)
+                if following > limit:
+                    return following
+            if not any(following in c for c in self._exclude):
+                return following
+        return limit + _ONE_DAY if limit < date.max else None
 
 
 def resolve_calendars(

@@ -12,9 +12,14 @@ Decisions the design leaves open, made here:
 * Several specs: the next fire time is the earliest of every spec's next one; an instant
   more than one names is one fire time, the lowest spec index's. Each spec resolves DST
   ``AUTO`` by its own fields.
-* Calendars filter that union by the fire time's local date; a refused day is skipped
-  whole (to the next day, or the next included date), at most
-  :data:`MAX_CALENDAR_STEPS` times per search before the schedule counts as exhausted.
+* Calendars filter that union by the fire time's local date; refused days are skipped
+  whole (to the next date no calendar refuses, found by set lookups).
+* Every search is bounded (docs/design.md section 4, "Bounded searches"): a search for
+  the next fire time through calendars looks at most :data:`SEARCH_HORIZON` ahead and
+  makes at most :data:`MAX_SEARCH_STEPS` clock steps (one spec's next fire time each);
+  past either it raises :class:`SearchExceeded` (an ``InvalidArgument`` on
+  ``schedule``, so a write is refused and the dispatcher quarantines the job) instead of
+  searching on. A preview stops at its own budget and returns what it found.
 """
 
 from __future__ import annotations
@@ -47,15 +52,52 @@ MAX_SPECS = 16
 """Specs one schedule may list."""
 MAX_CALENDARS = 8
 """Calendars one schedule may reference."""
-# Steps one search for a fire time may take past occurrences its calendars remove
-# (each step skips a whole refused day, or to the next included date) before it
-# concludes the schedule never fires again.
-MAX_CALENDAR_STEPS = 10_000
+SEARCH_HORIZON = timedelta(days=5 * 365 + 2)
+"""How far past its start a fire-time search through calendars looks (five years)."""
+MAX_SEARCH_STEPS = 4096
+"""Clock steps (one spec's next fire time: the unit of cost, tens of microseconds) one
+search may take; a union of 16 specs spends 16 per candidate day."""
+
+
+class SearchExceeded(InvalidArgument):
+    """A fire-time search reached its horizon or step budget without finding a fire
+    time its calendars allow. The field is ``schedule``; the message says how far the
+    search looked."""
+
+    def __init__(self, start: datetime, looked_until: datetime, steps: int) -> None:
+        super().__init__(
+            "schedule",
+            f"no fire time its calendars allow from {start:%Y-%m-%d} to "
+            f"{looked_until:%Y-%m-%d} ({steps} steps; a search looks at most 5 years "
+            "ahead): check its specs against its calendars",
+            reason="SCHEDULE_SEARCH_EXCEEDED",
+        )
+        self.looked_until = looked_until
+        self.steps = steps
+
+
 # Occurrences a preview reports as removed per refused day (an every-second spec would
 # add 86,400 identical explanations).
 _MAX_REMOVED_PER_DAY = 100
 # And per preview (an INCLUDE calendar of a few dates a year refuses most days).
 _MAX_REMOVED = 1000
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Scan:
+    """One spec's scan: its next fire time after ``after`` and what it dropped."""
+
+    after: datetime
+    fire: FireTime | None
+    dropped: list[FireTime]
+
+
+@dataclasses.dataclass(slots=True)
+class _Walk:
+    """The state of one preview: each spec's last scan and the clock steps spent."""
+
+    scans: dict[int, _Scan] = dataclasses.field(default_factory=dict)
+    steps: int = 0
 
 
 class CompiledSchedule:
@@ -169,20 +211,32 @@ class CompiledSchedule:
         return found
 
     def _allowed_next(self, after: datetime) -> FireTime | None:
-        """The first fire time after ``after`` the calendars allow, within ``end_time``."""
+        """The first fire time after ``after`` the calendars allow, within ``end_time``.
+
+        Raises:
+            SearchExceeded: None found within the horizon or the step budget.
+        """
         assert self.calendars is not None
-        for _ in range(MAX_CALENDAR_STEPS):
+        start = after
+        horizon = start + SEARCH_HORIZON
+        limit = horizon.astimezone(self.zone).date()
+        steps = 0
+        while True:
             fire = self._raw_next(after)
+            steps += len(self._clocks)
             if fire is None or not self._within_end(fire.at):
                 return None
+            if fire.at > horizon:
+                raise SearchExceeded(start, horizon, steps)
             day = fire.local.date()
             if self.calendars.refusal(day) is None:
                 return fire
-            cursor = self._skip_to(fire, day)
+            if steps >= MAX_SEARCH_STEPS:
+                raise SearchExceeded(start, fire.at, steps)
+            cursor = self._skip_to(fire, day, limit)
             if cursor is None:
                 return None
             after = cursor
-        return None
 
     def preview(self, after: datetime, count: int, *, fired_count: int = 0) -> list[FireTime]:
         """Return the next ``count`` fire times, with what DST rules and calendars
@@ -193,7 +247,10 @@ class CompiledSchedule:
         extra: ``count`` counts runs only. Entries are ordered by instant, then by the
         wall time they name. At most 100 dropped entries are reported per DST
         transition, 100 per day a calendar refused and 1,000 calendar removals in all
-        (later removed occurrences are skipped silently).
+        (later removed occurrences are skipped silently). Bounded like every search:
+        past :data:`SEARCH_HORIZON` after its start, or past ``count`` fire times'
+        steps plus :data:`MAX_SEARCH_STEPS` spent on refused days, it stops and
+        returns what it found.
 
         Args:
             after: Any aware instant; entries are strictly after it.
@@ -206,15 +263,19 @@ class CompiledSchedule:
         if count < 0:
             raise ValueError("count must not be negative")
         cursor = self._lower_bound(_as_utc(after, "after"))
+        horizon = cursor + SEARCH_HORIZON
+        limit = horizon.astimezone(self.zone).date()
         entries: list[FireTime] = []
         seen: set[tuple[datetime, datetime, int]] = set()
         fires = 0
-        steps = 0
+        walk = _Walk()
+        refused_steps = 0
         removed_day: date | None = None
         removed = reported = 0
         while fires < count and not (self.max_runs and fired_count + fires >= self.max_runs):
             dropped: list[FireTime] = []
-            fire = self._raw_scan(cursor, dropped)
+            before = walk.steps
+            fire = self._raw_scan(cursor, dropped, walk)
             for d in dropped:
                 key = (d.at, d.wall, d.spec_index)
                 if key not in seen and self._within_end(d.at):
@@ -230,14 +291,14 @@ class CompiledSchedule:
                 cursor = fire.at
                 continue
             assert self.calendars is not None
-            steps += 1
-            if steps > MAX_CALENDAR_STEPS:
+            refused_steps += walk.steps - before
+            if refused_steps > MAX_SEARCH_STEPS or fire.at > horizon:
                 break
             if day != removed_day:
                 removed_day, removed = day, 0
             removed += 1
             if reported >= _MAX_REMOVED:
-                skip = self._skip_to(fire, day)
+                skip = self._skip_to(fire, day, limit)
                 if skip is None:
                     break
                 cursor = skip
@@ -252,11 +313,11 @@ class CompiledSchedule:
             )
             reported += 1
             if removed < _MAX_REMOVED_PER_DAY and reported < _MAX_REMOVED:
-                if self.calendars.next_candidate(day) is None:
+                if not self.calendars.may_fire_after(day):
                     break  # no later date can fire
                 cursor = fire.at
                 continue
-            skip = self._skip_to(fire, day)
+            skip = self._skip_to(fire, day, limit)
             if skip is None:
                 break
             cursor = skip
@@ -298,27 +359,48 @@ class CompiledSchedule:
                 best = fire if index == 0 else dataclasses.replace(fire, spec_index=index)
         return best
 
-    def _raw_scan(self, after: datetime, dropped: list[FireTime]) -> FireTime | None:
-        """:meth:`_raw_next` collecting what DST rules dropped up to the fire time."""
+    def _raw_scan(self, after: datetime, dropped: list[FireTime], walk: _Walk) -> FireTime | None:
+        """:meth:`_raw_next` collecting what DST rules dropped up to the fire time.
+
+        ``walk`` keeps each spec's last scan across the calls of one walk: a spec whose
+        next fire time is still ahead of ``after`` is not scanned again, so a preview
+        of a union of n specs costs about one scan per fire time, not n.
+        """
+        walk.steps += 1 if len(self._clocks) == 1 else 0
         if len(self._clocks) == 1:
             return self._clock.scan(after, dropped)
         best: FireTime | None = None
         found: list[FireTime] = []
         for index, clock in enumerate(self._clocks):
-            mine: list[FireTime] = []
-            fire = clock.scan(after, mine)
-            found.extend(dataclasses.replace(d, spec_index=index) for d in mine)
+            scan = walk.scans.get(index)
+            if (
+                scan is None
+                or after < scan.after
+                or (scan.fire is not None and after >= scan.fire.at)
+            ):
+                mine: list[FireTime] = []
+                fire = clock.scan(after, mine)
+                if index:
+                    fire = None if fire is None else dataclasses.replace(fire, spec_index=index)
+                    mine = [dataclasses.replace(d, spec_index=index) for d in mine]
+                scan = walk.scans[index] = _Scan(after, fire, mine)
+                walk.steps += 1
+                found.extend(mine)
+            else:  # reused: only what lies ahead of the cursor is news
+                found.extend(d for d in scan.dropped if d.at > after)
+            fire = scan.fire
             if fire is not None and (best is None or fire.at < best.at):
-                best = fire if index == 0 else dataclasses.replace(fire, spec_index=index)
+                best = fire
         # Another spec's drops beyond the chosen fire are reported when the walk gets there.
         dropped.extend(d for d in found if best is None or d.at <= best.at)
         return best
 
-    def _skip_to(self, fire: FireTime, day: date) -> datetime | None:
+    def _skip_to(self, fire: FireTime, day: date, limit: date) -> datetime | None:
         """A cursor past the refused ``day`` of ``fire``: just before the next date that
-        may fire (never before ``fire``, so every step makes progress); None: never."""
+        may fire, looking up to ``limit`` (never before ``fire``, so every step makes
+        progress); None: never."""
         assert self.calendars is not None
-        following = self.calendars.next_candidate(day)
+        following = self.calendars.next_candidate(day, limit)
         if following is None:
             return None
         start = before_day(self.zone, following)

@@ -16,12 +16,14 @@ from hypothesis import strategies as st
 
 from sundial.core.errors import InvalidArgument
 from sundial.schedule import (
+    MAX_SEARCH_STEPS,
     Calendar,
     CalendarKind,
     CronSpec,
     IntervalSpec,
     OnceSpec,
     Schedule,
+    SearchExceeded,
     Spec,
     compile_schedule,
     parse_calendar_dates,
@@ -158,12 +160,44 @@ def test_yearly_include_jumps_whole_years() -> None:
     ]
 
 
-def test_a_calendar_that_refuses_every_day_ends_the_schedule() -> None:
+def test_a_calendar_that_refuses_every_day_is_refused_after_a_bounded_search() -> None:
     every_day = [f"{m:02d}-{d:02d}" for m in range(1, 13) for d in range(1, 32)]
     valid = [t for t in every_day if _valid_month_day(t)]
     schedule = Schedule(IntervalSpec(timedelta(minutes=1)), calendars=("all",))
     compiled = compile_schedule(schedule, job_id="j", calendars={"all": _excluding("all", *valid)})
-    assert compiled.next_fire(datetime(2026, 1, 1, tzinfo=UTC)) is None
+    with pytest.raises(SearchExceeded) as refused:
+        compiled.next_fire(datetime(2026, 1, 1, tzinfo=UTC))
+    assert refused.value.field == "schedule"
+    assert "from 2026-01-01 to 2031-01-02" in refused.value.problem
+    # Refused days are skipped by date, not searched one by one.
+    assert refused.value.steps <= 4
+
+
+def test_sixteen_specs_against_a_calendar_refusing_every_day_stay_within_the_budget() -> None:
+    every_day = [f"{m:02d}-{d:02d}" for m in range(1, 13) for d in range(1, 32)]
+    calendar = _excluding("all", *[t for t in every_day if _valid_month_day(t)])
+    specs = [CronSpec(f"{i} {i} * * *") for i in range(16)]
+    schedule = Schedule(specs[0], more_specs=tuple(specs[1:]), spec_list=True, calendars=("all",))
+    compiled = compile_schedule(schedule, job_id="j", calendars={"all": calendar})
+    with pytest.raises(SearchExceeded) as refused:
+        compiled.next_fire(datetime(2026, 1, 1, tzinfo=UTC))
+    assert refused.value.steps <= MAX_SEARCH_STEPS
+    # A preview stops at its budget and returns what it found (removed occurrences).
+    entries = compiled.preview(datetime(2026, 1, 1, tzinfo=UTC), 1000)
+    assert entries and all(e.dropped for e in entries)
+
+
+def test_a_refused_stretch_shorter_than_the_horizon_is_crossed() -> None:
+    # Every date of 2026-2029 excluded: the first fire time is on 2030-01-01.
+    days = [
+        date(2026, 1, 1) + timedelta(days=i)
+        for i in range((date(2030, 1, 1) - date(2026, 1, 1)).days)
+    ]
+    calendar = Calendar("long", CalendarKind.EXCLUDE, dates=frozenset(days))
+    schedule = Schedule(CronSpec("0 9 * * *"), calendars=("long",))
+    compiled = compile_schedule(schedule, job_id="j", calendars={"long": calendar})
+    fire = compiled.next_fire(datetime(2026, 1, 1, tzinfo=UTC))
+    assert fire is not None and fire.at == datetime(2030, 1, 1, 9, tzinfo=UTC)
 
 
 def _valid_month_day(text: str) -> bool:

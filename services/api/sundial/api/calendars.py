@@ -20,7 +20,7 @@ from sundial.api.model import CalendarSpec, Page, StoredCalendar
 from sundial.api.store import CalendarJob, Store
 from sundial.core.clock import Clock
 from sundial.core.errors import FailedPrecondition, InvalidArgument, NotFound, version_mismatch
-from sundial.schedule import Calendar, compile_schedule
+from sundial.schedule import Calendar, SearchExceeded, compile_schedule
 
 _US = timedelta(microseconds=1)
 UPDATABLE = ("description", "kind", "dates")
@@ -43,7 +43,12 @@ def rescheduled_at(job: CalendarJob, calendar: Calendar, now: datetime) -> datet
     after = now if job.next_run_at is None else min(now, job.next_run_at - _US)
     if job.last_fire_at is not None and job.last_fire_at > after:
         after = job.last_fire_at
-    fire = compiled.next_fire(after, job.fired_count)
+    try:
+        fire = compiled.next_fire(after, job.fired_count)
+    except SearchExceeded as exc:  # the new dates leave a job no fire time to find
+        raise InvalidArgument(
+            "calendar.dates", f"job {job.job_id} would not fire: {exc.problem}"
+        ) from None
     return None if fire is None else fire.at
 
 

@@ -1,0 +1,76 @@
+"""Two tenants on one API: tenant A's heaviest legal calls never stall tenant B's calls
+(docs/design.md section 7, "Tenants and their limits")."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import date, timedelta
+
+import grpc
+
+from sundial.v1 import calendar_pb2, job_pb2
+from sundial.v1 import job_service_pb2 as pb
+from tests.integration.api.support import Api, expect_error, make_job
+
+EXCLUDE = calendar_pb2.CALENDAR_KIND_EXCLUDE
+EVERY_DAY = sorted(
+    {f"{d.month:02d}-{d.day:02d}" for d in (date(2024, 1, 1) + timedelta(i) for i in range(366))}
+)
+
+
+def sixteen_specs_excluded_every_day() -> job_pb2.Schedule:
+    schedule = job_pb2.Schedule(time_zone="Europe/Berlin", calendars=["never"])
+    for i in range(16):
+        schedule.specs.add(cron=f"{i} {i} * * *")
+    return schedule
+
+
+async def test_a_schedule_that_never_fires_is_refused_and_another_tenants_calls_stay_prompt(
+    api: Api,
+) -> None:
+    a, b = await api.tenant("tenant-a"), await api.tenant("tenant-b")
+    await api.jobs.CreateCalendar(
+        pb.CreateCalendarRequest(
+            calendar=calendar_pb2.Calendar(name="never", kind=EXCLUDE, dates=EVERY_DAY)
+        ),
+        metadata=a.md,
+    )
+    b_job = (await api.jobs.CreateJob(pb.CreateJobRequest(job=make_job("b")), metadata=b.md)).job
+
+    stop = asyncio.Event()
+    b_latencies: list[float] = []
+
+    async def b_reads() -> None:
+        while not stop.is_set():
+            started = time.monotonic()
+            await api.jobs.GetJob(pb.GetJobRequest(job_id=b_job.job_id), metadata=b.md, timeout=1)
+            b_latencies.append(time.monotonic() - started)
+
+    reader = asyncio.create_task(b_reads())
+    try:
+        for _ in range(3):
+            # Refused at write time, naming the field and how far the search looked.
+            await expect_error(
+                api.jobs.CreateJob(
+                    pb.CreateJobRequest(
+                        job=make_job("a", schedule=sixteen_specs_excluded_every_day())
+                    ),
+                    metadata=a.md,
+                ),
+                grpc.StatusCode.INVALID_ARGUMENT,
+                field="schedule",
+                text="a search looks at most 5 years ahead",
+            )
+            # A preview of 1,000 answers what its bounded search found.
+            await api.jobs.PreviewSchedule(
+                pb.PreviewScheduleRequest(schedule=sixteen_specs_excluded_every_day(), count=1000),
+                metadata=a.md,
+                timeout=5,
+            )
+    finally:
+        stop.set()
+        await reader  # a GetJob of B that missed its 1 s deadline fails the test here
+    assert b_latencies, "B's reads never ran"
+    jobs = await api.jobs.ListJobs(pb.ListJobsRequest(), metadata=a.md)
+    assert list(jobs.jobs) == []
