@@ -918,7 +918,7 @@ def test_every_policy_selects_a_workload_and_names_ports(overlay: str) -> None:
         assert spec.get("policyTypes"), f"{name}: say which directions it governs"
         for rule in spec.get("ingress", []) + spec.get("egress", []):
             peers = rule.get("from", rule.get("to", []))
-            # Only the executors' rule for targets (address blocks) is open on every port.
+            # Only the rules for targets and channels (address blocks) are open on every port.
             if not peers or not all("ipBlock" in peer for peer in peers):
                 assert rule.get("ports"), f"{name}: a rule to pods on every port: {rule}"
         assert any(
@@ -947,6 +947,8 @@ ALLOWED = [
     ("executor -> public target", EXECUTOR, "203.0.113.10", 443),
     ("executor -> public target, other port", EXECUTOR, "198.51.100.7", 8443),
     ("executor -> public IPv6 target", EXECUTOR, "2001:db8::1", 443),
+    ("api (notifier) -> public notification channel", API, "203.0.113.10", 443),
+    ("api (notifier) -> public channel, other port", API, "198.51.100.7", 8443),
     ("prometheus -> api metrics", PROMETHEUS, API, METRICS_PORT),
     ("prometheus -> scheduler metrics", PROMETHEUS, SCHEDULER, METRICS_PORT),
     ("prometheus -> executor metrics", PROMETHEUS, EXECUTOR, METRICS_PORT),
@@ -965,7 +967,9 @@ DENIED = [
     ("executor -> etcd", EXECUTOR, ETCD, 2379),
     ("api -> nats", API, NATS, 4222),
     ("api -> postgresql, other port", API, POSTGRES, 5433),
-    ("api -> public address", API, "203.0.113.10", 443),
+    ("api -> cloud metadata", API, "169.254.169.254", 80),
+    ("api -> private 10/8", API, "10.0.0.5", 443),
+    ("api -> stranger pod", API, STRANGER, 8080),
     ("scheduler -> public address", SCHEDULER, "203.0.113.10", 443),
     ("migrations -> nats", MIGRATE, NATS, 4222),
     ("migrations -> etcd", MIGRATE, ETCD, 2379),
