@@ -60,16 +60,19 @@ RETRY_SERVICE_CONFIG = json.dumps(
                     "initialBackoff": "0.2s",
                     "maxBackoff": "2s",
                     "backoffMultiplier": 2,
-                    "retryableStatusCodes": ["UNAVAILABLE"],
+                    "retryableStatusCodes": ["UNAVAILABLE", "RESOURCE_EXHAUSTED"],
                 },
             }
         ]
     }
 )
 """gRPC's retry policy for Sundial's API: UNAVAILABLE (a restarting or unreachable API,
-a database failover) is retried up to 3 times with jittered backoff. Every API write is
-safe to retry: creates, triggers and backfills carry a request id, the rest are
-idempotent or version-checked."""
+a database failover) is retried up to 3 times with jittered backoff; RESOURCE_EXHAUSTED
+only when the API pushes back with a delay (the tenant's rate limit: its
+``grpc-retry-pushback-ms`` trailer, the RetryInfo delay), never for a quota (the API
+sends a negative pushback, which gRPC does not retry). Every API write is safe to
+retry: creates, triggers and backfills carry a request id, the rest are idempotent or
+version-checked."""
 
 CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("grpc.enable_retries", 1),

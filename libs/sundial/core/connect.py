@@ -23,6 +23,7 @@ puts the request id in the ``x-request-id`` response header.
 from __future__ import annotations
 
 import inspect
+import math
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any, NoReturn
@@ -38,7 +39,12 @@ from google.rpc import status_pb2
 from protobuf.wkt import Any as ConnectAny
 
 from sundial.core.errors import InvalidArgument
-from sundial.core.grpc import REQUEST_ID_METADATA_KEY, Server, status_of
+from sundial.core.grpc import (
+    REQUEST_ID_METADATA_KEY,
+    RETRY_PUSHBACK_METADATA_KEY,
+    Server,
+    status_of,
+)
 
 __all__ = ["CODECS", "GrpcBridge"]
 
@@ -134,6 +140,14 @@ class _Aborted(Exception):
                 return value
         return None
 
+    def retry_after(self) -> str | None:
+        """HTTP's Retry-After (whole seconds) for a pushback the status carries."""
+        for key, value in self.trailing:
+            if key == RETRY_PUSHBACK_METADATA_KEY and isinstance(value, str):
+                ms = int(value) if value.lstrip("-").isdigit() else -1
+                return None if ms < 0 else str(max(1, math.ceil(ms / 1000)))
+        return None
+
 
 class _BridgeContext:
     """What Sundial's interceptors and servicers use of ``grpc.aio.ServicerContext``."""
@@ -216,4 +230,7 @@ class GrpcBridge:
             request_id = aborted.request_id()
             if request_id is not None:
                 ctx.response_headers[REQUEST_ID_METADATA_KEY] = request_id
+            retry_after = aborted.retry_after()
+            if retry_after is not None:  # a rate limit: HTTP clients wait this long
+                ctx.response_headers["retry-after"] = retry_after
             raise aborted.connect_error() from None

@@ -187,7 +187,7 @@ class _Mapper:
     async def abort(self, context: grpc.aio.ServicerContext[Any, Any], exc: Exception) -> None:
         """Log ``exc`` and abort the RPC with its status (always raises ``AbortError``)."""
         extra = {"action": "rpc", "rpc_method": self.method, "request_id": self.request_id}
-        trailing = ((REQUEST_ID_METADATA_KEY, self.request_id),)
+        trailing: tuple[tuple[str, str], ...] = ((REQUEST_ID_METADATA_KEY, self.request_id),)
         if isinstance(exc, SundialError) and exc.code is not grpc.StatusCode.INTERNAL:
             extra["grpc_code"] = exc.code.name
             level = logging.WARNING if exc.code in _SERVER_SIDE_CODES else logging.INFO
@@ -199,8 +199,24 @@ class _Mapper:
             extra["grpc_code"] = grpc.StatusCode.INTERNAL.name
             log.error("unhandled error in %s", self.method, exc_info=exc, extra=extra)
             error = SundialError(f"internal error (request id: {self.request_id})")
+        if error.code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+            trailing = (*trailing, (RETRY_PUSHBACK_METADATA_KEY, pushback_ms(error)))
         status = rpc_status.to_status(status_of(error, self.request_id))
         await context.abort(status.code, status.details, (*status.trailing_metadata, *trailing))
+
+
+RETRY_PUSHBACK_METADATA_KEY = "grpc-retry-pushback-ms"
+"""gRPC's server pushback (the retry design, A6): a client whose service config retries
+RESOURCE_EXHAUSTED waits this many milliseconds before its next attempt, and does not
+retry at all when the value is negative."""
+
+
+def pushback_ms(error: SundialError) -> str:
+    """The pushback of a RESOURCE_EXHAUSTED answer: its RetryInfo delay (a rate limit:
+    retrying later succeeds), or -1 (a quota: the same call would fail again)."""
+    if error.retry_delay_s is None:
+        return "-1"
+    return str(max(1, round(error.retry_delay_s * 1000)))
 
 
 class _Undecodable:

@@ -9,9 +9,11 @@ from datetime import date, timedelta
 
 import grpc
 
-from sundial.v1 import calendar_pb2, job_pb2
+from sundial.client import CHANNEL_OPTIONS, error_details
+from sundial.core.tls import dial
+from sundial.v1 import calendar_pb2, job_pb2, job_service_pb2_grpc
 from sundial.v1 import job_service_pb2 as pb
-from tests.integration.api.support import Api, expect_error, make_job
+from tests.integration.api.support import Api, StartApi, expect_error, make_job
 
 EXCLUDE = calendar_pb2.CALENDAR_KIND_EXCLUDE
 EVERY_DAY = sorted(
@@ -74,3 +76,32 @@ async def test_a_schedule_that_never_fires_is_refused_and_another_tenants_calls_
     assert b_latencies, "B's reads never ran"
     jobs = await api.jobs.ListJobs(pb.ListJobsRequest(), metadata=a.md)
     assert list(jobs.jobs) == []
+
+
+async def test_a_tenant_past_its_rate_is_refused_with_a_retry_delay_and_another_is_not(
+    start_api: StartApi,
+) -> None:
+    api = await start_api(tenant_rate_per_s=5.0, tenant_rate_burst=5)
+    a, b = await api.tenant("tenant-a"), await api.tenant("tenant-b")
+    for _ in range(5):  # the burst
+        await api.jobs.ListJobs(pb.ListJobsRequest(), metadata=a.md)
+    refused = await expect_error(
+        api.jobs.ListJobs(pb.ListJobsRequest(), metadata=a.md),
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        text="exceeds its API rate of 5 calls/s",
+    )
+    details = error_details(refused)
+    assert details["ErrorInfo"].reason == "RATE_LIMITED"  # type: ignore[attr-defined]
+    delay = details["RetryInfo"].retry_delay.ToTimedelta()  # type: ignore[attr-defined]
+    assert timedelta(0) < delay <= timedelta(seconds=0.2)
+    # B's bucket is its own: A's refusals cost B nothing.
+    for _ in range(5):
+        await api.jobs.ListJobs(pb.ListJobsRequest(), metadata=b.md)
+    # The Python client's channel waits the pushback and retries by itself: ten calls
+    # past an empty bucket all succeed, paced at the rate.
+    async with dial(api.address, None, CHANNEL_OPTIONS) as channel:
+        stub = job_service_pb2_grpc.JobServiceStub(channel)
+        started = time.monotonic()
+        for _ in range(10):
+            await stub.ListJobs(pb.ListJobsRequest(), metadata=a.md, timeout=10)
+        assert time.monotonic() - started >= 1.0  # ~2 s at 5/s: the rate held

@@ -13,7 +13,7 @@ TENANT, AdminService ADMIN, the scheduler's RunLedger EXECUTOR. A call presents
   nothing about the request it sent (no existence oracle).
 """
 
-from sundial.core.auth._interceptor import Admitted, RoleInterceptor, current_credential
+from sundial.core.auth._interceptor import Admitted, Handler, RoleInterceptor, current_credential
 from sundial.core.auth._tokens import (
     MAX_TOKEN_CHARS,
     Authenticator,
@@ -30,6 +30,7 @@ __all__ = [
     "Admitted",
     "Authenticator",
     "Credential",
+    "Handler",
     "Role",
     "RoleInterceptor",
     "Tokens",

@@ -15,6 +15,7 @@ from sundial.api.egress import EgressPolicies
 from sundial.api.jobs import JobManager
 from sundial.api.notifications import NotificationChannels
 from sundial.api.notifier import Notifier
+from sundial.api.ratelimit import TenantRateLimiter
 from sundial.api.retention import RequestPurger
 from sundial.api.runs import RunManager
 from sundial.api.servicer import JobServicer
@@ -109,7 +110,10 @@ async def build(
                 ),
             ],
             interceptors=[
-                AuthInterceptor(Tokens(pool, clock, bootstrap={config.admin_token: Role.ADMIN})),
+                AuthInterceptor(
+                    Tokens(pool, clock, bootstrap={config.admin_token: Role.ADMIN}),
+                    TenantRateLimiter(config.tenant_rate_per_s, config.tenant_rate_burst, clock),
+                ),
                 AuditInterceptor(pool, clock),
             ],
         )

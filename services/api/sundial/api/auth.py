@@ -17,7 +17,15 @@ from __future__ import annotations
 import logging
 
 from sundial.api.model import Principal
-from sundial.core.auth import Authenticator, Role, RoleInterceptor, current_credential
+from sundial.api.ratelimit import TenantRateLimiter
+from sundial.core.auth import (
+    Admitted,
+    Authenticator,
+    Handler,
+    Role,
+    RoleInterceptor,
+    current_credential,
+)
 from sundial.core.errors import PermissionDenied, Unauthenticated
 
 log = logging.getLogger(__name__)
@@ -41,10 +49,21 @@ def current_tenant() -> str:
 
 class AuthInterceptor(RoleInterceptor):
     """Authenticates JobService (TENANT role) and AdminService (ADMIN role) calls and
-    gives their handlers the caller (:func:`current_principal`)."""
+    gives their handlers the caller (:func:`current_principal`).
 
-    def __init__(self, tokens: Authenticator) -> None:
+    With a ``limiter``, a tenant's JobService call also takes a token of its bucket
+    (:class:`~sundial.api.ratelimit.TenantRateLimiter`) before the request is read.
+    """
+
+    def __init__(self, tokens: Authenticator, limiter: TenantRateLimiter | None = None) -> None:
         super().__init__(
             tokens,
             {"/sundial.v1.JobService/": Role.TENANT, "/sundial.v1.AdminService/": Role.ADMIN},
         )
+        self._limiter = limiter
+
+    def wrap(self, handler: Handler, call: Admitted) -> Handler:
+        tenant_id = call.credential.tenant_id
+        if self._limiter is not None and tenant_id is not None:
+            self._limiter.take(tenant_id)
+        return handler

@@ -55,6 +55,15 @@ class ApiConfig(DatabaseConfig, ServerConfig, LogConfig, TelemetryConfig, EtcdAc
     default_max_concurrent_runs: int = 100
     """A new tenant's max_concurrent_runs when CreateTenant leaves it 0."""
 
+    tenant_rate_per_s: float = 200.0
+    """JobService calls per second one tenant may make on one API replica, on average (a
+    token bucket per tenant); past it calls are refused RESOURCE_EXHAUSTED with a
+    RetryInfo (the Python client and the CLI wait and retry). 0: no limit."""
+
+    tenant_rate_burst: int = 1000
+    """Calls a tenant may make at once on one replica after a quiet spell (the bucket's
+    size)."""
+
     request_id_retention_s: int = 86_400
     """How long a request_id is remembered for idempotent retries (the API promises 24 h)."""
 
@@ -104,6 +113,10 @@ class ApiConfig(DatabaseConfig, ServerConfig, LogConfig, TelemetryConfig, EtcdAc
             raise ConfigError("default_max_jobs", "must be 1 to 100,000,000")
         if not 1 <= self.default_max_concurrent_runs <= 1_000_000:
             raise ConfigError("default_max_concurrent_runs", "must be 1 to 1,000,000")
+        if not 0 <= self.tenant_rate_per_s <= 1_000_000:
+            raise ConfigError("tenant_rate_per_s", "must be 0 (no limit) to 1,000,000")
+        if not 1 <= self.tenant_rate_burst <= 10_000_000:
+            raise ConfigError("tenant_rate_burst", "must be 1 to 10,000,000")
         if self.request_id_retention_s < 60:
             raise ConfigError("request_id_retention_s", "must be at least 60 seconds")
         if self.request_id_purge_interval_s <= 0:
