@@ -18,6 +18,7 @@ import pytest
 
 from sundial.core.db import migrate
 from sundial.devstack import Stack
+from tests.helpers.dns_server import DnsServer, system_dns
 
 
 @pytest.fixture(autouse=True)
@@ -34,6 +35,14 @@ def with_database(url: str, name: str) -> str:
     """``url`` pointing at database ``name`` instead of its own."""
     parts = urlsplit(url)
     return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+@pytest.fixture
+async def dns_server(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[DnsServer]:
+    """A DNS server on loopback that the process's default resolver asks instead of the
+    machine's (which this sandbox cannot reach): the test says what it answers."""
+    async with system_dns(monkeypatch) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, Self, TypeVar
 
+from sundial.core.dns import Resolver
+
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
@@ -55,6 +57,7 @@ __all__ = [
     "EtcdConfig",
     "LogConfig",
     "NatsConfig",
+    "ResolverConfig",
     "ServerConfig",
     "Setting",
     "describe",
@@ -586,6 +589,36 @@ class ServerConfig(EnvConfig):
 
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResolverConfig(EnvConfig):
+    """How a service that calls tenants' targets looks their names up
+    (:mod:`sundial.core.dns`)."""
+
+    dns_nameservers: tuple[str, ...] = ()
+    """DNS servers (host or host:port, comma-separated) target names are looked up at;
+    empty: the system's (/etc/resolv.conf, with its search domains, and /etc/hosts)."""
+
+    dns_lookups_per_tenant: int = 16
+    """Name lookups one tenant may have in flight at once in this process; more wait for
+    one of that tenant's own to end (within the lookup's timeout), never for another
+    tenant's."""
+
+    def __post_init__(self) -> None:
+        for server in self.dns_nameservers:
+            host, _, port = server.rpartition(":") if server.count(":") == 1 else (server, "", "")
+            _check(bool(host or server), "dns_nameservers", f"empty server in {server!r}")
+            _check(not port or port.isdigit(), "dns_nameservers", f"bad port in {server!r}")
+        _check(
+            1 <= self.dns_lookups_per_tenant <= 1024,
+            "dns_lookups_per_tenant",
+            "must be between 1 and 1024",
+        )
+
+    def resolver(self) -> Resolver:
+        """The process's resolver, as configured."""
+        return Resolver(self.dns_nameservers, per_tenant=self.dns_lookups_per_tenant)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,13 +20,13 @@ ANY address it resolves to is: the caller could connect to either.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import ipaddress
 import re
-import socket
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from sundial.core.dns import HostNotFound, ResolveError, Resolver, ResolveTimeout
 
 __all__ = [
     "METADATA_ADDRESSES",
@@ -101,10 +101,12 @@ class AddressPolicy:
             reach it (development stacks).
         allow_private: Let the default policy reach every non-public address that is
             not denied (one switch for every tenant: prefer per-tenant policies).
+        resolver: Where target names are looked up (None: :data:`SYSTEM_RESOLVER`).
     """
 
     allow_loopback: bool = False
     allow_private: bool = False
+    resolver: Resolver | None = field(default=None, compare=False, repr=False)
 
     def denial(self, address: IPAddress) -> str | None:
         """Why ``address`` is never called, whatever a tenant's policy allows, or None.
@@ -259,36 +261,30 @@ def parse_address(address: str) -> Endpoint:
 # --- resolution ---------------------------------------------------------------------------
 
 
-class ResolveError(OSError):
-    """A host name could not be resolved now (may work later: retryable at call time).
-
-    An :class:`OSError`, as a failed connection is, so callers that treat connection
-    errors as retryable need no extra case.
-    """
+SYSTEM_RESOLVER = Resolver()
+"""The resolver of a process whose operator named no DNS servers: the system's
+configuration, read through c-ares (:mod:`sundial.core.dns`)."""
 
 
-class HostNotFound(ResolveError):
-    """The name does not exist or has no address (NXDOMAIN, NODATA)."""
-
-
-class ResolveTimeout(ResolveError, TimeoutError):
-    """The resolver did not answer within the bound."""
-
-
-# getaddrinfo's answers meaning "no such name" (EAI_NODATA is missing on some systems).
-_NOT_FOUND = frozenset({socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)})
-
-
-async def resolve(host: str, port: int, *, timeout_s: float | None) -> tuple[IPAddress, ...]:
+async def resolve(
+    host: str,
+    port: int,
+    *,
+    timeout_s: float | None,
+    resolver: Resolver | None = None,
+    tenant: str | None = None,
+) -> tuple[IPAddress, ...]:
     """Every TCP address of ``host``, in the resolver's order, without duplicates.
 
-    An IP literal is returned as it is (no lookup). The order is getaddrinfo's (RFC 6724
-    preference), the order a caller should connect in.
+    An IP literal is returned as it is (no lookup). A name is looked up by ``resolver``
+    (:data:`SYSTEM_RESOLVER` when None) within ``tenant``'s bound on lookups in flight.
 
     Args:
         host: An IP literal or a DNS name, as :func:`parse_address` returns it.
         port: The port (passed to the resolver; it does not change the addresses).
         timeout_s: Bound on the lookup; None for the resolver's own.
+        resolver: Where names are looked up.
+        tenant: Whose lookup it is (None: not a tenant's).
 
     Raises:
         HostNotFound: The name does not exist or has no address.
@@ -298,22 +294,6 @@ async def resolve(host: str, port: int, *, timeout_s: float | None) -> tuple[IPA
     literal = ip_literal(host)
     if literal is not None:
         return (literal,)
-    loop = asyncio.get_running_loop()
-    try:
-        async with asyncio.timeout(timeout_s):
-            infos = await loop.getaddrinfo(
-                host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
-            )
-    except TimeoutError:
-        raise ResolveTimeout(f"resolving {host} took more than {timeout_s:g} s") from None
-    except socket.gaierror as exc:
-        if exc.errno in _NOT_FOUND:
-            raise HostNotFound(f"host {host} does not resolve") from None
-        raise ResolveError(f"cannot resolve {host} now ({exc.strerror})") from None
-    addresses: dict[IPAddress, None] = {}  # a dict keeps the resolver's order
-    for _family, _type, _proto, _canon, sockaddr in infos:
-        # Strip an IPv6 zone ("fe80::1%eth0") before parsing.
-        addresses.setdefault(ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0]))
-    if not addresses:
-        raise HostNotFound(f"host {host} does not resolve")
-    return tuple(addresses)
+    return await (resolver or SYSTEM_RESOLVER).resolve(
+        host, port, timeout_s=timeout_s, tenant=tenant
+    )

@@ -218,8 +218,7 @@ class CompiledSchedule:
         """
         assert self.calendars is not None
         start = after
-        horizon = start + SEARCH_HORIZON
-        limit = horizon.astimezone(self.zone).date()
+        horizon, limit = self._horizon(start)
         steps = 0
         while True:
             fire = self._raw_next(after)
@@ -263,8 +262,7 @@ class CompiledSchedule:
         if count < 0:
             raise ValueError("count must not be negative")
         cursor = self._lower_bound(_as_utc(after, "after"))
-        horizon = cursor + SEARCH_HORIZON
-        limit = horizon.astimezone(self.zone).date()
+        horizon, limit = self._horizon(cursor)
         entries: list[FireTime] = []
         seen: set[tuple[datetime, datetime, int]] = set()
         fires = 0
@@ -407,6 +405,15 @@ class CompiledSchedule:
         if start is None:
             return None
         return max(fire.at, start)
+
+    def _horizon(self, start: datetime) -> tuple[datetime, date]:
+        """How far a search from ``start`` looks: the instant, and its local date (the
+        last date a calendar skip may reach); capped at the last representable day."""
+        try:
+            horizon = start + SEARCH_HORIZON
+            return horizon, horizon.astimezone(self.zone).date()
+        except OverflowError:
+            return datetime.max.replace(tzinfo=UTC), date.max - timedelta(days=2)
 
     def _lower_bound(self, after: datetime) -> datetime:
         # "strictly after start - 1us" is "at or after start": start is inclusive.

@@ -77,6 +77,8 @@ class CallRules:
     operator: netpolicy.AddressPolicy
     policy: EgressPolicy
     protocol: Protocol
+    tenant_id: str | None = None
+    """Whose call it is: its lookups count against that tenant's bound alone."""
 
     def check(self, host: str, address: IPAddress) -> None:
         """Raise :class:`TargetForbidden` if a target named ``host`` may not connect to
@@ -96,7 +98,13 @@ class CallRules:
             TargetForbidden: Any resolved address is forbidden.
             OSError: The name does not resolve now (a connection error: retryable).
         """
-        addresses = await netpolicy.resolve(host, port, timeout_s=RESOLVE_TIMEOUT_S)
+        addresses = await netpolicy.resolve(
+            host,
+            port,
+            timeout_s=RESOLVE_TIMEOUT_S,
+            resolver=self.operator.resolver,
+            tenant=self.tenant_id,
+        )
         for address in addresses:
             self.check(host, address)
         return [str(address) for address in addresses]
@@ -110,12 +118,16 @@ class AddressPolicy(netpolicy.AddressPolicy):
         policy = default_policy(self)
         return {protocol: CallRules(self, policy, protocol) for protocol in Protocol}
 
-    def rules(self, egress: EgressPolicy | None, protocol: Protocol) -> CallRules:
-        """The rules of a call to a ``protocol`` target under the grant's ``egress``
-        policy (None: the operator's default)."""
-        if egress is None:
+    def rules(
+        self, egress: EgressPolicy | None, protocol: Protocol, tenant: str | None = None
+    ) -> CallRules:
+        """The rules of a call by ``tenant`` to a ``protocol`` target under the grant's
+        ``egress`` policy (None: the operator's default)."""
+        if egress is None and tenant is None:
             return self._defaults[protocol]
-        return CallRules(self, egress, protocol)
+        if egress is None:
+            return CallRules(self, self._defaults[protocol].policy, protocol, tenant)
+        return CallRules(self, egress, protocol, tenant)
 
     def check(self, address: IPAddress) -> None:
         """Raise :class:`TargetForbidden` if ``address`` may not be called under the

@@ -70,9 +70,11 @@ class GrpcCaller:
         for channel in channels:
             await channel.close()
 
-    async def _channel(self, target: GrpcTarget, egress: EgressPolicy | None) -> grpc.aio.Channel:
+    async def _channel(
+        self, target: GrpcTarget, egress: EgressPolicy | None, tenant: str | None
+    ) -> grpc.aio.Channel:
         host, port = split_host_port(target.address)
-        rules = self._policy.rules(egress, Protocol.GRPC)
+        rules = self._policy.rules(egress, Protocol.GRPC, tenant)
         ip = (await rules.resolve(host, port))[0]
         key = (target.address, target.plaintext, ip)
         channel = self._channels.get(key)
@@ -108,6 +110,7 @@ class GrpcCaller:
         *,
         timeout_s: float,
         egress: EgressPolicy | None = None,
+        tenant: str | None = None,
     ) -> Outcome:
         """Call Execute with ``request`` and ``metadata`` (Sundial's, added to the job's).
 
@@ -119,7 +122,7 @@ class GrpcCaller:
         """
         started = self._clock.now()
         try:
-            channel = await self._channel(target, egress)
+            channel = await self._channel(target, egress, tenant)
         except TargetRefused as exc:
             return failure(
                 started, self._clock.now(), OutcomeStatus.FAILED_FINAL, exc.error_class, str(exc)

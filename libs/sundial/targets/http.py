@@ -222,6 +222,7 @@ class HttpCaller:
         payload: bytes,
         headers: dict[str, str],
         egress: EgressPolicy | None = None,
+        tenant: str | None = None,
     ) -> Outcome:
         """Send ``payload`` to ``target`` with ``headers`` (Sundial's, added to the job's).
 
@@ -239,12 +240,12 @@ class HttpCaller:
         if not tracing.enabled() or not trace.get_current_span().is_recording():
             # Off, or the run is not sampled: the headers carry the attempt's context
             # (or a fresh one), and an unrecorded span would only cost.
-            return await self._call(target, payload, headers, egress)
+            return await self._call(target, payload, headers, egress, tenant)
         with tracing.tracer.start_as_current_span(
             target.method, kind=trace.SpanKind.CLIENT, attributes=_http_attributes(target)
         ) as span:
             propagate.inject(headers)  # the attempt's traceparent becomes this span's
-            outcome = await self._call(target, payload, headers, egress)
+            outcome = await self._call(target, payload, headers, egress, tenant)
             if outcome.http_status is not None:
                 span.set_attribute(HTTP_RESPONSE_STATUS_CODE, outcome.http_status)
             if outcome.failed:
@@ -261,6 +262,7 @@ class HttpCaller:
         payload: bytes,
         headers: dict[str, str],
         egress: EgressPolicy | None,
+        tenant: str | None,
     ) -> Outcome:
         started = self._clock.now()
         # Case-insensitive merge: Sundial's headers replace any spelling of the same name.
@@ -270,7 +272,7 @@ class HttpCaller:
         )
         for name, value in (*sorted(target.headers.items()), *headers.items()):
             request_headers[name] = value
-        rules = self._policy.rules(egress, Protocol.HTTP)
+        rules = self._policy.rules(egress, Protocol.HTTP, tenant)
         token = _RULES.set(rules)
         try:
             url, literal = _parsed(target.url)

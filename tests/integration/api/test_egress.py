@@ -1,14 +1,12 @@
 """Per-tenant egress policies through the API: set by an admin, shown to the tenant,
 applied when a job is written, and the ListJobs filter of targets it forbids.
 
-The API resolves target names on its own event loop, so the tests answer its lookups
-(``loop.getaddrinfo``) with addresses they choose: no outside DNS is involved.
+The API's lookups go to a DNS server on loopback (``dns_server``) that answers with the
+addresses the tests choose: no outside DNS is involved.
 """
 
 from __future__ import annotations
 
-import asyncio
-import socket
 from typing import Any
 
 import grpc
@@ -16,6 +14,7 @@ import pytest
 
 from sundial.v1 import admin_pb2, egress_pb2, job_pb2
 from sundial.v1 import job_service_pb2 as pb
+from tests.helpers.dns_server import DnsServer
 from tests.integration.api.support import Api, StartApi, Tenant, expect_error, make_job
 
 HTTP, GRPC = egress_pb2.EGRESS_PROTOCOL_HTTP, egress_pb2.EGRESS_PROTOCOL_GRPC
@@ -30,19 +29,21 @@ DNS = {
 
 
 @pytest.fixture
-async def dns(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
-    """The resolver the API sees: :data:`DNS` (editable by the test); any other name
+async def start_api(start_api: StartApi, dns_server: DnsServer) -> StartApi:
+    """APIs that look target names up at :func:`dns_server`."""
+
+    async def start(**settings: Any) -> Api:
+        return await start_api(dns_nameservers=(dns_server.address,), **settings)
+
+    return start
+
+
+@pytest.fixture
+def dns(dns_server: DnsServer) -> dict[str, list[str]]:
+    """What the API's lookups find: :data:`DNS` (editable by the test); any other name
     does not exist."""
-    answers = {name: list(addresses) for name, addresses in DNS.items()}
-
-    async def getaddrinfo(host: str, port: int, **kwargs: Any) -> list[tuple[Any, ...]]:
-        found = answers.get(host.rstrip(".").lower())
-        if not found:
-            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port)) for a in found]
-
-    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", getaddrinfo)
-    return answers
+    dns_server.answers.update({name: list(addresses) for name, addresses in DNS.items()})
+    return dns_server.answers
 
 
 def rule(what: str, *protocols: int) -> egress_pb2.EgressRule:

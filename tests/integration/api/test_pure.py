@@ -3,12 +3,9 @@ SSRF address policy and target guard (with a fake resolver), update masks."""
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
-import socket
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any
 
 import pytest
 
@@ -19,6 +16,7 @@ from sundial.api.servicer import check_update_mask
 from sundial.api.validation import TargetGuard, TargetPolicy
 from sundial.core.errors import InvalidArgument
 from sundial.run import GrpcTarget, HttpTarget
+from tests.helpers.dns_server import DnsServer
 
 
 @pytest.mark.parametrize(
@@ -110,27 +108,10 @@ def test_update_mask_paths() -> None:
         check_update_mask(["paused"])
 
 
-def _resolver(monkeypatch: pytest.MonkeyPatch, answers: dict[str, Any]) -> list[tuple[str, int]]:
-    """A fake getaddrinfo answering ``answers[host]`` (addresses, or an exception)."""
-    asked: list[tuple[str, int]] = []
-
-    async def getaddrinfo(host: str, port: int, **kwargs: Any) -> list[tuple[Any, ...]]:
-        asked.append((host, port))
-        answer = answers[host]
-        if isinstance(answer, BaseException):
-            raise answer
-        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port)) for a in answer]
-
-    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", getaddrinfo)
-    return asked
-
-
 async def test_target_guard_resolves_each_name_once_as_the_executor_dials_it(
-    monkeypatch: pytest.MonkeyPatch,
+    dns_server: DnsServer,
 ) -> None:
-    asked = _resolver(
-        monkeypatch, {"example.com.": ["93.184.216.34"], "example.com": ["93.184.216.34"]}
-    )
+    dns_server.answers["example.com"] = ["93.184.216.34"]
     await TargetGuard(TargetPolicy()).check_all(
         [
             (HttpTarget("https://Example.COM./x"), "jobs[0].target"),
@@ -140,21 +121,16 @@ async def test_target_guard_resolves_each_name_once_as_the_executor_dials_it(
         ]
     )
     # Names are case-insensitive (one lookup), but "example.com." is the absolute name
-    # the executor resolves, not "example.com" (which search domains may extend).
-    assert asked == [("example.com.", 443), ("example.com", 80)]
+    # the executor resolves, not "example.com" (which search domains may extend): two
+    # lookups, which reach the server as the same name.
+    assert dns_server.order == ["example.com", "example.com"]
 
 
 async def test_target_guard_reports_the_first_problem_in_item_order(
-    monkeypatch: pytest.MonkeyPatch,
+    dns_server: DnsServer,
 ) -> None:
-    _resolver(
-        monkeypatch,
-        {
-            "mixed.example": ["93.184.216.34", "10.0.0.7", "127.0.0.1"],
-            "gone.example": socket.gaierror(socket.EAI_NONAME, "Name or service not known"),
-            "flaky.example": socket.gaierror(socket.EAI_AGAIN, "Temporary failure"),
-        },
-    )
+    dns_server.answers["mixed.example"] = ["93.184.216.34", "10.0.0.7"]
+    dns_server.failing.add("flaky.example")  # gone.example: NXDOMAIN
     guard = TargetGuard(TargetPolicy())
     with pytest.raises(InvalidArgument) as refused:
         await guard.check_all(

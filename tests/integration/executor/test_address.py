@@ -5,15 +5,13 @@ connection error (OSError, retryable)."""
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
 import pytest
 
 from sundial.api import validation
 from sundial.core.errors import InvalidArgument
 from sundial.targets import address
 from sundial.targets.address import AddressPolicy, TargetRefused, split_host_port
+from tests.helpers.dns_server import DnsServer
 
 
 @pytest.mark.parametrize(
@@ -53,31 +51,24 @@ def test_an_address_the_api_accepts_is_read_the_same_at_call_time(
     assert (endpoint.host, endpoint.port) == expected == split_host_port(text)
 
 
-async def test_a_hung_resolver_is_a_connection_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    async def getaddrinfo(host: str, port: int, **kwargs: Any) -> list[Any]:
-        await asyncio.Event().wait()  # never answers
-        raise AssertionError("unreachable")
-
-    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", getaddrinfo)
-    monkeypatch.setattr(address, "RESOLVE_TIMEOUT_S", 0)
+async def test_a_hung_resolver_is_a_connection_error(
+    monkeypatch: pytest.MonkeyPatch, dns_server: DnsServer
+) -> None:
+    dns_server.silent.add("slow.example")  # never answers
+    monkeypatch.setattr(address, "RESOLVE_TIMEOUT_S", 0.1)
     with pytest.raises(OSError, match="took more than"):
         await AddressPolicy(allow_private=True).resolve("slow.example", 443)
 
 
 async def test_the_first_forbidden_address_in_resolver_order_is_named(
-    monkeypatch: pytest.MonkeyPatch,
+    dns_server: DnsServer,
 ) -> None:
-    answer = ["93.184.216.34", "10.0.0.7", "127.0.0.1"]
-
-    async def getaddrinfo(host: str, port: int, **kwargs: Any) -> list[Any]:
-        return [(2, 1, 6, "", (a, port)) for a in answer]
-
-    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", getaddrinfo)
+    dns_server.answers["mixed.example"] = ["93.184.216.34", "10.0.0.7"]
     with pytest.raises(
         TargetRefused, match=r"^mixed\.example \(10\.0\.0\.7\) is a private or non-public"
     ):
         await AddressPolicy().resolve("mixed.example", 443)
-    assert (
-        await AddressPolicy(allow_private=True, allow_loopback=True).resolve("mixed.example", 443)
-        == answer
-    )
+    assert await AddressPolicy(allow_private=True).resolve("mixed.example", 443) == [
+        "93.184.216.34",
+        "10.0.0.7",
+    ]

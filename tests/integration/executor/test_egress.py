@@ -3,17 +3,15 @@ checked against the policy the lease carries, a changed policy stops the next ca
 over a pooled connection or a cached channel, and a name that does not resolve fails
 with a clear connection error.
 
-The tests answer the executor's name lookups (``loop.getaddrinfo``) themselves: every
-name here resolves to what the test says, or does not exist, whatever the machine's DNS.
+The executor's name lookups go to a DNS server on loopback (``dns_server``): every name
+here resolves to what the test says, or does not exist, whatever the machine's DNS.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import socket
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
@@ -24,6 +22,9 @@ from sundial.executor.runner import Runner
 from sundial.internal.v1 import ledger_pb2
 from sundial.run import ErrorClass, GrpcTarget, HttpTarget, Outcome, OutcomeStatus
 from sundial.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCaller
+from sundial.targets import address as address_module
+from tests.helpers.dns_server import DnsServer
+from tests.helpers.eventually import assert_eventually
 from tests.helpers.grpc_target import GrpcTargetServer
 from tests.helpers.target_server import RecordingTarget
 from tests.integration.executor.conftest import make_lease
@@ -36,19 +37,11 @@ TENANT_A = policy_of([parse_rule("*.internal.test"), parse_rule("10.0.0.0/8")])
 TIGHTENED = policy_of([parse_rule("10.0.0.0/8")])
 
 
-async def answer_dns(monkeypatch: pytest.MonkeyPatch, answers: dict[str, list[str]]) -> list[str]:
-    """The event loop's resolver answers ``answers``; other names do not exist. Returns
-    the names looked up, in order."""
-    looked_up: list[str] = []
-
-    async def getaddrinfo(host: str, port: int, **kwargs: Any) -> list[Any]:
-        looked_up.append(host)
-        if host not in answers:
-            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-        return [(10 if ":" in a else 2, 1, 6, "", (a, port)) for a in answers[host]]
-
-    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", getaddrinfo)
-    return looked_up
+async def answer_dns(dns_server: DnsServer, answers: dict[str, list[str]]) -> list[str]:
+    """The DNS server answers ``answers``; other names do not exist. Returns the names
+    looked up, in order (the server's live record)."""
+    dns_server.answers.update(answers)
+    return dns_server.order
 
 
 @pytest.fixture
@@ -71,11 +64,11 @@ async def call(
 
 
 async def test_a_name_resolving_outside_the_policy_is_refused_at_call_time(
-    runner: Runner, target: RecordingTarget, monkeypatch: pytest.MonkeyPatch
+    runner: Runner, target: RecordingTarget, dns_server: DnsServer
 ) -> None:
     port = port_of(target.url)
     await answer_dns(
-        monkeypatch,
+        dns_server,
         {
             "svc.internal.test": ["127.0.0.1"],
             "rogue.example": ["127.0.0.1"],  # passed the write-time check, then moved
@@ -97,9 +90,9 @@ async def test_a_name_resolving_outside_the_policy_is_refused_at_call_time(
 
 
 async def test_a_tightened_policy_stops_the_next_call_over_a_pooled_connection(
-    runner: Runner, target: RecordingTarget, monkeypatch: pytest.MonkeyPatch
+    runner: Runner, target: RecordingTarget, dns_server: DnsServer
 ) -> None:
-    looked_up = await answer_dns(monkeypatch, {"svc.internal.test": ["127.0.0.1"]})
+    looked_up = await answer_dns(dns_server, {"svc.internal.test": ["127.0.0.1"]})
     url = f"http://svc.internal.test:{port_of(target.url)}/n"
     for _ in range(2):  # the second call reuses the pooled connection: no lookup
         assert (await call(runner, HttpTarget(url), TENANT_A)).status is OutcomeStatus.SUCCEEDED
@@ -135,10 +128,10 @@ async def test_an_ip_literal_is_judged_by_the_network_rules(
 
 
 async def test_grpc_targets_are_checked_at_every_call_over_a_cached_channel(
-    runner: Runner, monkeypatch: pytest.MonkeyPatch
+    runner: Runner, dns_server: DnsServer
 ) -> None:
     async with GrpcTargetServer() as server:
-        await answer_dns(monkeypatch, {"svc.internal.test": ["127.0.0.1"]})
+        await answer_dns(dns_server, {"svc.internal.test": ["127.0.0.1"]})
         target = GrpcTarget(f"svc.internal.test:{port_of(server.address)}", plaintext=True)
         assert (await call(runner, target, TENANT_A)).status is OutcomeStatus.SUCCEEDED
         refused = await call(runner, target, TIGHTENED)
@@ -151,9 +144,9 @@ async def test_grpc_targets_are_checked_at_every_call_over_a_cached_channel(
 
 
 async def test_a_name_that_does_not_resolve_fails_with_a_clear_connection_error(
-    runner: Runner, monkeypatch: pytest.MonkeyPatch
+    runner: Runner, dns_server: DnsServer
 ) -> None:
-    await answer_dns(monkeypatch, {})
+    await answer_dns(dns_server, {})
     outcome = await call(runner, HttpTarget("http://not-yet.internal.test/x"), TENANT_A)
     assert outcome.status is OutcomeStatus.FAILED_RETRYABLE
     assert outcome.error_class is ErrorClass.CONNECTION
@@ -174,3 +167,38 @@ def test_a_grant_carries_the_tenants_policy_or_none() -> None:
     assert lease_from_grant(ref, grant).egress is None
     grant.egress.CopyFrom(wire.egress_policy(TENANT_A))
     assert lease_from_grant(ref, grant).egress == TENANT_A
+
+
+async def test_one_tenants_names_that_never_answer_leave_another_tenants_calls_on_time(
+    target: RecordingTarget, dns_server: DnsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(address_module, "RESOLVE_TIMEOUT_S", 5.0)
+    port = port_of(target.url)
+    dns_server.silent.add("never.a.test")
+    dns_server.answers["fine.b.test"] = ["127.0.0.1"]
+    policy = AddressPolicy(allow_loopback=True, resolver=dns_server.resolver(per_tenant=2))
+    http = HttpCaller(policy, max_connections=64)
+    try:
+        # Tenant A: 40 calls whose target names never answer.
+        stuck = [
+            asyncio.create_task(
+                http.call(HttpTarget(f"http://never.a.test:{port}/a"), b"", {}, tenant="a")
+            )
+            for _ in range(40)
+        ]
+        await assert_eventually(lambda: dns_server.asked["never.a.test"] >= 2)
+        # Tenant B's calls, meanwhile, each resolve and succeed at once.
+        for i in range(10):
+            outcome = await asyncio.wait_for(
+                http.call(HttpTarget(f"http://fine.b.test:{port}/b{i}"), b"", {}, tenant="b"),
+                timeout=1.0,
+            )
+            assert outcome.status is OutcomeStatus.SUCCEEDED, outcome
+        assert not any(task.done() for task in stuck)
+        for task in stuck:
+            task.cancel()
+        await asyncio.gather(*stuck, return_exceptions=True)
+    finally:
+        await http.aclose()
+        await policy.resolver.close()  # type: ignore[union-attr]
+    assert [c.path for c in target.calls] == [f"/b{i}" for i in range(10)]

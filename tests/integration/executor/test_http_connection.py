@@ -10,7 +10,6 @@ import contextlib
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,6 +20,7 @@ from sundial.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCalle
 from sundial.targets import address as address_module
 from sundial.targets import http as http_module
 from tests.helpers.certs import Authority
+from tests.helpers.dns_server import DnsServer
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.target_server import RecordingTarget
 from tests.integration.executor.conftest import make_lease
@@ -37,23 +37,18 @@ async def caller() -> AsyncIterator[HttpCaller]:
     await http.aclose()
 
 
-def answer_dns(monkeypatch: pytest.MonkeyPatch, answers: dict[str, list[str]]) -> list[str]:
-    """Make the event loop's resolver answer ``answers``; returns the names looked up."""
-    looked_up: list[str] = []
-
-    async def getaddrinfo(host: str, port: int, **kwargs: Any) -> list[Any]:
-        looked_up.append(host)
-        return [(10 if ":" in a else 2, 1, 6, "", (a, port)) for a in answers[host]]
-
-    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", getaddrinfo)
-    return looked_up
+def answer_dns(dns_server: DnsServer, answers: dict[str, list[str]]) -> list[str]:
+    """The DNS server answers ``answers``; other names do not exist. Returns the names
+    looked up, in order (the server's live record)."""
+    dns_server.answers.update(answers)
+    return dns_server.order
 
 
 async def test_a_name_is_connected_at_the_address_the_policy_checked(
-    caller: HttpCaller, target: RecordingTarget, monkeypatch: pytest.MonkeyPatch
+    caller: HttpCaller, target: RecordingTarget, dns_server: DnsServer
 ) -> None:
     port = target.url.rsplit(":", 1)[1]
-    looked_up = answer_dns(monkeypatch, {NAME: ["127.0.0.1"]})
+    looked_up = answer_dns(dns_server, {NAME: ["127.0.0.1"]})
     outcome = await caller.call(HttpTarget(f"http://{NAME}:{port}/n"), b"x", {})
     assert outcome.status is OutcomeStatus.SUCCEEDED
     assert looked_up == [NAME]
@@ -64,10 +59,10 @@ async def test_a_name_is_connected_at_the_address_the_policy_checked(
 
 
 async def test_a_name_with_any_forbidden_address_is_refused_before_connecting(
-    caller: HttpCaller, target: RecordingTarget, monkeypatch: pytest.MonkeyPatch
+    caller: HttpCaller, target: RecordingTarget, dns_server: DnsServer
 ) -> None:
     port = target.url.rsplit(":", 1)[1]
-    answer_dns(monkeypatch, {NAME: ["127.0.0.1", "169.254.169.254"]})
+    answer_dns(dns_server, {NAME: ["127.0.0.1", "169.254.169.254"]})
     outcome = await caller.call(HttpTarget(f"http://{NAME}:{port}/n"), b"x", {})
     assert outcome.status is OutcomeStatus.FAILED_FINAL
     assert outcome.error_class is ErrorClass.TARGET_FORBIDDEN
@@ -76,17 +71,17 @@ async def test_a_name_with_any_forbidden_address_is_refused_before_connecting(
 
 
 async def test_every_new_connection_is_checked_again(
-    caller: HttpCaller, target: RecordingTarget, monkeypatch: pytest.MonkeyPatch
+    caller: HttpCaller, target: RecordingTarget, dns_server: DnsServer
 ) -> None:
     """DNS rebinding: the name later resolves to a forbidden address."""
     port = target.url.rsplit(":", 1)[1]
     answers = {NAME: ["127.0.0.1"]}
-    looked_up = answer_dns(monkeypatch, answers)
+    looked_up = answer_dns(dns_server, answers)
     # The target closes each connection, so the next call needs a new one.
     target.script("/n", headers={"Connection": "close"})
     url = f"http://{NAME}:{port}/n"
     assert (await caller.call(HttpTarget(url), b"x", {})).status is OutcomeStatus.SUCCEEDED
-    answers[NAME] = ["169.254.169.254"]
+    dns_server.answers[NAME] = ["169.254.169.254"]
     outcome = await caller.call(HttpTarget(url), b"x", {})
     assert outcome.error_class is ErrorClass.TARGET_FORBIDDEN
     assert looked_up == [NAME, NAME]
@@ -94,9 +89,9 @@ async def test_every_new_connection_is_checked_again(
 
 
 async def test_an_ip_literal_is_checked_without_a_lookup(
-    target: RecordingTarget, monkeypatch: pytest.MonkeyPatch
+    target: RecordingTarget, dns_server: DnsServer
 ) -> None:
-    looked_up = answer_dns(monkeypatch, {})
+    looked_up = answer_dns(dns_server, {})
     strict = HttpCaller(AddressPolicy())
     try:
         for url in (f"{target.url}/a", f"http://[::1]:{target.url.rsplit(':', 1)[1]}/a"):
@@ -255,16 +250,11 @@ async def test_a_certificate_from_an_unknown_ca_is_refused(
 
 
 async def test_a_hung_name_lookup_is_a_connection_error_not_the_run_timeout(
-    caller: HttpCaller, monkeypatch: pytest.MonkeyPatch
+    caller: HttpCaller, monkeypatch: pytest.MonkeyPatch, dns_server: DnsServer
 ) -> None:
     """The resolver's own bound ends the lookup; the runner must not mistake it for the
     run timeout (both are TimeoutErrors)."""
-
-    async def getaddrinfo(host: str, port: int, **kwargs: Any) -> list[Any]:
-        await asyncio.Event().wait()  # never answers
-        raise AssertionError("unreachable")
-
-    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", getaddrinfo)
+    dns_server.silent.add(NAME)  # never answers
     monkeypatch.setattr(address_module, "RESOLVE_TIMEOUT_S", 0.1)
     outcome = await caller.call(HttpTarget(f"http://{NAME}/"), b"", {})
     assert outcome.status is OutcomeStatus.FAILED_RETRYABLE

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import socket
-from typing import Any
 
 import pytest
 
@@ -24,6 +22,8 @@ from sundial.core.netpolicy import (
     parse_address,
     resolve,
 )
+from tests.helpers.dns_server import DnsServer
+from tests.helpers.eventually import assert_eventually
 
 
 @pytest.mark.parametrize(
@@ -94,68 +94,34 @@ def test_first_refusal_is_the_first_forbidden_address_in_order() -> None:
     assert AddressPolicy().first_refusal([]) is None
 
 
-def _infos(*addresses: str) -> list[tuple[Any, ...]]:
-    return [
-        (
-            socket.AF_INET6 if ":" in a else socket.AF_INET,
-            socket.SOCK_STREAM,
-            6,
-            "",
-            (a, 80, 0, 0) if ":" in a else (a, 80),
-        )
-        for a in addresses
-    ]
-
-
-HANG = object()
-
-
-def _fake_resolver(monkeypatch: pytest.MonkeyPatch, answer: Any) -> list[str]:
-    """Replace the running loop's getaddrinfo; returns the hosts it was asked for."""
-    asked: list[str] = []
-
-    async def getaddrinfo(host: str, port: int, **kwargs: Any) -> list[tuple[Any, ...]]:
-        asked.append(host)
-        if isinstance(answer, BaseException):
-            raise answer
-        if answer is HANG:
-            await asyncio.Event().wait()  # a resolver that never answers
-        return answer  # type: ignore[no-any-return]
-
-    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", getaddrinfo)
-    return asked
-
-
-async def test_resolve_keeps_resolver_order_without_duplicates_or_zones(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    asked = _fake_resolver(
-        monkeypatch, _infos("2001:db8::1", "192.0.2.1", "2001:db8::1", "fe80::1%eth0")
-    )
+async def test_resolve_keeps_resolver_order_without_duplicates(dns_server: DnsServer) -> None:
+    dns_server.answers["example.com"] = ["192.0.2.1", "192.0.2.9", "2001:db8::1"]
     addresses = await resolve("example.com", 443, timeout_s=5)
-    assert [str(a) for a in addresses] == ["2001:db8::1", "192.0.2.1", "fe80::1"]
-    assert asked == ["example.com"]
+    assert [str(a) for a in addresses] == ["192.0.2.1", "192.0.2.9", "2001:db8::1"]
+    assert dns_server.order == ["example.com"]
 
 
-async def test_resolve_returns_a_literal_without_a_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
-    asked = _fake_resolver(monkeypatch, _infos("192.0.2.1"))
+async def test_resolve_returns_a_literal_without_a_lookup(dns_server: DnsServer) -> None:
     assert await resolve("10.1.2.3", 80, timeout_s=5) == (ipaddress.ip_address("10.1.2.3"),)
     assert await resolve("[::1]", 80, timeout_s=5) == (ipaddress.ip_address("::1"),)
-    assert asked == []
+    assert dns_server.order == []
 
 
 @pytest.mark.parametrize(
-    ("answer", "error", "text"),
+    ("kind", "error", "text"),
     [
-        (socket.gaierror(socket.EAI_NONAME, "Name or service not known"), HostNotFound, ""),
-        ([], HostNotFound, ""),
-        (socket.gaierror(socket.EAI_AGAIN, "Temporary failure"), ResolveError, "Temporary"),
+        ("nxdomain", HostNotFound, ""),
+        ("no addresses", HostNotFound, ""),
+        ("servfail", ResolveError, "cannot resolve gone.example now"),
     ],
 )
 async def test_resolve_failures_are_typed(
-    monkeypatch: pytest.MonkeyPatch, answer: Any, error: type[Exception], text: str
+    dns_server: DnsServer, kind: str, error: type[Exception], text: str
 ) -> None:
-    _fake_resolver(monkeypatch, answer)
+    if kind == "no addresses":
+        dns_server.answers["gone.example"] = []
+    elif kind == "servfail":
+        dns_server.failing.add("gone.example")
     with pytest.raises(error) as caught:
         await resolve("gone.example", 80, timeout_s=5)
     assert "gone.example" in str(caught.value) and text in str(caught.value)
@@ -167,12 +133,36 @@ async def test_resolve_failures_are_typed(
         assert str(caught.value) == "host gone.example does not resolve"
 
 
-async def test_resolve_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    _fake_resolver(monkeypatch, HANG)
-    with pytest.raises(ResolveTimeout, match=r"resolving slow\.example took more than 0 s"):
-        await resolve("slow.example", 80, timeout_s=0)
+async def test_resolve_is_bounded(dns_server: DnsServer) -> None:
+    dns_server.silent.add("slow.example")
+    with pytest.raises(ResolveTimeout, match=r"resolving slow\.example took more than 0.2 s"):
+        await resolve("slow.example", 80, timeout_s=0.2)
     with pytest.raises(TimeoutError):  # also a TimeoutError, and so an OSError
-        await resolve("slow.example", 80, timeout_s=0)
+        await resolve("slow.example", 80, timeout_s=0.2)
+
+
+async def test_one_tenants_silent_names_leave_another_tenants_lookups_on_time(
+    dns_server: DnsServer,
+) -> None:
+    dns_server.silent.add("never.a.example")
+    dns_server.answers["fine.b.example"] = ["192.0.2.7"]
+    resolver = dns_server.resolver(per_tenant=4)
+    # Tenant A: 200 lookups that never answer, far more than its 4 slots.
+    stuck = [
+        asyncio.create_task(resolver.resolve("never.a.example", 80, timeout_s=3, tenant="a"))
+        for _ in range(200)
+    ]
+    await assert_eventually(lambda: dns_server.asked["never.a.example"] >= 4)
+    # Tenant B's lookups answer meanwhile, each well inside its own short timeout.
+    for _ in range(20):
+        found = await resolver.resolve("fine.b.example", 80, timeout_s=0.5, tenant="b")
+        assert found == (ipaddress.ip_address("192.0.2.7"),)
+    assert not any(task.done() for task in stuck)  # A's are still waiting on their own
+    # A's lookups in flight never exceeded its bound: the server saw few of them.
+    assert dns_server.asked["never.a.example"] < 200
+    results = await asyncio.gather(*stuck, return_exceptions=True)
+    assert {type(r) for r in results} == {ResolveTimeout}
+    await resolver.close()
 
 
 async def test_resolve_with_the_system_resolver() -> None:

@@ -70,9 +70,11 @@ async def build(
         resources.push_async_callback(close_pool, pool, config.grace_period_s)
         store = Store(pool)
         retention = timedelta(seconds=config.request_id_retention_s)
+        resolver = config.resolver()  # one per process: the tenants' lookup bounds
         operator = TargetPolicy(
             allow_loopback=config.allow_loopback_targets,
             allow_private=config.allow_private_targets,
+            resolver=resolver,
         )
         guard = TargetGuard(operator, resolve_timeout_s=config.target_resolve_timeout_s)
         egress = EgressPolicies(store, operator, clock)
@@ -125,6 +127,7 @@ async def build(
             AddressPolicy(
                 allow_loopback=config.allow_loopback_targets,
                 allow_private=config.allow_private_targets,
+                resolver=resolver,
             ),
             clock,
             interval_s=config.notify_interval_s,

@@ -11,13 +11,16 @@ from sundial.core.config import (
     EtcdAccessConfig,
     EtcdConfig,
     LogConfig,
+    ResolverConfig,
     ServerConfig,
 )
 from sundial.core.telemetry import TelemetryConfig
 
 
 @dataclass(frozen=True, kw_only=True)
-class ApiConfig(DatabaseConfig, ServerConfig, LogConfig, TelemetryConfig, EtcdAccessConfig):
+class ApiConfig(
+    DatabaseConfig, ServerConfig, ResolverConfig, LogConfig, TelemetryConfig, EtcdAccessConfig
+):
     """Everything the API service reads at start."""
 
     admin_token: str = field(default="", repr=False)
@@ -98,6 +101,7 @@ class ApiConfig(DatabaseConfig, ServerConfig, LogConfig, TelemetryConfig, EtcdAc
     def __post_init__(self) -> None:
         DatabaseConfig.__post_init__(self)
         ServerConfig.__post_init__(self)
+        ResolverConfig.__post_init__(self)
         LogConfig.__post_init__(self)
         TelemetryConfig.__post_init__(self)
         EtcdAccessConfig.__post_init__(self)

@@ -380,7 +380,7 @@ class Notifier:
 
     async def _send_http(self, delivery: Delivery, target: HttpTarget) -> SendResult:
         outcome = await self._http.call(
-            target, delivery.body, self._headers(delivery), delivery.egress
+            target, delivery.body, self._headers(delivery), delivery.egress, delivery.tenant_id
         )
         if not outcome.failed:
             return SendResult(True)
@@ -397,7 +397,8 @@ class Notifier:
     async def _send_grpc(self, delivery: Delivery, target: GrpcTarget) -> SendResult:
         host, port = split_host_port(target.address)
         try:
-            ip = (await self._operator.rules(delivery.egress, Protocol.GRPC).resolve(host, port))[0]
+            rules = self._operator.rules(delivery.egress, Protocol.GRPC, delivery.tenant_id)
+            ip = (await rules.resolve(host, port))[0]
         except TargetRefused as exc:
             return SendResult(False, str(exc), exc.error_class.value, final=True)
         except OSError as exc:

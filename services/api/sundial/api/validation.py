@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 from sundial.api.model import CalendarSpec, JobSpec
 from sundial.core import netpolicy
+from sundial.core.auth import current_credential
 from sundial.core.egress import EgressPolicy, Protocol, default_policy, judge
 from sundial.core.errors import InvalidArgument
 from sundial.core.netpolicy import (
@@ -743,9 +744,18 @@ class TargetGuard:
             hosts.append(host)
         limit = asyncio.Semaphore(16)
 
+        caller = current_credential()
+        tenant = caller.tenant_id if caller is not None else None
+
         async def lookup(host: str, port: int) -> tuple[IPAddress, ...]:
             async with limit:
-                return await resolve(host, port, timeout_s=self._timeout_s)
+                return await resolve(
+                    host,
+                    port,
+                    timeout_s=self._timeout_s,
+                    resolver=self.operator.resolver,
+                    tenant=tenant,  # its lookups wait for its own alone
+                )
 
         # return_exceptions: every failure is retrieved; a failed lookup is no verdict.
         results = await asyncio.gather(

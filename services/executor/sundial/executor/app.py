@@ -86,6 +86,7 @@ async def build(config: ExecutorConfig, *, clock: Clock | None = None) -> Servic
         policy = AddressPolicy(
             allow_loopback=config.allow_loopback_targets,
             allow_private=config.allow_private_targets,
+            resolver=config.resolver(),
         )
         http = HttpCaller(policy, max_connections=config.http_max_connections, clock=clock)
         resources.push_async_callback(http.aclose)

@@ -7,13 +7,13 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sundial.core.config import ConfigError, LogConfig, NatsConfig, ServerConfig
+from sundial.core.config import ConfigError, LogConfig, NatsConfig, ResolverConfig, ServerConfig
 from sundial.core.telemetry import TelemetryConfig
 from sundial.core.tls import ClientTls, balanced_target
 
 
 @dataclass(frozen=True, kw_only=True)
-class ExecutorConfig(NatsConfig, ServerConfig, LogConfig, TelemetryConfig):
+class ExecutorConfig(NatsConfig, ServerConfig, ResolverConfig, LogConfig, TelemetryConfig):
     """Everything the executor service reads at start."""
 
     ledger_address: str
@@ -109,6 +109,7 @@ class ExecutorConfig(NatsConfig, ServerConfig, LogConfig, TelemetryConfig):
     def __post_init__(self) -> None:
         NatsConfig.__post_init__(self)
         ServerConfig.__post_init__(self)
+        ResolverConfig.__post_init__(self)
         LogConfig.__post_init__(self)
         TelemetryConfig.__post_init__(self)
         if not self.ledger_token or len(self.ledger_token) > 512 or not self.ledger_token.isascii():

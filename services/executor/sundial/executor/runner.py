@@ -182,7 +182,9 @@ class Runner:
         if isinstance(target, HttpTarget):
             headers["User-Agent"] = USER_AGENT
             async with asyncio.timeout(lease.run_timeout_s):
-                return await self._http.call(target, lease.payload, headers, lease.egress)
+                return await self._http.call(
+                    target, lease.payload, headers, lease.egress, lease.tenant_id
+                )
         metadata = {name.lower(): value for name, value in headers.items()}
         async with asyncio.timeout(lease.run_timeout_s + _GRPC_SLACK_S):
             return await self._grpc.call(
@@ -191,4 +193,5 @@ class Runner:
                 metadata,
                 timeout_s=lease.run_timeout_s,
                 egress=lease.egress,
+                tenant=lease.tenant_id,
             )
