@@ -86,9 +86,7 @@ class Resolver:
         if state is None:
             # The caller's timeout bounds a lookup; c-ares asks each server twice, 1 s
             # apart, so a query our timeout gave up on ends soon after on its own.
-            channel = aiodns.DNSResolver(
-                self._nameservers or None, loop=loop, timeout=1.0, tries=2
-            )
+            channel = aiodns.DNSResolver(self._nameservers or None, loop=loop, timeout=1.0, tries=2)
             state = self._loops[loop] = _LoopState(channel)
         return state
 

@@ -427,6 +427,8 @@ class JobManager:
         if version < 1:
             raise InvalidArgument("version", f"must be 1 or more, got {version}")
         job = await self.get_job(tenant_id, job_id)
+        if version > job.version:  # checked before any arithmetic on it (int64 edges)
+            raise NotFound(f"job {job_id} has no revision {version} (it is at {job.version})")
         found = await self._store.job_revisions(
             tenant_id, job_id, before_version=version + 1, limit=1
         )
