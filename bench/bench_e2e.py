@@ -79,6 +79,8 @@ RECORDS_PATH = "/_records"
 # ---------------------------------------------------------------------------------------
 
 _OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+_FAILED = b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n"
+FAIL_PATH = "/fail"  # answered 502 and not recorded
 
 
 class _TargetProtocol(asyncio.Protocol):
@@ -127,6 +129,8 @@ class _TargetProtocol(asyncio.Protocol):
             assert self._transport is not None
             if lines[0].startswith(b"GET " + RECORDS_PATH.encode()):
                 self._transport.write(self._dump(lines[0]))
+            elif lines[0].startswith(b"POST " + FAIL_PATH.encode()):
+                self._transport.write(_FAILED)  # a failing target (bench_isolation.py)
             else:
                 self._records.append((key, scheduled, time.time()))
                 self._transport.write(_OK)

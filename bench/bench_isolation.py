@@ -1,0 +1,367 @@
+"""Benchmark tenant isolation: what tenant A's heaviest legal loads cost tenant B.
+
+Run: ``python bench/bench_isolation.py [--seconds 15] [--herd 20000] [--json]``.
+
+One local stack (API, scheduler, executor as real processes; fast PostgreSQL settings)
+and the fast target of ``bench_e2e.py`` in a process of its own. Tenant B runs a steady
+load throughout: 20 jobs firing every second at the target, and a GetJob every 50 ms
+(1 s deadline). For each phase, over ``--seconds``, B's p50/p99 API latency and B's
+p99 run lateness (arrival at the target minus the scheduled time) are measured, first
+with B alone, then under each of A's loads, each beside B alone in the same run:
+
+* ``schedule``: 4 concurrent PreviewSchedule (1,000 fire times, 16 cron specs, a
+  calendar excluding every day) and CreateJob of that schedule (refused);
+* ``payload``: backfills of 20 runs of a job with the largest payload the API accepts
+  (256 KiB), again and again;
+* ``failing``: 50 jobs firing every second at an endpoint of B's target origin that
+  answers 502;
+* ``dns``: 50 jobs firing every second at a name whose DNS server never answers (the
+  API and the executor ask a DNS server of this benchmark's);
+* ``herd``: ``--herd`` one-time jobs due at one instant, B's runs due meanwhile.
+
+A ratio (loaded / alone) at or under 1.5 means B did not notice A. Missing B runs
+(due in the window, never called) are counted too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import grpc
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.helpers
+
+from bench_e2e import ADMIN_TOKEN, FAIL_PATH, Api, FastTarget, Recorder, http_target
+
+from sundial.devstack import Services, Stack
+from sundial.v1 import calendar_pb2, job_pb2, job_service_pb2
+from tests.helpers.dns_server import DnsServer
+
+B_JOBS = 20
+MAX_PAYLOAD = 256 * 1024
+SLOW_NAME = "never.slow.test"
+
+
+def quantile(values: list[float], q: int) -> float:
+    if len(values) < 2:
+        return round(values[0], 4) if values else float("nan")
+    return round(statistics.quantiles(values, n=100)[q - 1], 4)
+
+
+def every_second(name: str, url: str) -> job_pb2.Job:
+    schedule = job_pb2.Schedule(interval=job_pb2.IntervalSchedule())
+    schedule.interval.every.FromSeconds(1)
+    return job_pb2.Job(name=name, schedule=schedule, target=http_target(url))
+
+
+class TenantB:
+    """B's steady load and what it saw."""
+
+    def __init__(self, api: Api, md: tuple[tuple[str, str], ...], job_ids: list[str]) -> None:
+        self.api = api
+        self.md = md
+        self.job_ids = job_ids
+
+    async def measure(
+        self, recorder: Recorder, seconds: float, settle_s: float = 3.0
+    ) -> dict[str, object]:
+        """GetJob every 50 ms for ``seconds``; then B's runs due in the window, once
+        they arrived (at most ``settle_s`` after it)."""
+        latencies: list[float] = []
+        timeouts = 0
+        start = time.time()
+        while time.time() - start < seconds:
+            began = time.monotonic()
+            try:
+                await self.api.jobs.GetJob(
+                    job_service_pb2.GetJobRequest(job_id=self.job_ids[0]),
+                    metadata=self.md,
+                    timeout=1.0,
+                )
+                latencies.append(time.monotonic() - began)
+            except grpc.aio.AioRpcError:
+                timeouts += 1
+                latencies.append(1.0)
+            await asyncio.sleep(max(0.0, 0.05 - (time.monotonic() - began)))  # the call rate
+        end = time.time()
+        prefixes = tuple(f"{job_id}@" for job_id in self.job_ids)
+        due_start, due_end = int(start) + 1, int(end) - 1
+        expected = {
+            f"{p}{datetime.fromtimestamp(t, UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
+            for p in prefixes
+            for t in range(due_start, due_end)
+        }
+        deadline = time.monotonic() + settle_s
+        while True:  # poll the target's records until B's window arrived or settle_s
+            await recorder.update()
+            if expected <= recorder.lateness.keys() or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.5)
+        lateness = [recorder.lateness[k] for k in expected if k in recorder.lateness]
+        return {
+            "api_p50_s": quantile(latencies, 50),
+            "api_p99_s": quantile(latencies, 99),
+            "api_timeouts": timeouts,
+            "run_lateness_p50_s": quantile(lateness, 50),
+            "run_lateness_p99_s": quantile(lateness, 99),
+            "runs_missing": len(expected) - len(lateness),
+        }
+
+
+async def looping(
+    stop: asyncio.Event, concurrency: int, call: Callable[[], Awaitable[object]]
+) -> int:
+    """Call ``call`` from ``concurrency`` loops until ``stop``; returns the calls made."""
+    made = 0
+
+    async def one() -> None:
+        nonlocal made
+        while not stop.is_set():
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                await call()
+            made += 1
+
+    await asyncio.gather(*(one() for _ in range(concurrency)))
+    return made
+
+
+def never_firing() -> job_pb2.Schedule:
+    schedule = job_pb2.Schedule(calendars=["every-day"])
+    for i in range(16):
+        schedule.specs.add(cron=f"{i} {i} * * *")
+    return schedule
+
+
+async def load_schedule(api: Api, md: tuple[tuple[str, str], ...], stop: asyncio.Event) -> int:
+    every_day = sorted(
+        {f"{d:%m-%d}" for d in (date(2024, 1, 1) + timedelta(i) for i in range(366))}
+    )
+    await api.jobs.CreateCalendar(
+        job_service_pb2.CreateCalendarRequest(
+            calendar=calendar_pb2.Calendar(
+                name="every-day", kind=calendar_pb2.CALENDAR_KIND_EXCLUDE, dates=every_day
+            )
+        ),
+        metadata=md,
+    )
+    flip = 0
+
+    async def call() -> object:
+        nonlocal flip
+        flip += 1
+        if flip % 2:
+            return await api.jobs.PreviewSchedule(
+                job_service_pb2.PreviewScheduleRequest(schedule=never_firing(), count=1000),
+                metadata=md,
+                timeout=30,
+            )
+        job = job_pb2.Job(
+            name="never", schedule=never_firing(), target=http_target("http://127.0.0.1:9/x")
+        )
+        return await api.jobs.CreateJob(
+            job_service_pb2.CreateJobRequest(job=job), metadata=md, timeout=30
+        )
+
+    return await looping(stop, 4, call)
+
+
+async def load_payload(
+    api: Api, md: tuple[tuple[str, str], ...], url: str, stop: asyncio.Event
+) -> int:
+    job = job_pb2.Job(
+        name="big",
+        schedule=job_pb2.Schedule(cron="* * * * *"),
+        target=http_target(f"{url}/a-big"),
+        payload=b"x" * MAX_PAYLOAD,
+    )
+    created = await api.jobs.CreateJob(job_service_pb2.CreateJobRequest(job=job), metadata=md)
+    end = datetime.now(UTC).replace(second=0, microsecond=0)
+
+    async def call() -> object:
+        nonlocal end
+        start = end - timedelta(minutes=20)  # each call the 20 minutes before the last
+        request = job_service_pb2.BackfillJobRequest(job_id=created.job.job_id)
+        request.start_time.FromDatetime(start)
+        request.end_time.FromDatetime(end)
+        end = start
+        answer = await api.jobs.BackfillJob(request, metadata=md, timeout=30)
+        await asyncio.sleep(1.0)  # a backfill of 20 (5 MiB of payloads) a second
+        return answer
+
+    return await looping(stop, 1, call)
+
+
+async def create_every_second(
+    api: Api, md: tuple[tuple[str, str], ...], url: str, count: int
+) -> None:
+    await api.create(md, [every_second(f"a-{i}", url) for i in range(count)])
+
+
+async def phase(
+    name: str,
+    b: TenantB,
+    recorder: Recorder,
+    seconds: float,
+    load: Callable[[asyncio.Event], Awaitable[object]] | None,
+    *,
+    settle_s: float = 3.0,
+) -> dict[str, object]:
+    stop = asyncio.Event()
+    task = asyncio.create_task(load(stop)) if load is not None else None
+    try:
+        await asyncio.sleep(2.0)  # A's load ramps up before B is measured
+        figures = await b.measure(recorder, seconds, settle_s)
+    finally:
+        stop.set()
+        if task is not None:
+            figures_load = await task
+            figures["a_calls"] = figures_load
+    print(f"  {name}: {json.dumps(figures)}", flush=True)
+    return figures
+
+
+async def pause_all(api: Api, md: tuple[tuple[str, str], ...]) -> None:
+    page = ""
+    while True:
+        listed = await api.jobs.ListJobs(
+            job_service_pb2.ListJobsRequest(page_size=1000, page_token=page), metadata=md
+        )
+        for job in listed.jobs:
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                await api.jobs.PauseJob(
+                    job_service_pb2.PauseJobRequest(job_id=job.job_id), metadata=md
+                )
+        page = listed.next_page_token
+        if not page:
+            return
+
+
+async def main(args: argparse.Namespace) -> dict[str, object]:
+    results: dict[str, object] = {}
+    target = FastTarget()
+    try:
+        recorder = Recorder(target)
+        async with DnsServer() as dns:
+            dns.silent.add(SLOW_NAME)
+            with Stack(durable=False) as stack, tempfile.TemporaryDirectory() as logs:
+                services = Services(
+                    stack,
+                    Path(logs),
+                    extra_env={
+                        "SUNDIAL_DATABASE_URL": stack.database_url,
+                        "SUNDIAL_ADMIN_TOKEN": ADMIN_TOKEN,
+                        "SUNDIAL_ALLOW_LOOPBACK_TARGETS": "1",
+                        "SUNDIAL_LOG_LEVEL": "WARNING",
+                        "SUNDIAL_DNS_NAMESERVERS": dns.address,
+                        "SUNDIAL_POLL_INTERVAL_S": "0.1",
+                    },
+                )
+                await asyncio.to_thread(services.start)
+                try:
+                    async with grpc.aio.insecure_channel(
+                        services.processes["api"].address
+                    ) as channel:
+                        await run_phases(Api(channel), target, recorder, args, results)
+                finally:
+                    await asyncio.to_thread(services.stop)
+    finally:
+        target.stop()
+    return results
+
+
+async def run_phases(
+    api: Api,
+    target: FastTarget,
+    recorder: Recorder,
+    args: argparse.Namespace,
+    results: dict[str, object],
+) -> None:
+    _, b_md = await api.tenant()
+    b_jobs = [every_second(f"b-{i}", f"{target.url}/b") for i in range(B_JOBS)]
+    await api.create(b_md, b_jobs)
+    listed = await api.jobs.ListJobs(job_service_pb2.ListJobsRequest(page_size=1000), metadata=b_md)
+    b = TenantB(api, b_md, [job.job_id for job in listed.jobs])
+    await asyncio.sleep(3.0)  # B's schedule warms up
+    alone = await phase("alone", b, recorder, args.seconds, None)
+    results["alone"] = alone
+
+    async def run(
+        name: str, load: Callable[[asyncio.Event], Awaitable[object]], settle_s: float = 3.0
+    ) -> None:
+        loaded = await phase(name, b, recorder, args.seconds, load, settle_s=settle_s)
+        results[name] = {
+            **loaded,
+            "api_p99_ratio": round(loaded["api_p99_s"] / alone["api_p99_s"], 2),  # type: ignore[operator]
+            "lateness_p99_ratio": round(
+                loaded["run_lateness_p99_s"] / alone["run_lateness_p99_s"],
+                2,  # type: ignore[operator]
+            ),
+        }
+
+    _, a_md = await api.tenant()
+    await run("schedule", lambda stop: load_schedule(api, a_md, stop))
+    _, a_md = await api.tenant()
+    await run("payload", lambda stop: load_payload(api, a_md, target.url, stop))
+    _, a_md = await api.tenant()
+    await create_every_second(api, a_md, f"{target.url}{FAIL_PATH}", 50)
+    await run("failing", lambda stop: stop.wait())
+    await pause_all(api, a_md)
+    _, a_md = await api.tenant()
+    await create_every_second(api, a_md, f"http://{SLOW_NAME}:80/x", 50)
+    await run("dns", lambda stop: stop.wait())
+    await pause_all(api, a_md)
+    if args.herd:
+        _, a_md = await api.tenant()
+        due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=30)
+        jobs = []
+        for i in range(args.herd):
+            schedule = job_pb2.Schedule()
+            schedule.once.FromDatetime(due)
+            jobs.append(
+                job_pb2.Job(
+                    name=f"herd-{i}", schedule=schedule, target=http_target(f"{target.url}/a")
+                )
+            )
+        await api.create(a_md, jobs)
+        await asyncio.sleep(max(0.0, due.timestamp() - time.time() - 1.0))  # until the instant
+        # B's runs of the window wait behind the herd: up to its whole drain.
+        await run("herd", lambda stop: stop.wait(), settle_s=120.0)
+
+
+def report(results: dict[str, object]) -> None:
+    print()
+    print("| A's load | B API p99 (s) | ratio | B lateness p99 (s) | ratio | B runs missing |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, figures in results.items():
+        assert isinstance(figures, dict)
+        print(
+            f"| {name} | {figures['api_p99_s']} | {figures.get('api_p99_ratio', 1.0)} "
+            f"| {figures['run_lateness_p99_s']} | {figures.get('lateness_p99_ratio', 1.0)} "
+            f"| {figures['runs_missing']} |"
+        )
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--herd", type=int, default=20_000)
+    parser.add_argument("--json", action="store_true")
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    arguments = parse_args()
+    figures = asyncio.run(main(arguments))
+    report(figures)
+    if arguments.json:
+        print(json.dumps(figures, indent=2, default=str))
