@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.helpers
 
 from bench_e2e import ADMIN_TOKEN, FAIL_PATH, Api, FastTarget, Recorder, http_target
 
+from sundial.client import CHANNEL_OPTIONS
 from sundial.devstack import Services, Stack
 from sundial.v1 import calendar_pb2, job_pb2, job_service_pb2
 from tests.helpers.dns_server import DnsServer
@@ -268,10 +269,21 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
                 )
                 await asyncio.to_thread(services.start)
                 try:
-                    async with grpc.aio.insecure_channel(
-                        services.processes["api"].address
-                    ) as channel:
-                        await run_phases(Api(channel), target, recorder, args, results)
+                    address = services.processes["api"].address
+                    # A calls as the Python client does: its channel honours the API's
+                    # pushback (RetryInfo) on RESOURCE_EXHAUSTED by itself.
+                    async with (
+                        grpc.aio.insecure_channel(address) as channel,
+                        grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as a_channel,
+                    ):
+                        await run_phases(
+                            Api(channel),
+                            Api(a_channel),
+                            target=target,
+                            recorder=recorder,
+                            args=args,
+                            results=results,
+                        )
                 finally:
                     await asyncio.to_thread(services.stop)
     finally:
@@ -281,6 +293,8 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
 
 async def run_phases(
     api: Api,
+    a_api: Api,
+    *,
     target: FastTarget,
     recorder: Recorder,
     args: argparse.Namespace,
@@ -308,19 +322,24 @@ async def run_phases(
             ),
         }
 
-    _, a_md = await api.tenant()
-    await run("schedule", lambda stop: load_schedule(api, a_md, stop))
-    _, a_md = await api.tenant()
-    await run("payload", lambda stop: load_payload(api, a_md, target.url, stop))
-    _, a_md = await api.tenant()
-    await create_every_second(api, a_md, f"{target.url}{FAIL_PATH}", 50)
-    await run("failing", lambda stop: stop.wait())
-    await pause_all(api, a_md)
-    _, a_md = await api.tenant()
-    await create_every_second(api, a_md, f"http://{SLOW_NAME}:80/x", 50)
-    await run("dns", lambda stop: stop.wait())
-    await pause_all(api, a_md)
-    if args.herd:
+    phases = set(args.phases.split(","))
+    if "schedule" in phases:
+        _, a_md = await api.tenant()
+        await run("schedule", lambda stop: load_schedule(a_api, a_md, stop))
+    if "payload" in phases:
+        _, a_md = await api.tenant()
+        await run("payload", lambda stop: load_payload(a_api, a_md, target.url, stop))
+    if "failing" in phases:
+        _, a_md = await api.tenant()
+        await create_every_second(api, a_md, f"{target.url}{FAIL_PATH}", 50)
+        await run("failing", lambda stop: stop.wait())
+        await pause_all(api, a_md)
+    if "dns" in phases:
+        _, a_md = await api.tenant()
+        await create_every_second(api, a_md, f"http://{SLOW_NAME}:80/x", 50)
+        await run("dns", lambda stop: stop.wait())
+        await pause_all(api, a_md)
+    if "herd" in phases and args.herd:
         _, a_md = await api.tenant()
         due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=30)
         jobs = []
@@ -356,6 +375,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--herd", type=int, default=20_000)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--phases",
+        default="schedule,payload,failing,dns,herd",
+        help="A's loads to run (comma-separated), each beside B alone",
+    )
     return parser.parse_args()
 
 

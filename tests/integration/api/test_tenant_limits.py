@@ -105,3 +105,32 @@ async def test_a_tenant_past_its_rate_is_refused_with_a_retry_delay_and_another_
         for _ in range(10):
             await stub.ListJobs(pb.ListJobsRequest(), metadata=a.md, timeout=10)
         assert time.monotonic() - started >= 1.0  # ~2 s at 5/s: the rate held
+
+
+def sixteen_specs() -> job_pb2.Schedule:
+    schedule = job_pb2.Schedule()
+    for i in range(16):
+        schedule.specs.add(cron=f"{i} * * * *")
+    return schedule
+
+
+async def test_a_tenants_schedule_computations_are_held_to_its_cpu_share(
+    start_api: StartApi,
+) -> None:
+    api = await start_api(tenant_compute_share=0.01, tenant_compute_burst_s=0.01)
+    a, b = await api.tenant("tenant-a"), await api.tenant("tenant-b")
+    heavy = pb.PreviewScheduleRequest(schedule=sixteen_specs(), count=1000)
+    first = await api.jobs.PreviewSchedule(heavy, metadata=a.md)
+    assert len([f for f in first.fire_times if not f.dropped]) == 1000
+    # A's first preview used far more than its 0.01 s: the next is refused until its
+    # share (1 % of a core) has paid it back, with that delay to wait.
+    refused = await expect_error(
+        api.jobs.PreviewSchedule(heavy, metadata=a.md),
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        text="exceed their share of 0.01 of a core",
+    )
+    delay = error_details(refused)["RetryInfo"].retry_delay.ToTimedelta()  # type: ignore[attr-defined]
+    assert delay > timedelta(seconds=1)
+    # B's share is its own.
+    answer = await api.jobs.PreviewSchedule(heavy, metadata=b.md)
+    assert len([f for f in answer.fire_times if not f.dropped]) == 1000

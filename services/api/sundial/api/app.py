@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from datetime import timedelta
 
 from sundial.api.admin import AdminServicer
@@ -15,6 +16,7 @@ from sundial.api.egress import EgressPolicies
 from sundial.api.jobs import JobManager
 from sundial.api.notifications import NotificationChannels
 from sundial.api.notifier import Notifier
+from sundial.api.offload import Offload
 from sundial.api.ratelimit import TenantRateLimiter
 from sundial.api.retention import RequestPurger
 from sundial.api.runs import RunManager
@@ -78,7 +80,13 @@ async def build(
         )
         guard = TargetGuard(operator, resolve_timeout_s=config.target_resolve_timeout_s)
         egress = EgressPolicies(store, operator, clock)
-        jobs = JobManager(store, guard, egress, clock, request_retention=retention)
+        offload = Offload(share=config.tenant_compute_share, burst_s=config.tenant_compute_burst_s)
+        resources.callback(offload.close)
+        # The offload threads compute for long stretches: let the event loop's thread
+        # take the interpreter back after 1 ms rather than Python's default 5 ms, so that
+        # other tenants' calls interleave finely with them.
+        sys.setswitchinterval(0.001)
+        jobs = JobManager(store, guard, egress, clock, request_retention=retention, offload=offload)
         runs = RunManager(store, clock, request_retention=retention)
         if membership is None and config.etcd_endpoints:
             etcd_membership = EtcdMembership(config.etcd(), pool, config.cluster)

@@ -67,6 +67,15 @@ class ApiConfig(
     """Calls a tenant may make at once on one replica after a quiet spell (the bucket's
     size)."""
 
+    tenant_compute_share: float = 0.25
+    """Fraction of a core one tenant's schedule computations (previews) may use on one
+    API replica, on average; past it they are refused RESOURCE_EXHAUSTED with a
+    RetryInfo until the tenant's share has refilled. They run off the event loop, one
+    at a time per tenant (sundial.api.offload)."""
+
+    tenant_compute_burst_s: float = 1.0
+    """CPU seconds of schedule computation a quiet tenant may use at once."""
+
     request_id_retention_s: int = 86_400
     """How long a request_id is remembered for idempotent retries (the API promises 24 h)."""
 
@@ -121,6 +130,10 @@ class ApiConfig(
             raise ConfigError("tenant_rate_per_s", "must be 0 (no limit) to 1,000,000")
         if not 1 <= self.tenant_rate_burst <= 10_000_000:
             raise ConfigError("tenant_rate_burst", "must be 1 to 10,000,000")
+        if not 0 < self.tenant_compute_share <= 64:
+            raise ConfigError("tenant_compute_share", "must be > 0 and at most 64 cores")
+        if not 0 < self.tenant_compute_burst_s <= 3600:
+            raise ConfigError("tenant_compute_burst_s", "must be > 0 and at most 3600")
         if self.request_id_retention_s < 60:
             raise ConfigError("request_id_retention_s", "must be at least 60 seconds")
         if self.request_id_purge_interval_s <= 0:

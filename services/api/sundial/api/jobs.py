@@ -39,6 +39,7 @@ from sundial.api.model import (
     RunFilter,
     as_revised,
 )
+from sundial.api.offload import Offload
 from sundial.api.runs import with_due
 from sundial.api.store import CalendarChanged, RequestClaim, RequestRecord, RequestTaken, Store
 from sundial.api.validation import TargetGuard, field_prefix
@@ -169,12 +170,14 @@ class JobManager:
         clock: Clock,
         *,
         request_retention: timedelta = timedelta(hours=24),
+        offload: Offload | None = None,
     ) -> None:
         self._store = store
         self._guard = guard
         self._egress = egress
         self._clock = clock
         self._retention = request_retention
+        self._offload = offload or Offload()
 
     # --- idempotency ----------------------------------------------------------------------
 
@@ -870,7 +873,10 @@ class JobManager:
         )
         if job_id is not None and await self._store.job_version(tenant_id, job_id) is None:
             raise NotFound(f"job_id: job {job_id} not found")
-        return preview(compiled, after or self._clock.now(), count, 0)
+        # Up to a fifth of a second of pure Python: off the event loop (sundial.api.offload).
+        return await self._offload.run(
+            tenant_id, preview, compiled, after or self._clock.now(), count, 0
+        )
 
 
 def _named(schedule: Schedule, calendars: Mapping[str, Calendar] | None) -> list[Calendar]:
