@@ -845,10 +845,6 @@ def backfill(
     emit(created, output, table=table, names=lambda: [run.run_key for run in created.runs])
 
 
-_DEFINITION_FIELDS = ["name", "description", "schedule", "target", "payload", "policies", "labels"]
-"""What a rollback restores: the definition (paused and pause_note are operational)."""
-
-
 @app.command()
 @connected
 def history(
@@ -905,23 +901,17 @@ def rollback(
     to_version: Annotated[
         int, typer.Option(help="The revision whose definition to restore.", min=1)
     ],
+    expected_version: Version = 0,
     conn: Connection,
     token: TokenOption = "",
     output: OutputOption = Output.TABLE,
 ) -> None:
     """Restore the definition a revision had (a new revision; paused state unchanged)."""
+    request = pb.RollbackJobRequest(
+        job_id=job_id, version=to_version, expected_version=expected_version
+    )
     with jobs_client(conn, token) as (stub, md):
-        current = stub.GetJob(pb.GetJobRequest(job_id=job_id), metadata=md).job
-        then = stub.GetJob(pb.GetJobRequest(job_id=job_id, version=to_version), metadata=md).job
-        then.job_id = current.uid or current.job_id
-        response = stub.UpdateJob(
-            pb.UpdateJobRequest(
-                job=then,
-                update_mask=field_mask_pb2.FieldMask(paths=_DEFINITION_FIELDS),
-                expected_version=current.version,
-            ),
-            metadata=md,
-        )
+        response = stub.RollbackJob(request, metadata=md)
     emit_job(response.job, response, output)
 
 

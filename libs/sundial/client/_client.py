@@ -13,7 +13,8 @@ What it adds to the generated stub:
 - calendars with their dates as ``datetime.date`` (or ``"MM-DD"`` for yearly ones) and
   their kind as ``"exclude"``/``"include"``;
 - ``describe_job`` with the SLO windows as ``timedelta``;
-- ``get_job`` by id or, failing that, by exact name.
+- ``get_job`` by id or, failing that, by exact name;
+- ``rollback_job``: the server's ``RollbackJob``, the one rollback rule.
 
 Errors are ``grpc.RpcError``; :func:`error_details` reads their ``google.rpc.Status``.
 """
@@ -246,6 +247,16 @@ class Client:
         newest first, page after page."""
         request = pb.ListJobRevisionsRequest(job_id=job_id, page_size=page_size)
         return self._pages("ListJobRevisions", request, "revisions")
+
+    def rollback_job(self, job_id: str, version: int, *, expected_version: int = 0) -> job_pb2.Job:
+        """Restore the definition revision ``version`` had, as a new revision
+        (``RollbackJob``; paused state unchanged). With ``expected_version`` (the version
+        you looked at), a change in between is refused (ABORTED) instead of rolled over.
+        """
+        request = pb.RollbackJobRequest(
+            job_id=job_id, version=version, expected_version=expected_version
+        )
+        return self._call("RollbackJob", request).job
 
     def list_jobs(
         self,

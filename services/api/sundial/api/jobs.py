@@ -577,6 +577,20 @@ class JobManager:
             # Unconditional update raced with another change: merge onto the new version.
         raise Aborted(f"job {job_id} kept changing while being updated; retry")
 
+    async def rollback_job(
+        self, tenant_id: str, job_id: uuid.UUID, *, version: int, expected_version: int
+    ) -> Job:
+        """Restore the definition revision ``version`` had, as a new revision.
+
+        The definition is checked as UpdateJob checks one (today's calendars and egress
+        policy); paused and pause_note stay as they are (operational, not history).
+        """
+        check_expected_version(expected_version)
+        revised = await self.job_at(tenant_id, job_id, version)
+        return await self.update_job(
+            tenant_id, job_id, expected_version=expected_version, apply=lambda _: revised.spec
+        )
+
     async def _rewrite(
         self,
         tenant_id: str,

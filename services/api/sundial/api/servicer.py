@@ -259,6 +259,18 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
             next_page_token=page.next_page_token,
         )
 
+    async def RollbackJob(
+        self, request: pb.RollbackJobRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RollbackJobResponse:
+        tenant = current_tenant()
+        job = await self._jobs.rollback_job(
+            tenant,
+            await self._job(tenant, request.job_id),
+            version=request.version,
+            expected_version=request.expected_version,
+        )
+        return pb.RollbackJobResponse(job=convert.job_out(job))
+
     async def DescribeJob(
         self, request: pb.DescribeJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.DescribeJobResponse:
