@@ -23,6 +23,7 @@ from sundial.cli._client import (
     parse_duration,
     parse_pairs,
     parse_time,
+    tenant_client,
     when,
 )
 from sundial.cli._output import Column, Output, OutputOption, emit, print_fields, print_table
@@ -244,7 +245,13 @@ PauseAfterDead = Annotated[
         help="Pause the job after this many dead runs in a row (0: never; 1: at the first).",
     ),
 ]
-RequestId = Annotated[str, typer.Option(help="Idempotency key for retries.")]
+RequestId = Annotated[
+    str,
+    typer.Option(
+        help="Idempotency key: the same key again answers the first call's result "
+        "(default: a fresh one per call, so retries within it never act twice)."
+    ),
+]
 
 
 def _schedule_spec(
@@ -395,9 +402,11 @@ def create(
         labels=parse_pairs(label or [], "--label"),
         paused=paused,
     )
-    with jobs_client(conn, token) as (stub, md):
-        response = stub.CreateJob(pb.CreateJobRequest(job=job, request_id=request_id), metadata=md)
-    emit_job(response.job, response, output)
+    # Through sundial.client: a request id (yours, or a fresh one) on every create, so
+    # the channel's retry of UNAVAILABLE cannot make two jobs.
+    with tenant_client(conn, token) as client:
+        created = client.create_job(job, request_id=request_id)
+    emit_job(created, pb.CreateJobResponse(job=created), output)
 
 
 @app.command()
@@ -790,11 +799,9 @@ def trigger(
     output: OutputOption = Output.TABLE,
 ) -> None:
     """Run a job now (a MANUAL run keyed by this instant)."""
-    with jobs_client(conn, token) as (stub, md):
-        response = stub.TriggerJob(
-            pb.TriggerJobRequest(job_id=job_id, request_id=request_id), metadata=md
-        )
-    run = response.run
+    with tenant_client(conn, token) as client:  # a request id on every trigger, as create
+        run = client.trigger_job(job_id, request_id=request_id)
+    response = pb.TriggerJobResponse(run=run)
     emit(
         response,
         output,

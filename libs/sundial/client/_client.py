@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import grpc
 from google.protobuf import duration_pb2, timestamp_pb2
@@ -40,6 +40,7 @@ from sundial.v1 import job_service_pb2 as pb
 __all__ = [
     "RETRY_SERVICE_CONFIG",
     "Client",
+    "Pages",
     "calendar_date",
     "calendar_kind",
     "duration",
@@ -150,6 +151,47 @@ def error_details(error: grpc.RpcError) -> dict[str, Message]:
     return found
 
 
+T = TypeVar("T")
+
+MAX_PAGE_SIZE = 1000
+"""The largest page the API returns (job_service.proto PAGINATION)."""
+
+
+class Pages(Generic[T]):
+    """The ``field`` items of every page ``call`` answers for ``request``, fetched as
+    iterated (page after page, each of ``request.page_size`` or :data:`MAX_PAGE_SIZE`),
+    at most ``limit`` of them (0: all). Works with any List call of JobService or
+    AdminService: ``Pages(lambda r: stub.ListTenants(r, metadata=md), request, "tenants")``.
+
+    Attributes:
+        next_page_token: After iterating, where a later listing would go on (empty when
+            every page was read).
+    """
+
+    def __init__(
+        self, call: Callable[[Any], Any], request: Any, field: str, *, limit: int = 0
+    ) -> None:
+        self._call = call
+        self._request = request
+        self._field = field
+        self._limit = limit
+        self.next_page_token = ""
+
+    def __iter__(self) -> Iterator[T]:
+        request = self._request
+        size = request.page_size or MAX_PAGE_SIZE
+        taken = 0
+        while True:
+            request.page_size = min(size, self._limit - taken) if self._limit else size
+            page = self._call(request)
+            items = getattr(page, self._field)
+            yield from items
+            taken += len(items)
+            self.next_page_token = request.page_token = page.next_page_token
+            if not page.next_page_token or (self._limit and taken >= self._limit):
+                return
+
+
 class Client:
     """JobService for one tenant token. Use as a context manager (or call :meth:`close`).
 
@@ -178,17 +220,20 @@ class Client:
     def close(self) -> None:
         self._channel.close()
 
+    @property
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        """The call metadata (the bearer token), for calls made on :attr:`stub`."""
+        return self._metadata
+
     def _call(self, method: str, request: Message) -> Any:
         return getattr(self.stub, method)(request, metadata=self._metadata, timeout=self._timeout_s)
 
+    def pages(self, method: str, request: Any, field: str, *, limit: int = 0) -> Pages[Any]:
+        """The ``field`` items of every page the List call ``method`` answers (:class:`Pages`)."""
+        return Pages(lambda r: self._call(method, r), request, field, limit=limit)
+
     def _pages(self, method: str, request: Any, field: str) -> Iterator[Any]:
-        """The ``field`` items of every page ``method`` answers, fetched as iterated."""
-        while True:
-            page = self._call(method, request)
-            yield from getattr(page, field)
-            if not page.next_page_token:
-                return
-            request.page_token = page.next_page_token
+        return iter(self.pages(method, request, field))
 
     # --- jobs ---------------------------------------------------------------------
 
