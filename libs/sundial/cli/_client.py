@@ -338,7 +338,7 @@ def parse_duration(text: str, option: str) -> duration_pb2.Duration:
     return library.duration(timedelta(seconds=seconds))
 
 
-def parse_time(text: str, option: str) -> timestamp_pb2.Timestamp:
+def parse_instant(text: str, option: str) -> datetime:
     """An ISO 8601 instant with an offset (``2026-03-08T09:00:00+01:00``, ``...Z``)."""
     try:
         value = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
@@ -346,7 +346,12 @@ def parse_time(text: str, option: str) -> timestamp_pb2.Timestamp:
         fail(f"{option}: {text!r} is not an ISO 8601 time")
     if value.tzinfo is None:
         fail(f"{option}: {text!r} needs an offset or Z (times are instants)")
-    return library.timestamp(value)
+    return value
+
+
+def parse_time(text: str, option: str) -> timestamp_pb2.Timestamp:
+    """:func:`parse_instant` as a Timestamp."""
+    return library.timestamp(parse_instant(text, option))
 
 
 def parse_pairs(items: Sequence[str], option: str) -> dict[str, str]:

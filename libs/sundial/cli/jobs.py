@@ -21,6 +21,7 @@ from sundial.cli._client import (
     fail,
     jobs_client,
     parse_duration,
+    parse_instant,
     parse_pairs,
     parse_time,
     tenant_client,
@@ -830,18 +831,9 @@ def backfill(
 ) -> None:
     """Create runs for the schedule's occurrences in a past range (all of them: one call
     per 1,000), skipping occurrences that already have a run."""
-    request = pb.BackfillJobRequest(
-        job_id=job_id, start_time=parse_time(start, "--start"), end_time=parse_time(end, "--end")
-    )
-    created = pb.BackfillJobResponse()
-    with jobs_client(conn, token) as (stub, md):
-        while True:
-            page = stub.BackfillJob(request, metadata=md)
-            created.runs.extend(page.runs)
-            created.existing_count += page.existing_count
-            if not page.truncated:
-                break
-            request.start_time.CopyFrom(page.next_start_time)
+    first, last = parse_instant(start, "--start"), parse_instant(end, "--end")
+    with tenant_client(conn, token) as client:
+        created = client.backfill(job_id, first, last)
 
     def table(wide: bool) -> None:
         print_runs(created.runs, wide=wide)

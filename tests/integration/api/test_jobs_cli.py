@@ -54,3 +54,14 @@ async def test_lists_page_through_the_library(api: Api, tenant: Tenant) -> None:
     every = await cli(api, tenant, "jobs", "list", "--limit", "0")
     assert [j["name"] for j in every["jobs"]] == ["job-0", "job-1", "job-2"]
     assert "next_page_token" not in every
+
+
+async def test_backfill_goes_through_the_library(api: Api, tenant: Tenant) -> None:
+    job = await cli(api, tenant, *create_args("daily"))
+    window = ["--start", "2026-01-01T00:00:00Z", "--end", "2026-01-04T00:00:00+00:00"]
+    created = await cli(api, tenant, "jobs", "backfill", job["job"]["job_id"], *window)
+    assert [r["scheduled_at"] for r in created["runs"]] == [
+        f"2026-01-0{d}T03:00:00Z" for d in (1, 2, 3)
+    ]
+    again = await cli(api, tenant, "jobs", "backfill", job["job"]["job_id"], *window)
+    assert (again.get("runs", []), again["existing_count"]) == ([], 3)
