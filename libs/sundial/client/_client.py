@@ -74,7 +74,8 @@ only when the API pushes back with a delay (the tenant's rate limit: its
 ``grpc-retry-pushback-ms`` trailer, the RetryInfo delay), never for a quota (the API
 sends a negative pushback, which gRPC does not retry). Every API write is safe to
 retry: creates, triggers and backfills carry a request id, the rest are idempotent or
-version-checked."""
+version-checked (a RollbackJob without expected_version, retried after a lost answer,
+restores the same definition once more: one more revision, nothing else)."""
 
 CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("grpc.enable_retries", 1),
