@@ -233,3 +233,11 @@ def test_number_page_keys_round_trip() -> None:
     forged = paging.encode(["x1"], cursor.fingerprint)
     with pytest.raises(InvalidArgument):
         pager.open(2, forged)
+
+
+def test_number_page_keys_stay_within_bigint() -> None:
+    pager = paging.Pager("things", (paging.NUMBER,))
+    fingerprint = pager.open(2, "").fingerprint
+    assert pager.open(2, paging.encode([2**63 - 1], fingerprint)).after == (2**63 - 1,)
+    with pytest.raises(InvalidArgument):
+        pager.open(2, paging.encode([2**63], fingerprint))

@@ -127,13 +127,16 @@ class _Uuid:
         return parsed
 
 
+_INT64_MAX = 2**63 - 1
+
+
 class _Number:
-    """A non-negative integer (a version, an event id), written as decimal text."""
+    """A non-negative ``bigint`` (a version, an event id), written as decimal text."""
 
     def parse(self, value: object) -> int:
         if not isinstance(value, str) or not 1 <= len(value) <= 19:
             raise _Malformed
-        if not (value.isascii() and value.isdigit()):
+        if not (value.isascii() and value.isdigit()) or int(value) > _INT64_MAX:
             raise _Malformed
         return int(value)
 
