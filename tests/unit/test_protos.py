@@ -57,6 +57,7 @@ EXPECTED_METHODS = {
         "GetEgressPolicy",
         "RotateOwnSigningSecret",
         "ListJobRevisions",
+        "RollbackJob",
         "ListAuditEvents",
         "CreateCalendar",
         "GetCalendar",

@@ -12,8 +12,12 @@ How to reach the API is one :class:`Connection`: a command decorated with
 ``SUNDIAL_API_KEY_FILE``, ``SUNDIAL_API_SERVER_NAME``, ``SUNDIAL_PROFILE``; not the
 server's ``SUNDIAL_TLS_*``, so a shell that runs a service can run the CLI too). TLS is
 on with ``--tls`` or when a CA file or client certificate is given; ``--no-tls`` turns
-it off whatever the environment says. Then :func:`jobs_client` or :func:`admin_client`
-dial it.
+it off whatever the environment says. Then :func:`tenant_client` (a
+:class:`sundial.client.Client`: request ids on creates and triggers, UNAVAILABLE retried,
+a deadline per call), :func:`jobs_client` (its stub, for calls it does not wrap) or
+:func:`admin_client` dial it. Pages are read by :class:`sundial.client.Pages`, times and
+durations converted by :mod:`sundial.client`'s functions: the CLI is a client of the
+library.
 """
 
 from __future__ import annotations
@@ -34,8 +38,9 @@ from google.protobuf import duration_pb2, timestamp_pb2
 from google.protobuf.message import Message
 from rich.console import Console
 
+from sundial import client as library
 from sundial.cli.profiles import load_profile
-from sundial.client import CHANNEL_OPTIONS
+from sundial.client import CHANNEL_OPTIONS, Client, Pages
 from sundial.core.tls import ClientTls, TlsError, dial_sync
 from sundial.v1 import admin_pb2_grpc, job_service_pb2_grpc
 
@@ -197,6 +202,18 @@ class Connection:
         )
 
     @contextlib.contextmanager
+    def reported(self) -> Iterator[None]:
+        """RPC errors in the block end the command cleanly (``error: CODE: details``)."""
+        try:
+            yield
+        except grpc.RpcError as exc:
+            code = exc.code()
+            details = exc.details()
+            if code == grpc.StatusCode.UNAVAILABLE:
+                fail(f"cannot reach the API at {self.api}: {details}")
+            fail(f"{code.name}: {details}")
+
+    @contextlib.contextmanager
     def channel(self) -> Iterator[grpc.Channel]:
         """A channel to the API; RPC errors in the block end the command cleanly."""
         try:
@@ -204,15 +221,8 @@ class Connection:
             channel = dial_sync(self.api, self.tls, CHANNEL_OPTIONS)
         except TlsError as exc:
             fail(str(exc))
-        with channel:
-            try:
-                yield channel
-            except grpc.RpcError as exc:
-                code = exc.code()
-                details = exc.details()
-                if code == grpc.StatusCode.UNAVAILABLE:
-                    fail(f"cannot reach the API at {self.api}: {details}")
-                fail(f"{code.name}: {details}")
+        with channel, self.reported():
+            yield channel
 
 
 # The options `connected` puts in place of a command's `conn` parameter, by name.
@@ -272,20 +282,40 @@ def api_client(
     RPC errors in the block end the command cleanly; ``token_kind`` (e.g. ``an admin
     token``) completes the message when no token is given.
     """
-    token = token or conn.token
-    if not token:
-        kind = f" ({token_kind})" if token_kind else ""
-        fail(f"no token: pass --token, set SUNDIAL_TOKEN{kind} or use a profile with one")
-    metadata = (("authorization", f"Bearer {token}"),)
+    metadata = (("authorization", f"Bearer {_token(conn, token, token_kind)}"),)
     with conn.channel() as channel:
         yield stub(channel), metadata
 
 
+def _token(conn: Connection, token: str, kind: str = "") -> str:
+    """The token given, else the profile's; exits when there is none."""
+    token = token or conn.token
+    if not token:
+        told = f" ({kind})" if kind else ""
+        fail(f"no token: pass --token, set SUNDIAL_TOKEN{told} or use a profile with one")
+    return token
+
+
+@contextlib.contextmanager
+def tenant_client(conn: Connection, token: str) -> Iterator[Client]:
+    """A :class:`sundial.client.Client` for a tenant token; RPC errors in the block end
+    the command cleanly."""
+    try:
+        client = Client(conn.api, _token(conn, token), tls=conn.tls, timeout_s=TIMEOUT_S)
+    except TlsError as exc:
+        fail(str(exc))
+    with client, conn.reported():
+        yield client
+
+
+@contextlib.contextmanager
 def jobs_client(
     conn: Connection, token: str
-) -> contextlib.AbstractContextManager[tuple[job_service_pb2_grpc.JobServiceStub, Any]]:
-    """A JobService stub and the call metadata (a tenant token)."""
-    return api_client(conn, token, job_service_pb2_grpc.JobServiceStub)
+) -> Iterator[tuple[job_service_pb2_grpc.JobServiceStub, Any]]:
+    """The JobService stub of :func:`tenant_client` and its call metadata, for the calls
+    the client does not wrap."""
+    with tenant_client(conn, token) as client:
+        yield client.stub, client.metadata
 
 
 def admin_client(
@@ -305,12 +335,10 @@ def parse_duration(text: str, option: str) -> duration_pb2.Duration:
         if not parts or "".join(n + u for n, u in parts) != text:
             fail(f"{option}: {text!r} is not a duration (e.g. 30s, 15m, 1h30m)")
         seconds = sum(float(n) * _UNITS[u] for n, u in parts)
-    message = duration_pb2.Duration()
-    message.FromTimedelta(timedelta(seconds=seconds))
-    return message
+    return library.duration(timedelta(seconds=seconds))
 
 
-def parse_time(text: str, option: str) -> timestamp_pb2.Timestamp:
+def parse_instant(text: str, option: str) -> datetime:
     """An ISO 8601 instant with an offset (``2026-03-08T09:00:00+01:00``, ``...Z``)."""
     try:
         value = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
@@ -318,9 +346,12 @@ def parse_time(text: str, option: str) -> timestamp_pb2.Timestamp:
         fail(f"{option}: {text!r} is not an ISO 8601 time")
     if value.tzinfo is None:
         fail(f"{option}: {text!r} needs an offset or Z (times are instants)")
-    message = timestamp_pb2.Timestamp()
-    message.FromDatetime(value.astimezone(UTC))
-    return message
+    return value
+
+
+def parse_time(text: str, option: str) -> timestamp_pb2.Timestamp:
+    """:func:`parse_instant` as a Timestamp."""
+    return library.timestamp(parse_instant(text, option))
 
 
 def parse_pairs(items: Sequence[str], option: str) -> dict[str, str]:
@@ -379,13 +410,7 @@ def all_pages(call: Callable[[Any], Any], request: Any, listed: M, field: str, l
     """Fill ``listed`` (an empty List response) with the ``field`` items of every page
     ``call(request)`` returns, at most ``limit`` (0: all); its ``next_page_token`` is where
     a later listing would go on (empty when everything was read)."""
-    items = getattr(listed, field)
-    while True:
-        request.page_size = min(1000, limit - len(items)) if limit else 1000
-        page = call(request)
-        items.extend(getattr(page, field))
-        request.page_token = page.next_page_token
-        if not page.next_page_token or (limit and len(items) >= limit):
-            break
-    listed.next_page_token = request.page_token  # type: ignore[attr-defined]
+    pages: Pages[Any] = Pages(call, request, field, limit=limit)
+    getattr(listed, field).extend(pages)
+    listed.next_page_token = pages.next_page_token  # type: ignore[attr-defined]
     return listed

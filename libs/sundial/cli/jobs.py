@@ -21,8 +21,10 @@ from sundial.cli._client import (
     fail,
     jobs_client,
     parse_duration,
+    parse_instant,
     parse_pairs,
     parse_time,
+    tenant_client,
     when,
 )
 from sundial.cli._output import Column, Output, OutputOption, emit, print_fields, print_table
@@ -244,7 +246,13 @@ PauseAfterDead = Annotated[
         help="Pause the job after this many dead runs in a row (0: never; 1: at the first).",
     ),
 ]
-RequestId = Annotated[str, typer.Option(help="Idempotency key for retries.")]
+RequestId = Annotated[
+    str,
+    typer.Option(
+        help="Idempotency key: the same key again answers the first call's result "
+        "(default: a fresh one per call, so retries within it never act twice)."
+    ),
+]
 
 
 def _schedule_spec(
@@ -395,9 +403,11 @@ def create(
         labels=parse_pairs(label or [], "--label"),
         paused=paused,
     )
-    with jobs_client(conn, token) as (stub, md):
-        response = stub.CreateJob(pb.CreateJobRequest(job=job, request_id=request_id), metadata=md)
-    emit_job(response.job, response, output)
+    # Through sundial.client: a request id (yours, or a fresh one) on every create, so
+    # the channel's retry of UNAVAILABLE cannot make two jobs.
+    with tenant_client(conn, token) as client:
+        created = client.create_job(job, request_id=request_id)
+    emit_job(created, pb.CreateJobResponse(job=created), output)
 
 
 @app.command()
@@ -790,11 +800,9 @@ def trigger(
     output: OutputOption = Output.TABLE,
 ) -> None:
     """Run a job now (a MANUAL run keyed by this instant)."""
-    with jobs_client(conn, token) as (stub, md):
-        response = stub.TriggerJob(
-            pb.TriggerJobRequest(job_id=job_id, request_id=request_id), metadata=md
-        )
-    run = response.run
+    with tenant_client(conn, token) as client:  # a request id on every trigger, as create
+        run = client.trigger_job(job_id, request_id=request_id)
+    response = pb.TriggerJobResponse(run=run)
     emit(
         response,
         output,
@@ -823,18 +831,9 @@ def backfill(
 ) -> None:
     """Create runs for the schedule's occurrences in a past range (all of them: one call
     per 1,000), skipping occurrences that already have a run."""
-    request = pb.BackfillJobRequest(
-        job_id=job_id, start_time=parse_time(start, "--start"), end_time=parse_time(end, "--end")
-    )
-    created = pb.BackfillJobResponse()
-    with jobs_client(conn, token) as (stub, md):
-        while True:
-            page = stub.BackfillJob(request, metadata=md)
-            created.runs.extend(page.runs)
-            created.existing_count += page.existing_count
-            if not page.truncated:
-                break
-            request.start_time.CopyFrom(page.next_start_time)
+    first, last = parse_instant(start, "--start"), parse_instant(end, "--end")
+    with tenant_client(conn, token) as client:
+        created = client.backfill(job_id, first, last)
 
     def table(wide: bool) -> None:
         print_runs(created.runs, wide=wide)
@@ -843,10 +842,6 @@ def backfill(
         )
 
     emit(created, output, table=table, names=lambda: [run.run_key for run in created.runs])
-
-
-_DEFINITION_FIELDS = ["name", "description", "schedule", "target", "payload", "policies", "labels"]
-"""What a rollback restores: the definition (paused and pause_note are operational)."""
 
 
 @app.command()
@@ -905,23 +900,17 @@ def rollback(
     to_version: Annotated[
         int, typer.Option(help="The revision whose definition to restore.", min=1)
     ],
+    expected_version: Version = 0,
     conn: Connection,
     token: TokenOption = "",
     output: OutputOption = Output.TABLE,
 ) -> None:
     """Restore the definition a revision had (a new revision; paused state unchanged)."""
+    request = pb.RollbackJobRequest(
+        job_id=job_id, version=to_version, expected_version=expected_version
+    )
     with jobs_client(conn, token) as (stub, md):
-        current = stub.GetJob(pb.GetJobRequest(job_id=job_id), metadata=md).job
-        then = stub.GetJob(pb.GetJobRequest(job_id=job_id, version=to_version), metadata=md).job
-        then.job_id = current.uid or current.job_id
-        response = stub.UpdateJob(
-            pb.UpdateJobRequest(
-                job=then,
-                update_mask=field_mask_pb2.FieldMask(paths=_DEFINITION_FIELDS),
-                expected_version=current.version,
-            ),
-            metadata=md,
-        )
+        response = stub.RollbackJob(request, metadata=md)
     emit_job(response.job, response, output)
 
 

@@ -13,7 +13,8 @@ What it adds to the generated stub:
 - calendars with their dates as ``datetime.date`` (or ``"MM-DD"`` for yearly ones) and
   their kind as ``"exclude"``/``"include"``;
 - ``describe_job`` with the SLO windows as ``timedelta``;
-- ``get_job`` by id or, failing that, by exact name.
+- ``get_job`` by id or, failing that, by exact name;
+- ``rollback_job``: the server's ``RollbackJob``, the one rollback rule.
 
 Errors are ``grpc.RpcError``; :func:`error_details` reads their ``google.rpc.Status``.
 """
@@ -22,9 +23,9 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import grpc
 from google.protobuf import duration_pb2, timestamp_pb2
@@ -39,6 +40,7 @@ from sundial.v1 import job_service_pb2 as pb
 __all__ = [
     "RETRY_SERVICE_CONFIG",
     "Client",
+    "Pages",
     "calendar_date",
     "calendar_kind",
     "duration",
@@ -72,7 +74,8 @@ only when the API pushes back with a delay (the tenant's rate limit: its
 ``grpc-retry-pushback-ms`` trailer, the RetryInfo delay), never for a quota (the API
 sends a negative pushback, which gRPC does not retry). Every API write is safe to
 retry: creates, triggers and backfills carry a request id, the rest are idempotent or
-version-checked."""
+version-checked (a RollbackJob without expected_version, retried after a lost answer,
+restores the same definition once more: one more revision, nothing else)."""
 
 CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("grpc.enable_retries", 1),
@@ -149,6 +152,47 @@ def error_details(error: grpc.RpcError) -> dict[str, Message]:
     return found
 
 
+T = TypeVar("T")
+
+MAX_PAGE_SIZE = 1000
+"""The largest page the API returns (job_service.proto PAGINATION)."""
+
+
+class Pages(Generic[T]):
+    """The ``field`` items of every page ``call`` answers for ``request``, fetched as
+    iterated (page after page, each of ``request.page_size`` or :data:`MAX_PAGE_SIZE`),
+    at most ``limit`` of them (0: all). Works with any List call of JobService or
+    AdminService: ``Pages(lambda r: stub.ListTenants(r, metadata=md), request, "tenants")``.
+
+    Attributes:
+        next_page_token: After iterating, where a later listing would go on (empty when
+            every page was read).
+    """
+
+    def __init__(
+        self, call: Callable[[Any], Any], request: Any, field: str, *, limit: int = 0
+    ) -> None:
+        self._call = call
+        self._request = request
+        self._field = field
+        self._limit = limit
+        self.next_page_token = ""
+
+    def __iter__(self) -> Iterator[T]:
+        request = self._request
+        size = request.page_size or MAX_PAGE_SIZE
+        taken = 0
+        while True:
+            request.page_size = min(size, self._limit - taken) if self._limit else size
+            page = self._call(request)
+            items = getattr(page, self._field)
+            yield from items
+            taken += len(items)
+            self.next_page_token = request.page_token = page.next_page_token
+            if not page.next_page_token or (self._limit and taken >= self._limit):
+                return
+
+
 class Client:
     """JobService for one tenant token. Use as a context manager (or call :meth:`close`).
 
@@ -177,17 +221,20 @@ class Client:
     def close(self) -> None:
         self._channel.close()
 
+    @property
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        """The call metadata (the bearer token), for calls made on :attr:`stub`."""
+        return self._metadata
+
     def _call(self, method: str, request: Message) -> Any:
         return getattr(self.stub, method)(request, metadata=self._metadata, timeout=self._timeout_s)
 
+    def pages(self, method: str, request: Any, field: str, *, limit: int = 0) -> Pages[Any]:
+        """The ``field`` items of every page the List call ``method`` answers (:class:`Pages`)."""
+        return Pages(lambda r: self._call(method, r), request, field, limit=limit)
+
     def _pages(self, method: str, request: Any, field: str) -> Iterator[Any]:
-        """The ``field`` items of every page ``method`` answers, fetched as iterated."""
-        while True:
-            page = self._call(method, request)
-            yield from getattr(page, field)
-            if not page.next_page_token:
-                return
-            request.page_token = page.next_page_token
+        return iter(self.pages(method, request, field))
 
     # --- jobs ---------------------------------------------------------------------
 
@@ -247,6 +294,16 @@ class Client:
         request = pb.ListJobRevisionsRequest(job_id=job_id, page_size=page_size)
         return self._pages("ListJobRevisions", request, "revisions")
 
+    def rollback_job(self, job_id: str, version: int, *, expected_version: int = 0) -> job_pb2.Job:
+        """Restore the definition revision ``version`` had, as a new revision
+        (``RollbackJob``; paused state unchanged). With ``expected_version`` (the version
+        you looked at), a change in between is refused (ABORTED) instead of rolled over.
+        """
+        request = pb.RollbackJobRequest(
+            job_id=job_id, version=version, expected_version=expected_version
+        )
+        return self._call("RollbackJob", request).job
+
     def list_jobs(
         self,
         *,
@@ -270,13 +327,19 @@ class Client:
 
     def backfill_job(self, job_id: str, start: datetime, end: datetime) -> list[run_pb2.Run]:
         """Runs for every occurrence in [start, end), however many calls that takes."""
+        return list(self.backfill(job_id, start, end).runs)
+
+    def backfill(self, job_id: str, start: datetime, end: datetime) -> pb.BackfillJobResponse:
+        """:meth:`backfill_job` as one answer: every run created (one call per 1,000
+        occurrences) and how many occurrences already had one."""
         request = pb.BackfillJobRequest(
             job_id=job_id, start_time=timestamp(start), end_time=timestamp(end)
         )
-        created: list[run_pb2.Run] = []
+        created = pb.BackfillJobResponse()
         while True:
             page = self._call("BackfillJob", request)
-            created.extend(page.runs)
+            created.runs.extend(page.runs)
+            created.existing_count += page.existing_count
             if not page.truncated:
                 return created
             request.start_time.CopyFrom(page.next_start_time)

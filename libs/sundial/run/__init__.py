@@ -4,6 +4,7 @@ Pure: no protobuf, no I/O. Every service imports the run's words and rules from 
 :mod:`sundial.core.wire` converts them to and from the wire, the stores to and from rows.
 """
 
+from sundial.run._cancel import Cancel, cancel
 from sundial.run._document import (
     BUFFER_ALL_LIMIT,
     DEFAULT_LATENESS_THRESHOLD,
@@ -48,8 +49,13 @@ from sundial.run._machine import (
 from sundial.run._target import GrpcTarget, HttpTarget, Target
 from sundial.run._vocab import (
     ACTIVE_STATUSES,
+    CANCELLED_AT_ONCE,
+    CHECKED_STATUSES,
     ENDED_STATUSES,
     FINISHED_STATUSES,
+    REPLAYABLE_STATUSES,
+    STATUS_SETS,
+    WAITING_STATUSES,
     ErrorClass,
     FenceReason,
     OutcomeStatus,
@@ -62,12 +68,18 @@ from sundial.run._vocab import (
 __all__ = [
     "ACTIVE_STATUSES",
     "BUFFER_ALL_LIMIT",
+    "CANCELLED_AT_ONCE",
+    "CHECKED_STATUSES",
     "DEFAULT_LATENESS_THRESHOLD",
     "ENDED_STATUSES",
     "FINISHED_STATUSES",
     "MAX_ERROR_BYTES",
     "MAX_RETRY_AFTER",
+    "REPLAYABLE_STATUSES",
     "RESOLVED_CALENDARS_KEY",
+    "STATUS_SETS",
+    "WAITING_STATUSES",
+    "Cancel",
     "Completion",
     "ErrorClass",
     "FenceReason",
@@ -92,6 +104,7 @@ __all__ = [
     "backoff",
     "calendars_from_json",
     "calendars_to_json",
+    "cancel",
     "complete",
     "decide_completions",
     "decide_leases",

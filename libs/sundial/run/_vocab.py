@@ -12,8 +12,13 @@ import enum
 
 __all__ = [
     "ACTIVE_STATUSES",
+    "CANCELLED_AT_ONCE",
+    "CHECKED_STATUSES",
     "ENDED_STATUSES",
     "FINISHED_STATUSES",
+    "REPLAYABLE_STATUSES",
+    "STATUS_SETS",
+    "WAITING_STATUSES",
     "ErrorClass",
     "FenceReason",
     "OutcomeStatus",
@@ -63,6 +68,32 @@ FINISHED_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.DEAD, RunStatus.SK
 
 ENDED_STATUSES = FINISHED_STATUSES | {RunStatus.CANCELLED}
 """Every terminal status."""
+
+CANCELLED_AT_ONCE = frozenset({RunStatus.PENDING, RunStatus.QUEUED, RunStatus.RETRYING})
+"""Unfinished runs no executor holds: a cancel ends them at once (:func:`cancel`); a
+RUNNING one is asked to stop instead."""
+
+CHECKED_STATUSES = frozenset({RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.RETRYING})
+"""Live runs the sweeper looks at again when their ``check_at`` passes
+(``job_runs_check_idx``, docs/design.md section 5)."""
+
+WAITING_STATUSES = frozenset({RunStatus.PENDING, RunStatus.QUEUED})
+"""Runs waiting for their first (or next) grant, never failed since (SLO counts)."""
+
+REPLAYABLE_STATUSES = frozenset({RunStatus.DEAD, RunStatus.CANCELLED})
+"""What ReplayRun takes back to QUEUED."""
+
+STATUS_SETS = {
+    "ACTIVE_STATUSES": ACTIVE_STATUSES,
+    "FINISHED_STATUSES": FINISHED_STATUSES,
+    "ENDED_STATUSES": ENDED_STATUSES,
+    "CANCELLED_AT_ONCE": CANCELLED_AT_ONCE,
+    "CHECKED_STATUSES": CHECKED_STATUSES,
+    "WAITING_STATUSES": WAITING_STATUSES,
+    "REPLAYABLE_STATUSES": REPLAYABLE_STATUSES,
+}
+"""Every named set of statuses: a status list in SQL (``status IN (...)``) is one of
+these (``tests/unit/run/test_sql_statuses.py``)."""
 
 
 class RunKind(enum.Enum):

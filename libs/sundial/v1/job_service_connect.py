@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .job_service_pb2 import ApplyJobRequest, ApplyJobResponse, BackfillJobRequest, BackfillJobResponse, BatchCreateJobsRequest, BatchCreateJobsResponse, CancelRunRequest, CancelRunResponse, CreateCalendarRequest, CreateCalendarResponse, CreateJobRequest, CreateJobResponse, CreateNotificationChannelRequest, CreateNotificationChannelResponse, DeleteCalendarRequest, DeleteCalendarResponse, DeleteJobRequest, DeleteJobResponse, DeleteNotificationChannelRequest, DeleteNotificationChannelResponse, DescribeJobRequest, DescribeJobResponse, GetCalendarRequest, GetCalendarResponse, GetEgressPolicyRequest, GetEgressPolicyResponse, GetJobRequest, GetJobResponse, GetNotificationChannelRequest, GetNotificationChannelResponse, GetRunRequest, GetRunResponse, ListAuditEventsRequest, ListAuditEventsResponse, ListCalendarsRequest, ListCalendarsResponse, ListJobRevisionsRequest, ListJobRevisionsResponse, ListJobsRequest, ListJobsResponse, ListNotificationChannelsRequest, ListNotificationChannelsResponse, ListRunsRequest, ListRunsResponse, PauseJobRequest, PauseJobResponse, PreviewScheduleRequest, PreviewScheduleResponse, ReplayRunRequest, ReplayRunResponse, ResumeJobRequest, ResumeJobResponse, RotateOwnSigningSecretRequest, RotateOwnSigningSecretResponse, TriggerJobRequest, TriggerJobResponse, UpdateCalendarRequest, UpdateCalendarResponse, UpdateJobRequest, UpdateJobResponse, UpdateNotificationChannelRequest, UpdateNotificationChannelResponse
+from .job_service_pb2 import ApplyJobRequest, ApplyJobResponse, BackfillJobRequest, BackfillJobResponse, BatchCreateJobsRequest, BatchCreateJobsResponse, CancelRunRequest, CancelRunResponse, CreateCalendarRequest, CreateCalendarResponse, CreateJobRequest, CreateJobResponse, CreateNotificationChannelRequest, CreateNotificationChannelResponse, DeleteCalendarRequest, DeleteCalendarResponse, DeleteJobRequest, DeleteJobResponse, DeleteNotificationChannelRequest, DeleteNotificationChannelResponse, DescribeJobRequest, DescribeJobResponse, GetCalendarRequest, GetCalendarResponse, GetEgressPolicyRequest, GetEgressPolicyResponse, GetJobRequest, GetJobResponse, GetNotificationChannelRequest, GetNotificationChannelResponse, GetRunRequest, GetRunResponse, ListAuditEventsRequest, ListAuditEventsResponse, ListCalendarsRequest, ListCalendarsResponse, ListJobRevisionsRequest, ListJobRevisionsResponse, ListJobsRequest, ListJobsResponse, ListNotificationChannelsRequest, ListNotificationChannelsResponse, ListRunsRequest, ListRunsResponse, PauseJobRequest, PauseJobResponse, PreviewScheduleRequest, PreviewScheduleResponse, ReplayRunRequest, ReplayRunResponse, ResumeJobRequest, ResumeJobResponse, RollbackJobRequest, RollbackJobResponse, RotateOwnSigningSecretRequest, RotateOwnSigningSecretResponse, TriggerJobRequest, TriggerJobResponse, UpdateCalendarRequest, UpdateCalendarResponse, UpdateJobRequest, UpdateJobResponse, UpdateNotificationChannelRequest, UpdateNotificationChannelResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -164,6 +164,13 @@ class JobService(Protocol):
         """
         Lists a job's revisions, newest first: every change to it (create, update, apply,
         pause, resume) kept with who made it, when, which fields, and the request id.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def rollback_job(self, request: RollbackJobRequest, ctx: RequestContext[RollbackJobRequest, RollbackJobResponse], /) -> RollbackJobResponse:
+        """
+        Restores the definition a revision had as a new revision (a rollback), optionally
+        only at expected_version. The restored definition is validated as UpdateJob's is.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -473,6 +480,17 @@ class JobServiceASGIApplication(ConnectASGIApplication[JobService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.list_job_revisions,
+                ),
+                "/sundial.v1.JobService/RollbackJob": Endpoint.unary(
+                    method=MethodInfo(
+                        name="RollbackJob",
+                        service_name="sundial.v1.JobService",
+                        input=RollbackJobRequest,
+                        output=RollbackJobResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.rollback_job,
                 ),
                 "/sundial.v1.JobService/ListAuditEvents": Endpoint.unary(
                     method=MethodInfo(
@@ -1102,6 +1120,30 @@ class JobServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def rollback_job(
+        self,
+        request: RollbackJobRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> RollbackJobResponse:
+        """
+        Restores the definition a revision had as a new revision (a rollback), optionally
+        only at expected_version. The restored definition is validated as UpdateJob's is.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="RollbackJob",
+                service_name="sundial.v1.JobService",
+                input=RollbackJobRequest,
+                output=RollbackJobResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
     async def list_audit_events(
         self,
         request: ListAuditEventsRequest,
@@ -1493,6 +1535,13 @@ class JobServiceSync(Protocol):
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
+    def rollback_job(self, request: RollbackJobRequest, ctx: RequestContext[RollbackJobRequest, RollbackJobResponse], /) -> RollbackJobResponse:
+        """
+        Restores the definition a revision had as a new revision (a rollback), optionally
+        only at expected_version. The restored definition is validated as UpdateJob's is.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
     def list_audit_events(self, request: ListAuditEventsRequest, ctx: RequestContext[ListAuditEventsRequest, ListAuditEventsResponse], /) -> ListAuditEventsResponse:
         """
         Lists the tenant's audit log, newest first: every write call made with its tokens
@@ -1797,6 +1846,17 @@ class JobServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.list_job_revisions,
+                ),
+                "/sundial.v1.JobService/RollbackJob": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="RollbackJob",
+                        service_name="sundial.v1.JobService",
+                        input=RollbackJobRequest,
+                        output=RollbackJobResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.rollback_job,
                 ),
                 "/sundial.v1.JobService/ListAuditEvents": EndpointSync.unary(
                     method=MethodInfo(
@@ -2420,6 +2480,30 @@ class JobServiceClientSync(ConnectClientSync):
                 service_name="sundial.v1.JobService",
                 input=ListJobRevisionsRequest,
                 output=ListJobRevisionsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def rollback_job(
+        self,
+        request: RollbackJobRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> RollbackJobResponse:
+        """
+        Restores the definition a revision had as a new revision (a rollback), optionally
+        only at expected_version. The restored definition is validated as UpdateJob's is.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="RollbackJob",
+                service_name="sundial.v1.JobService",
+                input=RollbackJobRequest,
+                output=RollbackJobResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

@@ -503,6 +503,22 @@ class RotateOwnSigningSecretResponse(_message.Message):
     previous_expire_time: _timestamp_pb2.Timestamp
     def __init__(self, signing_secret: _Optional[str] = ..., secret_id: _Optional[str] = ..., previous_expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
+class RollbackJobRequest(_message.Message):
+    __slots__ = ("job_id", "version", "expected_version")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    version: int
+    expected_version: int
+    def __init__(self, job_id: _Optional[str] = ..., version: _Optional[int] = ..., expected_version: _Optional[int] = ...) -> None: ...
+
+class RollbackJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...
+
 class ListJobRevisionsRequest(_message.Message):
     __slots__ = ("job_id", "page_size", "page_token")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]

@@ -135,6 +135,11 @@ class JobServiceStub:
                 request_serializer=sundial_dot_v1_dot_job__service__pb2.ListJobRevisionsRequest.SerializeToString,
                 response_deserializer=sundial_dot_v1_dot_job__service__pb2.ListJobRevisionsResponse.FromString,
                 _registered_method=True)
+        self.RollbackJob = channel.unary_unary(
+                '/sundial.v1.JobService/RollbackJob',
+                request_serializer=sundial_dot_v1_dot_job__service__pb2.RollbackJobRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_job__service__pb2.RollbackJobResponse.FromString,
+                _registered_method=True)
         self.ListAuditEvents = channel.unary_unary(
                 '/sundial.v1.JobService/ListAuditEvents',
                 request_serializer=sundial_dot_v1_dot_job__service__pb2.ListAuditEventsRequest.SerializeToString,
@@ -342,6 +347,14 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RollbackJob(self, request, context):
+        """Restores the definition a revision had as a new revision (a rollback), optionally
+        only at expected_version. The restored definition is validated as UpdateJob's is.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListAuditEvents(self, request, context):
         """Lists the tenant's audit log, newest first: every write call made with its tokens
         (jobs, runs, secrets), who made it, on what and how it ended.
@@ -528,6 +541,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.ListJobRevisions,
                     request_deserializer=sundial_dot_v1_dot_job__service__pb2.ListJobRevisionsRequest.FromString,
                     response_serializer=sundial_dot_v1_dot_job__service__pb2.ListJobRevisionsResponse.SerializeToString,
+            ),
+            'RollbackJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.RollbackJob,
+                    request_deserializer=sundial_dot_v1_dot_job__service__pb2.RollbackJobRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_job__service__pb2.RollbackJobResponse.SerializeToString,
             ),
             'ListAuditEvents': grpc.unary_unary_rpc_method_handler(
                     servicer.ListAuditEvents,
@@ -1126,6 +1144,33 @@ class JobService:
             '/sundial.v1.JobService/ListJobRevisions',
             sundial_dot_v1_dot_job__service__pb2.ListJobRevisionsRequest.SerializeToString,
             sundial_dot_v1_dot_job__service__pb2.ListJobRevisionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RollbackJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/RollbackJob',
+            sundial_dot_v1_dot_job__service__pb2.RollbackJobRequest.SerializeToString,
+            sundial_dot_v1_dot_job__service__pb2.RollbackJobResponse.FromString,
             options,
             channel_credentials,
             insecure,

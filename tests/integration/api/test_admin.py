@@ -100,7 +100,7 @@ async def test_create_tenant_validation(api: Api, message: apb.Tenant, field: st
 
 async def test_update_tenant_mask_errors(api: Api) -> None:
     await api.tenant("acme")
-    for paths in ([], ["tenant_id"], ["signing_secrets"], ["quotas.bogus"]):
+    for paths in (["tenant_id"], ["signing_secrets"], ["quotas.bogus"]):
         await expect_error(
             api.admin.UpdateTenant(
                 apb.UpdateTenantRequest(
@@ -109,8 +109,22 @@ async def test_update_tenant_mask_errors(api: Api) -> None:
                 metadata=api.admin_md,
             ),
             INVALID,
-            field="update_mask",
+            field="update_mask.paths[0]",
         )
+
+
+async def test_an_empty_mask_updates_every_field_of_the_tenant(api: Api) -> None:
+    await api.admin.CreateTenant(
+        apb.CreateTenantRequest(tenant=tenant("acme", max_jobs=5, max_concurrent_runs=4)),
+        metadata=api.admin_md,
+    )
+    updated = await api.admin.UpdateTenant(
+        apb.UpdateTenantRequest(tenant=tenant("acme", "Acme Corp", max_jobs=9)),
+        metadata=api.admin_md,
+    )
+    assert updated.tenant.display_name == "Acme Corp"
+    assert updated.tenant.quotas.max_jobs == 9
+    assert updated.tenant.quotas.max_concurrent_runs == 100  # unset: the cluster default
 
 
 async def test_list_tenants_pages(api: Api) -> None:

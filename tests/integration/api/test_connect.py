@@ -367,3 +367,20 @@ async def test_a_body_that_does_not_decode_is_invalid_argument(
     got = details(error)
     assert got["google.rpc.ErrorInfo"].reason == "INVALID_ARGUMENT"
     assert got["google.rpc.BadRequest"].field_violations
+
+
+async def test_rollback_job_over_json(http: Http, http_api: Api, tenant: Tenant) -> None:
+    """A new RPC is on both transports once registered: RollbackJob over Connect JSON."""
+    job = json_format.MessageToDict(make_job("rolled", description="first"))
+    status, created, _ = await http.call(f"{JOBS}/CreateJob", {"job": job}, tenant.token)
+    assert status == 200, created
+    job_id = created["job"]["jobId"]
+    change = {"job": {"jobId": job_id, "description": "second"}, "updateMask": "description"}
+    status, updated, _ = await http.call(f"{JOBS}/UpdateJob", change, tenant.token)
+    assert status == 200 and updated["job"]["description"] == "second", updated
+    body = {"jobId": job_id, "version": 1, "expectedVersion": 2}
+    status, rolled, _ = await http.call(f"{JOBS}/RollbackJob", body, tenant.token)
+    assert status == 200, rolled
+    assert rolled["job"]["description"] == "first" and rolled["job"]["version"] == "3"
+    status, stale, _ = await http.call(f"{JOBS}/RollbackJob", body, tenant.token)
+    assert status == 409 and stale["code"] == "aborted", stale

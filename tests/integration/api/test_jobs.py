@@ -383,7 +383,6 @@ async def test_update_job_with_mask_and_version(api: Api, tenant: Tenant) -> Non
 @pytest.mark.parametrize(
     ("paths", "problem"),
     [
-        ([], "is required"),
         (["paused"], "PauseJob"),
         (["pause_note"], "PauseJob"),
         (["version"], "cannot be changed"),
@@ -411,9 +410,31 @@ async def test_update_job_mask_errors(
             metadata=tenant.md,
         ),
         INVALID,
-        field="update_mask",
+        field="update_mask.paths[0]",
         text=problem,
     )
+
+
+async def test_an_empty_mask_updates_every_updatable_field(api: Api, tenant: Tenant) -> None:
+    made = make_job("whole", labels={"team": "a"}, description="before")
+    job = await create(api, tenant, made)
+    # A partial job with an empty mask resets what it leaves unset: here the schedule,
+    # which a job cannot be without.
+    await expect_error(
+        api.jobs.UpdateJob(
+            pb.UpdateJobRequest(job=job_pb2.Job(job_id=job.job_id, name="renamed")),
+            metadata=tenant.md,
+        ),
+        INVALID,
+        field="schedule",
+    )
+    wanted = make_job("renamed", payload=b"new")
+    wanted.job_id = job.job_id
+    updated = (await api.jobs.UpdateJob(pb.UpdateJobRequest(job=wanted), metadata=tenant.md)).job
+    assert updated.name == "renamed"
+    assert updated.payload == b"new"
+    assert not updated.labels and not updated.description
+    assert updated.version == job.version + 1
 
 
 async def test_update_job_errors(api: Api, tenant: Tenant) -> None:
@@ -790,3 +811,38 @@ async def test_a_bad_schedule_shared_in_a_batch_names_the_first_job_that_has_it(
         INVALID,
         field="jobs[1].schedule.cron",
     )
+
+
+async def test_a_negative_expected_version_is_refused_by_every_write(
+    api: Api, tenant: Tenant
+) -> None:
+    """One expected_version rule (job_service.proto VERSIONS): DeleteJob, PauseJob and
+    ResumeJob refuse a negative one as UpdateJob, ApplyJob and the calendar and channel
+    writes do, naming the field, and change nothing."""
+    job = await create(api, tenant, make_job("guarded"))
+    calls = [
+        api.jobs.DeleteJob(
+            pb.DeleteJobRequest(job_id=job.job_id, expected_version=-1), metadata=tenant.md
+        ),
+        api.jobs.PauseJob(
+            pb.PauseJobRequest(job_id=job.job_id, expected_version=-1), metadata=tenant.md
+        ),
+        api.jobs.ResumeJob(
+            pb.ResumeJobRequest(job_id=job.job_id, expected_version=-1), metadata=tenant.md
+        ),
+        api.jobs.UpdateJob(
+            pb.UpdateJobRequest(
+                job=job_pb2.Job(job_id=job.job_id, description="x"),
+                update_mask=field_mask_pb2.FieldMask(paths=["description"]),
+                expected_version=-1,
+            ),
+            metadata=tenant.md,
+        ),
+        api.jobs.DeleteCalendar(
+            pb.DeleteCalendarRequest(name="holidays", expected_version=-1), metadata=tenant.md
+        ),
+    ]
+    for call in calls:
+        await expect_error(call, INVALID, field="expected_version", text="must not be negative")
+    after = (await api.jobs.GetJob(pb.GetJobRequest(job_id=job.job_id), metadata=tenant.md)).job
+    assert after.version == job.version and not after.paused

@@ -232,7 +232,7 @@ async def test_bad_channels_are_refused_naming_the_field(
 
 async def test_bad_updates_and_ids_are_refused_naming_the_field(api: Api, tenant: Tenant) -> None:
     made = await create(api, tenant, channel())
-    for mask, field in ((["version"], "update_mask"), ([], "update_mask")):
+    for mask, field in ((["version"], "update_mask.paths[0]"), ([], "channel.display_name")):
         await expect_error(
             api.jobs.UpdateNotificationChannel(
                 pb.UpdateNotificationChannelRequest(

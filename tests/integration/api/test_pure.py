@@ -9,12 +9,13 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from sundial.api import paging, slo
+from sundial.api import slo
 from sundial.api.jobs import _prefix_upper_bound
+from sundial.api.kit import UpdateMask, check_expected_version, paging, require_version
 from sundial.api.model import MisfireRecord
 from sundial.api.servicer import check_update_mask
 from sundial.api.validation import TargetGuard, TargetPolicy
-from sundial.core.errors import InvalidArgument
+from sundial.core.errors import InvalidArgument, SundialError
 from sundial.run import GrpcTarget, HttpTarget
 from tests.helpers.dns_server import DnsServer
 
@@ -191,3 +192,52 @@ def test_slo_windows_default_and_order() -> None:
     )
     asked = [timedelta(days=30), timedelta(minutes=1)]
     assert slo.check_windows(asked) == tuple(asked)  # kept in the asked order
+
+
+def test_an_empty_update_mask_names_every_updatable_field() -> None:
+    """The kit's one rule, for every Update call (job_service.proto UPDATE MASKS)."""
+    assert check_update_mask([]) == [
+        "name",
+        "description",
+        "schedule",
+        "target",
+        "payload",
+        "policies",
+        "labels",
+    ]
+    mask = UpdateMask(("a", "b"), subpaths=("b.c",))
+    assert mask.paths([]) == ["a", "b"]
+    assert mask.paths(["b.c"]) == ["b.c"]
+    with pytest.raises(InvalidArgument) as refused:
+        mask.paths(["a", "z"])
+    assert refused.value.field == "update_mask.paths[1]"
+
+
+def test_expected_version_rule() -> None:
+    assert check_expected_version(0) == 0
+    require_version("job", "j", 4, 0)
+    require_version("job", "j", 4, 4)
+    with pytest.raises(InvalidArgument):
+        check_expected_version(-1)
+    with pytest.raises(SundialError) as stale:
+        require_version("job", "j", 4, 3)
+    assert stale.value.reason == "VERSION_MISMATCH"
+
+
+def test_number_page_keys_round_trip() -> None:
+    pager = paging.Pager("things", (paging.NUMBER,))
+    cursor = pager.open(2, "")
+    page = cursor.page([1, 2, 3], lambda n: [n])
+    assert list(page.items) == [1, 2]
+    assert pager.open(2, page.next_page_token).after == (2,)
+    forged = paging.encode(["x1"], cursor.fingerprint)
+    with pytest.raises(InvalidArgument):
+        pager.open(2, forged)
+
+
+def test_number_page_keys_stay_within_bigint() -> None:
+    pager = paging.Pager("things", (paging.NUMBER,))
+    fingerprint = pager.open(2, "").fingerprint
+    assert pager.open(2, paging.encode([2**63 - 1], fingerprint)).after == (2**63 - 1,)
+    with pytest.raises(InvalidArgument):
+        pager.open(2, paging.encode([2**63], fingerprint))

@@ -70,6 +70,12 @@ async def test_the_client_wraps_the_job_service(api: Api, tenant: Tenant) -> Non
             assert all(w.due == 0 for w in described.slo)
             revisions = [r.job.description for r in client.job_revisions("applied-job")]
             assert revisions[0] == "now described" and len(revisions) == 2
+            # Rollback is the server's RollbackJob: version 1's definition, a new version.
+            rolled = client.rollback_job("applied-job", 1, expected_version=2)
+            assert (rolled.description, rolled.version) == ("", 3)
+            with pytest.raises(grpc.RpcError) as stale:
+                client.rollback_job("applied-job", 1, expected_version=2)
+            assert stale.value.code() == grpc.StatusCode.ABORTED
             # Typed details of an error.
             with pytest.raises(grpc.RpcError) as bad:
                 client.create_job(make_job("bad", cron="61 * * * *"))

@@ -12,7 +12,7 @@ from google.protobuf import field_mask_pb2
 from typer.testing import CliRunner
 
 from sundial.cli.app import app
-from sundial.v1 import job_pb2
+from sundial.v1 import calendar_pb2, job_pb2
 from sundial.v1 import job_service_pb2 as pb
 from tests.integration.api.support import Api, Tenant, make_job
 
@@ -103,3 +103,117 @@ async def test_another_tenant_sees_no_history(api: Api, tenant: Tenant) -> None:
             pb.ListJobRevisionsRequest(job_id=job.job_id, page_token="forged"), metadata=tenant.md
         )
     assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_rollback_job_is_a_server_rule(api: Api, tenant: Tenant) -> None:
+    """RollbackJob restores a revision's definition as a new revision: version checked,
+    paused state kept, validated as an update, audited."""
+    job = (
+        await api.jobs.CreateJob(
+            pb.CreateJobRequest(job=make_job("nightly", description="first", labels={"a": "1"})),
+            metadata=tenant.md,
+        )
+    ).job
+    changed = (
+        await api.jobs.UpdateJob(
+            pb.UpdateJobRequest(
+                job=job_pb2.Job(
+                    job_id=job.job_id,
+                    schedule=job_pb2.Schedule(cron="30 4 * * *", time_zone="UTC"),
+                    payload=b"second",
+                ),
+                update_mask=field_mask_pb2.FieldMask(paths=["schedule", "payload", "labels"]),
+            ),
+            metadata=tenant.md,
+        )
+    ).job
+    paused = (
+        await api.jobs.PauseJob(
+            pb.PauseJobRequest(job_id=job.job_id, note="hold"), metadata=tenant.md
+        )
+    ).job
+    assert paused.version == 3 and changed.payload == b"second" and not changed.labels
+
+    async def refused(code: grpc.StatusCode, **fields: object) -> grpc.aio.AioRpcError:
+        with pytest.raises(grpc.aio.AioRpcError) as failed:
+            await api.jobs.RollbackJob(
+                pb.RollbackJobRequest(job_id=job.job_id, **fields),  # type: ignore[arg-type]
+                metadata=tenant.md,
+            )
+        assert failed.value.code() == code, failed.value.details()
+        return failed.value
+
+    stale = await refused(grpc.StatusCode.ABORTED, version=1, expected_version=2)
+    assert "version 3, not 2" in (stale.details() or "")
+    assert await refused(grpc.StatusCode.INVALID_ARGUMENT, version=1, expected_version=-1)
+    bad = await refused(grpc.StatusCode.INVALID_ARGUMENT, version=0)
+    assert (bad.details() or "").startswith("version: ")
+    await refused(grpc.StatusCode.NOT_FOUND, version=9)
+
+    rolled = (
+        await api.jobs.RollbackJob(
+            pb.RollbackJobRequest(job_id=job.job_id, version=1, expected_version=3),
+            metadata=tenant.md,
+        )
+    ).job
+    assert rolled.version == 4
+    assert (rolled.schedule.cron, rolled.payload, dict(rolled.labels)) == (
+        "0 3 * * *",
+        b"",
+        {"a": "1"},
+    )
+    assert rolled.description == "first"
+    assert rolled.paused and rolled.pause_note == "hold"  # operational, not rolled back
+    newest = (
+        await api.jobs.ListJobRevisions(
+            pb.ListJobRevisionsRequest(job_id=job.job_id, page_size=1), metadata=tenant.md
+        )
+    ).revisions[0]
+    assert newest.version == 4 and set(newest.changed_fields) >= {"schedule", "payload", "labels"}
+    events = (
+        await api.jobs.ListAuditEvents(pb.ListAuditEventsRequest(), metadata=tenant.md)
+    ).events
+    rollbacks = [e for e in events if e.method.endswith("/RollbackJob")]
+    assert (rollbacks[0].code, rollbacks[0].resource) == ("OK", job.job_id)
+    # Another tenant cannot roll this job back: it does not exist for them.
+    other = await api.tenant("globex")
+    with pytest.raises(grpc.aio.AioRpcError) as foreign:
+        await api.jobs.RollbackJob(
+            pb.RollbackJobRequest(job_id=job.job_id, version=1), metadata=other.md
+        )
+    assert foreign.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_a_rollback_is_validated_against_todays_calendars(api: Api, tenant: Tenant) -> None:
+    await api.jobs.CreateCalendar(
+        pb.CreateCalendarRequest(
+            calendar=calendar_pb2.Calendar(
+                name="holidays", kind=calendar_pb2.CALENDAR_KIND_EXCLUDE, dates=["12-25"]
+            )
+        ),
+        metadata=tenant.md,
+    )
+    job = (
+        await api.jobs.CreateJob(
+            pb.CreateJobRequest(
+                job=make_job(
+                    "cal", schedule=job_pb2.Schedule(cron="0 9 * * *", calendars=["holidays"])
+                )
+            ),
+            metadata=tenant.md,
+        )
+    ).job
+    await api.jobs.UpdateJob(
+        pb.UpdateJobRequest(
+            job=job_pb2.Job(job_id=job.job_id, schedule=job_pb2.Schedule(cron="0 9 * * *")),
+            update_mask=field_mask_pb2.FieldMask(paths=["schedule"]),
+        ),
+        metadata=tenant.md,
+    )
+    await api.jobs.DeleteCalendar(pb.DeleteCalendarRequest(name="holidays"), metadata=tenant.md)
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await api.jobs.RollbackJob(
+            pb.RollbackJobRequest(job_id=job.job_id, version=1), metadata=tenant.md
+        )
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (refused.value.details() or "").startswith("schedule.calendars[0]: ")

@@ -13,6 +13,7 @@ import grpc
 
 from sundial.api.convert import egress_out
 from sundial.api.egress import EgressPolicies
+from sundial.api.kit import UpdateMask
 from sundial.api.model import ApiToken, ClusterSnapshot, Role, Tenant, TenantChanges
 from sundial.api.tenancy import TenantManager
 from sundial.core import wire
@@ -27,8 +28,8 @@ _ROLE_IN = {
     pb.TOKEN_ROLE_EXECUTOR: Role.EXECUTOR,
 }
 _ROLE_OUT = {role: number for number, role in _ROLE_IN.items()}
-_TENANT_MASK = frozenset(
-    {"display_name", "quotas", "quotas.max_jobs", "quotas.max_concurrent_runs"}
+_TENANT_MASK = UpdateMask(
+    ("display_name", "quotas"), subpaths=("quotas.max_jobs", "quotas.max_concurrent_runs")
 )
 
 
@@ -137,15 +138,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     async def UpdateTenant(
         self, request: pb.UpdateTenantRequest, context: grpc.aio.ServicerContext
     ) -> pb.UpdateTenantResponse:
-        paths = set(request.update_mask.paths)
-        if not paths:
-            raise InvalidArgument("update_mask", "is required: name the fields to change")
-        unknown = sorted(paths - _TENANT_MASK)
-        if unknown:
-            raise InvalidArgument(
-                "update_mask",
-                f"{unknown[0]!r} cannot be changed (allowed: {', '.join(sorted(_TENANT_MASK))})",
-            )
+        paths = set(_TENANT_MASK.paths(request.update_mask.paths))
         tenant = request.tenant
         quotas = "quotas" in paths
         changes = TenantChanges(

@@ -25,12 +25,13 @@ from typing import Any
 import asyncpg
 import grpc
 
-from sundial.api import paging, validation
+from sundial.api.kit import Pager
+from sundial.api.kit.paging import NUMBER
 from sundial.api.model import Page
 from sundial.api.store import queries
 from sundial.core.auth import current_credential
 from sundial.core.clock import Clock
-from sundial.core.errors import InvalidArgument, SundialError
+from sundial.core.errors import SundialError
 from sundial.core.logging import request_id_var
 
 __all__ = ["AuditEvent", "AuditInterceptor", "AuditLog", "is_write"]
@@ -161,8 +162,7 @@ class AuditEvent:
     request_id: str
 
 
-# A cursor: the last event id shown, as decimal text (paging keys are text).
-_EVENT_ID = paging.Text(19)
+_EVENTS = Pager("audit_events", (NUMBER,))
 
 
 class AuditLog:
@@ -173,14 +173,8 @@ class AuditLog:
 
     async def events(self, tenant_id: str, *, page_size: int, page_token: str) -> Page[AuditEvent]:
         """A page of the tenant's events, newest first."""
-        size = validation.page_size(page_size)
-        fingerprint = paging.fingerprint("audit_events", {"tenant": tenant_id})
-        cursor = paging.decode(page_token, fingerprint, (_EVENT_ID,))
-        if cursor is not None and not (cursor[0].isascii() and cursor[0].isdigit()):
-            raise InvalidArgument("page_token", "is not a token this list issued")
-        before = None if cursor is None else int(cursor[0])
-        rows = await self._pool.fetch(queries.list_audit_events, tenant_id, before, size + 1)
-        events = [AuditEvent(**dict(row)) for row in rows[:size]]
-        more = len(rows) > size
-        token = paging.encode([str(events[-1].event_id)], fingerprint) if more else ""
-        return Page(events, token)
+        cursor = _EVENTS.open(page_size, page_token, {"tenant": tenant_id})
+        before = None if cursor.after is None else cursor.after[0]
+        rows = await self._pool.fetch(queries.list_audit_events, tenant_id, before, cursor.limit)
+        events = [AuditEvent(**dict(row)) for row in rows]
+        return cursor.page(events, lambda event: [event.event_id])

@@ -15,11 +15,13 @@ import dataclasses
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from sundial.api import paging, validation
+from sundial.api import validation
+from sundial.api.kit import Pager, UpdateMask, check_expected_version, require_version
+from sundial.api.kit.paging import Text
 from sundial.api.model import CalendarSpec, Page, StoredCalendar
 from sundial.api.store import CalendarJob, Store
 from sundial.core.clock import Clock
-from sundial.core.errors import FailedPrecondition, InvalidArgument, NotFound, version_mismatch
+from sundial.core.errors import FailedPrecondition, InvalidArgument, NotFound
 from sundial.schedule import Calendar, SearchExceeded, compile_schedule
 
 _US = timedelta(microseconds=1)
@@ -27,6 +29,8 @@ UPDATABLE = ("description", "kind", "dates")
 """The fields UpdateCalendar's mask may name."""
 # Jobs named in DeleteCalendar's FAILED_PRECONDITION.
 _SHOWN_JOBS = 10
+_MASK = UpdateMask(UPDATABLE)
+_CALENDARS = Pager("calendars", (Text(63),))
 
 
 def rescheduled_at(job: CalendarJob, calendar: Calendar, now: datetime) -> datetime | None:
@@ -96,15 +100,10 @@ class CalendarManager:
     async def list(
         self, tenant_id: str, *, page_size: int, page_token: str
     ) -> Page[StoredCalendar]:
-        size = validation.page_size(page_size)
-        fingerprint = paging.fingerprint("calendars", {})
-        cursor = paging.decode(page_token, fingerprint, (paging.Text(63),))
-        after = "" if cursor is None else cursor[0]
-        found = await self._store.list_calendars(tenant_id, after=after, limit=size + 1)
-        more = len(found) > size
-        found = found[:size]
-        token = paging.encode([found[-1].calendar.name], fingerprint) if more else ""
-        return Page(found, token)
+        cursor = _CALENDARS.open(page_size, page_token)
+        after = "" if cursor.after is None else cursor.after[0]
+        found = await self._store.list_calendars(tenant_id, after=after, limit=cursor.limit)
+        return cursor.page(found, lambda stored: [stored.calendar.name])
 
     async def update(
         self,
@@ -120,21 +119,13 @@ class CalendarManager:
             The calendar after the change and how many jobs name it.
         """
         validation.check_calendar_name(spec.name, "calendar.name")
-        paths = list(mask) or list(UPDATABLE)
-        for i, path in enumerate(paths):
-            if path not in UPDATABLE:
-                raise InvalidArgument(
-                    f"update_mask.paths[{i}]",
-                    f"{path!r} cannot be updated (one of {', '.join(UPDATABLE)})",
-                )
+        paths = _MASK.paths(mask)
+        check_expected_version(expected_version)
         async with self._store.calendar_transaction(tenant_id) as tx:
             current = await tx.lock(spec.name)
             if current is None:
                 raise NotFound(f"calendar {spec.name} not found")
-            if expected_version and current.calendar.version != expected_version:
-                raise version_mismatch(
-                    "calendar", spec.name, current.calendar.version, expected_version
-                )
+            require_version("calendar", spec.name, current.calendar.version, expected_version)
             old = current.calendar
             wanted = CalendarSpec(
                 name=spec.name,
@@ -163,12 +154,12 @@ class CalendarManager:
     async def delete(self, tenant_id: str, name: str, *, expected_version: int) -> None:
         """Delete a calendar no job's schedule names (FAILED_PRECONDITION otherwise)."""
         validation.check_calendar_name(name, "name")
+        check_expected_version(expected_version)
         async with self._store.calendar_transaction(tenant_id) as tx:
             current = await tx.lock(name)
             if current is None:
                 raise NotFound(f"calendar {name} not found")
-            if expected_version and current.calendar.version != expected_version:
-                raise version_mismatch("calendar", name, current.calendar.version, expected_version)
+            require_version("calendar", name, current.calendar.version, expected_version)
             jobs = await tx.naming_jobs(name, _SHOWN_JOBS + 1)
             if jobs:
                 shown = ", ".join(jobs[:_SHOWN_JOBS]) + (", ..." if len(jobs) > _SHOWN_JOBS else "")

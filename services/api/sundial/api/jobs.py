@@ -15,13 +15,21 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from opentelemetry import trace
 
-from sundial.api import paging, slo, validation
+from sundial.api import slo, validation
 from sundial.api.egress import EgressPolicies
+from sundial.api.kit import (
+    Pager,
+    RequestKey,
+    Requests,
+    check_expected_version,
+    require_version,
+)
+from sundial.api.kit.paging import NUMBER, Text
 from sundial.api.model import (
     Applied,
     ApplyOutcome,
@@ -41,7 +49,7 @@ from sundial.api.model import (
 )
 from sundial.api.offload import Offload
 from sundial.api.runs import with_due
-from sundial.api.store import CalendarChanged, RequestClaim, RequestRecord, RequestTaken, Store
+from sundial.api.store import CalendarChanged, RequestClaim, RequestRecord, Store
 from sundial.api.validation import TargetGuard, field_prefix
 from sundial.core import tracing
 from sundial.core.clock import Clock
@@ -60,8 +68,8 @@ CREATE_JOB = "CreateJob"
 BATCH_CREATE_JOBS = "BatchCreateJobs"
 APPLY_JOB = "ApplyJob"
 
-# A revision cursor: the last version shown, as decimal text (paging keys are text).
-_VERSION = paging.Text(19)
+_REVISIONS = Pager("job_revisions", (NUMBER,))
+_JOBS = Pager("jobs", (Text(validation.MAX_NAME_CHARS),))
 
 PREVIEW_KEY = "00000000-0000-0000-0000-000000000000"
 """Hash key for Jenkins ``H`` and jitter in a preview without a job (job_service.proto)."""
@@ -176,46 +184,32 @@ class JobManager:
         self._guard = guard
         self._egress = egress
         self._clock = clock
-        self._retention = request_retention
+        self._requests = Requests(store, clock, request_retention)
         self._offload = offload or Offload()
 
-    # --- idempotency ----------------------------------------------------------------------
+    # --- idempotency ---------------------------------------------------------------------
 
-    async def _earlier(
-        self, tenant_id: str, method: str, request_id: str, request_hash: bytes
-    ) -> RequestRecord | None:
-        record = await self._store.find_request(
-            tenant_id, method, request_id, self._clock.now() - self._retention
-        )
-        if record is not None and record.request_hash != request_hash:
-            raise InvalidArgument(
-                "request_id", "was already used with a different request; use a new request_id"
-            )
-        return record
+    async def _create_once(
+        self,
+        tenant_id: str,
+        key: RequestKey,
+        work: Callable[[RequestClaim | None], Awaitable[list[Job]]],
+    ) -> list[Job]:
+        """``work`` (a create) done once per request id: a repeat answers the jobs the
+        first call created, as they are now (NOT_FOUND if one is gone)."""
 
-    def _claim(self, method: str, request_id: str, request_hash: bytes) -> RequestClaim | None:
-        if not request_id:
-            return None
-        return RequestClaim(method, request_id, request_hash, self._clock.now() - self._retention)
+        async def replay(record: RequestRecord) -> list[Job]:
+            ids = list(record.job_ids) if record.job_id is None else [record.job_id]
+            jobs = await self._store.get_jobs(tenant_id, ids)
+            if len(jobs) != len(ids):
+                raise NotFound(
+                    f"request_id {key.request_id!r} already created "
+                    f"{'this job' if len(ids) == 1 else 'these jobs'}, and "
+                    f"{'it was' if len(ids) == 1 else 'some were'} deleted since"
+                )
+            return jobs
 
-    async def _replayed(
-        self, tenant_id: str, method: str, request_id: str, request_hash: bytes
-    ) -> list[Job] | None:
-        """The jobs an earlier identical request created, or None if there was none."""
-        if not request_id:
-            return None
-        record = await self._earlier(tenant_id, method, request_id, request_hash)
-        if record is None:
-            return None
-        ids = list(record.job_ids) if record.job_id is None else [record.job_id]
-        jobs = await self._store.get_jobs(tenant_id, ids)
-        if len(jobs) != len(ids):
-            raise NotFound(
-                f"request_id {request_id!r} already created "
-                f"{'this job' if len(ids) == 1 else 'these jobs'}, and "
-                f"{'it was' if len(ids) == 1 else 'some were'} deleted since"
-            )
-        return jobs
+        return await self._requests.once(tenant_id, key, work, replay)
 
     # --- create ---------------------------------------------------------------------------
 
@@ -324,22 +318,12 @@ class JobManager:
         Args:
             client_id: The client-chosen id (checked by the caller), or None.
         """
-        validation.check_request_id(request_id)
-        replayed = await self._replayed(tenant_id, CREATE_JOB, request_id, request_hash)
-        if replayed is not None:
-            return replayed[0]
-        try:
-            return await self._create(
-                tenant_id,
-                spec,
-                client_id=client_id,
-                claim=self._claim(CREATE_JOB, request_id, request_hash),
-            )
-        except RequestTaken:
-            # An identical request committed while this one was being validated.
-            replayed = await self._replayed(tenant_id, CREATE_JOB, request_id, request_hash)
-            assert replayed is not None
-            return replayed[0]
+
+        async def work(claim: RequestClaim | None) -> list[Job]:
+            return [await self._create(tenant_id, spec, client_id=client_id, claim=claim)]
+
+        key = RequestKey(CREATE_JOB, request_id, request_hash)
+        return (await self._create_once(tenant_id, key, work))[0]
 
     async def batch_create(
         self,
@@ -368,9 +352,21 @@ class JobManager:
                 raise InvalidArgument(
                     f"jobs[{i}].job_id", f"same id as jobs[{first_holder[client_id]}]"
                 )
-        replayed = await self._replayed(tenant_id, BATCH_CREATE_JOBS, request_id, request_hash)
-        if replayed is not None:
-            return replayed
+
+        async def work(claim: RequestClaim | None) -> list[Job]:
+            return await self._create_all(tenant_id, specs, ids, claim)
+
+        key = RequestKey(BATCH_CREATE_JOBS, request_id, request_hash)
+        return await self._create_once(tenant_id, key, work)
+
+    async def _create_all(
+        self,
+        tenant_id: str,
+        specs: Sequence[JobSpec],
+        ids: Sequence[str | None],
+        claim: RequestClaim | None,
+    ) -> list[Job]:
+        """Validate ``specs`` together and insert them in one transaction."""
         calendars = await self._calendars(tenant_id, specs)
         now = self._clock.now()
         shared = validation.SharedChecks()
@@ -390,19 +386,14 @@ class JobManager:
             [(new.spec.target, f"jobs[{i}].target") for i, new in enumerate(prepared)],  # type: ignore[misc]
             await self._egress.policy(tenant_id),
         )
-        try:
-            await self._store.create_jobs(
-                tenant_id,
-                prepared,
-                now,
-                claim=self._claim(BATCH_CREATE_JOBS, request_id, request_hash),
-                single=False,
-                traceparent=_call_traceparent(),
-            )
-        except RequestTaken:
-            replayed = await self._replayed(tenant_id, BATCH_CREATE_JOBS, request_id, request_hash)
-            assert replayed is not None
-            return replayed
+        await self._store.create_jobs(
+            tenant_id,
+            prepared,
+            now,
+            claim=claim,
+            single=False,
+            traceparent=_call_traceparent(),
+        )
         return [self._created(tenant_id, new, now) for new in prepared]
 
     # --- read -----------------------------------------------------------------------------
@@ -445,19 +436,12 @@ class JobManager:
         """A page of the job's revisions, newest first; NOT_FOUND for an unknown job
         (a deleted job's history stays, but only its id could name it)."""
         await self.get_job(tenant_id, job_id)
-        size = validation.page_size(page_size)
-        fingerprint = paging.fingerprint("job_revisions", {"job": str(job_id)})
-        cursor = paging.decode(page_token, fingerprint, (_VERSION,))
-        if cursor is not None and not (cursor[0].isascii() and cursor[0].isdigit()):
-            raise InvalidArgument("page_token", "is not a token this list issued")
-        before = None if cursor is None else int(cursor[0])
+        cursor = _REVISIONS.open(page_size, page_token, {"job": str(job_id)})
+        before = None if cursor.after is None else cursor.after[0]
         revisions = await self._store.job_revisions(
-            tenant_id, job_id, before_version=before, limit=size + 1
+            tenant_id, job_id, before_version=before, limit=cursor.limit
         )
-        more = len(revisions) > size
-        revisions = revisions[:size]
-        token = paging.encode([str(revisions[-1].version)], fingerprint) if more else ""
-        return Page(revisions, token)
+        return cursor.page(revisions, lambda revision: [revision.version])
 
     async def describe_job(
         self, tenant_id: str, job_id: uuid.UUID, slo_windows: Sequence[timedelta] = ()
@@ -493,13 +477,9 @@ class JobManager:
         self, tenant_id: str, job_filter: JobFilter, *, page_size: int, page_token: str
     ) -> Page[Job]:
         """A page of the tenant's jobs ordered by name."""
-        size = validation.page_size(page_size)
-        validation.check_labels(job_filter.labels, "labels", limit=validation.MAX_LABEL_FILTERS)
-        validation.check_text(
-            job_filter.name_prefix, "name_prefix", validation.MAX_NAME_PREFIX_CHARS
-        )
-        fingerprint = paging.fingerprint(
-            "jobs",
+        cursor = _JOBS.open(
+            page_size,
+            page_token,
             {
                 "labels": dict(job_filter.labels),
                 "prefix": job_filter.name_prefix,
@@ -507,26 +487,28 @@ class JobManager:
                 "forbidden": job_filter.target_forbidden,
             },
         )
-        cursor = paging.decode(page_token, fingerprint, (paging.Text(validation.MAX_NAME_CHARS),))
-        after = "" if cursor is None else cursor[0]
+        validation.check_labels(job_filter.labels, "labels", limit=validation.MAX_LABEL_FILTERS)
+        validation.check_text(
+            job_filter.name_prefix, "name_prefix", validation.MAX_NAME_PREFIX_CHARS
+        )
+        after = "" if cursor.after is None else cursor.after[0]
         upper = _prefix_upper_bound(job_filter.name_prefix) if job_filter.name_prefix else None
         if job_filter.target_forbidden:
-            jobs, resume_after = await self._forbidden(tenant_id, job_filter, after, upper, size)
-            token = paging.encode([resume_after], fingerprint) if resume_after else ""
-            return Page(jobs, token)
+            jobs, resume_after = await self._forbidden(
+                tenant_id, job_filter, after, upper, cursor.size
+            )
+            return Page(jobs, cursor.token([resume_after]) if resume_after else "")
         jobs = await self._store.list_jobs(
-            tenant_id, job_filter, after=after, name_upper_bound=upper, limit=size + 1
+            tenant_id, job_filter, after=after, name_upper_bound=upper, limit=cursor.limit
         )
-        more = len(jobs) > size
-        jobs = jobs[:size]
+        keep = None
         budget = _PAGE_BYTES
-        for i, job in enumerate(jobs):
+        for i, job in enumerate(jobs[: cursor.size]):
             budget -= _estimated_bytes(job)
             if budget < 0 and i > 0:
-                jobs, more = jobs[:i], True
+                keep = i
                 break
-        token = paging.encode([jobs[-1].spec.name], fingerprint) if more and jobs else ""
-        return Page(jobs, token)
+        return cursor.page(jobs, lambda job: [job.spec.name], keep=keep)
 
     async def _forbidden(
         self, tenant_id: str, job_filter: JobFilter, after: str, upper: str | None, size: int
@@ -583,10 +565,10 @@ class JobManager:
         ``paused`` and ``pause_note`` are kept from the current job whatever ``apply``
         returns. A changed schedule recomputes next_run_at from now.
         """
+        check_expected_version(expected_version)
         for _ in range(_OPTIMISTIC_ATTEMPTS):
             job = await self.get_job(tenant_id, job_id)
-            if expected_version and job.version != expected_version:
-                raise version_mismatch("job", job_id, job.version, expected_version)
+            require_version("job", job_id, job.version, expected_version)
             try:
                 rewritten = await self._rewrite(tenant_id, job, apply(job))
             except CalendarChanged:
@@ -597,6 +579,20 @@ class JobManager:
                 raise await self._conflict(tenant_id, job_id, expected_version)
             # Unconditional update raced with another change: merge onto the new version.
         raise Aborted(f"job {job_id} kept changing while being updated; retry")
+
+    async def rollback_job(
+        self, tenant_id: str, job_id: uuid.UUID, *, version: int, expected_version: int
+    ) -> Job:
+        """Restore the definition revision ``version`` had, as a new revision.
+
+        The definition is checked as UpdateJob checks one (today's calendars and egress
+        policy); paused and pause_note stay as they are (operational, not history).
+        """
+        check_expected_version(expected_version)
+        revised = await self.job_at(tenant_id, job_id, version)
+        return await self.update_job(
+            tenant_id, job_id, expected_version=expected_version, apply=lambda _: revised.spec
+        )
 
     async def _rewrite(
         self,
@@ -686,14 +682,9 @@ class JobManager:
         the unique index: the loser compares with the winner's job.
         """
         validation.check_request_id(request_id)
-        if expected_version < 0:
-            raise InvalidArgument("expected_version", "must not be negative")
-        claim = None if validate_only else self._claim(APPLY_JOB, request_id, request_hash)
-        try:
-            if claim is not None:
-                earlier = await self._applied_before(tenant_id, request_id, request_hash)
-                if earlier is not None:
-                    return earlier
+        check_expected_version(expected_version)
+
+        async def work(claim: RequestClaim | None) -> Applied:
             for _ in range(_OPTIMISTIC_ATTEMPTS):
                 applied = await self._apply_once(
                     tenant_id,
@@ -705,12 +696,18 @@ class JobManager:
                 )
                 if applied is not None:
                     return applied
-        except RequestTaken:
-            # An identical request committed while this one was working.
-            earlier = await self._applied_before(tenant_id, request_id, request_hash)
-            assert earlier is not None
-            return earlier
-        raise Aborted(f"job {ref} kept changing while being applied; retry")
+            raise Aborted(f"job {ref} kept changing while being applied; retry")
+
+        async def replay(record: RequestRecord) -> Applied:
+            assert record.job_id is not None and record.outcome is not None
+            job = await self._store.get_job(tenant_id, record.job_id)
+            if job is None:
+                raise NotFound(f"request_id {request_id!r} already applied this job, deleted since")
+            return Applied(job, ApplyOutcome(record.outcome))
+
+        # A validation writes nothing, so it is neither answered from nor remembered.
+        key = RequestKey(APPLY_JOB, "" if validate_only else request_id, request_hash)
+        return await self._requests.once(tenant_id, key, work, replay)
 
     async def _apply_once(
         self,
@@ -743,8 +740,7 @@ class JobManager:
                     raise
                 return None
             return Applied(created, ApplyOutcome.CREATED)
-        if expected_version and job.version != expected_version:
-            raise version_mismatch("job", ref, job.version, expected_version)
+        require_version("job", ref, job.version, expected_version)
         try:
             rewritten = await self._rewrite(
                 tenant_id,
@@ -767,23 +763,11 @@ class JobManager:
             await self._store.record_request(tenant_id, unchanged, job.job_id, self._clock.now())
         return Applied(job, ApplyOutcome.UNCHANGED)
 
-    async def _applied_before(
-        self, tenant_id: str, request_id: str, request_hash: bytes
-    ) -> Applied | None:
-        """What an earlier identical ApplyJob did, with its job as it is now."""
-        record = await self._earlier(tenant_id, APPLY_JOB, request_id, request_hash)
-        if record is None:
-            return None
-        assert record.job_id is not None and record.outcome is not None
-        job = await self._store.get_job(tenant_id, record.job_id)
-        if job is None:
-            raise NotFound(f"request_id {request_id!r} already applied this job, deleted since")
-        return Applied(job, ApplyOutcome(record.outcome))
-
     async def delete_job(
         self, tenant_id: str, ref: JobRef, *, expected_version: int, allow_missing: bool
     ) -> None:
         """Delete a job; its unfinished runs are cancelled."""
+        check_expected_version(expected_version)
         try:
             job_id = await self.resolve(tenant_id, ref)
         except NotFound:
@@ -801,6 +785,7 @@ class JobManager:
         self, tenant_id: str, job_id: uuid.UUID, *, note: str, expected_version: int
     ) -> Job:
         """Pause a job (or replace the note of a paused one)."""
+        check_expected_version(expected_version)
         validation.check_note(note, "note")
         if not await self._store.pause_job(
             tenant_id, job_id, expected_version, note, self._clock.now()
@@ -812,11 +797,11 @@ class JobManager:
         self, tenant_id: str, job_id: uuid.UUID, *, note: str, expected_version: int
     ) -> Job:
         """Resume a job: next_run_at is recomputed from now; missed times do not run."""
+        check_expected_version(expected_version)
         validation.check_note(note, "note")
         for _ in range(_OPTIMISTIC_ATTEMPTS):
             job = await self.get_job(tenant_id, job_id)
-            if expected_version and job.version != expected_version:
-                raise await self._conflict(tenant_id, job_id, expected_version)
+            require_version("job", job_id, job.version, expected_version)
             # The calendars as they are now, with their versions (the job's copy has
             # none): the store checks them current in the resume's transaction.
             schedule = job.spec.schedule

@@ -20,8 +20,10 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
-from sundial.api import paging, validation
+from sundial.api import validation
 from sundial.api.egress import EgressPolicies
+from sundial.api.kit import Pager, UpdateMask, check_expected_version, require_version
+from sundial.api.kit.paging import Text
 from sundial.api.model import Page
 from sundial.api.store import queries
 from sundial.api.validation import TargetGuard
@@ -48,8 +50,9 @@ MAX_DIGEST_WINDOW = timedelta(hours=1)
 
 MAX_DISPLAY_NAME = 200
 
-UPDATABLE = frozenset({"display_name", "target", "event_kinds", "digest_window"})
+UPDATABLE = ("display_name", "target", "event_kinds", "digest_window")
 """What UpdateNotificationChannel's mask may name."""
+_MASK = UpdateMask(UPDATABLE)
 
 _translate = translate_db_errors(
     constraint_messages={
@@ -59,7 +62,7 @@ _translate = translate_db_errors(
     }
 )
 
-_NAME = paging.Text(MAX_DISPLAY_NAME * 4)
+_CHANNELS = Pager("notification_channels", (Text(MAX_DISPLAY_NAME * 4),))
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
@@ -203,17 +206,12 @@ class NotificationChannels:
     @_translate
     async def list(self, tenant_id: str, *, page_size: int, page_token: str) -> Page[Channel]:
         """A page of the tenant's channels by display name."""
-        size = validation.page_size(page_size)
-        fingerprint = paging.fingerprint("notification_channels", {"tenant": tenant_id})
-        cursor = paging.decode(page_token, fingerprint, (_NAME,))
-        after = None if cursor is None else cursor[0]
+        cursor = _CHANNELS.open(page_size, page_token, {"tenant": tenant_id})
+        after = None if cursor.after is None else cursor.after[0]
         rows = await self._pool.fetch(
-            queries.list_notification_channels, tenant_id, after, size + 1
+            queries.list_notification_channels, tenant_id, after, cursor.limit
         )
-        channels = [_channel(row) for row in rows[:size]]
-        more = len(rows) > size
-        token = paging.encode([channels[-1].spec.display_name], fingerprint) if more else ""
-        return Page(channels, token)
+        return cursor.page([_channel(row) for row in rows], lambda c: [c.spec.display_name])
 
     @_translate
     async def update(
@@ -225,22 +223,12 @@ class NotificationChannels:
         expected_version: int,
     ) -> Channel:
         """Copy the masked fields of ``source`` onto the channel and store it."""
-        if not paths:
-            raise InvalidArgument("update_mask", "is required: name the fields to change")
-        for path in paths:
-            if path not in UPDATABLE:
-                raise InvalidArgument(
-                    "update_mask", f"{path!r} is not one of {', '.join(sorted(UPDATABLE))}"
-                )
-        if expected_version < 0:
-            raise InvalidArgument("expected_version", "must not be negative")
+        masked = _MASK.paths(paths)
+        check_expected_version(expected_version)
         current = await self.get(tenant_id, channel_id)
-        if expected_version and current.version != expected_version:
-            raise version_mismatch(
-                "notification channel", channel_id, current.version, expected_version
-            )
+        require_version("notification channel", channel_id, current.version, expected_version)
         merged = dataclasses.replace(
-            current.spec, **{path: getattr(source, path) for path in paths}
+            current.spec, **{path: getattr(source, path) for path in masked}
         )
         merged = await self._checked(tenant_id, merged)
         row = await self._pool.fetchrow(

@@ -233,13 +233,18 @@ SELECT version FROM jobs
    FOR UPDATE;
 
 -- name: cancel_runs_of_job
--- DeleteJob: unfinished runs of job $1 end CANCELLED at $2 with reason $3; a RUNNING
--- one is asked to stop (its executor learns it through its heartbeat).
+-- DeleteJob: unfinished runs of job $1 cancelled at $2 with reason $3. The SET list is
+-- sundial.run.cancel, written alike in cancel_run and the scheduler's cancel_other_runs:
+-- PENDING, QUEUED and RETRYING runs end CANCELLED; a RUNNING one is asked to stop (its
+-- executor learns it through its heartbeat).
 UPDATE job_runs
    SET status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,
-       cancel_requested = cancel_requested OR status = 'running',
+       cancel_requested = status = 'running',
        finished_at = CASE WHEN status = 'running' THEN finished_at ELSE $2 END,
-       check_at = CASE WHEN status = 'running' THEN check_at ELSE NULL END,
+       check_at = CASE WHEN status = 'running' THEN check_at END,
+       next_attempt_at = CASE WHEN status = 'running' THEN next_attempt_at END,
+       error_class = CASE WHEN status = 'running' THEN error_class ELSE 'cancelled' END,
+       skip_reason = CASE WHEN status = 'running' THEN skip_reason END,
        last_error = $3,
        updated_at = $2
  WHERE job_id = $1 AND status IN ('pending', 'queued', 'running', 'retrying');
@@ -333,14 +338,17 @@ RETURNING job_id, scheduled_at, kind, status, attempt, lease_until, executor_id,
           cancel_requested, created_at, replay_count, last_http_status, last_grpc_code;
 
 -- name: cancel_run
--- CancelRun at $3 with reason $4: PENDING, QUEUED and RETRYING runs end CANCELLED; a
--- RUNNING one is asked to stop (cancel_requested) and keeps its lease check.
+-- CancelRun at $3 with reason $4, the transition sundial.run.cancel (the SET list of
+-- cancel_runs_of_job): PENDING, QUEUED and RETRYING runs end CANCELLED; a RUNNING one is
+-- asked to stop (cancel_requested) and keeps its lease check.
 UPDATE job_runs
    SET status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,
-       cancel_requested = cancel_requested OR status = 'running',
+       cancel_requested = status = 'running',
        finished_at = CASE WHEN status = 'running' THEN finished_at ELSE $3 END,
-       check_at = CASE WHEN status = 'running' THEN check_at ELSE NULL END,
-       next_attempt_at = CASE WHEN status = 'running' THEN next_attempt_at ELSE NULL END,
+       check_at = CASE WHEN status = 'running' THEN check_at END,
+       next_attempt_at = CASE WHEN status = 'running' THEN next_attempt_at END,
+       error_class = CASE WHEN status = 'running' THEN error_class ELSE 'cancelled' END,
+       skip_reason = CASE WHEN status = 'running' THEN skip_reason END,
        last_error = $4,
        updated_at = $3
  WHERE job_id = $1 AND scheduled_at = $2

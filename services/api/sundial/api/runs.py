@@ -16,9 +16,11 @@ from datetime import datetime, timedelta
 
 from opentelemetry import trace
 
-from sundial.api import paging, validation
+from sundial.api import validation
+from sundial.api.kit import Pager, RequestKey, Requests
+from sundial.api.kit.paging import INSTANT
 from sundial.api.model import BackfillResult, Page, Run, RunFilter
-from sundial.api.store import RequestClaim, RequestRecord, RequestTaken, Store
+from sundial.api.store import RequestClaim, RequestRecord, Store
 from sundial.core import tracing
 from sundial.core.clock import Clock
 from sundial.core.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
@@ -29,6 +31,7 @@ TRIGGER_JOB = "TriggerJob"
 MAX_BACKFILL = 1000
 
 _US = timedelta(microseconds=1)
+_RUNS = Pager("runs", (INSTANT,))
 # last_error of a run cancelled without a reason: the word its status is stored as.
 _NO_REASON = RunStatus.CANCELLED.value
 
@@ -54,7 +57,7 @@ class RunManager:
     ) -> None:
         self._store = store
         self._clock = clock
-        self._retention = request_retention
+        self._requests = Requests(store, clock, request_retention)
 
     async def _compiled(self, tenant_id: str, job_id: uuid.UUID) -> CompiledSchedule:
         found = await self._store.job_schedule(tenant_id, job_id)
@@ -62,18 +65,6 @@ class RunManager:
             raise NotFound(f"job {job_id} not found")
         schedule, calendars = found
         return compile_schedule(schedule, job_id=str(job_id), calendars=calendars)
-
-    async def _earlier(
-        self, tenant_id: str, request_id: str, request_hash: bytes
-    ) -> RequestRecord | None:
-        record = await self._store.find_request(
-            tenant_id, TRIGGER_JOB, request_id, self._clock.now() - self._retention
-        )
-        if record is not None and record.request_hash != request_hash:
-            raise InvalidArgument(
-                "request_id", "was already used with a different request; use a new request_id"
-            )
-        return record
 
     async def _run_of(self, tenant_id: str, record: RequestRecord) -> Run:
         assert record.job_id is not None and record.scheduled_at is not None
@@ -88,32 +79,25 @@ class RunManager:
         request_hash: bytes = b"",
     ) -> Run:
         """A MANUAL run keyed by the trigger instant (moved by 1 µs on a collision)."""
-        validation.check_request_id(request_id)
-        if request_id:
-            record = await self._earlier(tenant_id, request_id, request_hash)
-            if record is not None:
-                return await self._run_of(tenant_id, record)
-        now = self._clock.now()
-        at = _off_schedule(await self._compiled(tenant_id, job_id), now)
-        claim = (
-            RequestClaim(TRIGGER_JOB, request_id, request_hash, now - self._retention)
-            if request_id
-            else None
-        )
-        # The run continues the caller's trace: its context is this call's span (the
-        # gRPC instrumentation's, a child of any traceparent the caller sent).
-        traceparent = tracing.traceparent_of(trace.get_current_span())
-        try:
+
+        async def work(claim: RequestClaim | None) -> Run:
+            now = self._clock.now()
+            at = _off_schedule(await self._compiled(tenant_id, job_id), now)
+            # The run continues the caller's trace: its context is this call's span (the
+            # gRPC instrumentation's, a child of any traceparent the caller sent).
+            traceparent = tracing.traceparent_of(trace.get_current_span())
             run = await self._store.trigger(
                 tenant_id, job_id, at, now, claim=claim, traceparent=traceparent
             )
-        except RequestTaken:
-            record = await self._earlier(tenant_id, request_id, request_hash)
-            assert record is not None
+            if run is None:
+                raise NotFound(f"job {job_id} not found")
+            return dataclasses.replace(run, due_at=run.scheduled_at)
+
+        async def replay(record: RequestRecord) -> Run:
             return await self._run_of(tenant_id, record)
-        if run is None:
-            raise NotFound(f"job {job_id} not found")
-        return dataclasses.replace(run, due_at=run.scheduled_at)
+
+        key = RequestKey(TRIGGER_JOB, request_id, request_hash)
+        return await self._requests.once(tenant_id, key, work, replay)
 
     async def backfill(
         self, tenant_id: str, job_id: uuid.UUID, start: datetime | None, end: datetime | None
@@ -175,9 +159,9 @@ class RunManager:
         page_token: str,
     ) -> Page[Run]:
         """A page of the job's runs, newest scheduled_at first."""
-        size = validation.page_size(page_size)
-        fingerprint = paging.fingerprint(
-            "runs",
+        cursor = _RUNS.open(
+            page_size,
+            page_token,
             {
                 "job": str(job_id),
                 "statuses": sorted(s.value for s in run_filter.statuses),
@@ -186,16 +170,13 @@ class RunManager:
                 "before": run_filter.scheduled_before,
             },
         )
-        cursor = paging.decode(page_token, fingerprint, (paging.INSTANT,))
-        before = None if cursor is None else cursor[0]
+        before = None if cursor.after is None else cursor.after[0]
         compiled = await self._compiled(tenant_id, job_id)
         runs = await self._store.list_runs(
-            tenant_id, job_id, run_filter, before=before, limit=size + 1
+            tenant_id, job_id, run_filter, before=before, limit=cursor.limit
         )
-        more = len(runs) > size
-        runs = [with_due(run, compiled) for run in runs[:size]]
-        token = paging.encode([runs[-1].scheduled_at], fingerprint) if more else ""
-        return Page(runs, token)
+        page = cursor.page(runs, lambda run: [run.scheduled_at])
+        return Page([with_due(run, compiled) for run in page.items], page.next_page_token)
 
     async def get_run(self, tenant_id: str, ref: RunRef) -> Run:
         """One run of the tenant's job."""

@@ -8,14 +8,12 @@ raised as :class:`~sundial.core.errors.SundialError` and mapped by the intercept
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from collections.abc import Iterable
 from typing import Any
 
 import grpc
 from google.protobuf import field_mask_pb2
-from google.protobuf.message import Message
 
 from sundial.api import convert
 from sundial.api.audit import AuditLog
@@ -23,6 +21,7 @@ from sundial.api.auth import current_tenant
 from sundial.api.calendars import CalendarManager
 from sundial.api.egress import EgressPolicies
 from sundial.api.jobs import JobManager
+from sundial.api.kit import UpdateMask, request_hash
 from sundial.api.model import ApplyOutcome, Job, JobSpec
 from sundial.api.notifications import NotificationChannels, channel_id_in
 from sundial.api.runs import RunManager
@@ -34,64 +33,52 @@ from sundial.run import RunRef
 from sundial.v1 import job_pb2, job_service_pb2_grpc
 from sundial.v1 import job_service_pb2 as pb
 
-# UpdateJob: what a mask may name; sub-paths are allowed below these three.
-_UPDATABLE = frozenset(
-    {"name", "description", "schedule", "target", "payload", "policies", "labels"}
-)
+# UpdateJob: what a mask may name (an empty mask: all of them); sub-paths are allowed
+# below the three messages of _DESCEND.
+_UPDATABLE = ("name", "description", "schedule", "target", "payload", "policies", "labels")
 _DESCEND = frozenset({"schedule", "target", "policies"})
 _SPEC_FIELDS = frozenset({"cron", "interval", "once"})
 
 
-def request_hash(method: str, messages: Iterable[Message]) -> bytes:
-    """Identity of a request for idempotency: sha256 over deterministic encodings.
+def _job_path_problem(path: str) -> str | None:
+    """Why UpdateJob's mask may not name ``path`` (None: it may)."""
+    parts = path.split(".")
+    if parts[0] not in _UPDATABLE:
+        if parts[0] not in job_pb2.Job.DESCRIPTOR.fields_by_name:
+            return f"unknown field {path!r}"
+        pause = " (use PauseJob/ResumeJob)" if parts[0] in ("paused", "pause_note") else ""
+        return f"{path!r} cannot be changed by UpdateJob{pause}"
+    descriptor = job_pb2.Job.DESCRIPTOR
+    for depth, part in enumerate(parts):
+        field = descriptor.fields_by_name.get(part)
+        if field is None:
+            return f"unknown field {path!r}"
+        if depth == len(parts) - 1:
+            break
+        message_type = field.message_type
+        if (
+            (depth == 0 and part not in _DESCEND)
+            or message_type is None
+            or message_type.GetOptions().map_entry
+            or not message_type.full_name.startswith("sundial.v1.")
+        ):
+            return f"cannot update inside {path!r}"
+        descriptor = message_type
+    return None
 
-    Deterministic serialisation orders map entries, so equal requests hash equally.
-    """
-    digest = hashlib.sha256(method.encode() + b"\0")
-    for message in messages:
-        encoded = message.SerializeToString(deterministic=True)
-        digest.update(len(encoded).to_bytes(8, "big") + encoded)
-    return digest.digest()
+
+JOB_MASK = UpdateMask(_UPDATABLE, problem=_job_path_problem)
+"""UpdateJob's mask (job_service.proto ``UpdateJobRequest.update_mask``)."""
 
 
 def check_update_mask(paths: Iterable[str]) -> list[str]:
-    """The mask's paths if every one names an updatable field of Job.
+    """The paths UpdateJob applies: the mask's, or every updatable field for an empty one.
 
     Raises:
-        InvalidArgument: Empty mask, unknown path, or an output-only/paused field.
+        InvalidArgument: An unknown path, or an output-only or paused field
+            (``update_mask.paths[i]``).
     """
-    paths = list(paths)
-    if not paths:
-        raise InvalidArgument("update_mask", "is required: name the fields to change")
-    for path in paths:
-        parts = path.split(".")
-        if parts[0] not in _UPDATABLE:
-            known = parts[0] in job_pb2.Job.DESCRIPTOR.fields_by_name
-            problem = (
-                f"{path!r} cannot be changed by UpdateJob"
-                + (" (use PauseJob/ResumeJob)" if parts[0] in ("paused", "pause_note") else "")
-                if known
-                else f"unknown field {path!r}"
-            )
-            raise InvalidArgument("update_mask", problem)
-        descriptor = job_pb2.Job.DESCRIPTOR
-        for depth, part in enumerate(parts):
-            field = descriptor.fields_by_name.get(part)
-            if field is None:
-                raise InvalidArgument("update_mask", f"unknown field {path!r}")
-            last = depth == len(parts) - 1
-            if last:
-                break
-            message_type = field.message_type
-            if (
-                (depth == 0 and part not in _DESCEND)
-                or message_type is None
-                or message_type.GetOptions().map_entry
-                or not message_type.full_name.startswith("sundial.v1.")
-            ):
-                raise InvalidArgument("update_mask", f"cannot update inside {path!r}")
-            descriptor = message_type
-    return paths
+    return JOB_MASK.paths(paths)
 
 
 def merge_update(current: Job, source: job_pb2.Job, paths: list[str]) -> JobSpec:
@@ -272,6 +259,18 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
             next_page_token=page.next_page_token,
         )
 
+    async def RollbackJob(
+        self, request: pb.RollbackJobRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RollbackJobResponse:
+        tenant = current_tenant()
+        job = await self._jobs.rollback_job(
+            tenant,
+            await self._job(tenant, request.job_id),
+            version=request.version,
+            expected_version=request.expected_version,
+        )
+        return pb.RollbackJobResponse(job=convert.job_out(job))
+
     async def DescribeJob(
         self, request: pb.DescribeJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.DescribeJobResponse:
@@ -310,8 +309,6 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         tenant = current_tenant()
         ref = convert.job_ref_in(request.job.job_id, "job.job_id")
         paths = check_update_mask(request.update_mask.paths)
-        if request.expected_version < 0:
-            raise InvalidArgument("expected_version", "must not be negative")
         job_id = await self._jobs.resolve(tenant, ref)
         job = await self._jobs.update_job(
             tenant,
@@ -504,8 +501,6 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     ) -> pb.UpdateCalendarResponse:
         if not request.HasField("calendar"):
             raise InvalidArgument("calendar", "is required")
-        if request.expected_version < 0:
-            raise InvalidArgument("expected_version", "must not be negative")
         updated, jobs = await self._calendars.update(
             current_tenant(),
             convert.calendar_in(request.calendar),
@@ -519,8 +514,6 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     async def DeleteCalendar(
         self, request: pb.DeleteCalendarRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteCalendarResponse:
-        if request.expected_version < 0:
-            raise InvalidArgument("expected_version", "must not be negative")
         await self._calendars.delete(
             current_tenant(), request.name, expected_version=request.expected_version
         )

@@ -10,8 +10,10 @@ import secrets
 import uuid
 from datetime import datetime, timedelta
 
-from sundial.api import paging, validation
+from sundial.api import validation
 from sundial.api.cluster import MembershipSource
+from sundial.api.kit import Pager
+from sundial.api.kit.paging import INSTANT, UUID, Text
 from sundial.api.model import (
     ApiToken,
     ClusterSnapshot,
@@ -33,6 +35,8 @@ TOKEN_PREFIX_CHARS = 12
 """ApiToken.prefix: the token's first characters."""
 MAX_OVERLAP = timedelta(days=7)
 DEFAULT_OVERLAP = timedelta(hours=24)
+_TENANTS = Pager("tenants", (Text(validation.MAX_TENANT_ID_CHARS),))
+_TOKENS = Pager("tokens", (INSTANT, UUID))
 
 
 def _new_signing_secret() -> str:
@@ -103,17 +107,10 @@ class TenantManager:
 
     async def list_tenants(self, *, page_size: int, page_token: str) -> Page[Tenant]:
         """A page of tenants ordered by tenant_id."""
-        size = validation.page_size(page_size)
-        fingerprint = paging.fingerprint("tenants", {})
-        cursor = paging.decode(
-            page_token, fingerprint, (paging.Text(validation.MAX_TENANT_ID_CHARS),)
-        )
-        after = "" if cursor is None else cursor[0]
-        tenants = await self._store.list_tenants(after, size + 1)
-        more = len(tenants) > size
-        tenants = tenants[:size]
-        token = paging.encode([tenants[-1].tenant_id], fingerprint) if more else ""
-        return Page(tenants, token)
+        cursor = _TENANTS.open(page_size, page_token)
+        after = "" if cursor.after is None else cursor.after[0]
+        tenants = await self._store.list_tenants(after, cursor.limit)
+        return cursor.page(tenants, lambda tenant: [tenant.tenant_id])
 
     async def update_tenant(self, tenant_id: str, changes: TenantChanges) -> Tenant:
         """Change display name and/or quotas (0 = the cluster default)."""
@@ -195,24 +192,16 @@ class TenantManager:
         self, *, tenant_id: str, include_revoked: bool, page_size: int, page_token: str
     ) -> Page[ApiToken]:
         """A page of tokens, newest first."""
-        size = validation.page_size(page_size)
+        cursor = _TOKENS.open(
+            page_size, page_token, {"tenant": tenant_id, "revoked": include_revoked}
+        )
         if tenant_id:
             validation.check_tenant_ref(tenant_id)
-        fingerprint = paging.fingerprint(
-            "tokens", {"tenant": tenant_id, "revoked": include_revoked}
-        )
-        cursor = paging.decode(page_token, fingerprint, (paging.INSTANT, paging.UUID))
-        after = None if cursor is None else (cursor[0], cursor[1])
+        after = None if cursor.after is None else (cursor.after[0], cursor.after[1])
         tokens = await self._store.list_tokens(
-            tenant_id or None, include_revoked, self._clock.now(), after=after, limit=size + 1
+            tenant_id or None, include_revoked, self._clock.now(), after=after, limit=cursor.limit
         )
-        more = len(tokens) > size
-        tokens = tokens[:size]
-        token = ""
-        if more:
-            last = tokens[-1]
-            token = paging.encode([last.create_time, last.token_id], fingerprint)
-        return Page(tokens, token)
+        return cursor.page(tokens, lambda token: [token.create_time, token.token_id])
 
     async def revoke_token(self, token_id: uuid.UUID) -> ApiToken:
         """Revoke a token; it stops authenticating at once."""

@@ -75,21 +75,28 @@ UPDATE jobs SET dispatch_not_before = $2 WHERE job_id = ANY($1::uuid[]);
 SELECT nextval('sundial_dispatch_seq') AS seq FROM generate_series(1, $1::int);
 
 -- name: cancel_other_runs
--- OVERLAP_POLICY_CANCEL_OTHER for jobs $1: running runs are asked to stop (through
--- their executors' heartbeats; the ledger counts them when they end); runs not yet
--- started are cancelled at once and counted in the job's stats here.
-WITH running AS (
+-- OVERLAP_POLICY_CANCEL_OTHER for jobs $1 at $2, the transition sundial.run.cancel (the
+-- SET list of the API's cancel_run): running runs not asked yet are asked to stop
+-- (through their executors' heartbeats; the ledger counts them when they end); runs not
+-- yet started are cancelled at once and counted in the job's stats here.
+WITH cancelled AS (
     UPDATE job_runs
-       SET cancel_requested = true, updated_at = $2
-     WHERE job_id = ANY($1::uuid[]) AND status = 'running' AND NOT cancel_requested
-    RETURNING 1
+       SET status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,
+           cancel_requested = status = 'running',
+           finished_at = CASE WHEN status = 'running' THEN finished_at ELSE $2 END,
+           check_at = CASE WHEN status = 'running' THEN check_at END,
+           next_attempt_at = CASE WHEN status = 'running' THEN next_attempt_at END,
+           error_class = CASE WHEN status = 'running' THEN error_class ELSE 'cancelled' END,
+           skip_reason = CASE WHEN status = 'running' THEN skip_reason END,
+           last_error = 'cancelled by overlap policy CANCEL_OTHER',
+           updated_at = $2
+     WHERE job_id = ANY($1::uuid[]) AND status IN ('pending', 'queued', 'running', 'retrying')
+       AND NOT (status = 'running' AND cancel_requested)
+    RETURNING job_id, status
+), running AS (
+    SELECT 1 FROM cancelled WHERE status = 'running'
 ), waiting AS (
-    UPDATE job_runs
-       SET status = 'cancelled', check_at = NULL, finished_at = $2, updated_at = $2,
-           skip_reason = NULL, last_error = 'cancelled by overlap policy CANCEL_OTHER',
-           error_class = 'cancelled'
-     WHERE job_id = ANY($1::uuid[]) AND status IN ('pending', 'queued', 'retrying')
-    RETURNING job_id
+    SELECT job_id FROM cancelled WHERE status = 'cancelled'
 ), counted AS (
     INSERT INTO job_stats AS s (job_id, cancelled_count, updated_at)
     SELECT job_id, count(*), $2 FROM waiting GROUP BY job_id ORDER BY job_id

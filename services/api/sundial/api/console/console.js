@@ -565,9 +565,6 @@
   // --- SLO, policies, revisions --------------------------------------------------------
 
   const count = (value) => Number(value || 0);
-  // What a rollback restores (the definition; paused and its note are operational).
-  const DEFINITION_FIELDS = ["name", "description", "schedule", "target", "payload",
-    "policies", "labels"];
 
   // A window's length as people say it: 1 h, 24 h, 7 d, 90 min.
   function fmtWindow(duration) {
@@ -697,16 +694,16 @@
     let current = null;
     let revisionsOf = null; // the job version the revisions table was read at
 
-    // A rollback is an UpdateJob with the revision's definition at the current version
-    // (as `sundial jobs rollback`): a new revision; the paused state is not rolled back.
-    function rollBack(version, then) {
+    // A rollback is the server's RollbackJob at the version shown (as `sundial jobs
+    // rollback`): a new revision; the paused state is not rolled back.
+    function rollBack(version) {
       const now = current;
       return act("Roll back", `Restore ${now.name}'s definition as version ${version} left ` +
         `it? This makes version ${Number(now.version) + 1}; paused or not stays as it is.`,
       [], "Roll back",
-      () => jobApi("UpdateJob", {
-        job: { ...then, jobId: now.uid || now.jobId },
-        updateMask: DEFINITION_FIELDS.join(","),
+      () => jobApi("RollbackJob", {
+        jobId: now.uid || now.jobId,
+        version,
         expectedVersion: now.version,
       }),
       (a) => {
@@ -726,7 +723,7 @@
           definitionFacts("revision-facts", answer.job, current),
           h("div", { class: "actions" },
             latest ? null : h("button", { type: "button", id: "revision-rollback",
-              class: "danger", onclick: () => rollBack(version, answer.job) },
+              class: "danger", onclick: () => rollBack(version) },
             `Roll back to version ${version}…`),
             h("button", { type: "button", id: "revision-close",
               onclick: () => sections.revision.replaceChildren() }, "Close")));

@@ -19,6 +19,10 @@ kind: text PostgreSQL can hold (no NUL, no lone surrogate, bounded length), inst
 UTC within the range the wire accepts, canonical UUIDs. Anything else, a forged,
 truncated or corrupted token of any shape, is INVALID_ARGUMENT naming ``page_token``,
 never a database error.
+
+Every list pages the same way, through :class:`Pager`: check the page size, decode the
+token, fetch one item more than the page holds, keep the page, and encode the last
+item's key when there was more.
 """
 
 from __future__ import annotations
@@ -29,13 +33,17 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+from sundial.api import validation
+from sundial.api.model import Page
 from sundial.core import wire
 from sundial.core.errors import InvalidArgument
+
+T = TypeVar("T")
 
 _VERSION = 1
 
@@ -119,10 +127,25 @@ class _Uuid:
         return parsed
 
 
+_INT64_MAX = 2**63 - 1
+
+
+class _Number:
+    """A non-negative ``bigint`` (a version, an event id), written as decimal text."""
+
+    def parse(self, value: object) -> int:
+        if not isinstance(value, str) or not 1 <= len(value) <= 19:
+            raise _Malformed
+        if not (value.isascii() and value.isdigit()) or int(value) > _INT64_MAX:
+            raise _Malformed
+        return int(value)
+
+
 INSTANT: Kind = _Instant()
 UUID: Kind = _Uuid()
+NUMBER: Kind = _Number()
 
-Key = str | datetime | uuid.UUID
+Key = str | int | datetime | uuid.UUID
 """A cursor value as :func:`encode` takes it."""
 
 
@@ -185,3 +208,69 @@ def decode(
         return tuple(kind.parse(value) for kind, value in zip(kinds, cursor, strict=True))
     except _Malformed:
         raise invalid from None
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    """One list call's place: its page size, where it resumes, its filters' digest.
+
+    Attributes:
+        size: The effective page size.
+        after: The decoded key of the last item of the previous page (one value per
+            kind), or None on the first page.
+        fingerprint: The digest of the call's kind and filters.
+    """
+
+    size: int
+    after: tuple[Any, ...] | None
+    fingerprint: str
+
+    @property
+    def limit(self) -> int:
+        """How many items to fetch: one more than a page, to learn whether more exist."""
+        return self.size + 1
+
+    def token(self, key: Sequence[Key]) -> str:
+        """The token of a next page that resumes after ``key``."""
+        return encode(key, self.fingerprint)
+
+    def page(
+        self, items: Sequence[T], key: Callable[[T], Sequence[Key]], *, keep: int | None = None
+    ) -> Page[T]:
+        """The page of ``items`` (fetched with :attr:`limit`) and its next token.
+
+        Args:
+            key: An item's sort key, as the list's kinds read it back.
+            keep: At most this many (fewer than the size, as a byte budget decides);
+                the rest starts the next page.
+        """
+        count = self.size if keep is None else min(keep, self.size)
+        more = len(items) > count
+        shown = list(items[:count])
+        return Page(shown, self.token(key(shown[-1])) if more and shown else "")
+
+
+@dataclass(frozen=True, slots=True)
+class Pager:
+    """How one list pages: its name and the kinds of its sort key.
+
+    Attributes:
+        kind: The list's name, part of every token's fingerprint.
+        keys: The kinds of the sort key, in order.
+    """
+
+    kind: str
+    keys: tuple[Kind, ...]
+
+    def open(
+        self, page_size: int, page_token: str, filters: Mapping[str, Any] | None = None
+    ) -> Cursor:
+        """The cursor of a list call.
+
+        Raises:
+            InvalidArgument: A negative page size, or a token that is malformed or was
+                issued for other filters.
+        """
+        size = validation.page_size(page_size)
+        digest = fingerprint(self.kind, dict(filters or {}))
+        return Cursor(size, decode(page_token, digest, self.keys), digest)
