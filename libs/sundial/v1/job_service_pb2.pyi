@@ -24,6 +24,12 @@ class ApplyOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     APPLY_OUTCOME_UPDATED: _ClassVar[ApplyOutcome]
     APPLY_OUTCOME_UNCHANGED: _ClassVar[ApplyOutcome]
 
+class JobView(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    JOB_VIEW_UNSPECIFIED: _ClassVar[JobView]
+    JOB_VIEW_BASIC: _ClassVar[JobView]
+    JOB_VIEW_FULL: _ClassVar[JobView]
+
 class DstAnnotation(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     DST_ANNOTATION_UNSPECIFIED: _ClassVar[DstAnnotation]
@@ -45,6 +51,9 @@ APPLY_OUTCOME_UNSPECIFIED: ApplyOutcome
 APPLY_OUTCOME_CREATED: ApplyOutcome
 APPLY_OUTCOME_UPDATED: ApplyOutcome
 APPLY_OUTCOME_UNCHANGED: ApplyOutcome
+JOB_VIEW_UNSPECIFIED: JobView
+JOB_VIEW_BASIC: JobView
+JOB_VIEW_FULL: JobView
 DST_ANNOTATION_UNSPECIFIED: DstAnnotation
 DST_ANNOTATION_NONE: DstAnnotation
 DST_ANNOTATION_GAP_SHIFTED: DstAnnotation
@@ -239,7 +248,7 @@ class JobSlo(_message.Message):
     def __init__(self, window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., window_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lateness_threshold: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., due: _Optional[int] = ..., on_time: _Optional[int] = ..., late: _Optional[int] = ..., missed: _Optional[int] = ..., skipped: _Optional[int] = ..., failed: _Optional[int] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("page_size", "page_token", "labels", "name_prefix", "paused", "target_forbidden")
+    __slots__ = ("page_size", "page_token", "labels", "name_prefix", "paused", "target_forbidden", "view")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -253,13 +262,15 @@ class ListJobsRequest(_message.Message):
     NAME_PREFIX_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     TARGET_FORBIDDEN_FIELD_NUMBER: _ClassVar[int]
+    VIEW_FIELD_NUMBER: _ClassVar[int]
     page_size: int
     page_token: str
     labels: _containers.ScalarMap[str, str]
     name_prefix: str
     paused: bool
     target_forbidden: bool
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., name_prefix: _Optional[str] = ..., paused: _Optional[bool] = ..., target_forbidden: _Optional[bool] = ...) -> None: ...
+    view: JobView
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., name_prefix: _Optional[str] = ..., paused: _Optional[bool] = ..., target_forbidden: _Optional[bool] = ..., view: _Optional[_Union[JobView, str]] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs", "next_page_token")
@@ -520,14 +531,16 @@ class RollbackJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...
 
 class ListJobRevisionsRequest(_message.Message):
-    __slots__ = ("job_id", "page_size", "page_token")
+    __slots__ = ("job_id", "page_size", "page_token", "view")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    VIEW_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     page_size: int
     page_token: str
-    def __init__(self, job_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    view: JobView
+    def __init__(self, job_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., view: _Optional[_Union[JobView, str]] = ...) -> None: ...
 
 class ListJobRevisionsResponse(_message.Message):
     __slots__ = ("revisions", "next_page_token")

@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import date, timedelta
+import uuid
+from datetime import UTC, date, datetime, timedelta
 
 import grpc
+import pytest
+from google.protobuf import field_mask_pb2
 
+from sundial.api.kit import paging
+from sundial.api.kit.paging import PAGE_BYTES
 from sundial.client import CHANNEL_OPTIONS, error_details
+from sundial.core.clock import ManualClock
 from sundial.core.tls import dial
 from sundial.v1 import calendar_pb2, job_pb2, job_service_pb2_grpc
 from sundial.v1 import job_service_pb2 as pb
@@ -134,3 +140,182 @@ async def test_a_tenants_schedule_computations_are_held_to_its_cpu_share(
     # B's share is its own.
     answer = await api.jobs.PreviewSchedule(heavy, metadata=b.md)
     assert len([f for f in answer.fire_times if not f.dropped]) == 1000
+
+
+async def test_a_revisions_page_stops_at_its_byte_budget_and_payloads_come_when_asked(
+    api: Api,
+) -> None:
+    tenant = await api.tenant("tenant-a")
+    job = make_job("big", payload=b"x" * (256 * 1024))
+    job.target.http.headers["Authorization"] = "Bearer downstream"
+    created = (await api.jobs.CreateJob(pb.CreateJobRequest(job=job), metadata=tenant.md)).job
+    for i in range(24):
+        await api.jobs.UpdateJob(
+            pb.UpdateJobRequest(
+                job=job_pb2.Job(job_id=created.job_id, description=f"change {i}"),
+                update_mask=field_mask_pb2.FieldMask(paths=["description"]),
+            ),
+            metadata=tenant.md,
+        )
+    # The default view: no payload, header names without values; all 25 in one page.
+    basic = await api.jobs.ListJobRevisions(
+        pb.ListJobRevisionsRequest(job_id=created.job_id, page_size=1000), metadata=tenant.md
+    )
+    assert len(basic.revisions) == 25 and not basic.next_page_token
+    assert all(r.job.payload == b"" for r in basic.revisions)
+    assert all(dict(r.job.target.http.headers) == {"Authorization": ""} for r in basic.revisions)
+    # The full view: 25 x 256 KiB would be 6.4 MB; each page stops at the budget.
+    seen: list[int] = []
+    token = ""
+    while True:
+        page = await api.jobs.ListJobRevisions(
+            pb.ListJobRevisionsRequest(
+                job_id=created.job_id, page_size=1000, page_token=token, view=pb.JOB_VIEW_FULL
+            ),
+            metadata=tenant.md,
+        )
+        assert page.ByteSize() <= PAGE_BYTES
+        assert all(len(r.job.payload) == 256 * 1024 for r in page.revisions)
+        seen += [r.version for r in page.revisions]
+        token = page.next_page_token
+        if not token:
+            break
+    assert seen == list(range(25, 0, -1))
+    # An unknown view names the field.
+    await expect_error(
+        api.jobs.ListJobRevisions(
+            pb.ListJobRevisionsRequest(job_id=created.job_id, view=7), metadata=tenant.md
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        field="view",
+    )
+
+
+async def test_every_list_page_stops_at_its_byte_budget(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(paging, "PAGE_BYTES", 64 * 1024)
+    tenant = await api.tenant("tenant-a")
+    dates = [(date(2030, 1, 1) + timedelta(days=i)).isoformat() for i in range(1000)]
+    for i in range(12):
+        await api.jobs.CreateCalendar(
+            pb.CreateCalendarRequest(
+                calendar=calendar_pb2.Calendar(name=f"cal-{i:02d}", kind=EXCLUDE, dates=dates)
+            ),
+            metadata=tenant.md,
+        )
+        await api.jobs.CreateJob(
+            pb.CreateJobRequest(job=make_job(f"job-{i:02d}", payload=b"y" * 20_000)),
+            metadata=tenant.md,
+        )
+    calendars = await api.jobs.ListCalendars(
+        pb.ListCalendarsRequest(page_size=1000), metadata=tenant.md
+    )
+    assert 1 <= len(calendars.calendars) < 12 and calendars.next_page_token
+    assert calendars.ByteSize() <= 64 * 1024
+    jobs = await api.jobs.ListJobs(pb.ListJobsRequest(page_size=1000), metadata=tenant.md)
+    assert 1 <= len(jobs.jobs) < 12 and jobs.next_page_token
+    assert jobs.ByteSize() <= 64 * 1024
+
+
+async def test_calendars_per_tenant_are_capped(start_api: StartApi) -> None:
+    api = await start_api(max_calendars=2)
+    a, b = await api.tenant("tenant-a"), await api.tenant("tenant-b")
+
+    def calendar(name: str) -> pb.CreateCalendarRequest:
+        return pb.CreateCalendarRequest(
+            calendar=calendar_pb2.Calendar(name=name, kind=EXCLUDE, dates=["12-25"])
+        )
+
+    for name in ("one", "two"):
+        await api.jobs.CreateCalendar(calendar(name), metadata=a.md)
+    refused = await expect_error(
+        api.jobs.CreateCalendar(calendar("three"), metadata=a.md),
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        text="limit of 2 calendars",
+    )
+    assert error_details(refused)["ErrorInfo"].metadata["quota"] == "max_calendars"  # type: ignore[attr-defined]
+    listed = await api.jobs.ListCalendars(pb.ListCalendarsRequest(), metadata=a.md)
+    assert [c.name for c in listed.calendars] == ["one", "two"]
+    for name in ("one", "two"):  # B's count is its own
+        await api.jobs.CreateCalendar(calendar(name), metadata=b.md)
+
+
+async def test_triggered_and_backfilled_runs_waiting_per_tenant_are_capped(
+    start_api: StartApi,
+) -> None:
+    api = await start_api(max_waiting_requested_runs=5)  # no scheduler: nothing starts
+    a, b = await api.tenant("tenant-a"), await api.tenant("tenant-b")
+    job_a = (await api.jobs.CreateJob(pb.CreateJobRequest(job=make_job("a")), metadata=a.md)).job
+    job_b = (await api.jobs.CreateJob(pb.CreateJobRequest(job=make_job("b")), metadata=b.md)).job
+    backfill = pb.BackfillJobRequest(job_id=job_a.job_id)
+    backfill.start_time.FromDatetime(datetime(2026, 1, 1, tzinfo=UTC))
+    backfill.end_time.FromDatetime(datetime(2026, 1, 5, tzinfo=UTC))  # 4 nightly runs
+    assert len((await api.jobs.BackfillJob(backfill, metadata=a.md)).runs) == 4
+    await api.jobs.TriggerJob(pb.TriggerJobRequest(job_id=job_a.job_id), metadata=a.md)
+    refused = await expect_error(
+        api.jobs.TriggerJob(pb.TriggerJobRequest(job_id=job_a.job_id), metadata=a.md),
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        text="limit of 5 triggered and backfilled runs",
+    )
+    assert error_details(refused)["ErrorInfo"].metadata["usage"] == "5"  # type: ignore[attr-defined]
+    backfill.start_time.FromDatetime(datetime(2025, 1, 1, tzinfo=UTC))
+    backfill.end_time.FromDatetime(datetime(2025, 1, 3, tzinfo=UTC))
+    await expect_error(
+        api.jobs.BackfillJob(backfill, metadata=a.md), grpc.StatusCode.RESOURCE_EXHAUSTED
+    )
+    runs = await api.jobs.ListRuns(pb.ListRunsRequest(job_id=job_a.job_id), metadata=a.md)
+    assert len(runs.runs) == 5  # the refused calls wrote nothing
+    for _ in range(5):  # B's allowance is its own
+        await api.jobs.TriggerJob(pb.TriggerJobRequest(job_id=job_b.job_id), metadata=b.md)
+
+
+async def test_revisions_and_audit_events_are_kept_for_their_retention(
+    start_api: StartApi,
+) -> None:
+    clock = ManualClock(datetime(2030, 1, 1, tzinfo=UTC))
+    api = await start_api(
+        clock=clock,
+        revisions_per_job=3,
+        revision_retention_days=90,
+        deleted_job_revision_days=30,
+        audit_retention_days=60,
+    )
+    tenant = await api.tenant("tenant-a")
+    kept = (
+        await api.jobs.CreateJob(pb.CreateJobRequest(job=make_job("kept")), metadata=tenant.md)
+    ).job
+    gone = (
+        await api.jobs.CreateJob(pb.CreateJobRequest(job=make_job("gone")), metadata=tenant.md)
+    ).job
+    for i in range(5):
+        await api.jobs.UpdateJob(
+            pb.UpdateJobRequest(
+                job=job_pb2.Job(job_id=kept.job_id, description=f"v{i + 2}"),
+                update_mask=field_mask_pb2.FieldMask(paths=["description"]),
+            ),
+            metadata=tenant.md,
+        )
+    await api.jobs.DeleteJob(pb.DeleteJobRequest(job_id=gone.job_id), metadata=tenant.md)
+    retention = api.service.components[0]
+
+    async def versions(job_id: str) -> list[int]:
+        rows = await api.sql(
+            "SELECT version FROM job_revisions WHERE job_id = $1 ORDER BY version DESC",
+            uuid.UUID(job_id),
+        )
+        return [r["version"] for r in rows]
+
+    audit_before = len(await api.sql("SELECT 1 FROM audit_events"))
+    assert audit_before >= 7
+    await retention.purge_once()  # type: ignore[attr-defined]
+    assert await versions(kept.uid) == [6, 5, 4]  # the newest 3
+    assert await versions(gone.uid) == [1]  # deleted today: still within its grace
+    clock.advance(31 * 86400)
+    await retention.purge_once()  # type: ignore[attr-defined]
+    assert await versions(gone.uid) == []
+    assert len(await api.sql("SELECT 1 FROM audit_events")) == audit_before
+    clock.advance(60 * 86400)
+    await retention.purge_once()  # type: ignore[attr-defined]
+    assert await versions(kept.uid) == [6]  # older than 90 days, but the newest stays
+    assert await api.sql("SELECT 1 FROM audit_events") == []

@@ -18,7 +18,7 @@ from sundial.api.notifications import NotificationChannels
 from sundial.api.notifier import Notifier
 from sundial.api.offload import Offload
 from sundial.api.ratelimit import TenantRateLimiter
-from sundial.api.retention import RequestPurger
+from sundial.api.retention import Retention, RetentionPolicy
 from sundial.api.runs import RunManager
 from sundial.api.servicer import JobServicer
 from sundial.api.store import Store
@@ -87,7 +87,13 @@ async def build(
         # other tenants' calls interleave finely with them.
         sys.setswitchinterval(0.001)
         jobs = JobManager(store, guard, egress, clock, request_retention=retention, offload=offload)
-        runs = RunManager(store, clock, request_retention=retention)
+        runs = RunManager(
+            store,
+            clock,
+            request_retention=retention,
+            max_waiting=config.max_waiting_requested_runs,
+            offload=offload,
+        )
         if membership is None and config.etcd_endpoints:
             etcd_membership = EtcdMembership(config.etcd(), pool, config.cluster)
             resources.push_async_callback(etcd_membership.close)
@@ -110,7 +116,7 @@ async def build(
                         egress,
                         tenants,
                         AuditLog(pool),
-                        calendars=CalendarManager(store, clock),
+                        calendars=CalendarManager(store, clock, max_calendars=config.max_calendars),
                         channels=NotificationChannels(pool, guard, egress, clock),
                     ),
                 ),
@@ -127,8 +133,17 @@ async def build(
                 AuditInterceptor(pool, clock),
             ],
         )
-        purger = RequestPurger(
-            store, clock, retention=retention, interval_s=config.request_id_purge_interval_s
+        purger = Retention(
+            store,
+            clock,
+            RetentionPolicy(
+                requests=retention,
+                revisions=timedelta(days=config.revision_retention_days),
+                revisions_per_job=config.revisions_per_job,
+                deleted_job_revisions=timedelta(days=config.deleted_job_revision_days),
+                audit_events=timedelta(days=config.audit_retention_days),
+            ),
+            interval_s=config.request_id_purge_interval_s,
         )
         notifier = Notifier(
             pool,

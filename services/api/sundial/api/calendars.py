@@ -81,13 +81,16 @@ class CalendarManager:
         clock: The source of "now".
     """
 
-    def __init__(self, store: Store, clock: Clock) -> None:
+    def __init__(self, store: Store, clock: Clock, *, max_calendars: int | None = None) -> None:
         self._store = store
         self._clock = clock
+        self._max_calendars = max_calendars
 
     async def create(self, tenant_id: str, spec: CalendarSpec) -> StoredCalendar:
         calendar = validation.check_calendar(spec)
-        await self._store.create_calendar(tenant_id, calendar, spec.description, self._clock.now())
+        await self._store.create_calendar(
+            tenant_id, calendar, spec.description, self._clock.now(), limit=self._max_calendars
+        )
         return await self.get(tenant_id, calendar.name)
 
     async def get(self, tenant_id: str, name: str) -> StoredCalendar:
@@ -103,7 +106,7 @@ class CalendarManager:
         cursor = _CALENDARS.open(page_size, page_token)
         after = "" if cursor.after is None else cursor.after[0]
         found = await self._store.list_calendars(tenant_id, after=after, limit=cursor.limit)
-        return cursor.page(found, lambda stored: [stored.calendar.name])
+        return cursor.page(found, lambda stored: [stored.calendar.name], size_of=_calendar_bytes)
 
     async def update(
         self,
@@ -168,3 +171,9 @@ class CalendarManager:
                     "remove it from them first"
                 )
             await tx.delete(name)
+
+
+def _calendar_bytes(stored: StoredCalendar) -> int:
+    """An upper estimate of a calendar's size in a list: up to 1,000 dates of 12 bytes."""
+    calendar = stored.calendar
+    return 256 + 4 * len(stored.description) + 12 * (len(calendar.dates) + len(calendar.yearly))

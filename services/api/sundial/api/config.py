@@ -76,11 +76,32 @@ class ApiConfig(
     tenant_compute_burst_s: float = 1.0
     """CPU seconds of schedule computation a quiet tenant may use at once."""
 
+    max_calendars: int = 100
+    """Calendars one tenant may hold; CreateCalendar beyond it is RESOURCE_EXHAUSTED."""
+
+    max_waiting_requested_runs: int = 10_000
+    """Runs made by TriggerJob and BackfillJob that one tenant may have waiting to start
+    at once (pending, queued or retrying); past it those calls are RESOURCE_EXHAUSTED and
+    write nothing (a backfill counts every occurrence it asks for)."""
+
+    revisions_per_job: int = 100
+    """Revisions kept per job (the newest); older ones are deleted by the retention pass."""
+
+    revision_retention_days: int = 90
+    """Days a job's revisions are kept (its newest is kept however old)."""
+
+    deleted_job_revision_days: int = 30
+    """Days a deleted job's revisions are kept after its last change."""
+
+    audit_retention_days: int = 90
+    """Days audit events are kept."""
+
     request_id_retention_s: int = 86_400
     """How long a request_id is remembered for idempotent retries (the API promises 24 h)."""
 
     request_id_purge_interval_s: float = 600.0
-    """Seconds between purges of request ids older than the retention."""
+    """Seconds between retention passes: request ids, revisions and audit events older
+    than their retention are deleted."""
 
     http_listen: str = ""
     """Address (host:port) of the HTTP port: JobService and AdminService over the Connect
@@ -134,6 +155,16 @@ class ApiConfig(
             raise ConfigError("tenant_compute_share", "must be > 0 and at most 64 cores")
         if not 0 < self.tenant_compute_burst_s <= 3600:
             raise ConfigError("tenant_compute_burst_s", "must be > 0 and at most 3600")
+        for name, low, high in (
+            ("max_calendars", 1, 100_000),
+            ("max_waiting_requested_runs", 1, 10_000_000),
+            ("revisions_per_job", 1, 100_000),
+            ("revision_retention_days", 1, 36_500),
+            ("deleted_job_revision_days", 0, 36_500),
+            ("audit_retention_days", 1, 36_500),
+        ):
+            if not low <= getattr(self, name) <= high:
+                raise ConfigError(name, f"must be {low} to {high:,}")
         if self.request_id_retention_s < 60:
             raise ConfigError("request_id_retention_s", "must be at least 60 seconds")
         if self.request_id_purge_interval_s <= 0:

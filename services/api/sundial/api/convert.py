@@ -351,11 +351,15 @@ def _stats_out(stats: JobStats) -> job_pb2.JobStats:
     return message
 
 
-def revision_out(job: Job, revision: JobRevision) -> job_service_pb2.JobRevision:
-    """One revision of ``job`` (the job as it is now, for its ids)."""
+def revision_out(
+    job: Job, revision: JobRevision, *, full: bool = True
+) -> job_service_pb2.JobRevision:
+    """One revision of ``job`` (the job as it is now, for its ids); without ``full``, as
+    JOB_VIEW_BASIC shows it."""
+    revised = job_out(as_revised(job, revision))
     message = job_service_pb2.JobRevision(
         version=revision.version,
-        job=job_out(as_revised(job, revision)),
+        job=revised if full else basic_view(revised),
         changed_fields=revision.changed_fields,
         changed_by=revision.changed_by or "",
         request_id=revision.request_id or "",
@@ -396,10 +400,38 @@ def job_out(job: Job, memo: dict[object, Any] | None = None) -> job_pb2.Job:
     return message
 
 
-def jobs_out(jobs: Sequence[Job]) -> list[job_pb2.Job]:
-    """Many jobs as their wire forms (a batch shares most of its values)."""
+def jobs_out(jobs: Sequence[Job], *, full: bool = True) -> list[job_pb2.Job]:
+    """Many jobs as their wire forms (a batch shares most of its values); without
+    ``full``, as JOB_VIEW_BASIC shows them."""
     memo: dict[object, Any] = {}
-    return [job_out(job, memo) for job in jobs]
+    if full:
+        return [job_out(job, memo) for job in jobs]
+    return [basic_view(job_out(job, memo)) for job in jobs]
+
+
+def basic_view(job: job_pb2.Job) -> job_pb2.Job:
+    """``job`` as JOB_VIEW_BASIC shows it: no payload, header and metadata values empty
+    (their names kept)."""
+    job.ClearField("payload")
+    kind = job.target.WhichOneof("kind")
+    headers = job.target.http.headers if kind == "http" else None
+    if kind == "grpc":
+        headers = job.target.grpc.metadata
+    if headers is not None:
+        for name in list(headers):
+            headers[name] = ""
+    return job
+
+
+def view_in(view: int, default: int) -> bool:
+    """Whether a request's ``view`` asks for the full job (``default`` when unset).
+
+    Raises:
+        InvalidArgument: Not a JobView.
+    """
+    if view not in job_service_pb2.JobView.values():
+        raise InvalidArgument("view", f"unknown view {view}")
+    return (view or default) == job_service_pb2.JOB_VIEW_FULL
 
 
 class _Once:

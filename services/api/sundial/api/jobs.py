@@ -29,7 +29,7 @@ from sundial.api.kit import (
     check_expected_version,
     require_version,
 )
-from sundial.api.kit.paging import NUMBER, Text
+from sundial.api.kit.paging import NUMBER, PAGE_BYTES, Text
 from sundial.api.model import (
     Applied,
     ApplyOutcome,
@@ -76,8 +76,6 @@ PREVIEW_KEY = "00000000-0000-0000-0000-000000000000"
 
 _US = timedelta(microseconds=1)
 _OPTIMISTIC_ATTEMPTS = 5
-# A page of jobs stays under gRPC's default 4 MiB message limit: big payloads shorten it.
-_PAGE_BYTES = 3 * 1024 * 1024
 # Jobs one page of ListJobs(target_forbidden) looks at (each distinct host resolved once).
 _FORBIDDEN_SCAN = 1000
 
@@ -147,15 +145,24 @@ def _prefix_upper_bound(prefix: str) -> str | None:
 
 
 def _estimated_bytes(job: Job) -> int:
-    spec = job.spec
-    size = 600 + len(spec.payload) + len(spec.description) * 4 + len(spec.pause_note) * 4
+    return _spec_bytes(job.spec, full=True)
+
+
+def _spec_bytes(spec: JobSpec, *, full: bool) -> int:
+    """An upper estimate of a job's size on the wire (``full``: with its payload and
+    header values; else as JOB_VIEW_BASIC shows it)."""
+    size = 600 + len(spec.description) * 4 + len(spec.pause_note) * 4
     size += sum(len(k) + len(v) * 4 for k, v in spec.labels.items())
     target = spec.target
     if isinstance(target, HttpTarget):
-        size += len(target.url) + sum(len(k) + len(v) * 4 for k, v in target.headers.items())
+        size += len(target.url) + sum(len(k) for k in target.headers)
+        if full:
+            size += sum(len(v) * 4 for v in target.headers.values())
     elif isinstance(target, GrpcTarget):
-        size += len(target.address) + sum(len(k) + len(v) for k, v in target.metadata.items())
-    return size
+        size += len(target.address) + sum(len(k) for k in target.metadata)
+        if full:
+            size += sum(len(v) for v in target.metadata.values())
+    return size + (len(spec.payload) if full else 0)
 
 
 class JobManager:
@@ -431,17 +438,29 @@ class JobManager:
         return as_revised(job, found[0])
 
     async def job_revisions(
-        self, tenant_id: str, job_id: uuid.UUID, *, page_size: int, page_token: str
+        self,
+        tenant_id: str,
+        job_id: uuid.UUID,
+        *,
+        page_size: int,
+        page_token: str,
+        full: bool = False,
     ) -> Page[JobRevision]:
         """A page of the job's revisions, newest first; NOT_FOUND for an unknown job
-        (a deleted job's history stays, but only its id could name it)."""
+        (a deleted job's history stays, but only its id could name it). ``full``: the
+        answer will carry payloads and header values (the page's byte budget counts
+        them)."""
         await self.get_job(tenant_id, job_id)
         cursor = _REVISIONS.open(page_size, page_token, {"job": str(job_id)})
         before = None if cursor.after is None else cursor.after[0]
         revisions = await self._store.job_revisions(
             tenant_id, job_id, before_version=before, limit=cursor.limit
         )
-        return cursor.page(revisions, lambda revision: [revision.version])
+        return cursor.page(
+            revisions,
+            lambda revision: [revision.version],
+            size_of=lambda revision: _spec_bytes(revision.spec, full=full),
+        )
 
     async def describe_job(
         self, tenant_id: str, job_id: uuid.UUID, slo_windows: Sequence[timedelta] = ()
@@ -501,14 +520,7 @@ class JobManager:
         jobs = await self._store.list_jobs(
             tenant_id, job_filter, after=after, name_upper_bound=upper, limit=cursor.limit
         )
-        keep = None
-        budget = _PAGE_BYTES
-        for i, job in enumerate(jobs[: cursor.size]):
-            budget -= _estimated_bytes(job)
-            if budget < 0 and i > 0:
-                keep = i
-                break
-        return cursor.page(jobs, lambda job: [job.spec.name], keep=keep)
+        return cursor.page(jobs, lambda job: [job.spec.name], size_of=_estimated_bytes)
 
     async def _forbidden(
         self, tenant_id: str, job_filter: JobFilter, after: str, upper: str | None, size: int
@@ -529,7 +541,7 @@ class JobManager:
         )
         forbidden = {id(job) for job, v in zip(with_target, verdicts, strict=True) if v}
         found: list[Job] = []
-        budget = _PAGE_BYTES
+        budget = PAGE_BYTES
         for job in scanned:
             if id(job) not in forbidden:
                 continue

@@ -401,10 +401,6 @@ UPDATE tenants
  WHERE tenant_id = $1
 RETURNING tenant_id;
 
--- name: lock_tenant
--- Tenant $1's row, locked until the transaction ends (rotations of one tenant in turn).
-SELECT tenant_id FROM tenants WHERE tenant_id = $1 FOR UPDATE;
-
 -- name: expire_secrets
 -- Rotation of tenant $1 at $2: its current secret (the newest still valid) stops at $3
 -- (or earlier if it already was going to); every older one stops now, so a rotation
@@ -644,7 +640,40 @@ UPDATE jobs j
 SELECT count(*) FROM notification_channels WHERE tenant_id = $1;
 
 -- name: lock_tenant_row
+-- Tenant $1's row, locked until the transaction ends: writes that count the tenant's
+-- rows against a quota (channels, calendars) or rotate its secrets go in turn.
 SELECT 1 FROM tenants WHERE tenant_id = $1 FOR UPDATE;
+
+-- name: count_calendars
+SELECT count(*) FROM calendars WHERE tenant_id = $1;
+
+-- name: count_waiting_requested_runs
+-- Tenant $1's runs made by TriggerJob or BackfillJob that have not started yet.
+SELECT count(*) FROM job_runs
+ WHERE tenant_id = $1 AND kind IN ('manual', 'backfill')
+   AND status IN ('pending', 'queued', 'retrying');
+
+-- name: purge_old_revisions
+-- Revisions past the retention (created before $1), or past the newest $2 of their job,
+-- or of a job deleted (no jobs row) before $3, at most $4 of them; never a live job's
+-- newest revision.
+WITH doomed AS (
+    SELECT r.job_id, r.version
+      FROM (SELECT job_id, version, created_at,
+                   row_number() OVER (PARTITION BY job_id ORDER BY version DESC) AS rank
+              FROM job_revisions) r
+      LEFT JOIN jobs j ON j.job_id = r.job_id
+     WHERE (j.job_id IS NOT NULL AND r.rank > 1 AND (r.created_at < $1 OR r.rank > $2))
+        OR (j.job_id IS NULL AND r.created_at < $3)
+     LIMIT $4
+)
+DELETE FROM job_revisions d USING doomed
+ WHERE d.job_id = doomed.job_id AND d.version = doomed.version;
+
+-- name: purge_old_audit_events
+-- Audit events older than $1, at most $2 of them.
+DELETE FROM audit_events
+ WHERE event_id IN (SELECT event_id FROM audit_events WHERE at < $1 LIMIT $2);
 
 -- name: create_notification_channel
 -- A tenant's notification channel (migration 0014, docs/design.md section 12).

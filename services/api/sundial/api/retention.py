@@ -1,15 +1,24 @@
-"""Forgets idempotency records older than their retention (a lifecycle component).
+"""Forgets what tenants grew past its retention (a lifecycle component).
 
-Correctness does not depend on it: lookups ignore expired records and a new request
-takes over an expired key. It only keeps ``job_requests`` from growing forever. Every
-API replica runs it; the deletes are small batches, so replicas overlapping is harmless.
+Every pass deletes, in small batches:
+
+- idempotency records older than their retention (lookups already ignore them; this
+  keeps ``job_requests`` from growing forever);
+- job revisions older than ``revision_retention`` or past the newest ``revisions_per_job``
+  of their job (a live job's newest revision is always kept), and the revisions of a job
+  deleted more than ``deleted_job_revision`` ago;
+- audit events older than ``audit_retention``.
+
+Correctness depends on none of it. Every API replica runs it; the deletes are small
+batches, so replicas overlapping is harmless.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import timedelta
 
 from sundial.api.store import Store
@@ -21,36 +30,64 @@ log = logging.getLogger(__name__)
 _BATCH = 5000
 
 
-class RequestPurger:
-    """Deletes expired ``job_requests`` rows every ``interval_s``.
+@dataclass(frozen=True, slots=True)
+class RetentionPolicy:
+    """How long each kind of tenant data is kept."""
+
+    requests: timedelta = timedelta(hours=24)
+    revisions: timedelta = timedelta(days=90)
+    revisions_per_job: int = 100
+    deleted_job_revisions: timedelta = timedelta(days=30)
+    audit_events: timedelta = timedelta(days=90)
+
+
+class Retention:
+    """Deletes expired rows every ``interval_s`` (see the module doc).
 
     Args:
         store: Database access.
         clock: The source of "now".
-        retention: Age after which a record is expired.
-        interval_s: Seconds between purges.
+        policy: What is kept, and how long.
+        interval_s: Seconds between passes.
     """
 
-    name = "request-purger"
+    name = "retention"
 
     def __init__(
-        self, store: Store, clock: Clock, *, retention: timedelta, interval_s: float
+        self, store: Store, clock: Clock, policy: RetentionPolicy, *, interval_s: float
     ) -> None:
         self._store = store
         self._clock = clock
-        self._retention = retention
+        self._policy = policy
         self._interval_s = interval_s
         self._stop = asyncio.Event()
 
-    async def purge_once(self) -> int:
-        """Delete every expired record now, in batches; returns how many."""
-        total = 0
-        while not self._stop.is_set():
-            deleted = await self._store.purge_requests(self._clock.now() - self._retention, _BATCH)
-            total += deleted
-            if deleted < _BATCH:
-                break
-        return total
+    async def purge_once(self) -> dict[str, int]:
+        """One pass now: every kind, in batches; returns how many rows of each went."""
+        now = self._clock.now()
+        policy = self._policy
+        kinds: dict[str, Callable[[], Awaitable[int]]] = {
+            "requests": lambda: self._store.purge_requests(now - policy.requests, _BATCH),
+            "revisions": lambda: self._store.purge_revisions(
+                before=now - policy.revisions,
+                keep=policy.revisions_per_job,
+                deleted_before=now - policy.deleted_job_revisions,
+                limit=_BATCH,
+            ),
+            "audit_events": lambda: self._store.purge_audit_events(
+                now - policy.audit_events, _BATCH
+            ),
+        }
+        totals: dict[str, int] = {}
+        for kind, purge in kinds.items():
+            total = 0
+            while not self._stop.is_set():
+                deleted = await purge()
+                total += deleted
+                if deleted < _BATCH:
+                    break
+            totals[kind] = total
+        return totals
 
     async def run(self, started: Callable[[], None]) -> None:
         """Purge periodically until :meth:`stop`."""
@@ -58,19 +95,20 @@ class RequestPurger:
         while not self._stop.is_set():
             try:
                 deleted = await self.purge_once()
-                if deleted:
+                if any(deleted.values()):
                     log.info(
-                        "purged %d expired request ids",
+                        "retention pass deleted %s",
                         deleted,
-                        extra={"action": "purge_requests", "deleted": deleted},
+                        extra={
+                            "action": "retention",
+                            **{f"deleted_{k}": v for k, v in deleted.items()},
+                        },
                     )
             except SundialError as exc:  # the database may be briefly away: try next time
-                log.warning(
-                    "purging request ids failed: %s", exc, extra={"action": "purge_requests"}
-                )
+                log.warning("retention pass failed: %s", exc, extra={"action": "retention"})
             except Exception:
                 # Housekeeping must never take the API down: log it and try next time.
-                log.exception("purging request ids failed", extra={"action": "purge_requests"})
+                log.exception("retention pass failed", extra={"action": "retention"})
             try:
                 async with asyncio.timeout(self._interval_s):
                     await self._stop.wait()

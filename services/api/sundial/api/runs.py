@@ -20,6 +20,7 @@ from sundial.api import validation
 from sundial.api.kit import Pager, RequestKey, Requests
 from sundial.api.kit.paging import INSTANT
 from sundial.api.model import BackfillResult, Page, Run, RunFilter
+from sundial.api.offload import Offload
 from sundial.api.store import RequestClaim, RequestRecord, Store
 from sundial.core import tracing
 from sundial.core.clock import Clock
@@ -43,6 +44,19 @@ def with_due(run: Run, compiled: CompiledSchedule) -> Run:
     return dataclasses.replace(run, due_at=compiled.dispatch_at(run.scheduled_at))
 
 
+def _occurrences(compiled: CompiledSchedule, start: datetime, end: datetime) -> list[datetime]:
+    """The fire times in [start, end), at most one more than :data:`MAX_BACKFILL`."""
+    instants: list[datetime] = []
+    cursor = start - _US
+    while len(instants) <= MAX_BACKFILL:
+        fire = compiled.next_fire(cursor)
+        if fire is None or fire.at >= end:
+            break
+        instants.append(fire.at)
+        cursor = fire.at
+    return instants
+
+
 class RunManager:
     """Run RPCs for one tenant at a time.
 
@@ -50,14 +64,25 @@ class RunManager:
         store: Database access.
         clock: The source of "now".
         request_retention: How long TriggerJob request ids are remembered.
+        max_waiting: Runs made by TriggerJob and BackfillJob a tenant may have waiting to
+            start at once (None: no limit); past it those calls are RESOURCE_EXHAUSTED.
+        offload: Where long schedule computations run (a backfill's occurrences).
     """
 
     def __init__(
-        self, store: Store, clock: Clock, *, request_retention: timedelta = timedelta(hours=24)
+        self,
+        store: Store,
+        clock: Clock,
+        *,
+        request_retention: timedelta = timedelta(hours=24),
+        max_waiting: int | None = None,
+        offload: Offload | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
         self._requests = Requests(store, clock, request_retention)
+        self._max_waiting = max_waiting
+        self._offload = offload or Offload()
 
     async def _compiled(self, tenant_id: str, job_id: uuid.UUID) -> CompiledSchedule:
         found = await self._store.job_schedule(tenant_id, job_id)
@@ -87,7 +112,13 @@ class RunManager:
             # gRPC instrumentation's, a child of any traceparent the caller sent).
             traceparent = tracing.traceparent_of(trace.get_current_span())
             run = await self._store.trigger(
-                tenant_id, job_id, at, now, claim=claim, traceparent=traceparent
+                tenant_id,
+                job_id,
+                at,
+                now,
+                claim=claim,
+                traceparent=traceparent,
+                waiting_limit=self._max_waiting,
             )
             if run is None:
                 raise NotFound(f"job {job_id} not found")
@@ -122,14 +153,8 @@ class RunManager:
         compiled = compile_schedule(
             dataclasses.replace(schedule, max_runs=0), job_id=str(job_id), calendars=calendars
         )
-        instants: list[datetime] = []
-        cursor = start - _US
-        while len(instants) <= MAX_BACKFILL:
-            fire = compiled.next_fire(cursor)
-            if fire is None or fire.at >= end:
-                break
-            instants.append(fire.at)
-            cursor = fire.at
+        # Up to 1,001 fire-time searches: off the event loop, within the tenant's share.
+        instants = await self._offload.run(tenant_id, _occurrences, compiled, start, end)
         truncated = len(instants) > MAX_BACKFILL
         next_start = instants[MAX_BACKFILL] if truncated else None
         instants = instants[:MAX_BACKFILL]
@@ -137,7 +162,13 @@ class RunManager:
         if instants:
             with _backfill_traces(job_id, instants) as traceparents:
                 runs = await self._store.insert_runs(
-                    tenant_id, job_id, instants, RunKind.BACKFILL, now, traceparents=traceparents
+                    tenant_id,
+                    job_id,
+                    instants,
+                    RunKind.BACKFILL,
+                    now,
+                    traceparents=traceparents,
+                    waiting_limit=self._max_waiting,
                 )
             if runs is None:
                 raise NotFound(f"job {job_id} not found")
@@ -175,7 +206,10 @@ class RunManager:
         runs = await self._store.list_runs(
             tenant_id, job_id, run_filter, before=before, limit=cursor.limit
         )
-        page = cursor.page(runs, lambda run: [run.scheduled_at])
+        # A run's size: its fixed fields and its (bounded) error text.
+        page = cursor.page(
+            runs, lambda run: [run.scheduled_at], size_of=lambda run: 512 + 4 * len(run.last_error)
+        )
         return Page([with_due(run, compiled) for run in page.items], page.next_page_token)
 
     async def get_run(self, tenant_id: str, ref: RunRef) -> Run:

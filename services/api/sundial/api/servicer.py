@@ -251,11 +251,16 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     ) -> pb.ListJobRevisionsResponse:
         tenant = current_tenant()
         job = await self._jobs.get_job(tenant, await self._job(tenant, request.job_id))
+        full = convert.view_in(request.view, pb.JOB_VIEW_BASIC)
         page = await self._jobs.job_revisions(
-            tenant, job.job_id, page_size=request.page_size, page_token=request.page_token
+            tenant,
+            job.job_id,
+            page_size=request.page_size,
+            page_token=request.page_token,
+            full=full,
         )
         return pb.ListJobRevisionsResponse(
-            revisions=[convert.revision_out(job, revision) for revision in page.items],
+            revisions=[convert.revision_out(job, r, full=full) for r in page.items],
             next_page_token=page.next_page_token,
         )
 
@@ -292,6 +297,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     async def ListJobs(
         self, request: pb.ListJobsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListJobsResponse:
+        full = convert.view_in(request.view, pb.JOB_VIEW_FULL)
         page = await self._jobs.list_jobs(
             current_tenant(),
             convert.job_filter_in(request),
@@ -299,7 +305,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
             page_token=request.page_token,
         )
         return pb.ListJobsResponse(
-            jobs=convert.jobs_out(page.items),
+            jobs=convert.jobs_out(page.items, full=full),
             next_page_token=page.next_page_token,
         )
 

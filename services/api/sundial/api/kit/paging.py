@@ -22,7 +22,9 @@ never a database error.
 
 Every list pages the same way, through :class:`Pager`: check the page size, decode the
 token, fetch one item more than the page holds, keep the page, and encode the last
-item's key when there was more.
+item's key when there was more. A page also stops at :data:`PAGE_BYTES` (each list says
+how large its items are): however large its items, an answer stays a few MiB, and the
+rest starts the next page (one item is always returned, so paging always advances).
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ from sundial.core.errors import InvalidArgument
 T = TypeVar("T")
 
 _VERSION = 1
+
+PAGE_BYTES = 3 * 1024 * 1024
+"""The byte budget of one page of any list (estimated from its items' sizes)."""
 
 MAX_TOKEN_CHARS = 4096
 """The longest token accepted. The longest issued is a 200-character job name of
@@ -235,16 +240,28 @@ class Cursor:
         return encode(key, self.fingerprint)
 
     def page(
-        self, items: Sequence[T], key: Callable[[T], Sequence[Key]], *, keep: int | None = None
+        self,
+        items: Sequence[T],
+        key: Callable[[T], Sequence[Key]],
+        *,
+        size_of: Callable[[T], int] | None = None,
     ) -> Page[T]:
         """The page of ``items`` (fetched with :attr:`limit`) and its next token.
 
         Args:
             key: An item's sort key, as the list's kinds read it back.
-            keep: At most this many (fewer than the size, as a byte budget decides);
-                the rest starts the next page.
+            size_of: An item's size in the answer (an upper estimate, bytes): the page
+                stops before the item that would take it past :data:`PAGE_BYTES` (never
+                before the first), and the rest starts the next page.
         """
-        count = self.size if keep is None else min(keep, self.size)
+        count = self.size
+        if size_of is not None:
+            spent = 0
+            for i, item in enumerate(items[:count]):
+                spent += size_of(item)
+                if spent > PAGE_BYTES and i > 0:
+                    count = i
+                    break
         more = len(items) > count
         shown = list(items[:count])
         return Page(shown, self.token(key(shown[-1])) if more and shown else "")

@@ -13,7 +13,7 @@ import asyncpg
 
 from sundial.api.model import StoredCalendar
 from sundial.api.store._base import Conn, Row, one, queries, translate
-from sundial.core.errors import Aborted
+from sundial.core.errors import Aborted, ResourceExhausted
 from sundial.run import calendars_from_json, calendars_to_json, schedule_from_json
 from sundial.schedule import Calendar, CalendarKind, Schedule, parse_calendar_dates
 
@@ -161,18 +161,38 @@ class CalendarStore:
 
     @translate
     async def create_calendar(
-        self, tenant_id: str, calendar: Calendar, description: str, now: datetime
+        self,
+        tenant_id: str,
+        calendar: Calendar,
+        description: str,
+        now: datetime,
+        *,
+        limit: int | None = None,
     ) -> None:
-        """Insert a calendar (AlreadyExists naming ``calendar.name`` when taken)."""
-        await self._pool.execute(
-            queries.insert_calendar,
-            tenant_id,
-            calendar.name,
-            description,
-            calendar.kind.value,
-            calendar.entries(),
-            now,
-        )
+        """Insert a calendar (AlreadyExists naming ``calendar.name`` when taken;
+        ResourceExhausted when the tenant has ``limit`` already)."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            if limit is not None:
+                await conn.execute(queries.lock_tenant_row, tenant_id)
+                count = await conn.fetchval(queries.count_calendars, tenant_id)
+                if count >= limit:
+                    raise ResourceExhausted(
+                        f"the tenant's limit of {limit} calendars is reached: delete one first",
+                        metadata={
+                            "quota": "max_calendars",
+                            "limit": str(limit),
+                            "usage": str(count),
+                        },
+                    )
+            await conn.execute(
+                queries.insert_calendar,
+                tenant_id,
+                calendar.name,
+                description,
+                calendar.kind.value,
+                calendar.entries(),
+                now,
+            )
 
     @contextlib.asynccontextmanager
     async def calendar_transaction(self, tenant_id: str) -> AsyncIterator[CalendarTransaction]:

@@ -504,6 +504,7 @@ class JobStore:
         now: datetime,
         *,
         traceparents: Sequence[str] | None = None,
+        waiting_limit: int | None = None,
     ) -> list[Run] | None:
         """Insert QUEUED runs at ``instants``; those that exist already are skipped.
         ``traceparents`` (one per instant; None while tracing is off) are their trace
@@ -511,11 +512,16 @@ class JobStore:
 
         Returns:
             The runs created, oldest first; None when the job does not exist.
+
+        Raises:
+            ResourceExhausted: The tenant's requested runs not started yet would pass
+                ``waiting_limit`` (nothing written).
         """
         async with self._pool.acquire() as conn, conn.transaction():
             job = await conn.fetchrow(queries.lock_job_for_runs, job_id, tenant_id)
             if job is None:
                 return None
+            await _check_waiting(conn, tenant_id, len(instants), waiting_limit)
             rows = await conn.fetch(
                 queries.insert_runs,
                 job_id,
@@ -539,6 +545,7 @@ class JobStore:
         claim: RequestClaim | None = None,
         max_collisions: int = 1000,
         traceparent: str = "",
+        waiting_limit: int | None = None,
     ) -> Run | None:
         """Insert a MANUAL run at ``at``, moved forward 1 µs per collision, with the
         trace context ``traceparent`` (empty: none).
@@ -553,6 +560,7 @@ class JobStore:
             job = await conn.fetchrow(queries.lock_job_for_runs, job_id, tenant_id)
             if job is None:
                 return None
+            await _check_waiting(conn, tenant_id, 1, waiting_limit)
             if claim is not None:
                 await self._claim(conn, tenant_id, claim, now, job_id=job_id)
             for _ in range(max_collisions):
@@ -652,3 +660,23 @@ class JobStore:
 def _stored_schedule(doc: dict[str, Any]) -> tuple[Schedule, dict[str, Calendar]]:
     """A dispatch schedule document (migration 0015): the schedule and its calendars."""
     return schedule_from_json(doc), calendars_from_json(doc.get(RESOLVED_CALENDARS_KEY))
+
+
+async def _check_waiting(conn: Conn, tenant_id: str, adding: int, limit: int | None) -> None:
+    """Refuse ``adding`` more requested runs when the tenant's not started yet would pass
+    ``limit``. Under the tenant's row lock (taken after the job's, as every job write
+    does), so concurrent calls cannot pass it together."""
+    if limit is None:
+        return
+    await conn.execute(queries.lock_tenant_row, tenant_id)
+    waiting = await conn.fetchval(queries.count_waiting_requested_runs, tenant_id)
+    if waiting + adding > limit:
+        raise ResourceExhausted(
+            f"the tenant's limit of {limit} triggered and backfilled runs waiting to start"
+            f" is reached ({waiting} wait, {adding} more asked): let them run, or cancel some",
+            metadata={
+                "quota": "max_waiting_requested_runs",
+                "limit": str(limit),
+                "usage": str(waiting),
+            },
+        )

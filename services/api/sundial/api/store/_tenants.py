@@ -130,7 +130,7 @@ class TenantStore:
         """Add a new signing secret; the current one stops at ``old_expire``, any older
         one now, and expired ones are deleted: at most two stay valid. None: no tenant."""
         async with self._pool.acquire() as conn, conn.transaction():
-            if await conn.fetchrow(queries.lock_tenant, tenant_id) is None:
+            if await conn.fetchrow(queries.lock_tenant_row, tenant_id) is None:
                 return None
             await conn.execute(queries.expire_secrets, tenant_id, now, old_expire)
             await conn.execute(queries.delete_expired_secrets, tenant_id, now)
@@ -201,6 +201,22 @@ class TenantStore:
     async def purge_requests(self, before: datetime, limit: int) -> int:
         """Delete up to ``limit`` idempotency records created before ``before``."""
         status = await self._pool.execute(queries.purge_requests, before, limit)
+        return int(status.rsplit(" ", 1)[-1])
+
+    async def purge_revisions(
+        self, *, before: datetime, keep: int, deleted_before: datetime, limit: int
+    ) -> int:
+        """Delete up to ``limit`` revisions: created before ``before`` or past the newest
+        ``keep`` of their job (never a live job's newest), or of a job deleted whose
+        revisions were made before ``deleted_before``."""
+        status = await self._pool.execute(
+            queries.purge_old_revisions, before, keep, deleted_before, limit
+        )
+        return int(status.rsplit(" ", 1)[-1])
+
+    async def purge_audit_events(self, before: datetime, limit: int) -> int:
+        """Delete up to ``limit`` audit events older than ``before``."""
+        status = await self._pool.execute(queries.purge_old_audit_events, before, limit)
         return int(status.rsplit(" ", 1)[-1])
 
 
