@@ -250,6 +250,12 @@ def print_tenant(tenant: pb.Tenant) -> None:
             ("display name", tenant.display_name),
             ("max jobs", str(tenant.quotas.max_jobs)),
             ("max concurrent runs", str(tenant.quotas.max_concurrent_runs)),
+            ("max calendars", str(tenant.quotas.max_calendars or "default")),
+            (
+                "max waiting requested runs",
+                str(tenant.quotas.max_waiting_requested_runs or "default"),
+            ),
+            ("revisions per job", str(tenant.quotas.revisions_per_job or "default")),
             ("signing secrets", "; ".join(secrets) or "-"),
             ("created", when(tenant.create_time, relative=False)),
             ("updated", when(tenant.update_time, relative=False)),
@@ -370,6 +376,18 @@ def update_tenant(
     max_concurrent_runs: Annotated[
         int | None, typer.Option(help="Quota: most runs RUNNING at once (0: default).")
     ] = None,
+    max_calendars: Annotated[
+        int | None, typer.Option(help="Quota: most calendars (0: the operator's default).")
+    ] = None,
+    max_waiting_requested_runs: Annotated[
+        int | None,
+        typer.Option(
+            help="Quota: most triggered/backfilled runs waiting to start (0: the default)."
+        ),
+    ] = None,
+    revisions_per_job: Annotated[
+        int | None, typer.Option(help="Revisions kept per job (0: the operator's default).")
+    ] = None,
     conn: Connection,
     token: AdminTokenOption = "",
     output: OutputOption = Output.TABLE,
@@ -377,14 +395,18 @@ def update_tenant(
     """Change a tenant's display name or quotas (only the options given)."""
     tenant = pb.Tenant(tenant_id=tenant_id, display_name=display_name)
     paths = ["display_name"] if display_name else []
-    if max_jobs is not None:
-        tenant.quotas.max_jobs = max_jobs
-        paths.append("quotas.max_jobs")
-    if max_concurrent_runs is not None:
-        tenant.quotas.max_concurrent_runs = max_concurrent_runs
-        paths.append("quotas.max_concurrent_runs")
+    for name, value in (
+        ("max_jobs", max_jobs),
+        ("max_concurrent_runs", max_concurrent_runs),
+        ("max_calendars", max_calendars),
+        ("max_waiting_requested_runs", max_waiting_requested_runs),
+        ("revisions_per_job", revisions_per_job),
+    ):
+        if value is not None:
+            setattr(tenant.quotas, name, value)
+            paths.append(f"quotas.{name}")
     if not paths:
-        fail("nothing to change: give --display-name, --max-jobs or --max-concurrent-runs")
+        fail("nothing to change: give --display-name or a quota option (see --help)")
     request = pb.UpdateTenantRequest(
         tenant=tenant, update_mask=field_mask_pb2.FieldMask(paths=paths)
     )

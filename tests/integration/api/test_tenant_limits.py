@@ -17,6 +17,7 @@ from sundial.api.kit.paging import PAGE_BYTES
 from sundial.client import CHANNEL_OPTIONS, error_details
 from sundial.core.clock import ManualClock
 from sundial.core.tls import dial
+from sundial.v1 import admin_pb2 as apb
 from sundial.v1 import calendar_pb2, job_pb2, job_service_pb2_grpc
 from sundial.v1 import job_service_pb2 as pb
 from tests.integration.api.support import Api, StartApi, expect_error, make_job
@@ -319,3 +320,71 @@ async def test_revisions_and_audit_events_are_kept_for_their_retention(
     await retention.purge_once()  # type: ignore[attr-defined]
     assert await versions(kept.uid) == [6]  # older than 90 days, but the newest stays
     assert await api.sql("SELECT 1 FROM audit_events") == []
+
+
+async def test_a_tenants_own_quotas_override_the_operators_defaults(start_api: StartApi) -> None:
+    api = await start_api(max_calendars=2, max_waiting_requested_runs=2)
+    created = await api.admin.CreateTenant(
+        apb.CreateTenantRequest(
+            tenant=apb.Tenant(
+                tenant_id="big",
+                display_name="big",
+                quotas=apb.Quotas(max_calendars=3, max_waiting_requested_runs=3),
+            )
+        ),
+        metadata=api.admin_md,
+    )
+    quotas = created.tenant.quotas
+    assert (quotas.max_calendars, quotas.max_waiting_requested_runs) == (3, 3)
+    assert quotas.revisions_per_job == 0  # the operator's default
+    token = await api.admin.CreateApiToken(
+        apb.CreateApiTokenRequest(tenant_id="big", role=apb.TOKEN_ROLE_TENANT, description="t"),
+        metadata=api.admin_md,
+    )
+    md = (("authorization", f"Bearer {token.secret}"),)
+    for name in ("one", "two", "three"):
+        await api.jobs.CreateCalendar(
+            pb.CreateCalendarRequest(
+                calendar=calendar_pb2.Calendar(name=name, kind=EXCLUDE, dates=["12-25"])
+            ),
+            metadata=md,
+        )
+    job = (await api.jobs.CreateJob(pb.CreateJobRequest(job=make_job("j")), metadata=md)).job
+    for _ in range(3):
+        await api.jobs.TriggerJob(pb.TriggerJobRequest(job_id=job.job_id), metadata=md)
+    await expect_error(
+        api.jobs.TriggerJob(pb.TriggerJobRequest(job_id=job.job_id), metadata=md),
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        text="limit of 3 triggered",
+    )
+    # 0 sets a quota back to the operator's default; a value out of range names it.
+    updated = await api.admin.UpdateTenant(
+        apb.UpdateTenantRequest(
+            tenant=apb.Tenant(tenant_id="big", quotas=apb.Quotas(max_calendars=0)),
+            update_mask=field_mask_pb2.FieldMask(paths=["quotas.max_calendars"]),
+        ),
+        metadata=api.admin_md,
+    )
+    assert updated.tenant.quotas.max_calendars == 0
+    assert updated.tenant.quotas.max_waiting_requested_runs == 3  # untouched
+    await expect_error(
+        api.jobs.CreateCalendar(
+            pb.CreateCalendarRequest(
+                calendar=calendar_pb2.Calendar(name="four", kind=EXCLUDE, dates=["12-25"])
+            ),
+            metadata=md,
+        ),
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        text="limit of 2 calendars",
+    )
+    await expect_error(
+        api.admin.UpdateTenant(
+            apb.UpdateTenantRequest(
+                tenant=apb.Tenant(tenant_id="big", quotas=apb.Quotas(revisions_per_job=-1)),
+                update_mask=field_mask_pb2.FieldMask(paths=["quotas.revisions_per_job"]),
+            ),
+            metadata=api.admin_md,
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        field="tenant.quotas.revisions_per_job",
+    )

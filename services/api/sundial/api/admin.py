@@ -28,8 +28,14 @@ _ROLE_IN = {
     pb.TOKEN_ROLE_EXECUTOR: Role.EXECUTOR,
 }
 _ROLE_OUT = {role: number for number, role in _ROLE_IN.items()}
+_QUOTA_OVERRIDES = ("max_calendars", "max_waiting_requested_runs", "revisions_per_job")
 _TENANT_MASK = UpdateMask(
-    ("display_name", "quotas"), subpaths=("quotas.max_jobs", "quotas.max_concurrent_runs")
+    ("display_name", "quotas"),
+    subpaths=(
+        "quotas.max_jobs",
+        "quotas.max_concurrent_runs",
+        *(f"quotas.{name}" for name in _QUOTA_OVERRIDES),
+    ),
 )
 
 
@@ -38,7 +44,13 @@ def tenant_out(tenant: Tenant) -> pb.Tenant:
     message = pb.Tenant(
         tenant_id=tenant.tenant_id,
         display_name=tenant.display_name,
-        quotas=pb.Quotas(max_jobs=tenant.max_jobs, max_concurrent_runs=tenant.max_concurrent_runs),
+        quotas=pb.Quotas(
+            max_jobs=tenant.max_jobs,
+            max_concurrent_runs=tenant.max_concurrent_runs,
+            max_calendars=tenant.max_calendars or 0,
+            max_waiting_requested_runs=tenant.max_waiting_requested_runs or 0,
+            revisions_per_job=tenant.revisions_per_job or 0,
+        ),
         create_time=wire.timestamp(tenant.create_time),
         update_time=wire.timestamp(tenant.update_time),
     )
@@ -115,6 +127,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             tenant.display_name,
             tenant.quotas.max_jobs,
             tenant.quotas.max_concurrent_runs,
+            TenantChanges(**{name: getattr(tenant.quotas, name) for name in _QUOTA_OVERRIDES}),
         )
         return pb.CreateTenantResponse(tenant=tenant_out(created), signing_secret=secret)
 
@@ -147,6 +160,10 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             max_concurrent_runs=tenant.quotas.max_concurrent_runs
             if quotas or "quotas.max_concurrent_runs" in paths
             else None,
+            **{
+                name: getattr(tenant.quotas, name) if quotas or f"quotas.{name}" in paths else None
+                for name in _QUOTA_OVERRIDES
+            },
         )
         updated = await self._tenants.update_tenant(tenant.tenant_id, changes)
         return pb.UpdateTenantResponse(tenant=tenant_out(updated))

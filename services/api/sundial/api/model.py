@@ -332,6 +332,10 @@ class Tenant:
     create_time: datetime
     update_time: datetime
     signing_secrets: Sequence[SigningSecretInfo] = ()
+    max_calendars: int | None = None
+    """The tenant's own bound (None: the operator's default); likewise the next two."""
+    max_waiting_requested_runs: int | None = None
+    revisions_per_job: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,6 +363,10 @@ class TenantChanges:
     display_name: str | None = None
     max_jobs: int | None = None
     max_concurrent_runs: int | None = None
+    max_calendars: int | None = None
+    """0 sets it back to the operator's default; likewise the next two."""
+    max_waiting_requested_runs: int | None = None
+    revisions_per_job: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

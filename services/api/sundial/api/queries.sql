@@ -361,23 +361,27 @@ RETURNING job_id, scheduled_at, kind, status, attempt, lease_until, executor_id,
 UPDATE job_stats SET cancelled_count = cancelled_count + 1, updated_at = $2 WHERE job_id = $1;
 
 -- name: insert_tenant
--- Creates tenant $1 with its first signing secret ($5, id $6) at $7.
+-- Creates tenant $1 with its first signing secret ($5, id $6) at $7; $8 max_calendars,
+-- $9 max_waiting_requested_runs, $10 revisions_per_job (NULL: the operator's defaults).
 WITH tenant AS (
     INSERT INTO tenants (tenant_id, name, max_jobs, max_concurrent_runs, signing_secret,
-                         created_at, updated_at)
-    VALUES ($1, $2, $3, $4, $5, $7, $7)
+                         created_at, updated_at, max_calendars, max_waiting_requested_runs,
+                         revisions_per_job)
+    VALUES ($1, $2, $3, $4, $5, $7, $7, $8, $9, $10)
     RETURNING tenant_id
 )
 INSERT INTO tenant_signing_secrets (secret_id, tenant_id, secret, created_at)
 SELECT $6, tenant_id, $5, $7 FROM tenant;
 
 -- name: get_tenant
-SELECT tenant_id, name, max_jobs, max_concurrent_runs, created_at, updated_at
+SELECT tenant_id, name, max_jobs, max_concurrent_runs, created_at, updated_at,
+       max_calendars, max_waiting_requested_runs, revisions_per_job
   FROM tenants
  WHERE tenant_id = $1;
 
 -- name: list_tenants
-SELECT tenant_id, name, max_jobs, max_concurrent_runs, created_at, updated_at
+SELECT tenant_id, name, max_jobs, max_concurrent_runs, created_at, updated_at,
+       max_calendars, max_waiting_requested_runs, revisions_per_job
   FROM tenants
  WHERE tenant_id > $1
  ORDER BY tenant_id
@@ -392,11 +396,18 @@ SELECT tenant_id, secret_id, created_at, expires_at
 
 -- name: update_tenant
 -- Changes the fields of tenant $1 that are not NULL ($2 name, $3 max_jobs,
--- $4 max_concurrent_runs) at $5.
+-- $4 max_concurrent_runs) at $5; $6 max_calendars, $7 max_waiting_requested_runs,
+-- $8 revisions_per_job likewise, 0 setting one back to the operator's default (NULL).
 UPDATE tenants
    SET name = coalesce($2, name),
        max_jobs = coalesce($3, max_jobs),
        max_concurrent_runs = coalesce($4, max_concurrent_runs),
+       max_calendars = CASE WHEN $6::integer IS NULL THEN max_calendars
+                            ELSE nullif($6::integer, 0) END,
+       max_waiting_requested_runs = CASE WHEN $7::bigint IS NULL THEN max_waiting_requested_runs
+                                         ELSE nullif($7::bigint, 0) END,
+       revisions_per_job = CASE WHEN $8::integer IS NULL THEN revisions_per_job
+                                ELSE nullif($8::integer, 0) END,
        updated_at = $5
  WHERE tenant_id = $1
 RETURNING tenant_id;
@@ -644,6 +655,11 @@ SELECT count(*) FROM notification_channels WHERE tenant_id = $1;
 -- rows against a quota (channels, calendars) or rotate its secrets go in turn.
 SELECT 1 FROM tenants WHERE tenant_id = $1 FOR UPDATE;
 
+-- name: tenant_quota_overrides
+-- Tenant $1's own bounds (NULL: the operator's default), its row locked until the
+-- transaction ends: writes that count the tenant's rows against them go in turn.
+SELECT max_calendars, max_waiting_requested_runs FROM tenants WHERE tenant_id = $1 FOR UPDATE;
+
 -- name: count_calendars
 SELECT count(*) FROM calendars WHERE tenant_id = $1;
 
@@ -654,16 +670,18 @@ SELECT count(*) FROM job_runs
    AND status IN ('pending', 'queued', 'retrying');
 
 -- name: purge_old_revisions
--- Revisions past the retention (created before $1), or past the newest $2 of their job,
--- or of a job deleted (no jobs row) before $3, at most $4 of them; never a live job's
--- newest revision.
+-- Revisions past the retention (created before $1), or past the newest of their job its
+-- tenant keeps (its revisions_per_job, else $2), or of a job deleted (no jobs row)
+-- before $3, at most $4 of them; never a live job's newest revision.
 WITH doomed AS (
     SELECT r.job_id, r.version
-      FROM (SELECT job_id, version, created_at,
+      FROM (SELECT job_id, version, created_at, tenant_id,
                    row_number() OVER (PARTITION BY job_id ORDER BY version DESC) AS rank
               FROM job_revisions) r
       LEFT JOIN jobs j ON j.job_id = r.job_id
-     WHERE (j.job_id IS NOT NULL AND r.rank > 1 AND (r.created_at < $1 OR r.rank > $2))
+      LEFT JOIN tenants t ON t.tenant_id = r.tenant_id
+     WHERE (j.job_id IS NOT NULL AND r.rank > 1
+            AND (r.created_at < $1 OR r.rank > coalesce(t.revisions_per_job, $2)))
         OR (j.job_id IS NULL AND r.created_at < $3)
      LIMIT $4
 )

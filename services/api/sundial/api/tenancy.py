@@ -6,6 +6,7 @@ returned exactly once; tokens are stored as their sha256 only.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import uuid
 from datetime import datetime, timedelta
@@ -76,16 +77,25 @@ class TenantManager:
     # --- tenants --------------------------------------------------------------------------
 
     async def create_tenant(
-        self, tenant_id: str, display_name: str, max_jobs: int, max_concurrent_runs: int
+        self,
+        tenant_id: str,
+        display_name: str,
+        max_jobs: int,
+        max_concurrent_runs: int,
+        overrides: TenantChanges | None = None,
     ) -> tuple[Tenant, str]:
         """Create a tenant; returns it and its first signing secret (plaintext, once).
 
-        A quota of 0 takes the cluster default at creation; the effective value is
-        stored, so later changes of the default do not move existing tenants.
+        A max_jobs or max_concurrent_runs of 0 takes the cluster default at creation;
+        the effective value is stored, so later changes of the default do not move
+        existing tenants. The other quotas (``overrides``: calendars, waiting requested
+        runs, revisions per job) follow the operator's default while 0.
         """
         validation.check_tenant_id(tenant_id)
         validation.check_display_name(display_name, "tenant.display_name")
         validation.check_quotas(max_jobs, max_concurrent_runs)
+        if overrides is not None:
+            validation.check_quota_overrides(_overrides_of(overrides))
         secret = _new_signing_secret()
         tenant = await self._store.create_tenant(
             tenant_id,
@@ -94,6 +104,7 @@ class TenantManager:
             max_concurrent_runs=max_concurrent_runs or self._default_max_concurrent_runs,
             secret=secret.encode(),
             now=self._clock.now(),
+            overrides=overrides,
         )
         return tenant, secret
 
@@ -118,8 +129,9 @@ class TenantManager:
         if changes.display_name is not None:
             validation.check_display_name(changes.display_name, "tenant.display_name")
         validation.check_quotas(changes.max_jobs or 0, changes.max_concurrent_runs or 0)
-        resolved = TenantChanges(
-            display_name=changes.display_name,
+        validation.check_quota_overrides(_overrides_of(changes))
+        resolved = dataclasses.replace(
+            changes,
             max_jobs=None
             if changes.max_jobs is None
             else changes.max_jobs or self._default_max_jobs,
@@ -220,3 +232,12 @@ class TenantManager:
         return ClusterSnapshot(
             cluster=self._cluster, membership=membership, oldest_due_time=oldest, observed_at=now
         )
+
+
+def _overrides_of(changes: TenantChanges) -> dict[str, int | None]:
+    """The quotas that follow the operator's default while 0, by name."""
+    return {
+        "max_calendars": changes.max_calendars,
+        "max_waiting_requested_runs": changes.max_waiting_requested_runs,
+        "revisions_per_job": changes.revisions_per_job,
+    }

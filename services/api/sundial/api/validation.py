@@ -628,6 +628,22 @@ def check_display_name(name: str, field: str) -> None:
     check_name(name, field)
 
 
+_QUOTA_RANGES = {
+    "max_calendars": 100_000,
+    "max_waiting_requested_runs": 10_000_000,
+    "revisions_per_job": 100_000,
+}
+"""The highest value of each quota overriding an operator's default (admin.proto)."""
+
+
+def check_quota_overrides(values: Mapping[str, int | None], field: str = "tenant.quotas") -> None:
+    """Each set value 0 (the operator's default) or within admin.proto's range."""
+    for name, value in values.items():
+        high = _QUOTA_RANGES[name]
+        if value is not None and not 0 <= value <= high:
+            raise _fail(f"{field}.{name}", f"must be 1 to {high:,} or 0, got {value}")
+
+
 def check_quotas(max_jobs: int, max_concurrent_runs: int, field: str = "tenant.quotas") -> None:
     """0 (the cluster default) or within admin.proto's ranges."""
     if not (max_jobs == 0 or 1 <= max_jobs <= 100_000_000):

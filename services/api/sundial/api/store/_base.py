@@ -209,4 +209,7 @@ def tenant_from_row(row: Row, secrets: Sequence[SigningSecretInfo]) -> Tenant:
         create_time=row["created_at"],
         update_time=row["updated_at"],
         signing_secrets=tuple(secrets),
+        max_calendars=row["max_calendars"],
+        max_waiting_requested_runs=row["max_waiting_requested_runs"],
+        revisions_per_job=row["revisions_per_job"],
     )

@@ -170,10 +170,12 @@ class CalendarStore:
         limit: int | None = None,
     ) -> None:
         """Insert a calendar (AlreadyExists naming ``calendar.name`` when taken;
-        ResourceExhausted when the tenant has ``limit`` already)."""
+        ResourceExhausted when the tenant has its limit already: its own ``max_calendars``,
+        else ``limit``)."""
         async with self._pool.acquire() as conn, conn.transaction():
             if limit is not None:
-                await conn.execute(queries.lock_tenant_row, tenant_id)
+                own = await conn.fetchrow(queries.tenant_quota_overrides, tenant_id)
+                limit = (own["max_calendars"] if own else None) or limit
                 count = await conn.fetchval(queries.count_calendars, tenant_id)
                 if count >= limit:
                     raise ResourceExhausted(

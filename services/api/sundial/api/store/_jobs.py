@@ -664,11 +664,13 @@ def _stored_schedule(doc: dict[str, Any]) -> tuple[Schedule, dict[str, Calendar]
 
 async def _check_waiting(conn: Conn, tenant_id: str, adding: int, limit: int | None) -> None:
     """Refuse ``adding`` more requested runs when the tenant's not started yet would pass
-    ``limit``. Under the tenant's row lock (taken after the job's, as every job write
-    does), so concurrent calls cannot pass it together."""
+    its own ``max_waiting_requested_runs``, else ``limit``. Under the tenant's row lock
+    (taken after the job's, as every job write does), so concurrent calls cannot pass it
+    together."""
     if limit is None:
         return
-    await conn.execute(queries.lock_tenant_row, tenant_id)
+    own = await conn.fetchrow(queries.tenant_quota_overrides, tenant_id)
+    limit = (own["max_waiting_requested_runs"] if own else None) or limit
     waiting = await conn.fetchval(queries.count_waiting_requested_runs, tenant_id)
     if waiting + adding > limit:
         raise ResourceExhausted(

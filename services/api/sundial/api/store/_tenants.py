@@ -54,6 +54,7 @@ class TenantStore:
         max_concurrent_runs: int,
         secret: bytes,
         now: datetime,
+        overrides: TenantChanges | None = None,
     ) -> Tenant:
         """Create a tenant and its first signing secret.
 
@@ -70,6 +71,9 @@ class TenantStore:
                 secret,
                 uuid.uuid4(),
                 now,
+                (overrides.max_calendars or None) if overrides else None,
+                (overrides.max_waiting_requested_runs or None) if overrides else None,
+                (overrides.revisions_per_job or None) if overrides else None,
             )
             row = one(await conn.fetchrow(queries.get_tenant, tenant_id))
             return tenant_from_row(row, (await self._secrets(conn, [tenant_id]))[tenant_id])
@@ -102,6 +106,9 @@ class TenantStore:
                 changes.max_jobs,
                 changes.max_concurrent_runs,
                 now,
+                changes.max_calendars,
+                changes.max_waiting_requested_runs,
+                changes.revisions_per_job,
             )
             if updated is None:
                 return None
