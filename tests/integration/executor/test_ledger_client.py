@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 from sundial.executor.config import ExecutorConfig
-from sundial.executor.ledger import LedgerClient, LedgerError, RetryPolicy
+from sundial.executor.ledger import LedgerClient, LedgerError, LedgerRetryPolicy
 from sundial.executor.model import Rejected
 from sundial.internal.v1 import ledger_pb2_grpc
 from sundial.run import Completion, FenceReason, Outcome, OutcomeStatus, RejectReason, RunRef
@@ -50,7 +50,7 @@ def test_the_policy_comes_from_the_config() -> None:
         ledger_timeout_s=3.0,
         run_lease_s=45.0,
     )
-    policy = RetryPolicy.from_config(config)
+    policy = LedgerRetryPolicy.from_config(config)
     assert (policy.call_timeout_s, policy.deadline_s) == (3.0, 45.0)
 
 

@@ -15,15 +15,15 @@ batches, so replicas overlapping is harmless.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import ClassVar
 
 from sundial.api.store import Store
 from sundial.core.clock import Clock
-from sundial.core.errors import SundialError
+from sundial.core.loop import PassLoop
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ class RetentionPolicy:
     audit_events: timedelta = timedelta(days=90)
 
 
-class Retention:
+class Retention(PassLoop):
     """Deletes expired rows every ``interval_s`` (see the module doc).
 
     Args:
@@ -52,15 +52,35 @@ class Retention:
     """
 
     name = "retention"
+    # Housekeeping must never take the API down: any failure of a pass (the database
+    # briefly away, or a bug) is logged and the pass tried again later.
+    transient: ClassVar[tuple[type[BaseException], ...]] = (Exception,)
 
     def __init__(
         self, store: Store, clock: Clock, policy: RetentionPolicy, *, interval_s: float
     ) -> None:
+        super().__init__()
         self._store = store
         self._clock = clock
         self._policy = policy
         self._interval_s = interval_s
-        self._stop = asyncio.Event()
+
+    @property
+    def error_wait_s(self) -> float:
+        return self._interval_s
+
+    async def pass_once(self) -> float:
+        deleted = await self.purge_once()
+        if any(deleted.values()):
+            log.info(
+                "retention pass deleted %s",
+                deleted,
+                extra={
+                    "action": "retention",
+                    **{f"deleted_{kind}": n for kind, n in deleted.items()},
+                },
+            )
+        return self._interval_s
 
     async def purge_once(self) -> dict[str, int]:
         """One pass now: every kind, in batches; returns how many rows of each went."""
@@ -81,40 +101,10 @@ class Retention:
         totals: dict[str, int] = {}
         for kind, purge in kinds.items():
             total = 0
-            while not self._stop.is_set():
+            while not self._stopping.is_set():
                 deleted = await purge()
                 total += deleted
                 if deleted < _BATCH:
                     break
             totals[kind] = total
         return totals
-
-    async def run(self, started: Callable[[], None]) -> None:
-        """Purge periodically until :meth:`stop`."""
-        started()
-        while not self._stop.is_set():
-            try:
-                deleted = await self.purge_once()
-                if any(deleted.values()):
-                    log.info(
-                        "retention pass deleted %s",
-                        deleted,
-                        extra={
-                            "action": "retention",
-                            **{f"deleted_{k}": v for k, v in deleted.items()},
-                        },
-                    )
-            except SundialError as exc:  # the database may be briefly away: try next time
-                log.warning("retention pass failed: %s", exc, extra={"action": "retention"})
-            except Exception:
-                # Housekeeping must never take the API down: log it and try next time.
-                log.exception("retention pass failed", extra={"action": "retention"})
-            try:
-                async with asyncio.timeout(self._interval_s):
-                    await self._stop.wait()
-            except TimeoutError:
-                pass
-
-    async def stop(self) -> None:
-        """Stop after the current batch; idempotent."""
-        self._stop.set()

@@ -58,6 +58,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import BadRequestError, NotFoundError
 from opentelemetry import metrics
 
+from sundial.core.backoff import Backoff
 from sundial.core.bus import RUNS_STREAM, RUNS_SUBJECT_PREFIX
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.telemetry import CONSUMER_ACK_PENDING, CONSUMER_PENDING
@@ -66,7 +67,7 @@ from sundial.executor.convert import decode_dispatch
 from sundial.executor.inflight import InFlight, Submit
 from sundial.executor.ledger import LedgerClient, LedgerError
 from sundial.executor.model import Lease, LeaseResult, UnusableGrant
-from sundial.executor.timing import Backoff, sleep_unless
+from sundial.executor.timing import sleep_unless
 from sundial.run import Completion, ErrorClass, Outcome, OutcomeStatus, RejectReason, RunRef
 
 __all__ = ["CONSUMER_CHECK_S", "Consumer", "MessageStats"]
@@ -75,7 +76,7 @@ log = logging.getLogger(__name__)
 
 _MAX_LEASE_BATCH = 500  # LeaseRuns takes 1-500 runs
 _FETCH_WAIT_S = 1.0  # how long one fetch waits for messages (stop is noticed this fast)
-_FETCH_BACKOFF = Backoff(first_s=0.1, max_s=5.0)  # between fetches that failed
+_FETCH_BACKOFF = Backoff(initial_s=0.1, max_s=5.0)  # between fetches that failed
 # How long a fetched batch waits for free slots before giving its unleased runs back
 # (another executor may have room). Calls to a fast target free slots within
 # milliseconds: giving the message back at once made a full executor fetch, decode and
@@ -229,7 +230,7 @@ class Consumer:
             except NatsError as exc:
                 problem = f"cannot be read ({type(exc).__name__}: {exc})"
             failures += 1
-            delay = _FETCH_BACKOFF.delay(failures, self._rng)
+            delay = _FETCH_BACKOFF.delay_s(failures, self._rng.random)
             log.warning(
                 "stream %s %s; retrying in %.1f s",
                 RUNS_STREAM,
@@ -280,7 +281,7 @@ class Consumer:
                     # so back off and fetch again instead of stopping the executor.
                     room.release()
                     fetch_failures += 1
-                    delay = _FETCH_BACKOFF.delay(fetch_failures, self._rng)
+                    delay = _FETCH_BACKOFF.delay_s(fetch_failures, self._rng.random)
                     log.warning(
                         "fetch failed (%s: %s); retrying in %.1f s",
                         type(exc).__name__,
@@ -343,7 +344,7 @@ class Consumer:
                 fresh = await self._subscribe()
             except (NatsError, TimeoutError) as exc:  # gone again, or JetStream busy
                 failures += 1
-                delay = _FETCH_BACKOFF.delay(failures, self._rng)
+                delay = _FETCH_BACKOFF.delay_s(failures, self._rng.random)
                 log.warning(
                     "creating consumer %s failed: %s; retrying in %.1f s",
                     self._durable,

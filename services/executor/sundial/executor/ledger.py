@@ -1,7 +1,7 @@
 """The executor's one door to RunLedgerService: every LeaseRuns, CompleteRuns and Heartbeat
 stream goes through :class:`LedgerClient`, under one retry policy.
 
-The policy (:class:`RetryPolicy`), declared once for every operation:
+The policy (:class:`LedgerRetryPolicy`), declared once for every operation:
 
 - **Transient** codes (UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, ABORTED,
   CANCELLED: the ledger restarting, overloaded, a connection lost mid-call) are retried
@@ -44,11 +44,12 @@ from typing import TypeVar
 import grpc
 
 from sundial.core import tracing
+from sundial.core.backoff import Backoff
 from sundial.core.clock import Clock, SystemClock
 from sundial.executor import convert
 from sundial.executor.config import ExecutorConfig
 from sundial.executor.model import Answer, HeartbeatAnswer, HeldLease, LeaseResult, Rejected
-from sundial.executor.timing import Backoff, sleep_unless
+from sundial.executor.timing import sleep_unless
 from sundial.internal.v1 import ledger_pb2_grpc
 from sundial.run import Completion, RejectReason, RunRef
 
@@ -58,7 +59,7 @@ __all__ = [
     "HeartbeatStream",
     "LedgerClient",
     "LedgerError",
-    "RetryPolicy",
+    "LedgerRetryPolicy",
 ]
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ TRANSIENT_CODES = frozenset(
 """Retried until the operation's deadline."""
 
 SERVER_ERROR_CODES = frozenset({grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN})
-"""Retried a few times (:attr:`RetryPolicy.server_error_retries`), then given up."""
+"""Retried a few times (:attr:`LedgerRetryPolicy.server_error_retries`), then given up."""
 
 # The shortest timeout a call is given when the operation's deadline is nearly spent:
 # a call with no time at all could only fail.
@@ -87,7 +88,7 @@ _MIN_CALL_TIMEOUT_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
-class RetryPolicy:
+class LedgerRetryPolicy:
     """How every unary ledger call is retried (see the module docstring)."""
 
     call_timeout_s: float
@@ -96,10 +97,10 @@ class RetryPolicy:
     """Deadline of an operation: all its calls and the waits between them."""
     server_error_retries: int = 4
     """Retries of INTERNAL/UNKNOWN before giving up (about 1.5 s of backoff)."""
-    backoff: Backoff = field(default_factory=Backoff)
+    backoff: Backoff = field(default_factory=lambda: Backoff(initial_s=0.1))
 
     @classmethod
-    def from_config(cls, config: ExecutorConfig) -> RetryPolicy:
+    def from_config(cls, config: ExecutorConfig) -> LedgerRetryPolicy:
         """The policy of an executor's configuration."""
         return cls(call_timeout_s=config.ledger_timeout_s, deadline_s=config.run_lease_s)
 
@@ -142,7 +143,7 @@ class LedgerError(Exception):
 
 
 class LedgerClient:
-    """RunLedgerService calls of one executor, under :class:`RetryPolicy`.
+    """RunLedgerService calls of one executor, under :class:`LedgerRetryPolicy`.
 
     Args:
         stub: The RunLedgerService stub on the ledger channel.
@@ -166,7 +167,7 @@ class LedgerClient:
         self._stub = stub
         self.executor_id = executor_id
         self._metadata = (("authorization", f"Bearer {token}"),)
-        self.policy = RetryPolicy.from_config(config)
+        self.policy = LedgerRetryPolicy.from_config(config)
         self._lease_ttl_s = config.run_lease_s
         self._clock = clock or SystemClock()
         self._rng = rng or random.Random()
@@ -250,7 +251,7 @@ class LedgerClient:
 
     def backoff(self, failures: int) -> float:
         """The policy's wait after ``failures`` consecutive failures (heartbeat reconnects)."""
-        return self.policy.backoff.delay(failures, self._rng)
+        return self.policy.backoff.delay_s(failures, self._rng.random)
 
     async def _retrying(
         self,

@@ -1,4 +1,5 @@
-"""Waiting on the injected clock: jittered backoff, and sleeps that end early.
+"""Waiting on the injected clock: sleeps that end early (the backoff between attempts is
+:class:`sundial.core.backoff.Backoff`).
 
 Every wait of the executor's loops goes through :class:`~sundial.core.clock.Clock`, so a
 test can drive them with a ``ManualClock`` instead of sleeping.
@@ -7,27 +8,11 @@ test can drive them with a ``ManualClock`` instead of sleeping.
 from __future__ import annotations
 
 import asyncio
-import random
-from dataclasses import dataclass
 from typing import Any
 
 from sundial.core.clock import Clock
 
-__all__ = ["Backoff", "sleep_unless"]
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """Jittered exponential delays: ``first_s * 2**(n - 1)`` capped at ``max_s``, each
-    drawn from its upper half so that many executors retrying at once spread out."""
-
-    first_s: float = 0.1
-    max_s: float = 5.0
-
-    def delay(self, failures: int, rng: random.Random) -> float:
-        """Seconds to wait after the ``failures``-th consecutive failure (1-based)."""
-        exponent = min(max(failures - 1, 0), 30)  # past 2**30 the cap has long won
-        return min(self.max_s, self.first_s * 2**exponent) * rng.uniform(0.5, 1.0)
+__all__ = ["sleep_unless"]
 
 
 async def sleep_unless(
