@@ -29,6 +29,7 @@ from sundial.scheduler.store import SchedulerStore
 from sundial.scheduler.sweeper import Sweeper
 from sundial.targets import AddressPolicy
 from tests.helpers.eventually import assert_eventually
+from tests.helpers.grpc_target import GrpcTargetServer
 from tests.helpers.target_server import RecordingTarget
 from tests.integration.scheduler.conftest import scheduler_config
 from tests.integration.scheduler.support import TENANT, insert_jobs, insert_queued_runs
@@ -68,8 +69,10 @@ async def add_channel(
     digest_window_s: int = 0,
     tenant: str = TENANT,
     url: str = "http://127.0.0.1:9/n",
+    target: dict[str, object] | None = None,
 ) -> uuid.UUID:
-    """A notification channel as CreateNotificationChannel stores it."""
+    """A notification channel as CreateNotificationChannel stores it (``target``: the
+    stored target document; an HTTP one to ``url`` by default)."""
     channel_id = uuid.uuid4()
     await pool.execute(
         "INSERT INTO notification_channels (channel_id, tenant_id, display_name, target,"
@@ -78,7 +81,7 @@ async def add_channel(
         channel_id,
         tenant,
         f"ch-{channel_id.hex[:8]}",
-        json.dumps({"http": {"url": url, "method": "POST", "headers": {}}}),
+        json.dumps(target or {"http": {"url": url, "method": "POST", "headers": {}}}),
         kinds,
         digest_window_s,
         T0,
@@ -603,3 +606,43 @@ async def test_a_flood_of_finished_notifications_is_purged_in_one_pass(
     assert await Notifier(pool, AddressPolicy(), clock).purge()
     rows = await pool.fetch("SELECT state, count(*) AS n FROM notifications GROUP BY 1")
     assert {r["state"]: r["n"] for r in rows} == {"pending": 3, "failed": 1}
+
+
+async def test_a_grpc_channel_gets_the_notification_through_the_target_caller(
+    pool: asyncpg.Pool, clock: ManualClock
+) -> None:
+    async with GrpcTargetServer() as server:
+        channel = await add_channel(
+            pool,
+            ["dead_run"],
+            target={"grpc": {"address": server.address, "plaintext": True, "metadata": {}}},
+        )
+        await add_notifications(pool, channel, 1)
+        notifier = Notifier(pool, AddressPolicy(allow_loopback=True), clock, timeout_s=10)
+        try:
+            assert await notifier.deliver_once() == 1
+        finally:
+            await notifier.aclose()
+        [call] = server.calls
+        row = await pool.fetchrow(
+            "SELECT notification_id, body, state FROM notifications WHERE channel_id = $1",
+            channel,
+        )
+        assert row["state"] == "delivered"
+        assert call.request.idempotency_key == str(row["notification_id"])
+        assert call.request.payload == bytes(row["body"])
+        assert "sundial-signature" in call.metadata
+    # A target the operator's rules forbid is a final failure, not retried.
+    forbidden = await add_channel(
+        pool,
+        ["dead_run"],
+        target={"grpc": {"address": "127.0.0.1:9", "plaintext": True, "metadata": {}}},
+    )
+    await add_notifications(pool, forbidden, 1)
+    strict = Notifier(pool, AddressPolicy(), clock, timeout_s=10)
+    try:
+        await strict.deliver_once()
+    finally:
+        await strict.aclose()
+    state = await pool.fetchval("SELECT state FROM notifications WHERE channel_id = $1", forbidden)
+    assert state == "failed"

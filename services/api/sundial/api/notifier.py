@@ -41,12 +41,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import asyncpg
-import grpc
 from opentelemetry import metrics
 
 from sundial.api.store import queries
 from sundial.core.clock import Clock
-from sundial.core.egress import EgressPolicy, Protocol, policy_from_document
+from sundial.core.egress import EgressPolicy, policy_from_document
 from sundial.core.errors import SundialError
 from sundial.core.signing import signature
 from sundial.core.telemetry import NOTIFICATIONS_DELIVERED, NOTIFICATIONS_FAILED
@@ -57,15 +56,9 @@ from sundial.notify import (
     notification_body,
     retry_delay,
 )
-from sundial.run import GrpcTarget, HttpTarget, Target, target_from_json
-from sundial.targets import (
-    AddressPolicy,
-    HttpCaller,
-    TargetRefused,
-    split_host_port,
-    target_message_limits,
-)
-from sundial.v1 import target_pb2, target_pb2_grpc
+from sundial.run import GrpcTarget, HttpTarget, Outcome, Target, target_from_json
+from sundial.targets import AddressPolicy, GrpcCaller, HttpCaller
+from sundial.v1 import target_pb2
 
 __all__ = ["PER_CHANNEL", "Delivery", "Notifier", "SendResult"]
 
@@ -83,7 +76,6 @@ _PURGE_AFTER = timedelta(days=7)
 _PURGE_BATCH = 5000
 _PURGE_BATCHES = 20  # per pass; a flood left beyond that is purged by the next pass
 USER_AGENT = "sundial-notifier/1"
-_MAX_CHANNELS = 256  # gRPC channels kept open, oldest closed first
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +171,7 @@ class Notifier:
         self._slots = asyncio.Semaphore(concurrency)
         self._rng = rng or random.Random()
         self._http = HttpCaller(operator, max_connections=concurrency)
-        self._channels: dict[tuple[str, bool, str], grpc.aio.Channel] = {}
+        self._grpc = GrpcCaller(operator, clock=clock)
         self._stop = asyncio.Event()
         meter = meter or metrics.get_meter("sundial.api")
         self._delivered = meter.create_counter(
@@ -382,49 +374,13 @@ class Notifier:
         outcome = await self._http.call(
             target, delivery.body, self._headers(delivery), delivery.egress, delivery.tenant_id
         )
-        if not outcome.failed:
-            return SendResult(True)
-        error_class = outcome.error_class.value if outcome.error_class else ""
-        return SendResult(
-            False,
-            outcome.error,
-            error_class,
-            retry_after=outcome.retry_after,
-            # A target the policy forbids stays forbidden; anything else may pass later.
-            final=error_class == "target_forbidden",
-        )
+        return _sent(outcome)
 
     async def _send_grpc(self, delivery: Delivery, target: GrpcTarget) -> SendResult:
-        host, port = split_host_port(target.address)
-        try:
-            rules = self._operator.rules(delivery.egress, Protocol.GRPC, delivery.tenant_id)
-            ip = (await rules.resolve(host, port))[0]
-        except TargetRefused as exc:
-            return SendResult(False, str(exc), exc.error_class.value, final=True)
-        except OSError as exc:
-            return SendResult(False, str(exc), "connection")
-        key = (target.address, target.plaintext, ip)
-        channel = self._channels.get(key)
-        if channel is None:
-            dial = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
-            options: list[tuple[str, str | int]] = [
-                ("grpc.default_authority", target.address),
-                *target_message_limits(),
-            ]
-            if target.plaintext:
-                channel = grpc.aio.insecure_channel(dial, options=options)
-            else:
-                options.append(("grpc.ssl_target_name_override", host))
-                channel = grpc.aio.secure_channel(dial, grpc.ssl_channel_credentials(), options)
-            self._channels[key] = channel
-            while len(self._channels) > _MAX_CHANNELS:
-                oldest = next(iter(self._channels))
-                await self._channels.pop(oldest).close()
         headers = self._headers(delivery)
-        metadata = [(k, v) for k, v in sorted(target.metadata.items())]
-        metadata += [
-            (k.lower(), v) for k, v in headers.items() if k not in ("Content-Type", "User-Agent")
-        ]
+        metadata = {
+            k.lower(): v for k, v in headers.items() if k not in ("Content-Type", "User-Agent")
+        }
         request = target_pb2.ExecuteRequest(
             run_key=str(delivery.notification_id),
             idempotency_key=str(delivery.notification_id),
@@ -432,13 +388,17 @@ class Notifier:
             attempt=delivery.attempt,
             payload=delivery.body,
         )
-        try:
-            await target_pb2_grpc.TargetServiceStub(channel).Execute(
-                request, timeout=self._timeout_s, metadata=metadata
-            )
-        except grpc.aio.AioRpcError as exc:
-            return SendResult(False, f"gRPC {exc.code().name}", "grpc")
-        return SendResult(True)
+        # The executor's caller: the address checked at every call, channels cached per
+        # checked address, the answer classified as a run's would be.
+        outcome = await self._grpc.call(
+            target,
+            request,
+            metadata,
+            timeout_s=self._timeout_s,
+            egress=delivery.egress,
+            tenant=delivery.tenant_id,
+        )
+        return _sent(outcome)
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -474,10 +434,23 @@ class Notifier:
     async def aclose(self) -> None:
         """Close the connections to targets (:meth:`run` does at its end)."""
         await self._http.aclose()
-        for channel in self._channels.values():
-            await channel.close()
-        self._channels.clear()
+        await self._grpc.aclose()
 
     async def stop(self) -> None:
         """Stop after the current pass; idempotent."""
         self._stop.set()
+
+
+def _sent(outcome: Outcome) -> SendResult:
+    """A call's outcome as a delivery's result."""
+    if not outcome.failed:
+        return SendResult(True)
+    error_class = outcome.error_class.value if outcome.error_class else ""
+    return SendResult(
+        False,
+        outcome.error,
+        error_class,
+        retry_after=outcome.retry_after,
+        # A target the policy forbids stays forbidden; anything else may pass later.
+        final=error_class == "target_forbidden",
+    )
