@@ -30,7 +30,6 @@ from sundial.api.model import (
     JobFilter,
     JobRef,
     JobRevision,
-    JobSpec,
     JobStats,
     PreviewEntry,
     Run,
@@ -44,8 +43,9 @@ from sundial.api.notifications import Channel, ChannelSpec
 from sundial.api.validation import is_client_job_id
 from sundial.core import wire
 from sundial.core.errors import InvalidArgument
+from sundial.job import JobPolicies, JobSpec, OverlapPolicy
 from sundial.notify import EventKind
-from sundial.run import JobPolicies, OverlapPolicy, RunKind, RunRef, RunStatus, truncate_error
+from sundial.run import RunKind, RunRef, RunStatus, truncate_error
 from sundial.schedule import (
     MAX_SPECS,
     CalendarKind,

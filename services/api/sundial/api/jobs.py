@@ -38,7 +38,6 @@ from sundial.api.model import (
     JobFilter,
     JobRef,
     JobRevision,
-    JobSpec,
     JobStats,
     NewJob,
     Page,
@@ -61,6 +60,7 @@ from sundial.core.errors import (
     version_mismatch,
 )
 from sundial.core.partition import partition_of
+from sundial.job import JobSpec
 from sundial.run import GrpcTarget, HttpTarget
 from sundial.schedule import Calendar, CompiledSchedule, OnceSpec, Schedule, compile_schedule
 

@@ -22,13 +22,17 @@ from sundial.api.calendars import CalendarManager
 from sundial.api.egress import EgressPolicies
 from sundial.api.jobs import JobManager
 from sundial.api.kit import UpdateMask, request_hash
-from sundial.api.model import ApplyOutcome, Job, JobSpec
+from sundial.api.model import (
+    ApplyOutcome,
+    Job,
+)
 from sundial.api.notifications import NotificationChannels, channel_id_in
 from sundial.api.runs import RunManager
 from sundial.api.tenancy import TenantManager
 from sundial.api.validation import check_client_job_id, field_prefix
 from sundial.core import wire
 from sundial.core.errors import InvalidArgument
+from sundial.job import JobSpec
 from sundial.run import RunRef
 from sundial.v1 import job_pb2, job_service_pb2_grpc
 from sundial.v1 import job_service_pb2 as pb

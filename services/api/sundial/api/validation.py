@@ -24,7 +24,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
-from sundial.api.model import CalendarSpec, JobSpec
+from sundial.api.model import (
+    CalendarSpec,
+)
 from sundial.core import netpolicy
 from sundial.core.auth import current_credential
 from sundial.core.egress import EgressPolicy, Protocol, default_policy, judge
@@ -39,7 +41,8 @@ from sundial.core.netpolicy import (
     parse_address,
     resolve,
 )
-from sundial.run import GrpcTarget, HttpTarget, JobPolicies, Target
+from sundial.job import JobPolicies, JobSpec
+from sundial.run import GrpcTarget, HttpTarget, Target
 from sundial.schedule import (
     MAX_SPECS,
     Calendar,

@@ -14,7 +14,6 @@ from sundial.api.model import (
     Job,
     JobFilter,
     JobRevision,
-    JobSpec,
     NewJob,
     Run,
     RunFilter,
@@ -30,7 +29,6 @@ from sundial.api.store._base import (
     one,
     queries,
     run_from_row,
-    spec_from_row,
     translate,
 )
 from sundial.api.store._calendars import check_calendar_versions
@@ -38,17 +36,19 @@ from sundial.core.auth import current_credential
 from sundial.core.db import json_text
 from sundial.core.errors import AlreadyExists, ResourceExhausted
 from sundial.core.logging import request_id_var
-from sundial.run import (
+from sundial.job import (
     RESOLVED_CALENDARS_KEY,
-    RunKind,
-    RunStatus,
+    JobSpec,
     calendars_from_json,
     calendars_to_json,
     policies_to_json,
     schedule_from_json,
     schedule_to_json,
+    spec_from_columns,
+    spec_to_columns,
     target_to_json,
 )
+from sundial.run import RunKind, RunStatus
 from sundial.schedule import Calendar, Schedule
 
 
@@ -362,20 +362,21 @@ class JobStore:
             RequestTaken: ``claim``'s key already has a live record (nothing written).
         """
         assert spec.target is not None
+        doc = spec_to_columns(spec)
         args = (
             job_id,
             tenant_id,
             read_version,
-            spec.name,
+            doc["name"],
             reschedule,
             next_run_at,
             now,
-            schedule_to_json(spec.schedule),
-            target_to_json(spec.target),
-            policies_to_json(spec.policies),
-            spec.payload,
-            dict(spec.labels),
-            spec.description,
+            doc["schedule"],
+            doc["target"],
+            doc["policies"],
+            doc["payload"],
+            doc["labels"],
+            doc["description"],
             *_writer(),
             _calendars_doc(calendars),
         )
@@ -404,7 +405,7 @@ class JobStore:
         return [
             JobRevision(
                 version=row["version"],
-                spec=spec_from_row(row),
+                spec=spec_from_columns(row),
                 changed_fields=tuple(row["changed_fields"]),
                 changed_by=row["changed_by"],
                 request_id=row["request_id"],
