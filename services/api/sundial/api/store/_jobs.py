@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -106,6 +107,89 @@ def _writer() -> tuple[str | None, str | None]:
     if credential is not None:
         actor = str(credential.token_id) if credential.token_id is not None else "admin"
     return actor, request_id_var.get()
+
+
+@dataclass(frozen=True, slots=True)
+class InsertJobs:
+    """insert_jobs' parameters by name: one entry per job in each list (the ``unnest``
+    arrays), built once from the jobs; :meth:`args` lays them out as asyncpg takes them."""
+
+    tenant_id: str
+    job_ids: list[uuid.UUID]
+    names: list[str]
+    partition_ids: list[int]
+    next_run_ats: list[datetime | None]
+    paused: list[bool]
+    schedules: list[str]
+    """The JSON documents as text (sundial.core.db.json_text): each distinct one encoded
+    once, as are ``targets`` and ``policies``."""
+    targets: list[str]
+    policies: list[str]
+    payloads: list[bytes]
+    labels: list[str]
+    descriptions: list[str]
+    pause_notes: list[str]
+    client_job_ids: list[str | None]
+    now: datetime
+    traceparent: str | None
+    changed_by: str | None
+    request_id: str | None
+    calendars: list[str | None]
+    """The referenced calendars' contents per job as JSON text (None: it names none)."""
+
+    @classmethod
+    def of(
+        cls, tenant_id: str, jobs: Sequence[NewJob], now: datetime, traceparent: str
+    ) -> InsertJobs:
+        """The parameters inserting ``jobs``, written by the caller (:func:`_writer`)."""
+        specs = [job.spec for job in jobs]
+        changed_by, request_id = _writer()
+        return cls(
+            tenant_id=tenant_id,
+            job_ids=[job.job_id for job in jobs],
+            names=[spec.name for spec in specs],
+            partition_ids=[job.partition_id for job in jobs],
+            next_run_ats=[job.next_run_at for job in jobs],
+            paused=[spec.paused for spec in specs],
+            schedules=_each(_schedule_text, [spec.schedule for spec in specs]),
+            targets=_each(_target_text, [spec.target for spec in specs]),
+            policies=_each(_policies_text, [spec.policies for spec in specs]),
+            payloads=[spec.payload for spec in specs],
+            labels=[json_text(spec.labels) if spec.labels else "{}" for spec in specs],
+            descriptions=[spec.description for spec in specs],
+            pause_notes=[spec.pause_note for spec in specs],
+            client_job_ids=[job.client_id for job in jobs],
+            now=now,
+            traceparent=traceparent or None,
+            changed_by=changed_by,
+            request_id=request_id,
+            calendars=[_calendars_text(job.calendars) for job in jobs],
+        )
+
+    def args(self) -> tuple[Any, ...]:
+        """The positional parameters of insert_jobs (queries.sql names each)."""
+        return (
+            self.tenant_id,  # $1
+            self.job_ids,  # $2
+            self.names,  # $3
+            self.partition_ids,  # $4
+            self.next_run_ats,  # $5
+            self.paused,  # $6
+            self.schedules,  # $7
+            self.targets,  # $8
+            self.policies,  # $9
+            self.payloads,  # $10
+            self.labels,  # $11
+            self.descriptions,  # $12
+            self.pause_notes,  # $13
+            self.client_job_ids,  # $14
+            self.now,  # $15
+            len(self.job_ids),  # $16: how many jobs (the quota check)
+            self.traceparent,  # $17
+            self.changed_by,  # $18
+            self.request_id,  # $19
+            self.calendars,  # $20
+        )
 
 
 class JobStore:
@@ -254,36 +338,12 @@ class JobStore:
         single: bool,
         traceparent: str,
     ) -> None:
-        names = [job.spec.name for job in jobs]
-        columns: list[list[Any]] = [
-            [job.job_id for job in jobs],
-            names,
-            [job.partition_id for job in jobs],
-            [job.next_run_at for job in jobs],
-            [job.spec.paused for job in jobs],
-            _each(_schedule_text, [job.spec.schedule for job in jobs]),
-            _each(_target_text, [job.spec.target for job in jobs]),
-            _each(_policies_text, [job.spec.policies for job in jobs]),
-            [job.spec.payload for job in jobs],
-            [json_text(job.spec.labels) if job.spec.labels else "{}" for job in jobs],
-            [job.spec.description for job in jobs],
-            [job.spec.pause_note for job in jobs],
-            [job.client_id for job in jobs],
-        ]
+        params = InsertJobs.of(tenant_id, jobs, now, traceparent)
+        names = params.names
         named = _distinct([c for job in jobs for c in job.calendars])
-        calendar_docs = [_calendars_text(job.calendars) for job in jobs]
 
         async def insert(conn: Conn) -> None:
-            inserted = await conn.fetchval(
-                queries.insert_jobs,
-                tenant_id,
-                *columns,
-                now,
-                len(jobs),
-                traceparent or None,
-                *_writer(),
-                calendar_docs,
-            )
+            inserted = await conn.fetchval(queries.insert_jobs, *params.args())
             if inserted == 0:
                 await self._quota_exceeded(conn, tenant_id, len(jobs))
 
@@ -300,8 +360,8 @@ class JobStore:
                         tenant_id,
                         claim,
                         now,
-                        job_id=columns[0][0] if single else None,
-                        job_ids=None if single else columns[0],
+                        job_id=params.job_ids[0] if single else None,
+                        job_ids=None if single else params.job_ids,
                     )
                 if not single:
                     # Name the clashing entry; a single create relies on the unique
