@@ -14,7 +14,7 @@ import asyncpg
 from sundial.core.db import migrate
 from sundial.core.partition import partition_of
 from sundial.devstack import Stack
-from sundial.run import JobPolicies, policies_to_json, schedule_to_json
+from sundial.job import JobPolicies, policies_to_json, schedule_to_json
 from sundial.schedule import CronSpec, Schedule
 
 SCHEDULE = schedule_to_json(Schedule(CronSpec("0 0 * * *")))

@@ -51,7 +51,7 @@ from sundial.core.db import init_connection, json_text
 from sundial.core.partition import partition_of
 from sundial.devstack import Stack
 from sundial.devstack._services import Services
-from sundial.run import JobPolicies, policies_to_json, schedule_to_json
+from sundial.job import JobPolicies, policies_to_json, schedule_to_json
 from sundial.schedule import CronSpec, Schedule
 from sundial.v1 import (
     admin_pb2,

@@ -50,7 +50,7 @@ from sundial.core.wire import timestamp_in
 from sundial.devstack import Stack
 from sundial.devstack._services import Services
 from sundial.internal.v1 import events_pb2
-from sundial.run import JobPolicies, policies_to_json, schedule_to_json
+from sundial.job import JobPolicies, policies_to_json, schedule_to_json
 from sundial.schedule import CronSpec, Schedule
 
 BATCH = 500

@@ -45,7 +45,7 @@ from sundial.api.store import Store, queries
 from sundial.core.db import ensure_run_partitions, init_connection
 from sundial.core.partition import partition_of
 from sundial.devstack import Stack
-from sundial.run import JobPolicies, policies_to_json, schedule_to_json
+from sundial.job import JobPolicies, policies_to_json, schedule_to_json
 from sundial.schedule import IntervalSpec, Schedule
 
 TENANT = "bench"

@@ -21,7 +21,7 @@ from sundial.core.clock import ManualClock
 from sundial.core.config import DatabaseConfig
 from sundial.core.db import close_pool, create_pool
 from sundial.devstack import Stack
-from sundial.run import JobPolicies
+from sundial.job import JobPolicies
 from sundial.schedule import IntervalSpec, Schedule
 from sundial.scheduler.publisher import RunPublisher
 from sundial.scheduler.store import SchedulerStore

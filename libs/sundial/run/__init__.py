@@ -1,27 +1,11 @@
-"""The run: its identity, vocabulary, target, stored job document and state machine.
+"""The run: its identity, vocabulary, target and state machine (the job's stored
+document is :mod:`sundial.job`'s).
 
 Pure: no protobuf, no I/O. Every service imports the run's words and rules from here;
 :mod:`sundial.core.wire` converts them to and from the wire, the stores to and from rows.
 """
 
 from sundial.run._cancel import Cancel, cancel
-from sundial.run._document import (
-    BUFFER_ALL_LIMIT,
-    DEFAULT_LATENESS_THRESHOLD,
-    RESOLVED_CALENDARS_KEY,
-    JobPolicies,
-    OverlapPolicy,
-    calendars_from_json,
-    calendars_to_json,
-    duration_from_json,
-    duration_to_json,
-    policies_from_json,
-    policies_to_json,
-    schedule_from_json,
-    schedule_to_json,
-    target_from_json,
-    target_to_json,
-)
 from sundial.run._key import RunRef, format_timestamp, parse_run_key, run_key
 from sundial.run._machine import (
     MAX_ERROR_BYTES,
@@ -67,16 +51,13 @@ from sundial.run._vocab import (
 
 __all__ = [
     "ACTIVE_STATUSES",
-    "BUFFER_ALL_LIMIT",
     "CANCELLED_AT_ONCE",
     "CHECKED_STATUSES",
-    "DEFAULT_LATENESS_THRESHOLD",
     "ENDED_STATUSES",
     "FINISHED_STATUSES",
     "MAX_ERROR_BYTES",
     "MAX_RETRY_AFTER",
     "REPLAYABLE_STATUSES",
-    "RESOLVED_CALENDARS_KEY",
     "STATUS_SETS",
     "WAITING_STATUSES",
     "Cancel",
@@ -87,10 +68,8 @@ __all__ = [
     "Grant",
     "GrpcTarget",
     "HttpTarget",
-    "JobPolicies",
     "Outcome",
     "OutcomeStatus",
-    "OverlapPolicy",
     "RejectReason",
     "Rejection",
     "RetryPolicy",
@@ -102,15 +81,11 @@ __all__ = [
     "Target",
     "Transition",
     "backoff",
-    "calendars_from_json",
-    "calendars_to_json",
     "cancel",
     "complete",
     "decide_completions",
     "decide_leases",
     "due_check",
-    "duration_from_json",
-    "duration_to_json",
     "fence",
     "format_timestamp",
     "holds",
@@ -118,12 +93,6 @@ __all__ = [
     "lease_expiry",
     "lease_verdict",
     "parse_run_key",
-    "policies_from_json",
-    "policies_to_json",
     "run_key",
-    "schedule_from_json",
-    "schedule_to_json",
-    "target_from_json",
-    "target_to_json",
     "truncate_error",
 ]

@@ -34,7 +34,8 @@ import asyncpg
 
 from sundial.core.tls import dial
 from sundial.devstack import Services, Stack, runtime_dir
-from sundial.run import ACTIVE_STATUSES, run_key, schedule_from_json
+from sundial.job import schedule_from_json
+from sundial.run import ACTIVE_STATUSES, run_key
 from sundial.schedule import compile_schedule
 from sundial.v1 import job_pb2, job_service_pb2
 from tests.fault.soak._checks import Findings, RunRow, analyse

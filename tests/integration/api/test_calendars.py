@@ -19,13 +19,16 @@ import grpc
 import pytest
 from google.protobuf import field_mask_pb2, timestamp_pb2
 
-from sundial.api.model import JobSpec, NewJob
+from sundial.api.model import (
+    NewJob,
+)
 from sundial.api.store import CalendarChanged, Store
 from sundial.api.store._base import queries
 from sundial.core.clock import ManualClock
 from sundial.core.config import DatabaseConfig
 from sundial.core.db import close_pool, create_pool
 from sundial.core.partition import partition_of
+from sundial.job import JobSpec
 from sundial.run import HttpTarget
 from sundial.schedule import Calendar, CalendarKind, CronSpec, Schedule
 from sundial.v1 import calendar_pb2, job_pb2

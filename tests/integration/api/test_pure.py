@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from sundial.api import slo
-from sundial.api.jobs import _prefix_upper_bound
+from sundial.api.jobs._read import prefix_upper_bound
 from sundial.api.kit import UpdateMask, check_expected_version, paging, require_version
 from sundial.api.model import MisfireRecord
 from sundial.api.servicer import check_update_mask
@@ -32,7 +32,7 @@ from tests.helpers.dns_server import DnsServer
     ],
 )
 def test_prefix_upper_bound(prefix: str, bound: str | None) -> None:
-    assert _prefix_upper_bound(prefix) == bound
+    assert prefix_upper_bound(prefix) == bound
     if bound is not None:
         # Every string with the prefix sorts below the bound in UTF-8 byte order.
         for suffix in ("", "\U0010ffff" * 3, "zzz"):

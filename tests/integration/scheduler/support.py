@@ -14,7 +14,7 @@ from sundial.core.auth import Role, token_hash
 from sundial.core.bus import DEAD_STREAM, RUNS_STREAM, dead_subject
 from sundial.core.partition import partition_of
 from sundial.internal.v1 import events_pb2
-from sundial.run import JobPolicies, policies_to_json, schedule_to_json
+from sundial.job import JobPolicies, policies_to_json, schedule_to_json
 from sundial.schedule import Schedule, compile_schedule
 
 TENANT = "acme"

@@ -15,12 +15,7 @@ from sundial.core.bus import Bus
 from sundial.core.clock import ManualClock
 from sundial.core.telemetry import DISPATCH_LAG, DISPATCH_LATENESS, OCCURRENCES_SKIPPED
 from sundial.devstack import Stack
-from sundial.run import (
-    JobPolicies,
-    OverlapPolicy,
-    policies_to_json,
-    schedule_to_json,
-)
+from sundial.job import JobPolicies, OverlapPolicy, policies_to_json, schedule_to_json
 from sundial.schedule import CronSpec, IntervalSpec, MisfirePolicy, Schedule
 from sundial.scheduler import planning
 from sundial.scheduler.dispatcher import MIN_WAIT_S, Dispatcher

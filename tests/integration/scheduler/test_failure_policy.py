@@ -20,8 +20,8 @@ from sundial.core.bus import Bus
 from sundial.core.clock import ManualClock
 from sundial.devstack import Stack
 from sundial.internal.v1 import ledger_pb2, ledger_pb2_grpc
+from sundial.job import JobPolicies
 from sundial.notify import MAX_EVENTS_PER_NOTIFICATION, late_run
-from sundial.run import JobPolicies
 from sundial.schedule import MisfirePolicy
 from sundial.scheduler.dispatcher import Dispatcher
 from sundial.scheduler.publisher import RunPublisher

@@ -33,7 +33,7 @@ from sundial.core.telemetry import (
 from sundial.core.wire import timestamp
 from sundial.devstack import Stack
 from sundial.internal.v1 import events_pb2, ledger_pb2, ledger_pb2_grpc
-from sundial.run import JobPolicies
+from sundial.job import JobPolicies
 from sundial.schedule import CronSpec, Schedule
 from sundial.scheduler.ledger import LedgerAuthInterceptor, RunLedgerServiceServicer
 from sundial.scheduler.publisher import RunPublisher

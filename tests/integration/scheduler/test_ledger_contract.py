@@ -37,15 +37,8 @@ from sundial.core.config import ServerConfig
 from sundial.core.grpc import build_server
 from sundial.devstack import Stack
 from sundial.internal.v1 import ledger_pb2, ledger_pb2_grpc
-from sundial.run import (
-    GrpcTarget,
-    HttpTarget,
-    JobPolicies,
-    RetryPolicy,
-    RunStatus,
-    Target,
-    target_to_json,
-)
+from sundial.job import JobPolicies, target_to_json
+from sundial.run import GrpcTarget, HttpTarget, RetryPolicy, RunStatus, Target
 from sundial.schedule import CronSpec, Schedule
 from sundial.scheduler.ledger import LedgerAuthInterceptor, RunLedgerServiceServicer
 from sundial.scheduler.store import SchedulerStore

@@ -12,7 +12,7 @@ from sundial.core.bus import Bus
 from sundial.core.clock import ManualClock
 from sundial.devstack import Stack
 from sundial.internal.v1 import events_pb2
-from sundial.run import JobPolicies, OverlapPolicy
+from sundial.job import JobPolicies, OverlapPolicy
 from sundial.schedule import IntervalSpec, Schedule
 from sundial.scheduler.dispatcher import Dispatcher
 from sundial.scheduler.publisher import RunPublisher

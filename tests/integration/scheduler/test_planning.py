@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta
 
-from sundial.run import JobPolicies
+from sundial.job import JobPolicies
 from sundial.schedule import (
     Calendar,
     CalendarKind,

@@ -78,12 +78,37 @@ def test_unknown_names_raise_with_the_known_ones() -> None:
         ("-- name:\nSELECT 1;\n", r"'' is not a valid query name"),
         ("-- name: keys\nSELECT 1;\n", r"'keys' is reserved"),
         ("-- name: source\nSELECT 1;\n", r"'source' is reserved"),
+        ("-- name: a\nSELECT {cols} FROM t;\n", r":1: query 'a' splices \{cols\}, which no"),
+        ("-- fragment: cols\na, b\n-- name: a\nSELECT 1;\n", r":1: fragment 'cols' is used"),
+        ("-- fragment: a\nx\n-- name: a\nSELECT {a};\n", r":3: duplicate query 'a'"),
     ],
 )
 def test_malformed_files_are_rejected_with_file_and_line(text: str, message: str) -> None:
     with pytest.raises(QueryFileError, match=message) as caught:
         Queries.from_text(text, source="bad.sql")
     assert str(caught.value).startswith("bad.sql:")
+
+
+def test_fragments_are_spliced_where_queries_name_them() -> None:
+    text = textwrap.dedent(
+        """\
+        -- name: get_run
+        SELECT {run_columns}, '{}'::jsonb FROM job_runs r WHERE r.job_id = $1;
+
+        -- fragment: run_columns
+        -- A run's columns.
+        r.job_id, r.status
+
+        -- name: cancel_run
+        UPDATE job_runs AS r SET status = 'cancelled' RETURNING {run_columns};
+        """
+    )
+    queries = Queries.from_text(text)
+    assert list(queries) == ["get_run", "cancel_run"]  # a fragment is not a query
+    assert queries.get_run == (
+        "SELECT r.job_id, r.status, '{}'::jsonb FROM job_runs r WHERE r.job_id = $1;"
+    )
+    assert queries.cancel_run.endswith("RETURNING r.job_id, r.status;")
 
 
 def test_an_empty_file_has_no_queries() -> None:

@@ -14,7 +14,18 @@ document it::
        FOR UPDATE SKIP LOCKED;
 
 Everything up to the next name line is the query. Comments and blank lines before the
-first block are a file header. A store loads its file once at import::
+first block are a file header. A ``-- fragment: NAME`` block is SQL written once and
+spliced where a query says ``{NAME}`` (a resource's select list, written once for every
+query that reads the resource)::
+
+    -- fragment: run_columns
+    r.job_id, r.scheduled_at, r.status
+
+    -- name: get_run
+    SELECT {run_columns} FROM job_runs r WHERE r.job_id = $1;
+
+A ``{NAME}`` that names no fragment is an error when the file loads, as is a fragment no
+query uses. A store loads its file once at import::
 
     queries = Queries.from_package("sundial.scheduler")
     rows = await conn.fetch(queries.claim_due_jobs, owned, batch, now)
@@ -22,6 +33,7 @@ first block are a file header. A store loads its file once at import::
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.resources
 import keyword
 import re
@@ -30,7 +42,8 @@ from dataclasses import dataclass
 
 __all__ = ["Queries", "Query", "QueryFileError", "UnknownQueryError"]
 
-_NAME_LINE = re.compile(r"^--\s*name\s*:(.*)$")
+_NAME_LINE = re.compile(r"^--\s*(name|fragment)\s*:(.*)$")
+_SPLICE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -127,9 +140,10 @@ class Queries(Mapping[str, str]):
 
 def _parse(text: str, source: str) -> dict[str, Query]:
     queries: dict[str, Query] = {}
+    fragments: dict[str, Query] = {}
     # Names that would be shadowed by Queries' own attributes (`keys`, `get`, `source`).
     reserved = {n for n in dir(Queries) if not n.startswith("_")} | {"source"}
-    current: tuple[str, int] | None = None
+    current: tuple[str, int, bool] | None = None
     doc: list[str] = []
     body: list[str] = []
     in_doc = False
@@ -137,27 +151,30 @@ def _parse(text: str, source: str) -> dict[str, Query]:
     def finish() -> None:
         if current is None:
             return
-        name, line = current
+        name, line, fragment = current
         sql = "\n".join(body).strip()
         if not sql:
             raise QueryFileError(f"{source}:{line}: query {name!r} has no SQL")
-        queries[name] = Query(name=name, sql=sql, doc="\n".join(doc).strip(), line=line)
+        (fragments if fragment else queries)[name] = Query(
+            name=name, sql=sql, doc="\n".join(doc).strip(), line=line
+        )
 
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.rstrip()
         match = _NAME_LINE.match(line.strip())
         if match:
             finish()
-            name = match.group(1).strip()
+            fragment = match.group(1) == "fragment"
+            name = match.group(2).strip()
             where = f"{source}:{number}"
             if not _IDENTIFIER.fullmatch(name) or keyword.iskeyword(name):
                 raise QueryFileError(f"{where}: {name!r} is not a valid query name")
             if name in reserved:
                 raise QueryFileError(f"{where}: query name {name!r} is reserved by Queries")
-            if name in queries:
-                first = queries[name].line
+            if name in queries or name in fragments:
+                first = (queries.get(name) or fragments[name]).line
                 raise QueryFileError(f"{where}: duplicate query {name!r} (first at line {first})")
-            current, doc, body, in_doc = (name, number), [], [], True
+            current, doc, body, in_doc = (name, number, fragment), [], [], True
             continue
         if current is None:
             if line.strip() and not line.lstrip().startswith("--"):
@@ -169,4 +186,30 @@ def _parse(text: str, source: str) -> dict[str, Query]:
         in_doc = False
         body.append(line)
     finish()
-    return queries
+    return _splice(queries, fragments, source)
+
+
+def _splice(
+    queries: dict[str, Query], fragments: Mapping[str, Query], source: str
+) -> dict[str, Query]:
+    """Each query with the fragments it names spliced in (fragments hold no splices)."""
+    used: set[str] = set()
+    spliced: dict[str, Query] = {}
+    for name, query in queries.items():
+
+        def fragment(match: re.Match[str], query: Query = query) -> str:
+            found = fragments.get(match.group(1))
+            if found is None:
+                raise QueryFileError(
+                    f"{source}:{query.line}: query {query.name!r} splices "
+                    f"{{{match.group(1)}}}, which no '-- fragment:' block defines"
+                )
+            used.add(found.name)
+            return found.sql
+
+        spliced[name] = dataclasses.replace(query, sql=_SPLICE.sub(fragment, query.sql))
+    unused = sorted(set(fragments) - used)
+    if unused:
+        where = fragments[unused[0]].line
+        raise QueryFileError(f"{source}:{where}: fragment {unused[0]!r} is used by no query")
+    return spliced

@@ -18,32 +18,14 @@ from uuid import UUID
 
 from sundial.core.auth import Role  # re-exported: the token roles of ApiToken
 from sundial.core.egress import EgressPolicy
-from sundial.run import ErrorClass, JobPolicies, RunKind, RunRef, RunStatus, SkipReason, Target
-from sundial.schedule import Calendar, CalendarKind, FireTime, Schedule
+from sundial.job import JobSpec
+from sundial.run import ErrorClass, RunKind, RunRef, RunStatus, SkipReason
+from sundial.schedule import Calendar, CalendarKind, FireTime
 
 T = TypeVar("T")
 
 
 # --- jobs ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class JobSpec:
-    """What a tenant defines about a job: every input field of ``sundial.v1.Job``.
-
-    Built from a request with defaults already filled (an unset policy field is its
-    default), so a valid spec is exactly what Sundial will do.
-    """
-
-    name: str
-    schedule: Schedule
-    target: Target | None
-    description: str = ""
-    payload: bytes = b""
-    policies: JobPolicies = field(default_factory=JobPolicies)
-    labels: Mapping[str, str] = field(default_factory=dict)
-    paused: bool = False
-    pause_note: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,8 +30,9 @@ from sundial.api.validation import TargetGuard
 from sundial.core.clock import Clock
 from sundial.core.db import translate_db_errors
 from sundial.core.errors import InvalidArgument, NotFound, ResourceExhausted, version_mismatch
+from sundial.job import target_from_json, target_to_json
 from sundial.notify import EventKind
-from sundial.run import Target, target_from_json, target_to_json
+from sundial.run import Target
 
 __all__ = [
     "MAX_CHANNELS_PER_TENANT",

@@ -49,6 +49,7 @@ from sundial.core.egress import EgressPolicy, policy_from_document
 from sundial.core.errors import SundialError
 from sundial.core.signing import signature
 from sundial.core.telemetry import NOTIFICATIONS_DELIVERED, NOTIFICATIONS_FAILED
+from sundial.job import target_from_json
 from sundial.notify import (
     MAX_ATTEMPTS,
     OutboxEvent,
@@ -56,7 +57,7 @@ from sundial.notify import (
     notification_body,
     retry_delay,
 )
-from sundial.run import GrpcTarget, HttpTarget, Outcome, Target, target_from_json
+from sundial.run import GrpcTarget, HttpTarget, Outcome, Target
 from sundial.targets import AddressPolicy, GrpcCaller, HttpCaller
 from sundial.v1 import target_pb2
 

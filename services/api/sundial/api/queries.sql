@@ -8,7 +8,10 @@
 -- max_jobs counter) is locked first by creates, which lock no existing job row, and
 -- last by DeleteJob.
 
--- name: get_job
+-- --- select lists: one per resource, spliced where a query says {name} -----------------
+
+-- fragment: job_select
+-- A job as the store's job_from_row reads it: its row, its definition, its stats.
 SELECT j.job_id, j.tenant_id, j.name, j.partition_id, j.next_run_at, j.paused, j.version,
        j.fired_count, j.created_at, j.updated_at, j.client_job_id,
        d.schedule, d.target, d.policies, d.payload, d.labels, d.description, d.pause_note,
@@ -18,19 +21,25 @@ SELECT j.job_id, j.tenant_id, j.name, j.partition_id, j.next_run_at, j.paused, j
   FROM jobs j
   JOIN job_definitions d ON d.job_id = j.job_id
   LEFT JOIN job_stats s ON s.job_id = j.job_id
+
+-- fragment: run_columns
+-- A run as run_from_row reads it; the query names job_runs "r".
+r.job_id, r.scheduled_at, r.kind, r.status, r.attempt, r.lease_until, r.executor_id,
+r.started_at, r.finished_at, r.next_attempt_at, r.lateness_ms, r.last_error, r.error_class,
+r.skip_reason, r.cancel_requested, r.created_at, r.replay_count, r.last_http_status,
+r.last_grpc_code
+
+-- fragment: calendar_columns
+-- A calendar as calendar_from_row reads it.
+name, description, kind, dates, version, created_at, updated_at
+
+-- name: get_job
+{job_select}
  WHERE j.job_id = $1 AND j.tenant_id = $2;
 
 -- name: get_jobs
 -- The jobs $1 of tenant $2 (any order; the caller restores the order it needs).
-SELECT j.job_id, j.tenant_id, j.name, j.partition_id, j.next_run_at, j.paused, j.version,
-       j.fired_count, j.created_at, j.updated_at, j.client_job_id,
-       d.schedule, d.target, d.policies, d.payload, d.labels, d.description, d.pause_note,
-       d.calendars,
-       j.last_fire_at, s.last_success_at, s.last_failure_at, j.last_lateness_ms,
-       s.succeeded_count, s.dead_count, s.skipped_count, s.missed_count, s.cancelled_count
-  FROM jobs j
-  JOIN job_definitions d ON d.job_id = j.job_id
-  LEFT JOIN job_stats s ON s.job_id = j.job_id
+{job_select}
  WHERE j.job_id = ANY($1::uuid[]) AND j.tenant_id = $2;
 
 -- name: job_uid
@@ -41,15 +50,7 @@ SELECT job_id FROM jobs WHERE tenant_id = $1 AND client_job_id = $2;
 -- A page of tenant $1's jobs by name after $2, name in [$3, $4) when given, paused = $5
 -- when given, labels containing $6 when given. The (tenant_id, name) unique index (byte
 -- order, "C" collation) serves the order, the cursor and the prefix range.
-SELECT j.job_id, j.tenant_id, j.name, j.partition_id, j.next_run_at, j.paused, j.version,
-       j.fired_count, j.created_at, j.updated_at, j.client_job_id,
-       d.schedule, d.target, d.policies, d.payload, d.labels, d.description, d.pause_note,
-       d.calendars,
-       j.last_fire_at, s.last_success_at, s.last_failure_at, j.last_lateness_ms,
-       s.succeeded_count, s.dead_count, s.skipped_count, s.missed_count, s.cancelled_count
-  FROM jobs j
-  JOIN job_definitions d ON d.job_id = j.job_id
-  LEFT JOIN job_stats s ON s.job_id = j.job_id
+{job_select}
  WHERE j.tenant_id = $1
    AND j.name > $2
    AND ($3::text IS NULL OR j.name >= $3)
@@ -70,19 +71,25 @@ SELECT client_job_id FROM jobs WHERE tenant_id = $1 AND client_job_id = ANY($2::
 -- name: insert_jobs
 -- Inserts jobs for tenant $1 at $15 with their definitions and empty stats, if the
 -- tenant's max_jobs allows $16 more: one set-based statement for one job or a thousand.
--- The columns $2-$14 are arrays, one entry per job ($14: client job ids, NULL entries
--- for jobs named by their uid). $17: the creating call's trace context (NULL while
--- tracing is off). $18, $19: who wrote it and the RPC's request id (the revisions,
--- migration 0012). $20: the referenced calendars' contents per job (NULL entries for
--- jobs without calendars; migration 0015), as JSON text: asyncpg would read a list of
--- lists as a two-dimensional array.
+-- Parameters (built by store._jobs.InsertJobs, which names each; $2-$14 and $20 are
+-- arrays, one entry per job):
+--   $1 tenant_id          $2 job_ids            $3 names             $4 partition_ids
+--   $5 next_run_ats       $6 paused             $7 schedules         $8 targets
+--   $9 policies           $10 payloads          $11 labels           $12 descriptions
+--   $13 pause_notes       $14 client_job_ids (NULL entries: jobs named by their uid)
+--   $15 now               $16 how many jobs     $17 traceparent (the creating call's
+--   trace context, NULL while tracing is off)   $18 changed_by, $19 request_id (the
+--   revisions, migration 0012)                  $20 calendars (the referenced calendars'
+--   contents per job, NULL entries for jobs without calendars; migration 0015)
+-- The JSON columns ($7-$9, $11, $20) come as text (sundial.core.db.json_text): a batch
+-- encodes each distinct document once, and asyncpg would read $20's list of lists as a
+-- two-dimensional array.
 -- Returns how many were inserted: 0 when the quota refused them (nothing written).
 -- The inserts read the quota update's result, so it runs first; the tenant row then
 -- stays locked only for this statement and the commit (CreateJob without request_id
 -- runs it alone in autocommit: no client round trip while the lock is held). The
 -- foreign keys of job_definitions and job_stats are checked at the end of the
--- statement, after the jobs rows exist. The JSON columns ($7-$9, $11) come as text
--- (sundial.core.db.json_text): a batch encodes each distinct document once.
+-- statement, after the jobs rows exist.
 WITH quota AS (
     UPDATE tenants
        SET job_count = job_count + $16
@@ -273,20 +280,15 @@ SELECT sundial_dispatch_schedule(d.schedule, d.calendars) AS schedule
 -- $4, created at $6. check_at = $6 hands them to the scheduler, which publishes them.
 -- Instants that already have a run are left alone (the run key is the primary key).
 -- $7: each run's trace context, or NULL while tracing is off.
-INSERT INTO job_runs (job_id, scheduled_at, tenant_id, partition_id, kind, status,
-                      check_at, created_at, updated_at, traceparent)
+INSERT INTO job_runs AS r (job_id, scheduled_at, tenant_id, partition_id, kind, status,
+                           check_at, created_at, updated_at, traceparent)
 SELECT $1, u.t, $2, $3, $5, 'queued', $6, $6, $6, u.traceparent
   FROM unnest($4::timestamptz[], $7::text[]) AS u(t, traceparent)
 ON CONFLICT (job_id, scheduled_at) DO NOTHING
-RETURNING job_id, scheduled_at, kind, status, attempt, lease_until, executor_id, started_at,
-          finished_at, next_attempt_at, lateness_ms, last_error, error_class, skip_reason,
-          cancel_requested, created_at, replay_count, last_http_status, last_grpc_code;
+RETURNING {run_columns};
 
 -- name: get_run
-SELECT r.job_id, r.scheduled_at, r.kind, r.status, r.attempt, r.lease_until, r.executor_id,
-       r.started_at, r.finished_at, r.next_attempt_at, r.lateness_ms, r.last_error,
-       r.error_class, r.skip_reason, r.cancel_requested, r.created_at, r.replay_count,
-       r.last_http_status, r.last_grpc_code,
+SELECT {run_columns},
        sundial_dispatch_schedule(d.schedule, d.calendars) AS schedule
   FROM job_runs r
   JOIN jobs j ON j.job_id = r.job_id
@@ -296,10 +298,8 @@ SELECT r.job_id, r.scheduled_at, r.kind, r.status, r.attempt, r.lease_until, r.e
 -- name: list_runs
 -- A page of job $1's runs (tenant $2), newest first, before the cursor $3, in statuses
 -- $4, kinds $5, scheduled in [$6, $7) (each filter only when given).
-SELECT job_id, scheduled_at, kind, status, attempt, lease_until, executor_id, started_at,
-       finished_at, next_attempt_at, lateness_ms, last_error, error_class, skip_reason,
-       cancel_requested, created_at, replay_count, last_http_status, last_grpc_code
-  FROM job_runs
+SELECT {run_columns}
+  FROM job_runs r
  WHERE job_id = $1 AND tenant_id = $2
    AND ($3::timestamptz IS NULL OR scheduled_at < $3)
    AND ($4::text[] IS NULL OR status = ANY($4::text[]))
@@ -316,7 +316,7 @@ SELECT count(*) FROM job_runs
 -- name: replay_run
 -- ReplayRun: a DEAD or CANCELLED run back to QUEUED at $3 with a fresh retry budget
 -- (attempt_base = attempt; attempt itself keeps growing: it is the fencing token).
-UPDATE job_runs
+UPDATE job_runs AS r
    SET status = 'queued',
        replay_count = replay_count + 1,
        attempt_base = attempt,
@@ -333,15 +333,13 @@ UPDATE job_runs
  WHERE job_id = $1 AND scheduled_at = $2 AND status IN ('dead', 'cancelled')
    -- A dead run whose DeadLetter is still in the outbox (check_at set) waits for it.
    AND NOT (status = 'dead' AND check_at IS NOT NULL)
-RETURNING job_id, scheduled_at, kind, status, attempt, lease_until, executor_id, started_at,
-          finished_at, next_attempt_at, lateness_ms, last_error, error_class, skip_reason,
-          cancel_requested, created_at, replay_count, last_http_status, last_grpc_code;
+RETURNING {run_columns};
 
 -- name: cancel_run
 -- CancelRun at $3 with reason $4, the transition sundial.run.cancel (the SET list of
 -- cancel_runs_of_job): PENDING, QUEUED and RETRYING runs end CANCELLED; a RUNNING one is
 -- asked to stop (cancel_requested) and keeps its lease check.
-UPDATE job_runs
+UPDATE job_runs AS r
    SET status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,
        cancel_requested = status = 'running',
        finished_at = CASE WHEN status = 'running' THEN finished_at ELSE $3 END,
@@ -353,9 +351,7 @@ UPDATE job_runs
        updated_at = $3
  WHERE job_id = $1 AND scheduled_at = $2
    AND status IN ('pending', 'queued', 'running', 'retrying')
-RETURNING job_id, scheduled_at, kind, status, attempt, lease_until, executor_id, started_at,
-          finished_at, next_attempt_at, lateness_ms, last_error, error_class, skip_reason,
-          cancel_requested, created_at, replay_count, last_http_status, last_grpc_code;
+RETURNING {run_columns};
 
 -- name: count_cancelled
 UPDATE job_stats SET cancelled_count = cancelled_count + 1, updated_at = $2 WHERE job_id = $1;
@@ -560,12 +556,12 @@ SELECT first_at, last_at, skipped
 -- --- calendars (migration 0015) ----------------------------------------------------------
 
 -- name: get_calendar
-SELECT name, description, kind, dates, version, created_at, updated_at
+SELECT {calendar_columns}
   FROM calendars WHERE tenant_id = $1 AND name = $2;
 
 -- name: calendars_named
 -- Tenant $1's calendars among the names $2.
-SELECT name, description, kind, dates, version, created_at, updated_at
+SELECT {calendar_columns}
   FROM calendars WHERE tenant_id = $1 AND name = ANY($2::text[]);
 
 -- name: lock_calendars
@@ -579,7 +575,7 @@ SELECT name, version FROM calendars
 
 -- name: list_calendars
 -- A page of tenant $1's calendars by name after $2.
-SELECT name, description, kind, dates, version, created_at, updated_at
+SELECT {calendar_columns}
   FROM calendars WHERE tenant_id = $1 AND name > $2 ORDER BY name LIMIT $3;
 
 -- name: insert_calendar
@@ -588,14 +584,14 @@ VALUES ($1, $2, $3, $4, $5, $6, $6);
 
 -- name: lock_calendar
 -- Tenant $1's calendar $2, locked for an update or delete.
-SELECT name, description, kind, dates, version, created_at, updated_at
+SELECT {calendar_columns}
   FROM calendars WHERE tenant_id = $1 AND name = $2 FOR UPDATE;
 
 -- name: update_calendar
 UPDATE calendars
    SET description = $3, kind = $4, dates = $5, version = version + 1, updated_at = $6
  WHERE tenant_id = $1 AND name = $2
-RETURNING name, description, kind, dates, version, created_at, updated_at;
+RETURNING {calendar_columns};
 
 -- name: delete_calendar
 DELETE FROM calendars WHERE tenant_id = $1 AND name = $2;

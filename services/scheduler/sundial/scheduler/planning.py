@@ -29,17 +29,16 @@ import uuid
 from collections import OrderedDict
 from datetime import datetime, timedelta
 
-from sundial.run import (
+from sundial.job import (
     BUFFER_ALL_LIMIT,
     RESOLVED_CALENDARS_KEY,
     JobPolicies,
     OverlapPolicy,
-    RunStatus,
-    SkipReason,
     calendars_from_json,
     policies_from_json,
     schedule_from_json,
 )
+from sundial.run import RunStatus, SkipReason
 from sundial.schedule import (
     Calendar,
     CompiledSchedule,

@@ -24,6 +24,7 @@ from sundial.api.store._calendars import (
     CalendarTransaction,
 )
 from sundial.api.store._jobs import JobStore
+from sundial.api.store._runs import RunStore
 from sundial.api.store._slo import SloStore
 from sundial.api.store._tenants import TenantStore
 
@@ -40,7 +41,7 @@ __all__ = [
 ]
 
 
-class Store(JobStore, SloStore, TenantStore, CalendarStore):
+class Store(JobStore, RunStore, SloStore, TenantStore, CalendarStore):
     """Named-query access for the API service.
 
     Args:

@@ -15,7 +15,6 @@ from asyncpg.pool import PoolConnectionProxy
 from sundial.api.model import (
     ApiToken,
     Job,
-    JobSpec,
     JobStats,
     Role,
     Run,
@@ -24,16 +23,11 @@ from sundial.api.model import (
 )
 from sundial.core.db import Queries, translate_db_errors
 from sundial.core.errors import AlreadyExists
-from sundial.run import (
-    ErrorClass,
-    RunKind,
-    RunStatus,
-    SkipReason,
+from sundial.job import (
     calendars_from_json,
-    policies_from_json,
-    schedule_from_json,
-    target_from_json,
+    spec_from_columns,
 )
+from sundial.run import ErrorClass, RunKind, RunStatus, SkipReason
 
 queries = Queries.from_package("sundial.api")
 
@@ -105,23 +99,8 @@ class RequestClaim:
 # --- row mapping --------------------------------------------------------------------------
 
 
-def spec_from_row(row: Row) -> JobSpec:
-    """The definition columns of a jobs/job_definitions row, or of a job_revisions one."""
-    return JobSpec(
-        name=row["name"],
-        schedule=schedule_from_json(row["schedule"]),
-        target=target_from_json(row["target"]),
-        description=row["description"],
-        payload=bytes(row["payload"]),
-        policies=policies_from_json(row["policies"]),
-        labels=dict(row["labels"]),
-        paused=row["paused"],
-        pause_note=row["pause_note"],
-    )
-
-
 def job_from_row(row: Row) -> Job:
-    spec = spec_from_row(row)
+    spec = spec_from_columns(row)
     lateness_ms = row["last_lateness_ms"]
     stats = JobStats(
         last_fire_time=row["last_fire_at"],

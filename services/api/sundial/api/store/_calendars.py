@@ -14,7 +14,7 @@ import asyncpg
 from sundial.api.model import StoredCalendar
 from sundial.api.store._base import Conn, Row, one, queries, translate
 from sundial.core.errors import Aborted, ResourceExhausted
-from sundial.run import calendars_from_json, calendars_to_json, schedule_from_json
+from sundial.job import calendars_from_json, calendars_to_json, schedule_from_json
 from sundial.schedule import Calendar, CalendarKind, Schedule, parse_calendar_dates
 
 

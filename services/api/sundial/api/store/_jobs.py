@@ -1,12 +1,10 @@
-"""Store methods for authentication, jobs and runs."""
+"""Store methods for jobs: reads, creates, updates, revisions, pause, resume, delete."""
 
 from __future__ import annotations
 
-import json
 import uuid
-from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
-from typing import Any
+from collections.abc import Sequence
+from datetime import datetime
 
 import asyncpg
 
@@ -14,106 +12,38 @@ from sundial.api.model import (
     Job,
     JobFilter,
     JobRevision,
-    JobSpec,
     NewJob,
-    Run,
-    RunFilter,
 )
 from sundial.api.store._base import (
     CLIENT_JOB_ID_INDEX,
     Conn,
     JobIdTaken,
     RequestClaim,
-    RequestRecord,
-    RequestTaken,
     job_from_row,
     one,
     queries,
-    run_from_row,
-    spec_from_row,
     translate,
 )
 from sundial.api.store._calendars import check_calendar_versions
-from sundial.core.auth import current_credential
-from sundial.core.db import json_text
+from sundial.api.store._params import InsertJobs, calendars_doc, distinct_calendars, writer
+from sundial.api.store._requests import RequestStore
 from sundial.core.errors import AlreadyExists, ResourceExhausted
-from sundial.core.logging import request_id_var
-from sundial.run import (
-    RESOLVED_CALENDARS_KEY,
-    RunKind,
-    RunStatus,
-    calendars_from_json,
-    calendars_to_json,
-    policies_to_json,
-    schedule_from_json,
-    schedule_to_json,
-    target_to_json,
+from sundial.job import (
+    JobSpec,
+    spec_from_columns,
+    spec_to_columns,
 )
-from sundial.schedule import Calendar, Schedule
-
-
-def _calendars_doc(calendars: Sequence[Calendar]) -> list[dict[str, Any]] | None:
-    """``job_definitions.calendars`` (NULL for a schedule naming none: migration 0015)."""
-    return calendars_to_json(list(calendars)) if calendars else None
-
-
-def _calendars_text(calendars: Sequence[Calendar]) -> str | None:
-    """:func:`_calendars_doc` as JSON text, for a ``text[]`` parameter of many jobs."""
-    doc = _calendars_doc(calendars)
-    return None if doc is None else json.dumps(doc)
-
-
-def _distinct(calendars: Sequence[Calendar]) -> list[Calendar]:
-    return list({c.name: c for c in calendars}.values())
-
-
-def _each(encode: Callable[[Any], Any], values: Sequence[Any]) -> list[Any]:
-    """``encode`` of every value, once per distinct value (a batch of 1,000 jobs shares a
-    few schedules and policies; an unhashable value is encoded on its own)."""
-    done: dict[Any, Any] = {}
-    out = []
-    for value in values:
-        try:
-            if value not in done:
-                done[value] = encode(value)
-            out.append(done[value])
-        except TypeError:
-            out.append(encode(value))
-    return out
-
-
-def _schedule_text(schedule: Schedule) -> str:
-    return json_text(schedule_to_json(schedule))
-
-
-def _target_text(target: Any) -> str:
-    return json_text(target_to_json(target))
-
-
-def _policies_text(policies: Any) -> str:
-    return json_text(policies_to_json(policies))
+from sundial.schedule import Calendar
 
 
 class _Unmatched(Exception):
     """Rolls back a transaction whose conditional write matched nothing."""
 
 
-def _writer() -> tuple[str | None, str | None]:
-    """Who is writing (the caller's token id; ``admin`` for the bootstrap token) and the
-    RPC's request id, recorded with the job's revision (migration 0012)."""
-    credential = current_credential()
-    actor = None
-    if credential is not None:
-        actor = str(credential.token_id) if credential.token_id is not None else "admin"
-    return actor, request_id_var.get()
-
-
-class JobStore:
-    """Tokens (authentication), jobs and runs."""
+class JobStore(RequestStore):
+    """Jobs and their revisions."""
 
     _pool: asyncpg.Pool
-
-    # --- jobs -----------------------------------------------------------------------------
 
     @translate
     async def get_job(self, tenant_id: str, job_id: uuid.UUID) -> Job | None:
@@ -155,60 +85,6 @@ class JobStore:
             limit,
         )
         return [job_from_row(row) for row in rows]
-
-    @translate
-    async def find_request(
-        self, tenant_id: str, method: str, request_id: str, since: datetime
-    ) -> RequestRecord | None:
-        """The live idempotency record of this key (created at or after ``since``)."""
-        row = await self._pool.fetchrow(queries.find_request, tenant_id, method, request_id, since)
-        if row is None:
-            return None
-        return RequestRecord(
-            request_hash=bytes(row["request_hash"]),
-            job_id=row["job_id"],
-            job_ids=tuple(row["job_ids"] or ()),
-            scheduled_at=row["scheduled_at"],
-            outcome=row["outcome"],
-        )
-
-    async def _claim(
-        self,
-        conn: Conn,
-        tenant_id: str,
-        claim: RequestClaim,
-        now: datetime,
-        *,
-        job_id: uuid.UUID | None = None,
-        job_ids: Sequence[uuid.UUID] | None = None,
-    ) -> None:
-        claimed = await conn.fetchval(
-            queries.claim_request,
-            tenant_id,
-            claim.method,
-            claim.request_id,
-            claim.request_hash,
-            job_id,
-            None if job_ids is None else list(job_ids),
-            None,
-            now,
-            claim.expired_before,
-            claim.outcome,
-        )
-        if not claimed:
-            raise RequestTaken
-
-    @translate
-    async def record_request(
-        self, tenant_id: str, claim: RequestClaim, job_id: uuid.UUID, now: datetime
-    ) -> None:
-        """Record ``claim`` for a call that wrote nothing else (an UNCHANGED apply).
-
-        Raises:
-            RequestTaken: The key already has a live record.
-        """
-        async with self._pool.acquire() as conn:
-            await self._claim(conn, tenant_id, claim, now, job_id=job_id)
 
     @translate
     async def create_jobs(
@@ -254,36 +130,12 @@ class JobStore:
         single: bool,
         traceparent: str,
     ) -> None:
-        names = [job.spec.name for job in jobs]
-        columns: list[list[Any]] = [
-            [job.job_id for job in jobs],
-            names,
-            [job.partition_id for job in jobs],
-            [job.next_run_at for job in jobs],
-            [job.spec.paused for job in jobs],
-            _each(_schedule_text, [job.spec.schedule for job in jobs]),
-            _each(_target_text, [job.spec.target for job in jobs]),
-            _each(_policies_text, [job.spec.policies for job in jobs]),
-            [job.spec.payload for job in jobs],
-            [json_text(job.spec.labels) if job.spec.labels else "{}" for job in jobs],
-            [job.spec.description for job in jobs],
-            [job.spec.pause_note for job in jobs],
-            [job.client_id for job in jobs],
-        ]
-        named = _distinct([c for job in jobs for c in job.calendars])
-        calendar_docs = [_calendars_text(job.calendars) for job in jobs]
+        params = InsertJobs.of(tenant_id, jobs, now, traceparent)
+        names = params.names
+        named = distinct_calendars([c for job in jobs for c in job.calendars])
 
         async def insert(conn: Conn) -> None:
-            inserted = await conn.fetchval(
-                queries.insert_jobs,
-                tenant_id,
-                *columns,
-                now,
-                len(jobs),
-                traceparent or None,
-                *_writer(),
-                calendar_docs,
-            )
+            inserted = await conn.fetchval(queries.insert_jobs, *params.args())
             if inserted == 0:
                 await self._quota_exceeded(conn, tenant_id, len(jobs))
 
@@ -300,8 +152,8 @@ class JobStore:
                         tenant_id,
                         claim,
                         now,
-                        job_id=columns[0][0] if single else None,
-                        job_ids=None if single else columns[0],
+                        job_id=params.job_ids[0] if single else None,
+                        job_ids=None if single else params.job_ids,
                     )
                 if not single:
                     # Name the clashing entry; a single create relies on the unique
@@ -362,29 +214,30 @@ class JobStore:
             RequestTaken: ``claim``'s key already has a live record (nothing written).
         """
         assert spec.target is not None
+        doc = spec_to_columns(spec)
         args = (
             job_id,
             tenant_id,
             read_version,
-            spec.name,
+            doc["name"],
             reschedule,
             next_run_at,
             now,
-            schedule_to_json(spec.schedule),
-            target_to_json(spec.target),
-            policies_to_json(spec.policies),
-            spec.payload,
-            dict(spec.labels),
-            spec.description,
-            *_writer(),
-            _calendars_doc(calendars),
+            doc["schedule"],
+            doc["target"],
+            doc["policies"],
+            doc["payload"],
+            doc["labels"],
+            doc["description"],
+            *writer(),
+            calendars_doc(calendars),
         )
         if claim is None and not calendars:
             return await self._pool.fetchval(queries.update_job, *args) is not None
         async with self._pool.acquire() as conn:
             try:
                 async with conn.transaction():
-                    await check_calendar_versions(conn, tenant_id, _distinct(calendars))
+                    await check_calendar_versions(conn, tenant_id, distinct_calendars(calendars))
                     if claim is not None:
                         await self._claim(conn, tenant_id, claim, now, job_id=job_id)
                     if await conn.fetchval(queries.update_job, *args) is None:
@@ -404,7 +257,7 @@ class JobStore:
         return [
             JobRevision(
                 version=row["version"],
-                spec=spec_from_row(row),
+                spec=spec_from_columns(row),
                 changed_fields=tuple(row["changed_fields"]),
                 changed_by=row["changed_by"],
                 request_id=row["request_id"],
@@ -424,7 +277,7 @@ class JobStore:
     ) -> bool:
         """Pause the job (at ``expected_version`` unless 0); False when not matched."""
         changed = await self._pool.fetchval(
-            queries.pause_job, job_id, tenant_id, expected_version, note, now, *_writer()
+            queries.pause_job, job_id, tenant_id, expected_version, note, now, *writer()
         )
         return changed is not None
 
@@ -459,7 +312,7 @@ class JobStore:
                 note,
                 now,
                 next_run_at,
-                *_writer(),
+                *writer(),
             )
         return changed is not None
 
@@ -482,203 +335,3 @@ class JobStore:
             await conn.execute(queries.delete_job, job_id, tenant_id)
             await conn.execute(queries.remove_job_from_quota, tenant_id)
             return True
-
-    # --- runs -----------------------------------------------------------------------------
-
-    @translate
-    async def job_schedule(
-        self, tenant_id: str, job_id: uuid.UUID
-    ) -> tuple[Schedule, dict[str, Calendar]] | None:
-        """The job's schedule and the calendars it names, or None when the job does not
-        exist (for this tenant)."""
-        doc = await self._pool.fetchval(queries.job_schedule, job_id, tenant_id)
-        return None if doc is None else _stored_schedule(doc)
-
-    @translate
-    async def insert_runs(
-        self,
-        tenant_id: str,
-        job_id: uuid.UUID,
-        instants: Sequence[datetime],
-        kind: RunKind,
-        now: datetime,
-        *,
-        traceparents: Sequence[str] | None = None,
-        waiting_limit: int | None = None,
-    ) -> list[Run] | None:
-        """Insert QUEUED runs at ``instants``; those that exist already are skipped.
-        ``traceparents`` (one per instant; None while tracing is off) are their trace
-        contexts.
-
-        Returns:
-            The runs created, oldest first; None when the job does not exist.
-
-        Raises:
-            ResourceExhausted: The tenant's requested runs not started yet would pass
-                ``waiting_limit`` (nothing written).
-        """
-        async with self._pool.acquire() as conn, conn.transaction():
-            job = await conn.fetchrow(queries.lock_job_for_runs, job_id, tenant_id)
-            if job is None:
-                return None
-            await _check_waiting(conn, tenant_id, len(instants), waiting_limit)
-            rows = await conn.fetch(
-                queries.insert_runs,
-                job_id,
-                tenant_id,
-                job["partition_id"],
-                list(instants),
-                kind.value,
-                now,
-                None if traceparents is None else list(traceparents),
-            )
-        return sorted((run_from_row(row) for row in rows), key=lambda run: run.scheduled_at)
-
-    @translate
-    async def trigger(
-        self,
-        tenant_id: str,
-        job_id: uuid.UUID,
-        at: datetime,
-        now: datetime,
-        *,
-        claim: RequestClaim | None = None,
-        max_collisions: int = 1000,
-        traceparent: str = "",
-        waiting_limit: int | None = None,
-    ) -> Run | None:
-        """Insert a MANUAL run at ``at``, moved forward 1 µs per collision, with the
-        trace context ``traceparent`` (empty: none).
-
-        Returns:
-            The run; None when the job does not exist.
-
-        Raises:
-            RequestTaken: ``claim``'s key already has a live record (nothing written).
-        """
-        async with self._pool.acquire() as conn, conn.transaction():
-            job = await conn.fetchrow(queries.lock_job_for_runs, job_id, tenant_id)
-            if job is None:
-                return None
-            await _check_waiting(conn, tenant_id, 1, waiting_limit)
-            if claim is not None:
-                await self._claim(conn, tenant_id, claim, now, job_id=job_id)
-            for _ in range(max_collisions):
-                rows = await conn.fetch(
-                    queries.insert_runs,
-                    job_id,
-                    tenant_id,
-                    job["partition_id"],
-                    [at],
-                    RunKind.MANUAL.value,
-                    now,
-                    [traceparent or None],
-                )
-                if rows:
-                    break
-                at += timedelta(microseconds=1)
-            else:  # pragma: no cover - a thousand runs in one millisecond
-                raise AlreadyExists("a run already exists at every instant tried; retry")
-            if claim is not None:
-                await conn.execute(
-                    queries.set_request_run, tenant_id, claim.method, claim.request_id, at
-                )
-        return run_from_row(rows[0])
-
-    @translate
-    async def get_run(
-        self, tenant_id: str, job_id: uuid.UUID, scheduled_at: datetime
-    ) -> tuple[Run, Schedule, dict[str, Calendar]] | None:
-        """The run, its job's schedule and calendars (for due_at), or None."""
-        row = await self._pool.fetchrow(queries.get_run, job_id, scheduled_at, tenant_id)
-        if row is None:
-            return None
-        return run_from_row(row), *_stored_schedule(row["schedule"])
-
-    @translate
-    async def list_runs(
-        self,
-        tenant_id: str,
-        job_id: uuid.UUID,
-        run_filter: RunFilter,
-        *,
-        before: datetime | None,
-        limit: int,
-    ) -> list[Run]:
-        """Up to ``limit`` of the job's runs, newest first, scheduled before ``before``."""
-        rows = await self._pool.fetch(
-            queries.list_runs,
-            job_id,
-            tenant_id,
-            before,
-            sorted(s.value for s in run_filter.statuses) or None,
-            sorted(k.value for k in run_filter.kinds) or None,
-            run_filter.scheduled_after,
-            run_filter.scheduled_before,
-            limit,
-        )
-        return [run_from_row(row) for row in rows]
-
-    @translate
-    async def count_active_runs(self, job_id: uuid.UUID) -> int:
-        """The job's PENDING, QUEUED, RUNNING and RETRYING runs."""
-        return await self._pool.fetchval(queries.count_active_runs, job_id)
-
-    @translate
-    async def replay_run(
-        self, tenant_id: str, job_id: uuid.UUID, scheduled_at: datetime, now: datetime
-    ) -> Run | None:
-        """Queue a DEAD or CANCELLED run again; None when no such run matched."""
-        async with self._pool.acquire() as conn, conn.transaction():
-            if await conn.fetchrow(queries.lock_job_for_runs, job_id, tenant_id) is None:
-                return None
-            row = await conn.fetchrow(queries.replay_run, job_id, scheduled_at, now)
-        return None if row is None else run_from_row(row)
-
-    @translate
-    async def cancel_run(
-        self,
-        tenant_id: str,
-        job_id: uuid.UUID,
-        scheduled_at: datetime,
-        reason: str,
-        now: datetime,
-    ) -> Run | None:
-        """Cancel an unfinished run (or ask a RUNNING one to stop); None when none matched."""
-        async with self._pool.acquire() as conn, conn.transaction():
-            if await conn.fetchrow(queries.lock_job_for_runs, job_id, tenant_id) is None:
-                return None
-            row = await conn.fetchrow(queries.cancel_run, job_id, scheduled_at, now, reason)
-            if row is None:
-                return None
-            run = run_from_row(row)
-            if run.status is RunStatus.CANCELLED:
-                await conn.execute(queries.count_cancelled, job_id, now)
-        return run
-
-
-def _stored_schedule(doc: dict[str, Any]) -> tuple[Schedule, dict[str, Calendar]]:
-    """A dispatch schedule document (migration 0015): the schedule and its calendars."""
-    return schedule_from_json(doc), calendars_from_json(doc.get(RESOLVED_CALENDARS_KEY))
-
-
-async def _check_waiting(conn: Conn, tenant_id: str, adding: int, limit: int | None) -> None:
-    """Refuse ``adding`` more requested runs when the tenant's not started yet would pass
-    its own ``max_waiting_requested_runs``, else ``limit``. Under the tenant's row lock
-    (taken after the job's, as every job write does), so concurrent calls cannot pass it
-    together."""
-    if limit is None:
-        return
-    own = await conn.fetchrow(queries.tenant_quota_overrides, tenant_id)
-    limit = (own["max_waiting_requested_runs"] if own else None) or limit
-    waiting = await conn.fetchval(queries.count_waiting_requested_runs, tenant_id)
-    if waiting + adding > limit:
-        raise ResourceExhausted(
-            f"the tenant's limit of {limit} triggered and backfilled runs waiting to start"
-            f" is reached ({waiting} wait, {adding} more asked): let them run, or cancel some",
-            metadata={
-                "quota": "max_waiting_requested_runs",
-                "limit": str(limit),
-                "usage": str(waiting),
-            },
-        )

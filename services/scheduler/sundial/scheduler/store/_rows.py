@@ -13,18 +13,8 @@ from typing import Any
 import asyncpg
 
 from sundial.core.egress import policy_from_document
-from sundial.run import (
-    ErrorClass,
-    JobPolicies,
-    RunKind,
-    RunRef,
-    RunState,
-    RunStatus,
-    Target,
-    duration_from_json,
-    policies_from_json,
-    target_from_json,
-)
+from sundial.job import JobPolicies, duration_from_json, policies_from_json, target_from_json
+from sundial.run import ErrorClass, RunKind, RunRef, RunState, RunStatus, Target
 from sundial.scheduler.model import DeadLetterRun, LeaseCandidate, TenantTerms
 
 Record = asyncpg.Record

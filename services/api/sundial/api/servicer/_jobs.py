@@ -1,14 +1,7 @@
-"""``sundial.v1.JobService``: wire requests in, managers called, wire responses out.
-
-Handlers hold no business rules and no status mapping: they convert, call the job or
-run manager with the caller's tenant (from the bearer token), and convert back. A job
-named by its client id is resolved to its uid first (``JobManager.resolve``). Errors are
-raised as :class:`~sundial.core.errors.SundialError` and mapped by the interceptor.
-"""
+"""JobService's job handlers; UpdateJob's mask and merge."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,21 +9,18 @@ import grpc
 from google.protobuf import field_mask_pb2
 
 from sundial.api import convert
-from sundial.api.audit import AuditLog
 from sundial.api.auth import current_tenant
-from sundial.api.calendars import CalendarManager
-from sundial.api.egress import EgressPolicies
-from sundial.api.jobs import JobManager
 from sundial.api.kit import UpdateMask, request_hash
-from sundial.api.model import ApplyOutcome, Job, JobSpec
-from sundial.api.notifications import NotificationChannels, channel_id_in
-from sundial.api.runs import RunManager
-from sundial.api.tenancy import TenantManager
+from sundial.api.model import (
+    ApplyOutcome,
+    Job,
+)
+from sundial.api.servicer._base import ServicerBase
 from sundial.api.validation import check_client_job_id, field_prefix
 from sundial.core import wire
 from sundial.core.errors import InvalidArgument
-from sundial.run import RunRef
-from sundial.v1 import job_pb2, job_service_pb2_grpc
+from sundial.job import JobSpec
+from sundial.v1 import job_pb2
 from sundial.v1 import job_service_pb2 as pb
 
 # UpdateJob: what a mask may name (an empty mask: all of them); sub-paths are allowed
@@ -115,37 +105,9 @@ def client_id_in(text: str, field: str) -> str | None:
     return text
 
 
-class JobServicer(job_service_pb2_grpc.JobServiceServicer):
-    """JobService on top of :class:`JobManager` and :class:`RunManager`."""
-
-    def __init__(
-        self,
-        jobs: JobManager,
-        runs: RunManager,
-        egress: EgressPolicies,
-        tenants: TenantManager,
-        audit: AuditLog,
-        *,
-        calendars: CalendarManager,
-        channels: NotificationChannels,
-    ) -> None:
-        self._calendars = calendars
-        self._channels = channels
-        self._jobs = jobs
-        self._runs = runs
-        self._egress = egress
-        self._tenants = tenants
-        self._audit = audit
-
-    async def _job(self, tenant: str, text: str, field: str = "job_id") -> uuid.UUID:
-        """The uid of the job a request names by ``text`` (a uid or a client id)."""
-        return await self._jobs.resolve(tenant, convert.job_ref_in(text, field))
-
-    async def _run(self, tenant: str, request: Any) -> RunRef:
-        job, scheduled_at = convert.run_ref_in(request)
-        return RunRef(await self._jobs.resolve(tenant, job), scheduled_at)
-
-    # --- jobs -----------------------------------------------------------------------------
+class JobHandlers(ServicerBase):
+    """CreateJob, BatchCreateJobs, ApplyJob, GetJob, ListJobRevisions, RollbackJob,
+    DescribeJob, ListJobs, UpdateJob, DeleteJob, PauseJob, ResumeJob, PreviewSchedule."""
 
     async def CreateJob(
         self, request: pb.CreateJobRequest, context: grpc.aio.ServicerContext
@@ -227,24 +189,6 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         else:
             job = await self._jobs.get_job(tenant, job_id)
         return pb.GetJobResponse(job=convert.job_out(job))
-
-    async def ListAuditEvents(
-        self, request: pb.ListAuditEventsRequest, context: grpc.aio.ServicerContext
-    ) -> pb.ListAuditEventsResponse:
-        page = await self._audit.events(
-            current_tenant(), page_size=request.page_size, page_token=request.page_token
-        )
-        response = pb.ListAuditEventsResponse(next_page_token=page.next_page_token)
-        for event in page.items:
-            out = response.events.add(
-                actor=event.actor,
-                method=event.method,
-                resource=event.resource,
-                code=event.code,
-                request_id=event.request_id,
-            )
-            out.time.CopyFrom(wire.timestamp(event.at))
-        return response
 
     async def ListJobRevisions(
         self, request: pb.ListJobRevisionsRequest, context: grpc.aio.ServicerContext
@@ -377,196 +321,3 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
             fire_times=[convert.fire_time_out(entry) for entry in preview.entries],
             exhausted=preview.exhausted,
         )
-
-    # --- runs -----------------------------------------------------------------------------
-
-    async def TriggerJob(
-        self, request: pb.TriggerJobRequest, context: grpc.aio.ServicerContext
-    ) -> pb.TriggerJobResponse:
-        tenant = current_tenant()
-        job_id = await self._job(tenant, request.job_id)
-        run = await self._runs.trigger(
-            tenant,
-            job_id,
-            request_id=request.request_id,
-            request_hash=request_hash("TriggerJob", [request]),
-        )
-        return pb.TriggerJobResponse(run=convert.run_out(run))
-
-    async def BackfillJob(
-        self, request: pb.BackfillJobRequest, context: grpc.aio.ServicerContext
-    ) -> pb.BackfillJobResponse:
-        tenant = current_tenant()
-        result = await self._runs.backfill(
-            tenant,
-            await self._job(tenant, request.job_id),
-            wire.optional_timestamp(request, "start_time", "start_time"),
-            wire.optional_timestamp(request, "end_time", "end_time"),
-        )
-        response = pb.BackfillJobResponse(
-            runs=[convert.run_out(run) for run in result.runs],
-            existing_count=result.existing_count,
-            truncated=result.truncated,
-        )
-        if result.next_start_time is not None:
-            response.next_start_time.CopyFrom(wire.timestamp(result.next_start_time))
-        return response
-
-    async def ListRuns(
-        self, request: pb.ListRunsRequest, context: grpc.aio.ServicerContext
-    ) -> pb.ListRunsResponse:
-        tenant = current_tenant()
-        page = await self._runs.list_runs(
-            tenant,
-            await self._job(tenant, request.job_id),
-            convert.run_filter_in(request),
-            page_size=request.page_size,
-            page_token=request.page_token,
-        )
-        return pb.ListRunsResponse(
-            runs=[convert.run_out(run) for run in page.items],
-            next_page_token=page.next_page_token,
-        )
-
-    async def GetRun(
-        self, request: pb.GetRunRequest, context: grpc.aio.ServicerContext
-    ) -> pb.GetRunResponse:
-        tenant = current_tenant()
-        run = await self._runs.get_run(tenant, await self._run(tenant, request))
-        return pb.GetRunResponse(run=convert.run_out(run))
-
-    async def ReplayRun(
-        self, request: pb.ReplayRunRequest, context: grpc.aio.ServicerContext
-    ) -> pb.ReplayRunResponse:
-        tenant = current_tenant()
-        run = await self._runs.replay(tenant, await self._run(tenant, request))
-        return pb.ReplayRunResponse(run=convert.run_out(run))
-
-    async def CancelRun(
-        self, request: pb.CancelRunRequest, context: grpc.aio.ServicerContext
-    ) -> pb.CancelRunResponse:
-        tenant = current_tenant()
-        run = await self._runs.cancel(tenant, await self._run(tenant, request), request.reason)
-        return pb.CancelRunResponse(run=convert.run_out(run))
-
-    # --- egress ---------------------------------------------------------------------------
-
-    async def GetEgressPolicy(
-        self, request: pb.GetEgressPolicyRequest, context: grpc.aio.ServicerContext
-    ) -> pb.GetEgressPolicyResponse:
-        view = await self._egress.effective(current_tenant())
-        return pb.GetEgressPolicyResponse(egress=convert.egress_out(view))
-
-    async def RotateOwnSigningSecret(
-        self, request: pb.RotateOwnSigningSecretRequest, context: grpc.aio.ServicerContext
-    ) -> pb.RotateOwnSigningSecretResponse:
-        overlap = (
-            wire.timedelta_in(request.overlap, "overlap") if request.HasField("overlap") else None
-        )
-        tenant, secret = await self._tenants.rotate_signing_secret(current_tenant(), overlap)
-        newest, *previous = tenant.signing_secrets  # newest first
-        response = pb.RotateOwnSigningSecretResponse(
-            signing_secret=secret, secret_id=str(newest.secret_id)
-        )
-        expiries = [s.expire_time for s in previous if s.expire_time is not None]
-        if expiries:
-            response.previous_expire_time.CopyFrom(wire.timestamp(max(expiries)))
-        return response
-
-    # --- calendars ------------------------------------------------------------------------
-
-    async def CreateCalendar(
-        self, request: pb.CreateCalendarRequest, context: grpc.aio.ServicerContext
-    ) -> pb.CreateCalendarResponse:
-        if not request.HasField("calendar"):
-            raise InvalidArgument("calendar", "is required")
-        created = await self._calendars.create(
-            current_tenant(), convert.calendar_in(request.calendar)
-        )
-        return pb.CreateCalendarResponse(calendar=convert.calendar_out(created))
-
-    async def GetCalendar(
-        self, request: pb.GetCalendarRequest, context: grpc.aio.ServicerContext
-    ) -> pb.GetCalendarResponse:
-        found = await self._calendars.get(current_tenant(), request.name)
-        return pb.GetCalendarResponse(calendar=convert.calendar_out(found))
-
-    async def ListCalendars(
-        self, request: pb.ListCalendarsRequest, context: grpc.aio.ServicerContext
-    ) -> pb.ListCalendarsResponse:
-        page = await self._calendars.list(
-            current_tenant(), page_size=request.page_size, page_token=request.page_token
-        )
-        return pb.ListCalendarsResponse(
-            calendars=[convert.calendar_out(c) for c in page.items],
-            next_page_token=page.next_page_token,
-        )
-
-    async def UpdateCalendar(
-        self, request: pb.UpdateCalendarRequest, context: grpc.aio.ServicerContext
-    ) -> pb.UpdateCalendarResponse:
-        if not request.HasField("calendar"):
-            raise InvalidArgument("calendar", "is required")
-        updated, jobs = await self._calendars.update(
-            current_tenant(),
-            convert.calendar_in(request.calendar),
-            list(request.update_mask.paths),
-            expected_version=request.expected_version,
-        )
-        return pb.UpdateCalendarResponse(
-            calendar=convert.calendar_out(updated), jobs_rescheduled=jobs
-        )
-
-    async def DeleteCalendar(
-        self, request: pb.DeleteCalendarRequest, context: grpc.aio.ServicerContext
-    ) -> pb.DeleteCalendarResponse:
-        await self._calendars.delete(
-            current_tenant(), request.name, expected_version=request.expected_version
-        )
-        return pb.DeleteCalendarResponse()
-
-    # --- notification channels (docs/design.md section 12) -------------------------------
-
-    async def CreateNotificationChannel(
-        self, request: pb.CreateNotificationChannelRequest, context: grpc.aio.ServicerContext
-    ) -> pb.CreateNotificationChannelResponse:
-        channel = await self._channels.create(
-            current_tenant(), convert.channel_spec_in(request.channel)
-        )
-        return pb.CreateNotificationChannelResponse(channel=convert.channel_out(channel))
-
-    async def GetNotificationChannel(
-        self, request: pb.GetNotificationChannelRequest, context: grpc.aio.ServicerContext
-    ) -> pb.GetNotificationChannelResponse:
-        channel = await self._channels.get(current_tenant(), channel_id_in(request.channel_id))
-        return pb.GetNotificationChannelResponse(channel=convert.channel_out(channel))
-
-    async def ListNotificationChannels(
-        self, request: pb.ListNotificationChannelsRequest, context: grpc.aio.ServicerContext
-    ) -> pb.ListNotificationChannelsResponse:
-        page = await self._channels.list(
-            current_tenant(), page_size=request.page_size, page_token=request.page_token
-        )
-        return pb.ListNotificationChannelsResponse(
-            channels=[convert.channel_out(channel) for channel in page.items],
-            next_page_token=page.next_page_token,
-        )
-
-    async def UpdateNotificationChannel(
-        self, request: pb.UpdateNotificationChannelRequest, context: grpc.aio.ServicerContext
-    ) -> pb.UpdateNotificationChannelResponse:
-        channel_id = channel_id_in(request.channel.channel_id, "channel.channel_id")
-        channel = await self._channels.update(
-            current_tenant(),
-            channel_id,
-            convert.channel_spec_in(request.channel),
-            list(request.update_mask.paths),
-            request.expected_version,
-        )
-        return pb.UpdateNotificationChannelResponse(channel=convert.channel_out(channel))
-
-    async def DeleteNotificationChannel(
-        self, request: pb.DeleteNotificationChannelRequest, context: grpc.aio.ServicerContext
-    ) -> pb.DeleteNotificationChannelResponse:
-        await self._channels.delete(current_tenant(), channel_id_in(request.channel_id))
-        return pb.DeleteNotificationChannelResponse()

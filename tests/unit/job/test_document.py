@@ -18,13 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sundial.core import wire
-from sundial.run import (
-    GrpcTarget,
-    HttpTarget,
+from sundial.job import (
     JobPolicies,
     OverlapPolicy,
-    RetryPolicy,
-    Target,
     duration_from_json,
     duration_to_json,
     policies_from_json,
@@ -34,6 +30,7 @@ from sundial.run import (
     target_from_json,
     target_to_json,
 )
+from sundial.run import GrpcTarget, HttpTarget, RetryPolicy, Target
 from sundial.schedule import (
     DEFAULT_CATCHUP_WINDOW,
     DEFAULT_MAX_CATCHUP,

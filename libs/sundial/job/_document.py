@@ -1,5 +1,5 @@
-"""The stored job document: the JSON columns of ``job_definitions`` (schedule, policies,
-target), shared by the services.
+"""The stored job document: the columns of ``job_definitions`` (schedule, policies,
+target as JSON; the rest plain), shared by the services.
 
 The shape is the proto3 JSON mapping of ``sundial.v1.Schedule`` and ``sundial.v1.Policies``
 with the ``.proto`` field names, i.e. what
@@ -25,17 +25,13 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
-from sundial.run._key import format_timestamp
-from sundial.run._machine import RetryPolicy
-from sundial.run._target import GrpcTarget, HttpTarget, Target
+from sundial.job._policies import JobPolicies, OverlapPolicy
+from sundial.job._spec import JobSpec
+from sundial.run import GrpcTarget, HttpTarget, Target, format_timestamp
 from sundial.schedule import (
-    DEFAULT_CATCHUP_WINDOW,
-    DEFAULT_MAX_CATCHUP,
-    DEFAULT_MISFIRE_THRESHOLD,
     Calendar,
     CalendarKind,
     CronSpec,
@@ -50,63 +46,21 @@ from sundial.schedule import (
 )
 
 __all__ = [
-    "DEFAULT_LATENESS_THRESHOLD",
     "RESOLVED_CALENDARS_KEY",
-    "JobPolicies",
-    "OverlapPolicy",
+    "Columns",
     "calendars_from_json",
     "calendars_to_json",
+    "duration_from_json",
     "duration_to_json",
     "policies_from_json",
     "policies_to_json",
     "schedule_from_json",
     "schedule_to_json",
+    "spec_from_columns",
+    "spec_to_columns",
     "target_from_json",
     "target_to_json",
 ]
-
-
-class OverlapPolicy(enum.Enum):
-    """What a new scheduled occurrence does while an earlier run is unfinished."""
-
-    SKIP = "SKIP"
-    BUFFER_ONE = "BUFFER_ONE"
-    BUFFER_ALL = "BUFFER_ALL"
-    ALLOW_ALL = "ALLOW_ALL"
-    CANCEL_OTHER = "CANCEL_OTHER"
-
-
-BUFFER_ALL_LIMIT = 100
-"""Most runs OVERLAP_POLICY_BUFFER_ALL lets wait (job.proto)."""
-
-DEFAULT_LATENESS_THRESHOLD = timedelta(seconds=60)
-"""Policies.lateness_threshold when unset (job.proto)."""
-
-
-@dataclass(frozen=True, slots=True)
-class JobPolicies:
-    """A job's effective policies (every default filled in)."""
-
-    misfire: MisfirePolicy = MisfirePolicy.RUN_ONCE
-    misfire_threshold: timedelta = DEFAULT_MISFIRE_THRESHOLD
-    catchup_window: timedelta = DEFAULT_CATCHUP_WINDOW
-    max_catchup: int = DEFAULT_MAX_CATCHUP
-    overlap: OverlapPolicy = OverlapPolicy.SKIP
-    retry_max_attempts: int = 5
-    retry_base_delay: timedelta = timedelta(seconds=10)
-    retry_max_delay: timedelta = timedelta(hours=1)
-    run_timeout: timedelta = timedelta(minutes=30)
-    lateness_threshold: timedelta = DEFAULT_LATENESS_THRESHOLD
-    """How late a scheduled run's first attempt may start and count as on time in the
-    job's SLO, and told to channels that want late runs (docs/design.md sections 11, 12)."""
-
-    pause_after_consecutive_dead: int = 0
-    """The failure policy: pause after this many dead runs in a row (0: never)."""
-
-    @property
-    def retry(self) -> RetryPolicy:
-        """The retry part, as the run state machine takes it."""
-        return RetryPolicy(self.retry_max_attempts, self.retry_base_delay, self.retry_max_delay)
 
 
 _DURATION = re.compile(r"^(-?\d+(?:\.\d{1,9})?)s$")
@@ -372,3 +326,46 @@ def target_from_json(doc: Mapping[str, Any] | None) -> Target | None:
             metadata={str(k): str(v) for k, v in (grpc.get("metadata") or {}).items()},
         )
     return None
+
+
+class Columns(Protocol):
+    """A row read by column name (an ``asyncpg.Record``, a dict)."""
+
+    def __getitem__(self, name: str, /) -> Any: ...
+
+
+def spec_from_columns(row: Columns) -> JobSpec:
+    """The spec in a row's definition columns (``jobs`` joined to ``job_definitions``, or
+    ``job_revisions``): ``name``, ``schedule``, ``target``, ``description``, ``payload``,
+    ``policies``, ``labels``, ``paused``, ``pause_note``.
+
+    Raises:
+        ValueError: A malformed document.
+    """
+    return JobSpec(
+        name=row["name"],
+        schedule=schedule_from_json(row["schedule"]),
+        target=target_from_json(row["target"]),
+        description=row["description"],
+        payload=bytes(row["payload"]),
+        policies=policies_from_json(row["policies"]),
+        labels=dict(row["labels"]),
+        paused=row["paused"],
+        pause_note=row["pause_note"],
+    )
+
+
+def spec_to_columns(spec: JobSpec) -> dict[str, Any]:
+    """The definition columns of ``spec``, as :func:`spec_from_columns` reads them back
+    (the documents as JSON-ready values; every field written)."""
+    return {
+        "name": spec.name,
+        "schedule": schedule_to_json(spec.schedule),
+        "target": None if spec.target is None else target_to_json(spec.target),
+        "description": spec.description,
+        "payload": spec.payload,
+        "policies": policies_to_json(spec.policies),
+        "labels": dict(spec.labels),
+        "paused": spec.paused,
+        "pause_note": spec.pause_note,
+    }

@@ -1,0 +1,210 @@
+"""``sundial jobs create`` and ``update``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from google.protobuf import field_mask_pb2
+
+from sundial.cli._client import (
+    Connection,
+    TokenOption,
+    connected,
+    fail,
+    jobs_client,
+    parse_duration,
+    parse_pairs,
+    tenant_client,
+)
+from sundial.cli._output import Output, OutputOption
+from sundial.cli.jobs._options import (
+    At,
+    Calendars,
+    Cron,
+    Every,
+    GrpcAddress,
+    Header,
+    Jitter,
+    JobId,
+    Labels,
+    LatenessThreshold,
+    MaxAttempts,
+    Misfire,
+    Offset,
+    Overlap,
+    PauseAfterDead,
+    Payload,
+    PayloadFile,
+    RequestId,
+    Timeout,
+    Url,
+    Version,
+    policies_from_options,
+    read_payload,
+    schedule_from_options,
+    target_from_options,
+)
+from sundial.cli.jobs._show import emit_job
+from sundial.v1 import job_pb2
+from sundial.v1 import job_service_pb2 as pb
+
+
+@connected
+def create(
+    name: Annotated[str, typer.Argument(help="Job name, unique in the tenant.")],
+    *,
+    conn: Connection,
+    token: TokenOption = "",
+    cron: Cron = None,
+    every: Every = None,
+    offset: Offset = "",
+    at: At = "",
+    calendar: Calendars = None,
+    tz: Annotated[str, typer.Option("--tz", help="IANA time zone of the schedule.")] = "UTC",
+    url: Url = "",
+    method: Annotated[str, typer.Option(help="HTTP method.")] = "POST",
+    header: Header = None,
+    grpc_address: GrpcAddress = "",
+    plaintext: Annotated[bool, typer.Option(help="gRPC without TLS.")] = False,
+    payload: Payload = "",
+    payload_file: PayloadFile = None,
+    label: Labels = None,
+    description: Annotated[str, typer.Option(help="Free text.")] = "",
+    jitter: Jitter = "",
+    max_runs: Annotated[int, typer.Option(help="Stop after this many runs (0: never).")] = 0,
+    overlap: Overlap = "",
+    misfire: Misfire = "",
+    max_attempts: MaxAttempts = 0,
+    timeout: Timeout = "",
+    lateness_threshold: LatenessThreshold = "",
+    pause_after_dead: PauseAfterDead = None,
+    paused: Annotated[bool, typer.Option(help="Create the job paused.")] = False,
+    request_id: RequestId = "",
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """Create a job."""
+    schedule = job_pb2.Schedule(time_zone=tz, max_runs=max_runs, calendars=calendar or [])
+    schedule_from_options(schedule, cron or [], every or [], offset, at)
+    if jitter:
+        schedule.jitter.CopyFrom(parse_duration(jitter, "--jitter"))
+    policies = job_pb2.Policies()
+    policies_from_options(
+        policies,
+        overlap,
+        misfire,
+        max_attempts,
+        timeout,
+        pause_after_dead,
+        lateness_threshold=lateness_threshold,
+    )
+    job = job_pb2.Job(
+        name=name,
+        description=description,
+        schedule=schedule,
+        target=target_from_options(url, method, header, grpc_address, plaintext),
+        payload=read_payload(payload, payload_file),
+        policies=policies,
+        labels=parse_pairs(label or [], "--label"),
+        paused=paused,
+    )
+    # Through sundial.client: a request id (yours, or a fresh one) on every create, so
+    # the channel's retry of UNAVAILABLE cannot make two jobs.
+    with tenant_client(conn, token) as client:
+        created = client.create_job(job, request_id=request_id)
+    emit_job(created, pb.CreateJobResponse(job=created), output)
+
+
+@connected
+def update(
+    job_id: JobId,
+    *,
+    conn: Connection,
+    token: TokenOption = "",
+    name: Annotated[str, typer.Option(help="A new name.")] = "",
+    description: Annotated[str | None, typer.Option(help="New free text.")] = None,
+    cron: Cron = None,
+    every: Every = None,
+    offset: Offset = "",
+    at: At = "",
+    calendar: Calendars = None,
+    no_calendars: Annotated[
+        bool, typer.Option("--no-calendars", help="Stop filtering by any calendar.")
+    ] = False,
+    tz: Annotated[str, typer.Option("--tz", help="A new time zone.")] = "",
+    url: Url = "",
+    method: Annotated[str, typer.Option(help="HTTP method (with --url).")] = "POST",
+    header: Header = None,
+    grpc_address: GrpcAddress = "",
+    plaintext: Annotated[bool, typer.Option(help="gRPC without TLS (with --grpc).")] = False,
+    payload: Payload = "",
+    payload_file: PayloadFile = None,
+    label: Annotated[
+        list[str] | None,
+        typer.Option("--label", help="Label KEY=VALUE; replaces all labels, repeatable."),
+    ] = None,
+    clear_labels: Annotated[bool, typer.Option(help="Remove every label.")] = False,
+    jitter: Jitter = "",
+    overlap: Overlap = "",
+    misfire: Misfire = "",
+    max_attempts: MaxAttempts = 0,
+    timeout: Timeout = "",
+    lateness_threshold: LatenessThreshold = "",
+    pause_after_dead: PauseAfterDead = None,
+    expected_version: Version = 0,
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """Change the fields the options name; everything else stays as it is."""
+    job = job_pb2.Job(job_id=job_id)
+    paths: list[str] = []
+    if name:
+        job.name = name
+        paths.append("name")
+    if description is not None:
+        job.description = description
+        paths.append("description")
+    if cron or every or at:
+        paths.append(schedule_from_options(job.schedule, cron or [], every or [], offset, at))
+    elif offset:
+        fail("--offset goes with --every")
+    if calendar and no_calendars:
+        fail("give --calendar or --no-calendars, not both")
+    if calendar or no_calendars:
+        job.schedule.calendars.extend(calendar or [])
+        paths.append("schedule.calendars")
+    if tz:
+        job.schedule.time_zone = tz
+        paths.append("schedule.time_zone")
+    if jitter:
+        job.schedule.jitter.CopyFrom(parse_duration(jitter, "--jitter"))
+        paths.append("schedule.jitter")
+    if url or grpc_address:
+        job.target.CopyFrom(target_from_options(url, method, header, grpc_address, plaintext))
+        paths.append("target")
+    elif header:
+        fail("--header goes with --url or --grpc (the target is replaced as a whole)")
+    if payload or payload_file:
+        job.payload = read_payload(payload, payload_file)
+        paths.append("payload")
+    if label or clear_labels:
+        job.labels.update(parse_pairs(label or [], "--label"))
+        paths.append("labels")
+    paths += policies_from_options(
+        job.policies,
+        overlap,
+        misfire,
+        max_attempts,
+        timeout,
+        pause_after_dead,
+        lateness_threshold=lateness_threshold,
+    )
+    if not paths:
+        fail("nothing to change: give at least one option (see --help)")
+    request = pb.UpdateJobRequest(
+        job=job,
+        update_mask=field_mask_pb2.FieldMask(paths=paths),
+        expected_version=expected_version,
+    )
+    with jobs_client(conn, token) as (stub, md):
+        response = stub.UpdateJob(request, metadata=md)
+    emit_job(response.job, response, output)

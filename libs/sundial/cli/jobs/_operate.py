@@ -1,0 +1,155 @@
+"""``sundial jobs pause``, ``resume``, ``delete``, ``trigger`` and ``backfill``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from sundial.cli._client import (
+    Connection,
+    TokenOption,
+    connected,
+    enum_name,
+    jobs_client,
+    parse_instant,
+    tenant_client,
+    when,
+)
+from sundial.cli._output import Output, OutputOption, emit
+from sundial.cli.jobs._options import JobId, Note, RequestId, Version
+from sundial.cli.jobs._show import print_runs
+from sundial.v1 import job_service_pb2 as pb
+from sundial.v1 import run_pb2
+
+
+@connected
+def pause(
+    job_id: JobId,
+    *,
+    conn: Connection,
+    token: TokenOption = "",
+    note: Note = "",
+    expected_version: Version = 0,
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """Pause a job: no scheduled runs until it is resumed."""
+    with jobs_client(conn, token) as (stub, md):
+        response = stub.PauseJob(
+            pb.PauseJobRequest(job_id=job_id, note=note, expected_version=expected_version),
+            metadata=md,
+        )
+    job = response.job
+    emit(
+        response,
+        output,
+        table=lambda _wide: typer.echo(f"paused {job.name} (version {job.version})"),
+        names=lambda: [job.job_id],
+    )
+
+
+@connected
+def resume(
+    job_id: JobId,
+    *,
+    conn: Connection,
+    token: TokenOption = "",
+    note: Note = "",
+    expected_version: Version = 0,
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """Resume a job from now (missed occurrences are not run)."""
+    with jobs_client(conn, token) as (stub, md):
+        response = stub.ResumeJob(
+            pb.ResumeJobRequest(job_id=job_id, note=note, expected_version=expected_version),
+            metadata=md,
+        )
+    job = response.job
+    emit(
+        response,
+        output,
+        table=lambda _wide: typer.echo(
+            f"resumed {job.name} (version {job.version}); next run "
+            f"{when(job.next_run_at, set_=job.HasField('next_run_at'))}"
+        ),
+        names=lambda: [job.job_id],
+    )
+
+
+@connected
+def delete(
+    job_id: JobId,
+    *,
+    conn: Connection,
+    token: TokenOption = "",
+    expected_version: Version = 0,
+    allow_missing: Annotated[bool, typer.Option(help="Succeed if the job is gone.")] = False,
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """Delete a job; its unfinished runs are cancelled."""
+    with jobs_client(conn, token) as (stub, md):
+        response = stub.DeleteJob(
+            pb.DeleteJobRequest(
+                job_id=job_id, expected_version=expected_version, allow_missing=allow_missing
+            ),
+            metadata=md,
+        )
+    emit(
+        response,
+        output,
+        table=lambda _wide: typer.echo(f"deleted {job_id}"),
+        names=lambda: [job_id],
+    )
+
+
+@connected
+def trigger(
+    job_id: JobId,
+    *,
+    conn: Connection,
+    token: TokenOption = "",
+    request_id: RequestId = "",
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """Run a job now (a MANUAL run keyed by this instant)."""
+    with tenant_client(conn, token) as client:  # a request id on every trigger, as create
+        run = client.trigger_job(job_id, request_id=request_id)
+    response = pb.TriggerJobResponse(run=run)
+    emit(
+        response,
+        output,
+        table=lambda _wide: typer.echo(
+            f"triggered run {run.run_key} "
+            f"({enum_name(run.status, run_pb2.RunStatus, 'RUN_STATUS_')})"
+        ),
+        names=lambda: [run.run_key],
+    )
+
+
+@connected
+def backfill(
+    job_id: JobId,
+    *,
+    start: Annotated[
+        str, typer.Option(help="From this ISO 8601 instant (inclusive).", show_default=False)
+    ],
+    end: Annotated[
+        str, typer.Option(help="To this instant (exclusive, not after now).", show_default=False)
+    ],
+    conn: Connection,
+    token: TokenOption = "",
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """Create runs for the schedule's occurrences in a past range (all of them: one call
+    per 1,000), skipping occurrences that already have a run."""
+    first, last = parse_instant(start, "--start"), parse_instant(end, "--end")
+    with tenant_client(conn, token) as client:
+        created = client.backfill(job_id, first, last)
+
+    def table(wide: bool) -> None:
+        print_runs(created.runs, wide=wide)
+        typer.echo(
+            f"created {len(created.runs)} runs; {created.existing_count} occurrences had one"
+        )
+
+    emit(created, output, table=table, names=lambda: [run.run_key for run in created.runs])

@@ -1,0 +1,212 @@
+"""The options of ``sundial jobs`` and what they build: a schedule, a target, policies,
+a payload."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from sundial.cli._client import (
+    fail,
+    parse_duration,
+    parse_pairs,
+    parse_time,
+)
+from sundial.v1 import job_pb2
+
+JobId = Annotated[str, typer.Argument(help="The job's id.", show_default=False)]
+
+
+Note = Annotated[str, typer.Option(help="Why (stored as the job's pause note).")]
+
+
+Version = Annotated[
+    int, typer.Option(help="Only if the job is at this version (0: unconditionally).")
+]
+
+
+_OVERLAP = {
+    n.removeprefix("OVERLAP_POLICY_").lower().replace("_", "-"): v
+    for n, v in job_pb2.OverlapPolicy.items()
+    if v
+}
+
+
+_MISFIRE = {
+    n.removeprefix("MISFIRE_POLICY_").lower().replace("_", "-"): v
+    for n, v in job_pb2.MisfirePolicy.items()
+    if v
+}
+
+
+Cron = Annotated[
+    list[str] | None,
+    typer.Option(help="Cron expression (5 or 6 fields, macros, H); repeatable (a union)."),
+]
+
+
+Every = Annotated[
+    list[str] | None, typer.Option(help="Interval, e.g. 5s, 15m, 1h; repeatable (a union).")
+]
+
+
+Offset = Annotated[str, typer.Option(help="Interval phase, e.g. 30s (with one --every).")]
+
+
+Calendars = Annotated[
+    list[str] | None,
+    typer.Option("--calendar", help="Name of a calendar that filters the times; repeatable."),
+]
+
+
+At = Annotated[str, typer.Option(help="Run once at this ISO 8601 instant.")]
+
+
+Url = Annotated[str, typer.Option(help="HTTP(S) target URL.")]
+
+
+Header = Annotated[
+    list[str] | None, typer.Option(help="HTTP header (gRPC: metadata) KEY=VALUE, repeatable.")
+]
+
+
+GrpcAddress = Annotated[str, typer.Option("--grpc", help="gRPC target host:port (TargetService).")]
+
+
+Payload = Annotated[str, typer.Option(help="Body sent on every run (text).")]
+
+
+PayloadFile = Annotated[Path | None, typer.Option(help="Body read from a file.")]
+
+
+Labels = Annotated[list[str] | None, typer.Option("--label", help="Label KEY=VALUE, repeatable.")]
+
+
+Jitter = Annotated[str, typer.Option(help="Random delay bound, e.g. 30s.")]
+
+
+Overlap = Annotated[str, typer.Option(help=f"One of {', '.join(_OVERLAP)}.")]
+
+
+Misfire = Annotated[str, typer.Option(help=f"One of {', '.join(_MISFIRE)}.")]
+
+
+MaxAttempts = Annotated[int, typer.Option(help="Attempts per run (0: default 5).")]
+
+
+Timeout = Annotated[str, typer.Option(help="Per-attempt timeout, e.g. 5m.")]
+
+
+LatenessThreshold = Annotated[
+    str,
+    typer.Option(help="SLO: a run starting later than this after its due time is late, e.g. 2m."),
+]
+
+
+PauseAfterDead = Annotated[
+    int | None,
+    typer.Option(
+        "--pause-after-dead",
+        help="Pause the job after this many dead runs in a row (0: never; 1: at the first).",
+    ),
+]
+
+
+RequestId = Annotated[
+    str,
+    typer.Option(
+        help="Idempotency key: the same key again answers the first call's result "
+        "(default: a fresh one per call, so retries within it never act twice)."
+    ),
+]
+
+
+def schedule_from_options(
+    schedule: job_pb2.Schedule, crons: list[str], everys: list[str], offset: str, at: str
+) -> str:
+    """Set the specs ``--cron``, ``--every`` and ``--at`` give: one sets the schedule's
+    single spec, several make a ``specs`` list (their union). Returns the update-mask
+    path (``schedule.cron``, ``schedule.specs``...)."""
+    count = len(crons) + len(everys) + bool(at)
+    if not count:
+        fail("give at least one of --cron, --every or --at")
+    if offset and len(everys) != 1:
+        fail("--offset goes with exactly one --every")
+    specs = [job_pb2.ScheduleSpec(cron=cron) for cron in crons]
+    for every in everys:
+        spec = job_pb2.ScheduleSpec()
+        spec.interval.every.CopyFrom(parse_duration(every, "--every"))
+        if offset:
+            spec.interval.offset.CopyFrom(parse_duration(offset, "--offset"))
+        specs.append(spec)
+    if at:
+        specs.append(job_pb2.ScheduleSpec(once=parse_time(at, "--at")))
+    if count > 1:
+        schedule.specs.extend(specs)
+        return "schedule.specs"
+    which = specs[0].WhichOneof("kind")
+    assert which is not None
+    if which == "cron":
+        schedule.cron = specs[0].cron
+    else:
+        getattr(schedule, which).CopyFrom(getattr(specs[0], which))
+    return f"schedule.{which}"
+
+
+def target_from_options(
+    url: str, method: str, headers: list[str] | None, grpc_address: str, plaintext: bool
+) -> job_pb2.Target:
+    if bool(url) == bool(grpc_address):
+        fail("give exactly one of --url or --grpc")
+    pairs = parse_pairs(headers or [], "--header")
+    if url:
+        return job_pb2.Target(http=job_pb2.HttpTarget(url=url, method=method, headers=pairs))
+    return job_pb2.Target(
+        grpc=job_pb2.GrpcTarget(address=grpc_address, plaintext=plaintext, metadata=pairs)
+    )
+
+
+def policies_from_options(  # noqa: PLR0917 (one value per option)
+    policies: job_pb2.Policies,
+    overlap: str,
+    misfire: str,
+    max_attempts: int,
+    timeout: str,
+    pause_after_dead: int | None = None,
+    *,
+    lateness_threshold: str = "",
+) -> list[str]:
+    """Set the policies the options give; returns their update-mask paths."""
+    paths = []
+    if overlap:
+        if overlap not in _OVERLAP:
+            fail(f"--overlap: expected one of {', '.join(_OVERLAP)}")
+        policies.overlap = _OVERLAP[overlap]  # type: ignore[assignment]
+        paths.append("policies.overlap")
+    if misfire:
+        if misfire not in _MISFIRE:
+            fail(f"--misfire: expected one of {', '.join(_MISFIRE)}")
+        policies.misfire = _MISFIRE[misfire]  # type: ignore[assignment]
+        paths.append("policies.misfire")
+    if max_attempts:
+        policies.retry.max_attempts = max_attempts
+        paths.append("policies.retry.max_attempts")
+    if timeout:
+        policies.run_timeout.CopyFrom(parse_duration(timeout, "--timeout"))
+        paths.append("policies.run_timeout")
+    if lateness_threshold:
+        policies.lateness_threshold.CopyFrom(
+            parse_duration(lateness_threshold, "--lateness-threshold")
+        )
+        paths.append("policies.lateness_threshold")
+
+    if pause_after_dead is not None:
+        policies.failure.pause_after_consecutive_dead = pause_after_dead
+        paths.append("policies.failure.pause_after_consecutive_dead")
+    return paths
+
+
+def read_payload(payload: str, payload_file: Path | None) -> bytes:
+    return payload_file.read_bytes() if payload_file else payload.encode()

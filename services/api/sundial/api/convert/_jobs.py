@@ -1,0 +1,234 @@
+"""Jobs: a request's job reference, the spec in, the stored job out (views, revisions,
+apply outcomes, list filters), the egress policy in force."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sundial.api.convert._schedule import policies_in, policies_out, schedule_in, schedule_out
+from sundial.api.model import (
+    ApplyOutcome,
+    Job,
+    JobFilter,
+    JobRef,
+    JobRevision,
+    JobStats,
+    TenantEgress,
+    as_revised,
+)
+from sundial.api.validation import is_client_job_id
+from sundial.core import wire
+from sundial.core.errors import InvalidArgument
+from sundial.job import JobSpec
+from sundial.v1 import egress_pb2, job_pb2, job_service_pb2
+
+
+def job_ref_in(text: str, field: str = "job_id") -> JobRef:
+    """A request's job reference: a uid (any form ``uuid.UUID`` reads), or a client id.
+
+    Raises:
+        InvalidArgument: Empty, or text that can be neither (job_service.proto).
+    """
+    if not text:
+        raise InvalidArgument(field, "is required")
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        pass
+    if is_client_job_id(text):
+        return text
+    shown = text if len(text) <= 80 else text[:80] + "..."
+    raise InvalidArgument(
+        field,
+        f"{shown!r} is neither a job id (1-63 characters of a-z, 0-9 and '-', starting with "
+        "a letter) nor a uid (a UUID)",
+    )
+
+
+def job_spec_in(message: job_pb2.Job, memo: dict[object, Any] | None = None) -> JobSpec:
+    """The input fields of a wire job (output-only fields are ignored).
+
+    Args:
+        memo: Shared by the jobs of one request (BatchCreateJobs): each distinct schedule,
+            target and policy set (by its encoding) is converted once, and the jobs that
+            share it share the value, so the checks keyed by it find it at once.
+    """
+    if not message.HasField("schedule"):
+        raise InvalidArgument("schedule", "is required")
+    return JobSpec(
+        name=message.name,
+        schedule=_converted(memo, schedule_in, message.schedule),
+        target=_converted(memo, wire.target_in, message.target),
+        description=message.description,
+        payload=message.payload,
+        policies=_converted(memo, policies_in, message.policies),
+        labels=dict(message.labels),
+        paused=message.paused,
+        pause_note=message.pause_note,
+    )
+
+
+def _converted(memo: dict[object, Any] | None, convert: Callable[[Any], Any], message: Any) -> Any:
+    if memo is None:
+        return convert(message)
+    key = (convert, message.SerializeToString(deterministic=True))
+    found = memo.get(key)
+    if found is None:  # a conversion that fails raises for the first job that has it
+        found = memo[key] = convert(message)
+    return found
+
+
+def _stats_out(stats: JobStats) -> job_pb2.JobStats:
+    message = job_pb2.JobStats(
+        total_runs=stats.total_runs,
+        succeeded=stats.succeeded,
+        failed=stats.failed,
+        skipped_misfires=stats.skipped_misfires,
+        skipped_overlaps=stats.skipped_overlaps,
+        cancelled=stats.cancelled,
+        scheduled_occurrences=stats.scheduled_occurrences,
+    )
+    for name in ("last_fire_time", "last_success_time", "last_failure_time"):
+        value = getattr(stats, name)
+        if value is not None:
+            getattr(message, name).CopyFrom(wire.timestamp(value))
+    if stats.last_lateness is not None:
+        message.last_lateness.CopyFrom(wire.duration(stats.last_lateness))
+    return message
+
+
+def revision_out(
+    job: Job, revision: JobRevision, *, full: bool = True
+) -> job_service_pb2.JobRevision:
+    """One revision of ``job`` (the job as it is now, for its ids); without ``full``, as
+    JOB_VIEW_BASIC shows it."""
+    revised = job_out(as_revised(job, revision))
+    message = job_service_pb2.JobRevision(
+        version=revision.version,
+        job=revised if full else basic_view(revised),
+        changed_fields=revision.changed_fields,
+        changed_by=revision.changed_by or "",
+        request_id=revision.request_id or "",
+    )
+    message.create_time.CopyFrom(wire.timestamp(revision.create_time))
+    return message
+
+
+def job_out(job: Job, memo: dict[object, Any] | None = None) -> job_pb2.Job:
+    """A stored job as its wire form, defaults filled in.
+
+    Args:
+        memo: Shared by the jobs of one answer (:func:`jobs_out`): each distinct
+            schedule, target, policy set, instant and stats value is converted once.
+    """
+    spec = job.spec
+    once = _Once(memo if memo is not None else {})
+    message = job_pb2.Job(
+        job_id=job.client_id or str(job.job_id),
+        uid=str(job.job_id),
+        tenant_id=job.tenant_id,
+        name=spec.name,
+        description=spec.description,
+        schedule=once(schedule_out, spec.schedule),
+        target=once(wire.target, spec.target),
+        payload=spec.payload,
+        policies=once(policies_out, spec.policies),
+        labels=dict(spec.labels),
+        paused=spec.paused,
+        pause_note=spec.pause_note,
+        version=job.version,
+        create_time=once(wire.timestamp, job.create_time),
+        update_time=once(wire.timestamp, job.update_time),
+        stats=once(_stats_out, job.stats),
+    )
+    if job.next_run_at is not None:
+        message.next_run_at.CopyFrom(once(wire.timestamp, job.next_run_at))
+    return message
+
+
+def jobs_out(jobs: Sequence[Job], *, full: bool = True) -> list[job_pb2.Job]:
+    """Many jobs as their wire forms (a batch shares most of its values); without
+    ``full``, as JOB_VIEW_BASIC shows them."""
+    memo: dict[object, Any] = {}
+    if full:
+        return [job_out(job, memo) for job in jobs]
+    return [basic_view(job_out(job, memo)) for job in jobs]
+
+
+def basic_view(job: job_pb2.Job) -> job_pb2.Job:
+    """``job`` as JOB_VIEW_BASIC shows it: no payload, header and metadata values empty
+    (their names kept)."""
+    job.ClearField("payload")
+    kind = job.target.WhichOneof("kind")
+    headers = job.target.http.headers if kind == "http" else None
+    if kind == "grpc":
+        headers = job.target.grpc.metadata
+    if headers is not None:
+        for name in list(headers):
+            headers[name] = ""
+    return job
+
+
+def view_in(view: int, default: int) -> bool:
+    """Whether a request's ``view`` asks for the full job (``default`` when unset).
+
+    Raises:
+        InvalidArgument: Not a JobView.
+    """
+    if view not in job_service_pb2.JobView.values():
+        raise InvalidArgument("view", f"unknown view {view}")
+    return (view or default) == job_service_pb2.JOB_VIEW_FULL
+
+
+class _Once:
+    """``convert(value)`` once per distinct (converter, value); the messages built are
+    copied into each job (protobuf copies a sub-message it is given)."""
+
+    def __init__(self, memo: dict[object, Any]) -> None:
+        self._memo = memo
+
+    def __call__(self, convert: Callable[[Any], Any], value: Any) -> Any:
+        try:
+            key = (convert, value)
+            found = self._memo.get(key)
+        except TypeError:  # unhashable: converted on its own
+            return convert(value)
+        if found is None:
+            found = self._memo[key] = convert(value)
+        return found
+
+
+_OUTCOME = {
+    ApplyOutcome.CREATED: job_service_pb2.APPLY_OUTCOME_CREATED,
+    ApplyOutcome.UPDATED: job_service_pb2.APPLY_OUTCOME_UPDATED,
+    ApplyOutcome.UNCHANGED: job_service_pb2.APPLY_OUTCOME_UNCHANGED,
+}
+
+
+def outcome_out(outcome: ApplyOutcome) -> job_service_pb2.ApplyOutcome:
+    """ApplyJob's outcome as its wire enum."""
+    return _OUTCOME[outcome]
+
+
+def job_filter_in(request: job_service_pb2.ListJobsRequest) -> JobFilter:
+    """ListJobs' filters."""
+    return JobFilter(
+        labels=dict(request.labels),
+        name_prefix=request.name_prefix,
+        paused=request.paused if request.HasField("paused") else None,
+        target_forbidden=request.target_forbidden,
+    )
+
+
+def egress_out(view: TenantEgress) -> egress_pb2.EffectiveEgressPolicy:
+    """The egress policy in force for a tenant."""
+    message = egress_pb2.EffectiveEgressPolicy(
+        policy=wire.egress_policy(view.policy),
+        tenant_specific=view.tenant_specific,
+        loopback_allowed=view.loopback_allowed,
+    )
+    if view.update_time is not None:
+        message.update_time.CopyFrom(wire.timestamp(view.update_time))
+    return message

@@ -1,0 +1,237 @@
+"""Creating jobs: CreateJob, BatchCreateJobs, each idempotent with request_id."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime
+
+from sundial.api import validation
+from sundial.api.jobs._base import (
+    BATCH_CREATE_JOBS,
+    CREATE_JOB,
+    OPTIMISTIC_ATTEMPTS,
+    JobsBase,
+    call_traceparent,
+)
+from sundial.api.jobs._schedule import first_fire, named_calendars
+from sundial.api.kit import (
+    RequestKey,
+)
+from sundial.api.model import (
+    Job,
+    JobStats,
+    NewJob,
+)
+from sundial.api.store import CalendarChanged, RequestClaim, RequestRecord
+from sundial.api.validation import field_prefix
+from sundial.core.errors import (
+    InvalidArgument,
+    NotFound,
+)
+from sundial.core.partition import partition_of
+from sundial.job import JobSpec
+from sundial.schedule import Calendar, CompiledSchedule
+
+
+class JobCreation(JobsBase):
+    """CreateJob and BatchCreateJobs (and ApplyJob's create)."""
+
+    async def _create_once(
+        self,
+        tenant_id: str,
+        key: RequestKey,
+        work: Callable[[RequestClaim | None], Awaitable[list[Job]]],
+    ) -> list[Job]:
+        """``work`` (a create) done once per request id: a repeat answers the jobs the
+        first call created, as they are now (NOT_FOUND if one is gone)."""
+
+        async def replay(record: RequestRecord) -> list[Job]:
+            ids = list(record.job_ids) if record.job_id is None else [record.job_id]
+            jobs = await self._store.get_jobs(tenant_id, ids)
+            if len(jobs) != len(ids):
+                raise NotFound(
+                    f"request_id {key.request_id!r} already created "
+                    f"{'this job' if len(ids) == 1 else 'these jobs'}, and "
+                    f"{'it was' if len(ids) == 1 else 'some were'} deleted since"
+                )
+            return jobs
+
+        return await self._requests.once(tenant_id, key, work, replay)
+
+    def _prepare(
+        self,
+        spec: JobSpec,
+        now: datetime,
+        prefix: str = "",
+        shared: validation.SharedChecks | None = None,
+        fires: dict[int, tuple[CompiledSchedule, datetime | None]] | None = None,
+        *,
+        client_id: str | None = None,
+        calendars: Mapping[str, Calendar] | None = None,
+    ) -> NewJob:
+        """Validate one new job and compute its first fire time.
+
+        Args:
+            client_id: Its client-chosen id (already checked), if any.
+            shared: Checks shared by the jobs of one request (BatchCreateJobs).
+            fires: First fire times by compiled schedule (``id``), shared likewise: a
+                schedule compiled once for many jobs fires first at the same instant.
+            calendars: The tenant's calendars the schedule names (:meth:`_calendars`).
+        """
+        job_id = uuid.uuid4()
+        with field_prefix(prefix):
+            spec, compiled = validation.check_job_spec(
+                spec, str(job_id), now=now, shared=shared, calendars=calendars
+            )
+        known = fires.get(id(compiled)) if fires is not None else None
+        if known is not None and known[0] is compiled:
+            next_run_at = known[1]
+        else:
+            next_run_at = first_fire(compiled, spec.schedule, now)
+            if fires is not None:  # holding the schedule keeps its id from being reused
+                fires[id(compiled)] = (compiled, next_run_at)
+        return NewJob(
+            job_id=job_id,
+            spec=spec,
+            partition_id=partition_of(job_id),
+            next_run_at=next_run_at,
+            client_id=client_id,
+            calendars=named_calendars(spec.schedule, calendars),
+        )
+
+    @staticmethod
+    def _created(tenant_id: str, new: NewJob, now: datetime) -> Job:
+        return Job(
+            job_id=new.job_id,
+            tenant_id=tenant_id,
+            spec=new.spec,
+            partition_id=new.partition_id,
+            next_run_at=new.next_run_at,
+            version=1,
+            create_time=now,
+            update_time=now,
+            stats=JobStats(),
+            client_id=new.client_id,
+            calendars={c.name: c for c in new.calendars},
+        )
+
+    async def _create(
+        self,
+        tenant_id: str,
+        spec: JobSpec,
+        *,
+        client_id: str | None,
+        claim: RequestClaim | None,
+        validate_only: bool = False,
+    ) -> Job:
+        """Validate one job and insert it (unless ``validate_only``)."""
+        for attempt in range(OPTIMISTIC_ATTEMPTS):
+            calendars = await self._calendars(tenant_id, [spec])
+            now = self._clock.now()
+            new = self._prepare(spec, now, client_id=client_id, calendars=calendars)
+            assert new.spec.target is not None
+            await self._guard.check(new.spec.target, await self._egress.policy(tenant_id))
+            if validate_only:
+                break
+            try:
+                await self._store.create_jobs(
+                    tenant_id, [new], now, claim=claim, traceparent=call_traceparent()
+                )
+                break
+            except CalendarChanged:
+                if attempt == OPTIMISTIC_ATTEMPTS - 1:
+                    raise  # compute again with the calendars' new contents
+        return self._created(tenant_id, new, now)
+
+    async def create_job(
+        self,
+        tenant_id: str,
+        spec: JobSpec,
+        *,
+        client_id: str | None = None,
+        request_id: str = "",
+        request_hash: bytes = b"",
+    ) -> Job:
+        """Validate and create one job; a repeated request_id returns the first job.
+
+        Args:
+            client_id: The client-chosen id (checked by the caller), or None.
+        """
+
+        async def work(claim: RequestClaim | None) -> list[Job]:
+            return [await self._create(tenant_id, spec, client_id=client_id, claim=claim)]
+
+        key = RequestKey(CREATE_JOB, request_id, request_hash)
+        return (await self._create_once(tenant_id, key, work))[0]
+
+    async def batch_create(
+        self,
+        tenant_id: str,
+        specs: Sequence[JobSpec],
+        *,
+        client_ids: Sequence[str | None] = (),
+        request_id: str = "",
+        request_hash: bytes = b"",
+    ) -> list[Job]:
+        """Validate and create up to 1,000 jobs in one transaction: all or none.
+
+        Args:
+            client_ids: Each job's client-chosen id (checked by the caller) or None;
+                empty: none has one.
+        """
+        validation.check_request_id(request_id)
+        if not 1 <= len(specs) <= validation.MAX_BATCH:
+            raise InvalidArgument(
+                "jobs", f"must hold 1 to {validation.MAX_BATCH} jobs, got {len(specs)}"
+            )
+        ids = list(client_ids) or [None] * len(specs)
+        first_holder: dict[str, int] = {}
+        for i, client_id in enumerate(ids):
+            if client_id is not None and first_holder.setdefault(client_id, i) != i:
+                raise InvalidArgument(
+                    f"jobs[{i}].job_id", f"same id as jobs[{first_holder[client_id]}]"
+                )
+
+        async def work(claim: RequestClaim | None) -> list[Job]:
+            return await self._create_all(tenant_id, specs, ids, claim)
+
+        key = RequestKey(BATCH_CREATE_JOBS, request_id, request_hash)
+        return await self._create_once(tenant_id, key, work)
+
+    async def _create_all(
+        self,
+        tenant_id: str,
+        specs: Sequence[JobSpec],
+        ids: Sequence[str | None],
+        claim: RequestClaim | None,
+    ) -> list[Job]:
+        """Validate ``specs`` together and insert them in one transaction."""
+        calendars = await self._calendars(tenant_id, specs)
+        now = self._clock.now()
+        shared = validation.SharedChecks()
+        fires: dict[int, tuple[CompiledSchedule, datetime | None]] = {}
+        prepared = [
+            self._prepare(
+                spec, now, f"jobs[{i}].", shared, fires, client_id=client_id, calendars=calendars
+            )
+            for i, (spec, client_id) in enumerate(zip(specs, ids, strict=True))
+        ]
+        first_index: dict[str, int] = {}
+        for i, new in enumerate(prepared):
+            seen = first_index.setdefault(new.spec.name, i)
+            if seen != i:
+                raise InvalidArgument(f"jobs[{i}].name", f"same name as jobs[{seen}]")
+        await self._guard.check_all(
+            [(new.spec.target, f"jobs[{i}].target") for i, new in enumerate(prepared)],  # type: ignore[misc]
+            await self._egress.policy(tenant_id),
+        )
+        await self._store.create_jobs(
+            tenant_id,
+            prepared,
+            now,
+            claim=claim,
+            single=False,
+            traceparent=call_traceparent(),
+        )
+        return [self._created(tenant_id, new, now) for new in prepared]
