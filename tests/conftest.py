@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from urllib.parse import urlsplit, urlunsplit
@@ -142,3 +143,61 @@ async def _fail_on_background_errors() -> AsyncIterator[None]:
     loop.set_exception_handler(previous)
     if errors:
         pytest.fail(f"unhandled errors in background tasks: {errors!r}")
+
+
+# --- under CI, a skip is a failure ------------------------------------------------------
+
+CI_MAY_SKIP: dict[str, str] = {}
+"""Test node ids (or a prefix of them: a module, a class) that may skip under
+``CI=true``, each with the reason CI cannot run it. Keep it short and say why.
+
+Empty: every skip in the suite is for a tool that .ci/run installs (kubectl, chromium
+and chromedriver, node, curl, promtool), so a skip in CI means an install step is
+missing and the test never ran, which must not pass for green."""
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+
+
+def _allowed_to_skip(nodeid: str) -> bool:
+    return any(
+        nodeid == allowed
+        or nodeid.startswith(allowed + "::")
+        or (allowed.endswith("/") and nodeid.startswith(allowed))
+        for allowed in CI_MAY_SKIP
+    )
+
+
+_ci_skips: list[tuple[str, str]] = []
+
+
+def _record_skip(report: pytest.CollectReport | pytest.TestReport) -> None:
+    if not report.skipped or hasattr(report, "wasxfail") or not _in_ci():
+        return
+    if _allowed_to_skip(report.nodeid):
+        return
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    _ci_skips.append((report.nodeid, reason))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _record_skip(report)
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    _record_skip(report)  # a module that skips itself (allow_module_level)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if _ci_skips and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _ci_skips:
+        return
+    terminalreporter.section("skipped under CI (not in CI_MAY_SKIP of tests/conftest.py)")
+    for nodeid, reason in _ci_skips:
+        terminalreporter.line(f"SKIPPED IN CI {nodeid}: {reason}", red=True)

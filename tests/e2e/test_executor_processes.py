@@ -30,7 +30,13 @@ async def cluster(
     stack: Stack, migrated_database_url: str, tmp_path: Path
 ) -> AsyncIterator[Cluster]:
     async with running_cluster(
-        stack, migrated_database_url, tmp_path, SUNDIAL_EXECUTOR_PROCESSES=str(WORKERS)
+        stack,
+        migrated_database_url,
+        tmp_path,
+        SUNDIAL_EXECUTOR_PROCESSES=str(WORKERS),
+        # Room for a draining worker to wait for its held call however slow the host
+        # (only a stop that goes wrong waits this long).
+        SUNDIAL_GRACE_PERIOD_S="30",
     ) as running:
         yield running
 
@@ -155,13 +161,35 @@ def _gone(pid: int) -> bool:
         return True
 
 
-async def test_workers_do_not_outlive_a_killed_supervisor(cluster: Cluster) -> None:
+async def test_workers_do_not_outlive_a_killed_supervisor(
+    cluster: Cluster, target: RecordingTarget
+) -> None:
     proc = supervisor(cluster)
     workers = await workers_of(proc.pid)
+    target.hold("/slow")
+    tenant = await cluster.tenant()
+    [job_id] = await one_time_jobs(tenant, f"{target.url}/slow", 1, in_s=1)
+
+    def called() -> None:
+        assert target.calls_to("/slow"), "not called yet"
+
+    await assert_eventually(called, timeout_s=30)
     proc.kill()
     await asyncio.to_thread(proc.wait, 10)
+
+    # Each worker gets one SIGTERM and drains as on an operator's SIGTERM: the idle one
+    # exits, the one holding the call waits for it (a worker that took the death for
+    # "stop now" would exit too, abandoning the run to its lease's expiry and a retry).
+    def only_the_busy_one_left() -> None:
+        alive = [w for w in workers if not _gone(w)]
+        assert len(alive) == 1, f"workers still running: {alive}"
+
+    await assert_eventually(only_the_busy_one_left, timeout_s=20)
+    target.release("/slow")
 
     def all_gone() -> None:
         assert all(_gone(w) for w in workers), "a worker is still running"
 
     await assert_eventually(all_gone, timeout_s=20)
+    [run] = await succeeded(tenant, [job_id])
+    assert run.attempt == 1

@@ -282,7 +282,15 @@ async def test_a_dead_run_ends_its_trace_with_the_dead_letter(
         return letters[0]
 
     letter = await assert_eventually(letter_span, timeout_s=30, interval_s=0.2)
-    [attempt] = _attempts(receiver.trace(trace_id))
+
+    def attempt_span() -> ReceivedSpan:
+        # The executor exports its spans in batches of its own: the scheduler's dead
+        # letter can reach the receiver first.
+        attempts = _attempts(receiver.trace(trace_id))
+        assert len(attempts) == 1, [(s.service, s.name) for s in receiver.trace(trace_id)]
+        return attempts[0]
+
+    attempt = await assert_eventually(attempt_span, timeout_s=30, interval_s=0.2)
     assert attempt.status_code == STATUS_ERROR
     assert attempt.attributes["sundial.run.next_status"] == "dead"
     assert letter.service == "sundial-scheduler"

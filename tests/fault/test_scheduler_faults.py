@@ -14,7 +14,7 @@ import signal
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import aetcd
@@ -91,8 +91,21 @@ async def covered_by(etcd: aetcd.Client, cluster: str, nodes: set[str]) -> dict[
     return owners
 
 
-async def make_jobs(pool: asyncpg.Pool, count: int) -> object:
-    first_due = (await pool.fetchval("SELECT date_trunc('second', now())")) + timedelta(seconds=2)
+async def db_now(pool: asyncpg.Pool) -> datetime:
+    """PostgreSQL's clock, the one ``next_run_at`` and the schedulers' claims use."""
+    return await pool.fetchval("SELECT now()")  # type: ignore[no-any-return]
+
+
+async def dispatched_through(pool: asyncpg.Pool, at: datetime) -> None:
+    """Every job's occurrences up to ``at`` were dispatched (its ``next_run_at`` moved
+    past ``at`` in the transaction that inserted their runs)."""
+    behind = await pool.fetchval("SELECT count(*) FROM jobs WHERE next_run_at <= $1", at)
+    assert behind == 0, f"{behind} jobs not dispatched through {at}"
+
+
+async def make_jobs(pool: asyncpg.Pool, count: int) -> datetime:
+    first_due: datetime = await pool.fetchval("SELECT date_trunc('second', now())")
+    first_due += timedelta(seconds=2)
     await insert_jobs(pool, Schedule(IntervalSpec(EVERY)), first_due=first_due, count=count)
     return first_due
 
@@ -106,7 +119,12 @@ async def test_kill_9_partitions_move_within_ttl_and_nothing_is_lost_or_doubled(
     await assert_eventually(
         lambda: covered_by(etcd, cluster_name, nodes), timeout_s=15, what="three owners"
     )
-    await asyncio.sleep(2)  # let several occurrences dispatch normally first
+    # Several occurrences dispatched normally first.
+    await assert_eventually(
+        lambda: dispatched_through(fault_pool, first_due + EVERY),
+        timeout_s=15,
+        what="two occurrences before the kill",
+    )
     victim, *rest = processes
     assert victim.process.pid is not None
     os.kill(victim.process.pid, signal.SIGKILL)
@@ -119,10 +137,16 @@ async def test_kill_9_partitions_move_within_ttl_and_nothing_is_lost_or_doubled(
     )
     moved_after = time.monotonic() - killed_at
     assert moved_after <= LEASE_TTL_S + MEMBERSHIP_POLL_S + 1.5, moved_after
-    await asyncio.sleep(3)  # occurrences after the takeover
+    # Occurrences due after the takeover, dispatched by the survivors.
+    taken_over = await db_now(fault_pool)
+    await assert_eventually(
+        lambda: dispatched_through(fault_pool, taken_over + 2 * EVERY),
+        timeout_s=15,
+        what="two occurrences after the takeover",
+    )
     for process in rest:
         await asyncio.to_thread(process.stop)
-    total = await assert_contiguous_runs(fault_pool, EVERY, first_due)  # type: ignore[arg-type]
+    total = await assert_contiguous_runs(fault_pool, EVERY, first_due)
     assert total >= 200 * 5
     # Runs the victim committed but never published were republished by the new owners.
     unpublished = await fault_pool.fetchval(
@@ -142,7 +166,11 @@ async def test_sigstop_past_the_lease_gives_up_partitions_and_duplicates_nothing
     frozen, other = await start(services, 2)
     both = {node_of(frozen), node_of(other)}
     await assert_eventually(lambda: covered_by(etcd, cluster_name, both), timeout_s=15)
-    await asyncio.sleep(1)
+    await assert_eventually(
+        lambda: dispatched_through(fault_pool, first_due),
+        timeout_s=15,
+        what="an occurrence before the freeze",
+    )
     assert frozen.process.pid is not None
     os.kill(frozen.process.pid, signal.SIGSTOP)
     try:
@@ -151,7 +179,14 @@ async def test_sigstop_past_the_lease_gives_up_partitions_and_duplicates_nothing
             timeout_s=LEASE_TTL_S + 6,
             what="the live scheduler owns everything",
         )
-        await asyncio.sleep(1)
+        # While the frozen one still thinks it owns its partitions, the live one
+        # dispatches their jobs' next occurrence.
+        taken_over = await db_now(fault_pool)
+        await assert_eventually(
+            lambda: dispatched_through(fault_pool, taken_over + EVERY),
+            timeout_s=15,
+            what="an occurrence after the takeover",
+        )
     finally:
         os.kill(frozen.process.pid, signal.SIGCONT)
     log_file = frozen.process.log_path
@@ -163,7 +198,12 @@ async def test_sigstop_past_the_lease_gives_up_partitions_and_duplicates_nothing
     await assert_eventually(gave_up, timeout_s=10, what="resumed scheduler gives up")
     # It rejoins with a new lease and takes its share back without a double owner.
     await assert_eventually(lambda: covered_by(etcd, cluster_name, both), timeout_s=15)
-    await asyncio.sleep(2)
+    rejoined = await db_now(fault_pool)
+    await assert_eventually(
+        lambda: dispatched_through(fault_pool, rejoined + 2 * EVERY),
+        timeout_s=15,
+        what="two occurrences after the rejoin",
+    )
     for process in (frozen, other):
         await asyncio.to_thread(process.stop)
-    await assert_contiguous_runs(fault_pool, EVERY, first_due)  # type: ignore[arg-type]
+    await assert_contiguous_runs(fault_pool, EVERY, first_due)

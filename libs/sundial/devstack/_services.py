@@ -52,6 +52,10 @@ class ServiceProcess:
 
     def start(self, timeout_s: float = 60.0) -> None:
         self.process.start()
+        self.wait_ready(timeout_s)
+
+    def wait_ready(self, timeout_s: float = 60.0) -> None:
+        """Wait until the started process serves (health SERVING)."""
         self.process.wait_ready(
             lambda: health_status(self.address, tls=self.tls) == "SERVING", timeout_s
         )
@@ -100,6 +104,13 @@ class Services:
 
     def add(self, name: str) -> ServiceProcess:
         """Start one more process of service ``name`` (e.g. a second scheduler)."""
+        service = self._launch(name)
+        service.wait_ready()
+        return service
+
+    def _launch(self, name: str) -> ServiceProcess:
+        """Start a process of service ``name`` without waiting until it serves; it is in
+        ``processes`` at once, so :meth:`stop` stops it whatever happens next."""
         address = f"127.0.0.1:{free_port()}"
         env = self.service_env(name, address)
         if name == "executor" and not env.get("SUNDIAL_LEDGER_TOKEN"):
@@ -124,8 +135,8 @@ class Services:
             tls=self.client_tls,
             http_url=http_url,
         )
-        service.start()
         key = name if name not in self.processes else f"{name}-{address.rsplit(':', 1)[1]}"
+        service.process.start()
         self.processes[key] = service
         return service
 
@@ -152,11 +163,20 @@ class Services:
 
     def start(self, replicas: int = 1) -> Services:
         """Start the API, then ``replicas`` schedulers, then ``replicas`` executors (they
-        need the schedulers' ledger addresses)."""
+        need the schedulers' ledger addresses).
+
+        The API and the schedulers start side by side (each waits for PostgreSQL, NATS
+        and etcd by itself, and a scheduler needs no API); the executors start once the
+        API serves (it issues their token) and need the schedulers' addresses only, not
+        their readiness. Returns once every process serves.
+        """
         try:
-            for name in SERVICE_NAMES:
-                for _ in range(1 if name == "api" else replicas):
-                    self.add(name)
+            api = self._launch("api")
+            waiting = [self._launch("scheduler") for _ in range(replicas)]
+            api.wait_ready()
+            waiting += [self._launch("executor") for _ in range(replicas)]
+            for service in waiting:
+                service.wait_ready()
         except BaseException:
             self.stop()
             raise

@@ -27,6 +27,7 @@ from tests.integration.executor.support import (
     RunningExecutor,
     acked,
     add_jobs,
+    all_status,
     called,
     connected,
     holds,
@@ -71,6 +72,12 @@ async def test_a_redelivered_message_of_finished_runs_is_acked_without_calling(
     executor = await start_executor()
     await publish(jetstream, refs, seq=1)
     await assert_eventually(lambda: acked(executor, 1), timeout_s=10)
+    # The first message is acked once its runs are leased, before they are called and
+    # completed: republished then, the holder would be granted its own runs again (a
+    # re-grant, nothing rejected). Wait until the ledger has recorded both completions.
+    await assert_eventually(
+        lambda: all_status(ledger, refs, "SUCCEEDED"), timeout_s=10, what="completions"
+    )
     await publish(jetstream, refs, seq=2)  # a republish of the same runs
     await assert_eventually(lambda: acked(executor, 2), timeout_s=10)
     assert len(target.calls) == 2

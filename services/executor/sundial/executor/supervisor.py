@@ -20,8 +20,9 @@ batched per worker). The supervisor:
   in-flight runs within ``SUNDIAL_GRACE_PERIOD_S``); a worker still running a margin
   after that is killed. It exits 0 when every worker exited 0.
 
-A worker gets SIGTERM when its supervisor dies (Linux's parent-death signal), so even a
-supervisor killed with SIGKILL leaves no worker behind.
+A worker gets one SIGTERM when its supervisor dies (Linux's parent-death signal), so even
+a supervisor killed with SIGKILL leaves no worker behind, and the worker drains as it
+would on an operator's SIGTERM.
 """
 
 from __future__ import annotations
@@ -61,6 +62,15 @@ _KILL_MARGIN_S = 5.0
 # Served by the supervisor; a worker's own server listens on loopback, plaintext.
 _SERVER_TLS_ENV = ("SUNDIAL_TLS_CERT_FILE", "SUNDIAL_TLS_KEY_FILE", "SUNDIAL_TLS_CLIENT_CA_FILE")
 _PR_SET_PDEATHSIG = 1
+# What the kernel sends a worker when its supervisor dies. Not SIGTERM itself: Linux sends
+# the parent-death signal each time it reparents the worker, and a dying multithreaded
+# supervisor (gRPC's threads) hands its children from thread to thread as they exit, so
+# the worker gets it several times. Two SIGTERMs mean "now" to sundial.core.lifecycle:
+# every component cancelled, held runs abandoned to their leases' expiry, and closing
+# NATS after a cancelled fetch was seen to wait out the 30 s drain timeout. The handler
+# below turns the first delivery into the one SIGTERM and ignores the rest.
+_SUPERVISOR_DIED = signal.SIGHUP
+_supervisor_died = False
 
 
 def worker_count(config: ExecutorConfig) -> int:
@@ -74,15 +84,39 @@ def worker_count(config: ExecutorConfig) -> int:
 
 
 def die_with_supervisor() -> None:
-    """In a worker: get SIGTERM when the supervisor dies, and stop at once if it already
-    has (Linux; elsewhere a worker outlives a supervisor killed without SIGTERM)."""
+    """In a worker: get one SIGTERM when the supervisor dies, and stop at once if it
+    already has (Linux; elsewhere a worker outlives a supervisor killed without SIGTERM)."""
     supervisor = os.environ.get(SUPERVISOR_PID_ENV, "")
     if not supervisor.isdigit() or not sys.platform.startswith("linux"):
         return
+    signal.signal(_SUPERVISOR_DIED, _on_supervisor_death)  # before the kernel may send it
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    libc.prctl(_PR_SET_PDEATHSIG, _SUPERVISOR_DIED, 0, 0, 0)
     if os.getppid() != int(supervisor):  # it died before the signal was armed
         raise SystemExit(0)
+
+
+def _on_supervisor_death(_signum: int, _frame: object) -> None:
+    """The first parent-death signal: SIGTERM to this process, handled by whatever
+    handles it then (the default before the event loop, the service's stop after);
+    the repeats of the same death are ignored (:data:`_SUPERVISOR_DIED`)."""
+    global _supervisor_died  # noqa: PLW0603 (once per process, and only in a handler)
+    # Ignoring the signal from now on is not enough: a repeat that arrives before this
+    # line is queued for the handler again.
+    signal.signal(_SUPERVISOR_DIED, signal.SIG_IGN)
+    if _supervisor_died:
+        return
+    _supervisor_died = True
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # no loop yet: SIGTERM's default ends the process
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    # Raised from the loop, not from inside this handler: uvloop runs Python signal
+    # handlers while it dispatches the signals it read, and a SIGTERM raised there is
+    # dispatched twice (once from its handler's record, once from its wake-up byte),
+    # which is again the "second signal".
+    loop.call_soon(os.kill, os.getpid(), signal.SIGTERM)
 
 
 @dataclass
