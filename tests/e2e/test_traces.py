@@ -233,35 +233,47 @@ async def test_scheduled_and_backfilled_runs_each_get_a_trace_of_their_own(
         lambda: succeeded(tenant, [scheduled_job, backfilled_id]), timeout_s=40, interval_s=0.5
     )
 
-    def attempts_of(job_id: str, count: int) -> list[ReceivedSpan]:
+    def attempts_of(prefixes: tuple[str, ...], count: int) -> list[ReceivedSpan]:
         found = [
             s
             for s in receiver.spans
-            if s.name == "sundial.attempt" and s.attributes["sundial.run_key"].startswith(job_id)
+            if s.name == "sundial.attempt" and s.attributes["sundial.run_key"].startswith(prefixes)
         ]
         assert len(found) == count
         return found
 
-    [scheduled] = await assert_eventually(lambda: attempts_of(scheduled_job, 1), timeout_s=20)
-    dispatch = receiver.span(scheduled.parent_span_id)
-    assert dispatch is not None
-    assert (dispatch.service, dispatch.name) == ("sundial-scheduler", "sundial.dispatch")
-    assert dispatch.parent_span_id == ""  # the root of the run's trace
-    assert dispatch.attributes["sundial.run_key"] == scheduled.attributes["sundial.run_key"]
-    # The job's first run links to the CreateJob call that made the job.
-    [(create_trace, create_span)] = dispatch.links
-    create = receiver.span(create_span)
-    assert create is not None and create.trace_id == create_trace
-    assert (create.service, create.name) == ("sundial-api", "/sundial.v1.JobService/CreateJob")
+    def scheduled_trace() -> None:
+        # Each service exports its spans on its own schedule: wait for all of them.
+        [scheduled] = attempts_of((f"{scheduled_job}@",), 1)
+        dispatch = receiver.span(scheduled.parent_span_id)
+        assert dispatch is not None
+        assert (dispatch.service, dispatch.name) == ("sundial-scheduler", "sundial.dispatch")
+        assert dispatch.parent_span_id == ""  # the root of the run's trace
+        assert dispatch.attributes["sundial.run_key"] == scheduled.attributes["sundial.run_key"]
+        # The job's first run links to the CreateJob call that made the job.
+        [(create_trace, create_span)] = dispatch.links
+        create = receiver.span(create_span)
+        assert create is not None and create.trace_id == create_trace
+        assert (create.service, create.name) == ("sundial-api", "/sundial.v1.JobService/CreateJob")
 
-    backfill_attempts = await assert_eventually(lambda: attempts_of(backfilled_id, 2), timeout_s=20)
-    assert len({a.trace_id for a in backfill_attempts}) == 2  # one trace per run
-    [call] = [s for s in receiver.spans if s.name == "/sundial.v1.JobService/BackfillJob"]
-    for attempt in backfill_attempts:
-        root = receiver.span(attempt.parent_span_id)
-        assert root is not None and root.name == "sundial.backfill"
-        assert root.trace_id == attempt.trace_id != call.trace_id
-        assert root.links == ((call.trace_id, call.span_id),)
+    await assert_eventually(scheduled_trace, timeout_s=20)
+
+    # The two backfilled occurrences (the job's own cron may also fire meanwhile).
+    backfilled_keys = tuple(
+        f"{backfilled_id}@{(now - timedelta(minutes=m)):%Y-%m-%dT%H:%M:%SZ}" for m in (2, 1)
+    )
+
+    def backfill_traces() -> None:
+        backfill_attempts = attempts_of(backfilled_keys, 2)
+        assert len({a.trace_id for a in backfill_attempts}) == 2  # one trace per run
+        [call] = [s for s in receiver.spans if s.name == "/sundial.v1.JobService/BackfillJob"]
+        for attempt in backfill_attempts:
+            root = receiver.span(attempt.parent_span_id)
+            assert root is not None and root.name == "sundial.backfill"
+            assert root.trace_id == attempt.trace_id != call.trace_id
+            assert root.links == ((call.trace_id, call.span_id),)
+
+    await assert_eventually(backfill_traces, timeout_s=20)
 
 
 async def test_a_dead_run_ends_its_trace_with_the_dead_letter(
