@@ -69,6 +69,9 @@ EXPECTED_METHODS = {
         "ListNotificationChannels",
         "UpdateNotificationChannel",
         "DeleteNotificationChannel",
+        "SetFlowLimit",
+        "ListFlowLimits",
+        "DeleteFlowLimit",
     },
     "RunLedgerService": {"LeaseRuns", "Heartbeat", "CompleteRuns"},
     "TargetService": {"Execute"},
@@ -203,7 +206,16 @@ def test_every_file_is_in_the_package() -> None:
     assert {f.name: f.package for f in files} == {
         **{
             f"sundial/v1/{name}.proto": PACKAGE
-            for name in ("admin", "calendar", "egress", "job", "job_service", "run", "target")
+            for name in (
+                "admin",
+                "calendar",
+                "egress",
+                "flow",
+                "job",
+                "job_service",
+                "run",
+                "target",
+            )
         },
         **{f"sundial/internal/v1/{name}.proto": INTERNAL for name in ("events", "ledger")},
     }

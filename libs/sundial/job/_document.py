@@ -231,6 +231,7 @@ def policies_from_json(doc: dict[str, Any]) -> JobPolicies:
     """Decode ``job_definitions.policies``, filling defaults."""
     d = JobPolicies()
     retry = doc.get("retry") or {}
+    flow = doc.get("flow") or {}
     return JobPolicies(
         misfire=_enum(doc.get("misfire"), "MISFIRE_POLICY_", MisfirePolicy, d.misfire),
         misfire_threshold=(
@@ -269,6 +270,9 @@ def policies_from_json(doc: dict[str, Any]) -> JobPolicies:
         pause_after_consecutive_dead=int(
             (doc.get("failure") or {}).get("pause_after_consecutive_dead") or 0
         ),
+        priority=int(flow.get("priority") or d.priority),
+        rate_limit_key=str(flow.get("rate_limit_key") or ""),
+        concurrency_key=str(flow.get("concurrency_key") or ""),
     )
 
 
@@ -289,6 +293,12 @@ def policies_to_json(policies: JobPolicies) -> dict[str, Any]:
         "lateness_threshold": duration_to_json(policies.lateness_threshold),
         # Read by SQL too (the ledger's failure policy, queries.sql mark_failure_pauses).
         "failure": {"pause_after_consecutive_dead": policies.pause_after_consecutive_dead},
+        # Read by SQL too (the ledger's concurrency limit, queries.sql tenant_lease_terms).
+        "flow": {
+            "priority": policies.priority,
+            "rate_limit_key": policies.rate_limit_key,
+            "concurrency_key": policies.concurrency_key,
+        },
     }
 
 

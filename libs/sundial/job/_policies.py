@@ -19,7 +19,13 @@ from sundial.schedule import (
     MisfirePolicy,
 )
 
-__all__ = ["BUFFER_ALL_LIMIT", "DEFAULT_LATENESS_THRESHOLD", "JobPolicies", "OverlapPolicy"]
+__all__ = [
+    "BUFFER_ALL_LIMIT",
+    "DEFAULT_LATENESS_THRESHOLD",
+    "DEFAULT_PRIORITY",
+    "JobPolicies",
+    "OverlapPolicy",
+]
 
 
 class OverlapPolicy(enum.Enum):
@@ -37,6 +43,9 @@ BUFFER_ALL_LIMIT = 100
 
 DEFAULT_LATENESS_THRESHOLD = timedelta(seconds=60)
 """Policies.lateness_threshold when unset (job.proto)."""
+
+DEFAULT_PRIORITY = 3
+"""FlowPolicy.priority when unset: the middle of 1 (highest) to 5 (lowest)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +67,14 @@ class JobPolicies:
 
     pause_after_consecutive_dead: int = 0
     """The failure policy: pause after this many dead runs in a row (0: never)."""
+
+    priority: int = DEFAULT_PRIORITY
+    """Orders the tenant's own waiting runs: 1 first, 5 last (docs/design.md section 7,
+    "Flow control")."""
+    rate_limit_key: str = ""
+    """The tenant's rate-limit key of the job's runs; empty: the target's origin."""
+    concurrency_key: str = ""
+    """The tenant's concurrency-limit key of the job's runs; empty: none."""
 
     @property
     def retry(self) -> RetryPolicy:

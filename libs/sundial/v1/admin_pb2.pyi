@@ -42,18 +42,20 @@ class Tenant(_message.Message):
     def __init__(self, tenant_id: _Optional[str] = ..., display_name: _Optional[str] = ..., quotas: _Optional[_Union[Quotas, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., signing_secrets: _Optional[_Iterable[_Union[SigningSecret, _Mapping]]] = ...) -> None: ...
 
 class Quotas(_message.Message):
-    __slots__ = ("max_jobs", "max_concurrent_runs", "max_calendars", "max_waiting_requested_runs", "revisions_per_job")
+    __slots__ = ("max_jobs", "max_concurrent_runs", "max_calendars", "max_waiting_requested_runs", "revisions_per_job", "fair_weight")
     MAX_JOBS_FIELD_NUMBER: _ClassVar[int]
     MAX_CONCURRENT_RUNS_FIELD_NUMBER: _ClassVar[int]
     MAX_CALENDARS_FIELD_NUMBER: _ClassVar[int]
     MAX_WAITING_REQUESTED_RUNS_FIELD_NUMBER: _ClassVar[int]
     REVISIONS_PER_JOB_FIELD_NUMBER: _ClassVar[int]
+    FAIR_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     max_jobs: int
     max_concurrent_runs: int
     max_calendars: int
     max_waiting_requested_runs: int
     revisions_per_job: int
-    def __init__(self, max_jobs: _Optional[int] = ..., max_concurrent_runs: _Optional[int] = ..., max_calendars: _Optional[int] = ..., max_waiting_requested_runs: _Optional[int] = ..., revisions_per_job: _Optional[int] = ...) -> None: ...
+    fair_weight: int
+    def __init__(self, max_jobs: _Optional[int] = ..., max_concurrent_runs: _Optional[int] = ..., max_calendars: _Optional[int] = ..., max_waiting_requested_runs: _Optional[int] = ..., revisions_per_job: _Optional[int] = ..., fair_weight: _Optional[int] = ...) -> None: ...
 
 class SigningSecret(_message.Message):
     __slots__ = ("secret_id", "create_time", "expire_time")

@@ -184,7 +184,7 @@ class DstPolicy(_message.Message):
     def __init__(self, gap: _Optional[_Union[GapPolicy, str]] = ..., fold: _Optional[_Union[FoldPolicy, str]] = ...) -> None: ...
 
 class Policies(_message.Message):
-    __slots__ = ("misfire", "misfire_threshold", "catchup_window", "max_catchup", "overlap", "retry", "run_timeout", "lateness_threshold", "failure")
+    __slots__ = ("misfire", "misfire_threshold", "catchup_window", "max_catchup", "overlap", "retry", "run_timeout", "lateness_threshold", "failure", "flow")
     MISFIRE_FIELD_NUMBER: _ClassVar[int]
     MISFIRE_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
     CATCHUP_WINDOW_FIELD_NUMBER: _ClassVar[int]
@@ -194,6 +194,7 @@ class Policies(_message.Message):
     RUN_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     LATENESS_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
+    FLOW_FIELD_NUMBER: _ClassVar[int]
     misfire: MisfirePolicy
     misfire_threshold: _duration_pb2.Duration
     catchup_window: _duration_pb2.Duration
@@ -203,7 +204,18 @@ class Policies(_message.Message):
     run_timeout: _duration_pb2.Duration
     lateness_threshold: _duration_pb2.Duration
     failure: FailurePolicy
-    def __init__(self, misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_threshold: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., catchup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_catchup: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., run_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., lateness_threshold: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., failure: _Optional[_Union[FailurePolicy, _Mapping]] = ...) -> None: ...
+    flow: FlowPolicy
+    def __init__(self, misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_threshold: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., catchup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_catchup: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., run_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., lateness_threshold: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., failure: _Optional[_Union[FailurePolicy, _Mapping]] = ..., flow: _Optional[_Union[FlowPolicy, _Mapping]] = ...) -> None: ...
+
+class FlowPolicy(_message.Message):
+    __slots__ = ("priority", "rate_limit_key", "concurrency_key")
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    RATE_LIMIT_KEY_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    priority: int
+    rate_limit_key: str
+    concurrency_key: str
+    def __init__(self, priority: _Optional[int] = ..., rate_limit_key: _Optional[str] = ..., concurrency_key: _Optional[str] = ...) -> None: ...
 
 class FailurePolicy(_message.Message):
     __slots__ = ("pause_after_consecutive_dead",)

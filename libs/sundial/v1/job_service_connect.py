@@ -20,6 +20,7 @@ from connectrpc.method import IdempotencyLevel, MethodInfo, StreamType
 from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
+from sundial.v1.flow_pb2 import DeleteFlowLimitRequest, DeleteFlowLimitResponse, ListFlowLimitsRequest, ListFlowLimitsResponse, SetFlowLimitRequest, SetFlowLimitResponse
 
 from .job_service_pb2 import ApplyJobRequest, ApplyJobResponse, BackfillJobRequest, BackfillJobResponse, BatchCreateJobsRequest, BatchCreateJobsResponse, CancelRunRequest, CancelRunResponse, CreateCalendarRequest, CreateCalendarResponse, CreateJobRequest, CreateJobResponse, CreateNotificationChannelRequest, CreateNotificationChannelResponse, DeleteCalendarRequest, DeleteCalendarResponse, DeleteJobRequest, DeleteJobResponse, DeleteNotificationChannelRequest, DeleteNotificationChannelResponse, DescribeJobRequest, DescribeJobResponse, GetCalendarRequest, GetCalendarResponse, GetEgressPolicyRequest, GetEgressPolicyResponse, GetJobRequest, GetJobResponse, GetNotificationChannelRequest, GetNotificationChannelResponse, GetRunRequest, GetRunResponse, ListAuditEventsRequest, ListAuditEventsResponse, ListCalendarsRequest, ListCalendarsResponse, ListJobRevisionsRequest, ListJobRevisionsResponse, ListJobsRequest, ListJobsResponse, ListNotificationChannelsRequest, ListNotificationChannelsResponse, ListRunsRequest, ListRunsResponse, PauseJobRequest, PauseJobResponse, PreviewScheduleRequest, PreviewScheduleResponse, ReplayRunRequest, ReplayRunResponse, ResumeJobRequest, ResumeJobResponse, RollbackJobRequest, RollbackJobResponse, RotateOwnSigningSecretRequest, RotateOwnSigningSecretResponse, TriggerJobRequest, TriggerJobResponse, UpdateCalendarRequest, UpdateCalendarResponse, UpdateJobRequest, UpdateJobResponse, UpdateNotificationChannelRequest, UpdateNotificationChannelResponse
 
@@ -244,6 +245,25 @@ class JobService(Protocol):
     async def delete_notification_channel(self, request: DeleteNotificationChannelRequest, ctx: RequestContext[DeleteNotificationChannelRequest, DeleteNotificationChannelResponse], /) -> DeleteNotificationChannelResponse:
         """
         Delete a channel; its notifications not yet delivered are dropped.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def set_flow_limit(self, request: SetFlowLimitRequest, ctx: RequestContext[SetFlowLimitRequest, SetFlowLimitResponse], /) -> SetFlowLimitResponse:
+        """
+        Set the rate and/or concurrency limit of one of the tenant's keys (flow.proto);
+        creates the key's limit or replaces it.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def list_flow_limits(self, request: ListFlowLimitsRequest, ctx: RequestContext[ListFlowLimitsRequest, ListFlowLimitsResponse], /) -> ListFlowLimitsResponse:
+        """
+        The tenant's limits by key, each with its waiting and running runs now.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def delete_flow_limit(self, request: DeleteFlowLimitRequest, ctx: RequestContext[DeleteFlowLimitRequest, DeleteFlowLimitResponse], /) -> DeleteFlowLimitResponse:
+        """
+        Remove a key's limit: its waiting runs go as the tenant's fair share lets them.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -612,6 +632,39 @@ class JobServiceASGIApplication(ConnectASGIApplication[JobService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.delete_notification_channel,
+                ),
+                "/sundial.v1.JobService/SetFlowLimit": Endpoint.unary(
+                    method=MethodInfo(
+                        name="SetFlowLimit",
+                        service_name="sundial.v1.JobService",
+                        input=SetFlowLimitRequest,
+                        output=SetFlowLimitResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.set_flow_limit,
+                ),
+                "/sundial.v1.JobService/ListFlowLimits": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ListFlowLimits",
+                        service_name="sundial.v1.JobService",
+                        input=ListFlowLimitsRequest,
+                        output=ListFlowLimitsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.list_flow_limits,
+                ),
+                "/sundial.v1.JobService/DeleteFlowLimit": Endpoint.unary(
+                    method=MethodInfo(
+                        name="DeleteFlowLimit",
+                        service_name="sundial.v1.JobService",
+                        input=DeleteFlowLimitRequest,
+                        output=DeleteFlowLimitResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.delete_flow_limit,
                 ),
             },
             interceptors=interceptors,
@@ -1404,6 +1457,76 @@ class JobServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def set_flow_limit(
+        self,
+        request: SetFlowLimitRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> SetFlowLimitResponse:
+        """
+        Set the rate and/or concurrency limit of one of the tenant's keys (flow.proto);
+        creates the key's limit or replaces it.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="SetFlowLimit",
+                service_name="sundial.v1.JobService",
+                input=SetFlowLimitRequest,
+                output=SetFlowLimitResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def list_flow_limits(
+        self,
+        request: ListFlowLimitsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListFlowLimitsResponse:
+        """
+        The tenant's limits by key, each with its waiting and running runs now.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListFlowLimits",
+                service_name="sundial.v1.JobService",
+                input=ListFlowLimitsRequest,
+                output=ListFlowLimitsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def delete_flow_limit(
+        self,
+        request: DeleteFlowLimitRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> DeleteFlowLimitResponse:
+        """
+        Remove a key's limit: its waiting runs go as the tenant's fair share lets them.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="DeleteFlowLimit",
+                service_name="sundial.v1.JobService",
+                input=DeleteFlowLimitRequest,
+                output=DeleteFlowLimitResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class JobServiceSync(Protocol):
     """
@@ -1612,6 +1735,25 @@ class JobServiceSync(Protocol):
     def delete_notification_channel(self, request: DeleteNotificationChannelRequest, ctx: RequestContext[DeleteNotificationChannelRequest, DeleteNotificationChannelResponse], /) -> DeleteNotificationChannelResponse:
         """
         Delete a channel; its notifications not yet delivered are dropped.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def set_flow_limit(self, request: SetFlowLimitRequest, ctx: RequestContext[SetFlowLimitRequest, SetFlowLimitResponse], /) -> SetFlowLimitResponse:
+        """
+        Set the rate and/or concurrency limit of one of the tenant's keys (flow.proto);
+        creates the key's limit or replaces it.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def list_flow_limits(self, request: ListFlowLimitsRequest, ctx: RequestContext[ListFlowLimitsRequest, ListFlowLimitsResponse], /) -> ListFlowLimitsResponse:
+        """
+        The tenant's limits by key, each with its waiting and running runs now.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def delete_flow_limit(self, request: DeleteFlowLimitRequest, ctx: RequestContext[DeleteFlowLimitRequest, DeleteFlowLimitResponse], /) -> DeleteFlowLimitResponse:
+        """
+        Remove a key's limit: its waiting runs go as the tenant's fair share lets them.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -1978,6 +2120,39 @@ class JobServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.delete_notification_channel,
+                ),
+                "/sundial.v1.JobService/SetFlowLimit": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="SetFlowLimit",
+                        service_name="sundial.v1.JobService",
+                        input=SetFlowLimitRequest,
+                        output=SetFlowLimitResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.set_flow_limit,
+                ),
+                "/sundial.v1.JobService/ListFlowLimits": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ListFlowLimits",
+                        service_name="sundial.v1.JobService",
+                        input=ListFlowLimitsRequest,
+                        output=ListFlowLimitsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.list_flow_limits,
+                ),
+                "/sundial.v1.JobService/DeleteFlowLimit": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="DeleteFlowLimit",
+                        service_name="sundial.v1.JobService",
+                        input=DeleteFlowLimitRequest,
+                        output=DeleteFlowLimitResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.delete_flow_limit,
                 ),
             },
             interceptors=interceptors,
@@ -2764,6 +2939,76 @@ class JobServiceClientSync(ConnectClientSync):
                 service_name="sundial.v1.JobService",
                 input=DeleteNotificationChannelRequest,
                 output=DeleteNotificationChannelResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def set_flow_limit(
+        self,
+        request: SetFlowLimitRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> SetFlowLimitResponse:
+        """
+        Set the rate and/or concurrency limit of one of the tenant's keys (flow.proto);
+        creates the key's limit or replaces it.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="SetFlowLimit",
+                service_name="sundial.v1.JobService",
+                input=SetFlowLimitRequest,
+                output=SetFlowLimitResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def list_flow_limits(
+        self,
+        request: ListFlowLimitsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListFlowLimitsResponse:
+        """
+        The tenant's limits by key, each with its waiting and running runs now.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListFlowLimits",
+                service_name="sundial.v1.JobService",
+                input=ListFlowLimitsRequest,
+                output=ListFlowLimitsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def delete_flow_limit(
+        self,
+        request: DeleteFlowLimitRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> DeleteFlowLimitResponse:
+        """
+        Remove a key's limit: its waiting runs go as the tenant's fair share lets them.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="DeleteFlowLimit",
+                service_name="sundial.v1.JobService",
+                input=DeleteFlowLimitRequest,
+                output=DeleteFlowLimitResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

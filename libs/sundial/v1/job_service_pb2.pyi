@@ -6,6 +6,7 @@ from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from sundial.v1 import calendar_pb2 as _calendar_pb2
 from sundial.v1 import egress_pb2 as _egress_pb2
+from sundial.v1 import flow_pb2 as _flow_pb2
 from sundial.v1 import job_pb2 as _job_pb2
 from sundial.v1 import run_pb2 as _run_pb2
 from google.protobuf.internal import containers as _containers

@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from sundial.v1 import flow_pb2 as sundial_dot_v1_dot_flow__pb2
 from sundial.v1 import job_service_pb2 as sundial_dot_v1_dot_job__service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -194,6 +195,21 @@ class JobServiceStub:
                 '/sundial.v1.JobService/DeleteNotificationChannel',
                 request_serializer=sundial_dot_v1_dot_job__service__pb2.DeleteNotificationChannelRequest.SerializeToString,
                 response_deserializer=sundial_dot_v1_dot_job__service__pb2.DeleteNotificationChannelResponse.FromString,
+                _registered_method=True)
+        self.SetFlowLimit = channel.unary_unary(
+                '/sundial.v1.JobService/SetFlowLimit',
+                request_serializer=sundial_dot_v1_dot_flow__pb2.SetFlowLimitRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_flow__pb2.SetFlowLimitResponse.FromString,
+                _registered_method=True)
+        self.ListFlowLimits = channel.unary_unary(
+                '/sundial.v1.JobService/ListFlowLimits',
+                request_serializer=sundial_dot_v1_dot_flow__pb2.ListFlowLimitsRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_flow__pb2.ListFlowLimitsResponse.FromString,
+                _registered_method=True)
+        self.DeleteFlowLimit = channel.unary_unary(
+                '/sundial.v1.JobService/DeleteFlowLimit',
+                request_serializer=sundial_dot_v1_dot_flow__pb2.DeleteFlowLimitRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_flow__pb2.DeleteFlowLimitResponse.FromString,
                 _registered_method=True)
 
 
@@ -439,6 +455,28 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetFlowLimit(self, request, context):
+        """Set the rate and/or concurrency limit of one of the tenant's keys (flow.proto);
+        creates the key's limit or replaces it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListFlowLimits(self, request, context):
+        """The tenant's limits by key, each with its waiting and running runs now.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteFlowLimit(self, request, context):
+        """Remove a key's limit: its waiting runs go as the tenant's fair share lets them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -601,6 +639,21 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.DeleteNotificationChannel,
                     request_deserializer=sundial_dot_v1_dot_job__service__pb2.DeleteNotificationChannelRequest.FromString,
                     response_serializer=sundial_dot_v1_dot_job__service__pb2.DeleteNotificationChannelResponse.SerializeToString,
+            ),
+            'SetFlowLimit': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetFlowLimit,
+                    request_deserializer=sundial_dot_v1_dot_flow__pb2.SetFlowLimitRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_flow__pb2.SetFlowLimitResponse.SerializeToString,
+            ),
+            'ListFlowLimits': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListFlowLimits,
+                    request_deserializer=sundial_dot_v1_dot_flow__pb2.ListFlowLimitsRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_flow__pb2.ListFlowLimitsResponse.SerializeToString,
+            ),
+            'DeleteFlowLimit': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteFlowLimit,
+                    request_deserializer=sundial_dot_v1_dot_flow__pb2.DeleteFlowLimitRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_flow__pb2.DeleteFlowLimitResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1468,6 +1521,87 @@ class JobService:
             '/sundial.v1.JobService/DeleteNotificationChannel',
             sundial_dot_v1_dot_job__service__pb2.DeleteNotificationChannelRequest.SerializeToString,
             sundial_dot_v1_dot_job__service__pb2.DeleteNotificationChannelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetFlowLimit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/SetFlowLimit',
+            sundial_dot_v1_dot_flow__pb2.SetFlowLimitRequest.SerializeToString,
+            sundial_dot_v1_dot_flow__pb2.SetFlowLimitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListFlowLimits(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/ListFlowLimits',
+            sundial_dot_v1_dot_flow__pb2.ListFlowLimitsRequest.SerializeToString,
+            sundial_dot_v1_dot_flow__pb2.ListFlowLimitsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteFlowLimit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/DeleteFlowLimit',
+            sundial_dot_v1_dot_flow__pb2.DeleteFlowLimitRequest.SerializeToString,
+            sundial_dot_v1_dot_flow__pb2.DeleteFlowLimitResponse.FromString,
             options,
             channel_credentials,
             insecure,

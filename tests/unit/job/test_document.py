@@ -211,6 +211,9 @@ CUSTOM_POLICIES = JobPolicies(
     run_timeout=timedelta(seconds=45),
     lateness_threshold=timedelta(minutes=2),
     pause_after_consecutive_dead=3,
+    priority=1,
+    rate_limit_key="crm",
+    concurrency_key="customer=42",
 )
 
 
@@ -246,6 +249,7 @@ def test_policies_document_is_written_in_full() -> None:
         "run_timeout": "45s",
         "lateness_threshold": "120s",
         "failure": {"pause_after_consecutive_dead": 3},
+        "flow": {"priority": 1, "rate_limit_key": "crm", "concurrency_key": "customer=42"},
     }
 
 
@@ -266,6 +270,7 @@ def test_policies_document_is_written_in_full() -> None:
         ),
         ({"retry": {"max_attempts": 2}}, JobPolicies(retry_max_attempts=2)),
         ({"failure": {}}, JobPolicies()),
+        ({"flow": {"priority": 0}}, JobPolicies()),
         (
             {"failure": {"pause_after_consecutive_dead": 1}},
             JobPolicies(pause_after_consecutive_dead=1),

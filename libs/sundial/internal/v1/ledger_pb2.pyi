@@ -24,6 +24,7 @@ class RejectReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REJECT_REASON_CANCELLED: _ClassVar[RejectReason]
     REJECT_REASON_NOT_DUE: _ClassVar[RejectReason]
     REJECT_REASON_ANSWER_FULL: _ClassVar[RejectReason]
+    REJECT_REASON_KEY_AT_CAPACITY: _ClassVar[RejectReason]
 
 class OutcomeStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -49,6 +50,7 @@ REJECT_REASON_NOT_FOUND: RejectReason
 REJECT_REASON_CANCELLED: RejectReason
 REJECT_REASON_NOT_DUE: RejectReason
 REJECT_REASON_ANSWER_FULL: RejectReason
+REJECT_REASON_KEY_AT_CAPACITY: RejectReason
 OUTCOME_STATUS_UNSPECIFIED: OutcomeStatus
 OUTCOME_STATUS_SUCCEEDED: OutcomeStatus
 OUTCOME_STATUS_FAILED_RETRYABLE: OutcomeStatus

@@ -137,6 +137,9 @@ def policies_in(message: job_pb2.Policies) -> JobPolicies:
             message, "lateness_threshold", d.lateness_threshold, "policies.lateness_threshold"
         ),
         pause_after_consecutive_dead=message.failure.pause_after_consecutive_dead,
+        priority=message.flow.priority or d.priority,
+        rate_limit_key=message.flow.rate_limit_key,
+        concurrency_key=message.flow.concurrency_key,
     )
 
 
@@ -162,5 +165,10 @@ def policies_out(policies: JobPolicies) -> job_pb2.Policies:
         lateness_threshold=wire.duration(policies.lateness_threshold),
         failure=job_pb2.FailurePolicy(
             pause_after_consecutive_dead=policies.pause_after_consecutive_dead
+        ),
+        flow=job_pb2.FlowPolicy(
+            priority=policies.priority,
+            rate_limit_key=policies.rate_limit_key,
+            concurrency_key=policies.concurrency_key,
         ),
     )

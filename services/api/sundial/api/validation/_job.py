@@ -237,6 +237,9 @@ def _check_cron_jitter(compiled: CompiledSchedule, jitter: timedelta, after: dat
 MAX_PAUSE_AFTER_DEAD = 1000
 """Largest Policies.failure.pause_after_consecutive_dead (job.proto)."""
 
+MAX_FLOW_KEY = 200
+"""Longest flow key (job.proto FlowPolicy, flow.proto FlowLimit.key), in characters."""
+
 
 def check_policies(policies: JobPolicies) -> None:
     """Ranges of job.proto ``Policies`` (defaults are always in range)."""
@@ -259,6 +262,14 @@ def check_policies(policies: JobPolicies) -> None:
             "policies.failure.pause_after_consecutive_dead",
             f"must be 0 (never) to {MAX_PAUSE_AFTER_DEAD}, got {dead}",
         )
+    if not 1 <= policies.priority <= 5:
+        raise _fail(
+            "policies.flow.priority", f"must be 0 (default) or 1 to 5, got {policies.priority}"
+        )
+    for name in ("rate_limit_key", "concurrency_key"):
+        key: str = getattr(policies, name)
+        if key and (len(key) > MAX_FLOW_KEY or not key.isprintable()):
+            raise _fail(f"policies.flow.{name}", f"must be 1-{MAX_FLOW_KEY} printable characters")
     base, cap = policies.retry_base_delay, policies.retry_max_delay
     if not timedelta(seconds=1) <= base <= timedelta(hours=1):
         raise _fail("policies.retry.base_delay", f"must be 1s to 1h, got {_duration(base)}")
