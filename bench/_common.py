@@ -118,3 +118,17 @@ async def seed_jobs(
                 " FROM job_definitions d WHERE d.job_id = j.job_id AND j.job_id = ANY($1)",
                 ids,
             )
+
+
+def bench_env(stack: Stack, admin_token: str, **extra: str) -> dict[str, str]:
+    """The services' environment of the stack benchmarks (bench_isolation, bench_fairness):
+    the stack's database, an admin token, loopback targets allowed, quiet logs and a
+    short dispatcher poll."""
+    return {
+        "SUNDIAL_DATABASE_URL": stack.database_url,
+        "SUNDIAL_ADMIN_TOKEN": admin_token,
+        "SUNDIAL_ALLOW_LOOPBACK_TARGETS": "1",
+        "SUNDIAL_LOG_LEVEL": "WARNING",
+        "SUNDIAL_POLL_INTERVAL_S": "0.1",
+        **extra,
+    }

@@ -41,6 +41,7 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.helpers
 
+from _common import bench_env
 from bench_e2e import ADMIN_TOKEN, FAIL_PATH, Api, FastTarget, Recorder, http_target
 
 from sundial.client import CHANNEL_OPTIONS
@@ -258,14 +259,7 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
                 services = Services(
                     stack,
                     Path(logs),
-                    extra_env={
-                        "SUNDIAL_DATABASE_URL": stack.database_url,
-                        "SUNDIAL_ADMIN_TOKEN": ADMIN_TOKEN,
-                        "SUNDIAL_ALLOW_LOOPBACK_TARGETS": "1",
-                        "SUNDIAL_LOG_LEVEL": "WARNING",
-                        "SUNDIAL_DNS_NAMESERVERS": dns.address,
-                        "SUNDIAL_POLL_INTERVAL_S": "0.1",
-                    },
+                    extra_env=bench_env(stack, ADMIN_TOKEN, SUNDIAL_DNS_NAMESERVERS=dns.address),
                 )
                 await asyncio.to_thread(services.start)
                 try:

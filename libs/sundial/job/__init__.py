@@ -27,6 +27,7 @@ from sundial.job._document import (
 from sundial.job._policies import (
     BUFFER_ALL_LIMIT,
     DEFAULT_LATENESS_THRESHOLD,
+    DEFAULT_PRIORITY,
     JobPolicies,
     OverlapPolicy,
 )
@@ -35,6 +36,7 @@ from sundial.job._spec import JobSpec
 __all__ = [
     "BUFFER_ALL_LIMIT",
     "DEFAULT_LATENESS_THRESHOLD",
+    "DEFAULT_PRIORITY",
     "RESOLVED_CALENDARS_KEY",
     "Columns",
     "JobPolicies",

@@ -98,6 +98,11 @@ class RunState:
     tenant_id: str = ""
     max_concurrent_runs: int | None = None
     """The tenant's cap on RUNNING runs (None: not known to this caller, not enforced)."""
+    concurrency_key: str = ""
+    """The job's concurrency key (Policies.flow); empty: none."""
+    key_max_running: int | None = None
+    """The cap on RUNNING runs of ``concurrency_key`` (FlowLimit.max_running; None: no
+    limit, or not known to this caller)."""
 
     @property
     def failures(self) -> int:
@@ -186,6 +191,7 @@ def decide_leases(
     now: datetime,
     running: Mapping[str, int],
     capacity_retry: timedelta,
+    key_running: Mapping[tuple[str, str], int] | None = None,
 ) -> list[Grant | Rejection]:
     """One LeaseRuns call's answer for each of ``refs``, in order.
 
@@ -197,9 +203,12 @@ def decide_leases(
             only to the same executor id under the same credential.
         now: The transaction's "now".
         running: RUNNING runs per tenant before this call (the cap counts them).
-        capacity_retry: retry_after of a TENANT_AT_CAPACITY rejection.
+        capacity_retry: retry_after of a TENANT_AT_CAPACITY or KEY_AT_CAPACITY rejection.
+        key_running: RUNNING runs per (tenant, concurrency key) with a limit, before
+            this call.
     """
     counts = dict(running)
+    key_counts = dict(key_running or {})
     decided: set[RunRef] = set()
     answers: list[Grant | Rejection] = []
     for ref in refs:
@@ -228,14 +237,25 @@ def decide_leases(
         if rejection is None and state is not None and state.status is not RunStatus.RUNNING:
             tenant = state.tenant_id
             cap = state.max_concurrent_runs
+            key = (tenant, state.concurrency_key)
             if cap is not None and counts.get(tenant, 0) >= cap:
                 rejection = Rejection(
                     RejectReason.TENANT_AT_CAPACITY,
                     f"tenant has {counts.get(tenant, 0)} runs running",
                     capacity_retry,
                 )
+            elif state.key_max_running is not None and key_counts.get(key, 0) >= (
+                state.key_max_running
+            ):
+                rejection = Rejection(
+                    RejectReason.KEY_AT_CAPACITY,
+                    f"concurrency key has {key_counts.get(key, 0)} runs running",
+                    capacity_retry,
+                )
             else:
                 counts[tenant] = counts.get(tenant, 0) + 1
+                if state.key_max_running is not None:
+                    key_counts[key] = key_counts.get(key, 0) + 1
         if rejection is not None:
             answers.append(rejection)
             continue

@@ -151,6 +151,8 @@ class RejectReason(enum.Enum):
     NOT_DUE = "not_due"
     ANSWER_FULL = "answer_full"
     """Not granted: the LeaseRuns answer reached its byte budget; lease again at once."""
+    KEY_AT_CAPACITY = "key_at_capacity"
+    """The run's concurrency key has its FlowLimit.max_running runs RUNNING: later."""
 
 
 class FenceReason(enum.Enum):

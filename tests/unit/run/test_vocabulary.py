@@ -96,6 +96,7 @@ PINS: list[tuple[enum.Enum, int, int, str]] = [
     (RejectReason.CANCELLED, ledger_pb2.REJECT_REASON_CANCELLED, 5, "cancelled"),
     (RejectReason.NOT_DUE, ledger_pb2.REJECT_REASON_NOT_DUE, 6, "not_due"),
     (RejectReason.ANSWER_FULL, ledger_pb2.REJECT_REASON_ANSWER_FULL, 7, "answer_full"),
+    (RejectReason.KEY_AT_CAPACITY, ledger_pb2.REJECT_REASON_KEY_AT_CAPACITY, 8, "key_at_capacity"),
     (FenceReason.STALE_ATTEMPT, ledger_pb2.FENCE_REASON_STALE_ATTEMPT, 1, "stale_attempt"),
     (FenceReason.NOT_RUNNING, ledger_pb2.FENCE_REASON_NOT_RUNNING, 2, "not_running"),
     (FenceReason.NOT_FOUND, ledger_pb2.FENCE_REASON_NOT_FOUND, 3, "not_found"),

@@ -71,7 +71,23 @@ class SchedulerConfig(
     between beats (answered with an unsolicited message carrying only ``cancel``)."""
 
     capacity_retry_s: float = 5.0
-    """Retry-after given with REJECT_REASON_TENANT_AT_CAPACITY."""
+    """Retry-after given with REJECT_REASON_TENANT_AT_CAPACITY and
+    REJECT_REASON_KEY_AT_CAPACITY."""
+
+    tenant_window: int = 256
+    """Fair sharing (docs/design.md section 7, "Flow control"): a tenant of weight 1 has
+    at most this many runs in flight (published and not yet leased, or running; weight
+    w: w times as many); its other due runs wait in PostgreSQL and are admitted, the
+    highest priority first, as its runs finish. Another tenant's newly due run so waits
+    behind at most this many of each busy tenant's runs. Keep it above the executor
+    slots one tenant should be able to fill (every executor's SUNDIAL_MAX_IN_FLIGHT)."""
+
+    fair_weight: int = 1
+    """A tenant's weight in fair sharing when the admin API sets none (Quotas.fair_weight)."""
+
+    admit_interval_s: float = 0.05
+    """Seconds between admission passes while runs of owned partitions wait (the sweeper
+    admits them as their tenants' windows free and their keys' rate limits allow)."""
 
     lease_answer_max_bytes: int = 2 * 1024 * 1024
     """Byte budget of one LeaseRuns answer's grants (payloads, targets, signatures): the
@@ -122,11 +138,16 @@ class SchedulerConfig(
             "cancel_poll_s",
             "maintenance_interval_s",
             "stream_check_s",
+            "admit_interval_s",
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(name, "must be > 0")
         if not 64 * 1024 <= self.lease_answer_max_bytes <= 64 * 1024 * 1024:
             raise ConfigError("lease_answer_max_bytes", "must be between 64 KiB and 64 MiB")
+        if not 1 <= self.tenant_window <= 1_000_000:
+            raise ConfigError("tenant_window", "must be between 1 and 1000000")
+        if not 1 <= self.fair_weight <= 100:
+            raise ConfigError("fair_weight", "must be between 1 and 100")
         if not 10 <= self.run_lease_s <= 300:
             raise ConfigError("run_lease_s", "must be between 10 and 300 seconds")
         if self.stream_replicas not in (1, 2, 3, 4, 5):

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Collection
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from opentelemetry import metrics, trace
 
@@ -35,6 +35,7 @@ from sundial.core.telemetry import (
     lateness_histogram,
 )
 from sundial.run import RunRef, RunStatus
+from sundial.scheduler.admission import admit_at_dispatch
 from sundial.scheduler.config import SchedulerConfig
 from sundial.scheduler.model import ClaimedJob, DispatchOutcome, PlannedRun, PublishBatch
 from sundial.scheduler.planning import (
@@ -46,7 +47,7 @@ from sundial.scheduler.planning import (
     with_live_counts,
 )
 from sundial.scheduler.publisher import RunPublisher
-from sundial.scheduler.store import TRANSIENT_ERRORS, DocumentCache, SchedulerStore
+from sundial.scheduler.store import TRANSIENT_ERRORS, DocumentCache, SchedulerStore, Transaction
 
 log = logging.getLogger(__name__)
 
@@ -183,15 +184,18 @@ class Dispatcher(PassLoop):
             plan = plan_batch(claimed, now, self._cache)
             await tx.quarantine_jobs(plan.quarantined, now + QUARANTINE)
             await tx.cancel_other_runs(plan.cancel_other, now)
-            traceparents = _start_traces(plan.runs, claimed, spans) if tracing.enabled() else None
+            runs, waiting = await self._admit(tx, plan.runs, now)
+            traceparents = _start_traces(runs, claimed, spans) if tracing.enabled() else None
             outcome.inserted, outcome.batches = await tx.insert_runs(
-                plan.runs,
+                runs,
                 now,
                 confirm_until=now + timedelta(seconds=self._config.publish_confirm_s),
                 traceparents=traceparents,
+                waiting=waiting,
             )
             await tx.advance_jobs(plan.advances, now)
-        outcome.lateness_ms.extend(published_lateness(plan.runs, now))
+        outcome.waiting = len(waiting)
+        outcome.lateness_ms.extend(published_lateness([r for r in runs if r not in waiting], now))
         # Recorded after the commit: a rolled-back batch is retried and counted then.
         for lateness_ms in outcome.lateness_ms:
             self._lateness.record(lateness_ms / 1000)
@@ -209,6 +213,22 @@ class Dispatcher(PassLoop):
             if wait_for_publish:
                 await task
         return outcome
+
+    async def _admit(
+        self, tx: Transaction, runs: list[PlannedRun], now: datetime
+    ) -> tuple[list[PlannedRun], set[PlannedRun]]:
+        """Admission of the runs due now (admission.py): ``runs`` (with rate-limit keys
+        resolved where a tenant has limits) and those of them that wait."""
+        due = [r for r in runs if r.status is RunStatus.QUEUED and r.due_at <= now]
+        if not due:
+            return runs, set()
+        flows = await tx.lock_admission(
+            {r.tenant_id for r in due}, self._config.tenant_window, self._config.fair_weight, now
+        )
+        if any(flow.keys for flow in flows.values()):
+            runs = await tx.resolve_rate_keys(runs, flows, now)
+            due = [r for r in runs if r.status is RunStatus.QUEUED and r.due_at <= now]
+        return runs, admit_at_dispatch(due, flows, now)
 
     async def _publish(self, batches: list[PublishBatch]) -> None:
         try:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sundial.core.egress import EgressPolicy
+from sundial.job import DEFAULT_PRIORITY
 from sundial.run import ErrorClass, RunKind, RunRef, RunState, RunStatus, SkipReason, Target
 
 __all__ = [
@@ -67,6 +68,11 @@ class PlannedRun:
     """scheduled_at plus the job's deterministic jitter."""
     lateness_ms: int | None
     skip_reason: SkipReason | None = None
+    priority: int = DEFAULT_PRIORITY
+    """The job's flow priority (1 first): orders the tenant's runs at admission."""
+    rate_key: str = ""
+    """The job's rate-limit key; empty until admission resolves the default (the
+    target's origin), which it does only for tenants with rate limits."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +126,8 @@ class DispatchOutcome:
     batches: list[PublishBatch] = field(default_factory=list)
     lateness_ms: list[int] = field(default_factory=list)
     """Lateness of each run published right away (for the lateness histogram)."""
+    waiting: int = 0
+    """Runs inserted to wait for admission (flow control) instead of published."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +173,9 @@ class LeaseLock:
     candidates: Mapping[RunRef, LeaseCandidate]
     running: Mapping[str, int]
     """RUNNING runs per tenant of the requested runs, counted under the tenant locks."""
+    key_running: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    """RUNNING runs per (tenant, concurrency key) with a limit, among the requested
+    runs' keys, counted under the tenant locks."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,3 +220,7 @@ class SweepOutcome:
     clears it (:meth:`SchedulerStore.clear_dead_letters`)."""
     checked: int = 0
     """Runs whose check came due in this pass (republished, deferred or ended)."""
+    admitted: int = 0
+    """Waiting runs admitted by this pass (flow control), published by it."""
+    waiting: bool = False
+    """Runs still wait for admission."""

@@ -262,6 +262,8 @@ def _plan_job(
                 due_at=due_at,
                 lateness_ms=run_lateness,
                 skip_reason=reason,
+                priority=policies.priority,
+                rate_key=policies.rate_limit_key,
             )
         )
     advance = JobAdvance(

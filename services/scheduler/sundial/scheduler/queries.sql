@@ -377,6 +377,22 @@ SELECT t.tenant_id, t.max_concurrent_runs, t.signing_secret,
   FROM tenants t
  WHERE t.tenant_id = ANY($1::text[]);
 
+-- name: concurrency_key_terms
+-- The concurrency limits (FlowLimit.max_running) of the (tenant $1[i], key $2[i]) pairs
+-- of a LeaseRuns call that have one, each with its runs RUNNING now: the tenant's
+-- running runs (job_runs_tenant_running_idx, at most its cap) whose job names the key.
+-- Read under the tenant locks (lock_tenants), so the count holds until the commit.
+SELECT f.tenant_id, f.key, f.max_running,
+       (SELECT count(*)
+          FROM job_runs r
+          JOIN job_definitions d ON d.job_id = r.job_id
+         WHERE r.tenant_id = f.tenant_id AND r.status = 'running'
+           AND d.policies -> 'flow' ->> 'concurrency_key' = f.key) AS running_runs
+  FROM flow_limits f
+  JOIN unnest($1::text[], $2::text[]) AS q(tenant_id, key)
+    ON f.tenant_id = q.tenant_id AND f.key = q.key
+ WHERE f.max_running > 0;
+
 -- name: lock_runs
 -- The requested runs with what a grant needs, locked in key order (the tenant's cap and
 -- secrets come once per tenant from tenant_lease_terms). Rows that do not exist are
@@ -566,3 +582,122 @@ SELECT r.job_id, r.scheduled_at, r.attempt, h.lease_id
     ON r.job_id = h.job_id AND r.scheduled_at = h.scheduled_at AND r.attempt = h.attempt
    AND coalesce(r.lease_id::text, '') = h.lease_id
  WHERE r.status = 'running' AND r.cancel_requested;
+
+-- ---------------------------------------------------------------------------------------
+-- Admission (flow control, docs/design.md section 7 "Flow control"; admission.py)
+-- ---------------------------------------------------------------------------------------
+
+-- name: lock_admission
+-- Serialises admission per tenant $1 (sorted: no deadlock) across dispatch workers and
+-- sweepers of every scheduler, so a tenant's window holds: the count of its runs in
+-- flight (admission_terms) stays true until the commit, but for runs that finish.
+SELECT pg_advisory_xact_lock(hashtextextended('sundial.admit:' || t.tenant_id, 0))
+  FROM (SELECT DISTINCT tenant_id FROM unnest($1::text[]) AS u(tenant_id) ORDER BY 1) AS t;
+
+-- name: admission_terms
+-- Per tenant $1 (locked by lock_admission): its weight (NULL: the operator's default),
+-- its runs in flight (job_runs_tenant_inflight_idx; at most about its window) and
+-- whether runs of it wait already.
+SELECT t.tenant_id, t.fair_weight,
+       (SELECT count(*)
+          FROM job_runs r
+         WHERE r.tenant_id = t.tenant_id
+           AND (r.status = 'running' OR (r.status = 'queued' AND r.dispatch_seq > 0)))
+           AS in_flight,
+       EXISTS (SELECT 1 FROM run_waits w WHERE w.tenant_id = t.tenant_id) AS waiting
+  FROM tenants t
+ WHERE t.tenant_id = ANY($1::text[]);
+
+-- name: admission_keys
+-- The rate-limit keys of tenants $1 that hold runs at admission: a rate limit, or a
+-- target's Retry-After not over at $2.
+SELECT tenant_id, key, rate_per_s, burst, tokens, refilled_at, blocked_until
+  FROM flow_limits
+ WHERE tenant_id = ANY($1::text[]) AND (rate_per_s > 0 OR blocked_until > $2);
+
+-- name: job_origins
+-- The targets of jobs $1, to resolve their runs' default rate-limit key (the origin);
+-- asked only for tenants with rate limits.
+SELECT job_id, target::text AS target FROM job_definitions WHERE job_id = ANY($1::uuid[]);
+
+-- name: insert_run_waits
+-- The waiting list's rows of runs this dispatch inserted to wait (queued, never
+-- published, no check_at); a run key that existed before is not ours and gets none.
+INSERT INTO run_waits (job_id, scheduled_at, tenant_id, partition_id, priority, due_at,
+                       rate_key, created_at)
+SELECT w.job_id, w.scheduled_at, w.tenant_id, w.partition_id, w.priority, w.due_at,
+       w.rate_key, $8
+  FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::smallint[], $5::smallint[],
+              $6::timestamptz[], $7::text[])
+       AS w(job_id, scheduled_at, tenant_id, partition_id, priority, due_at, rate_key)
+  JOIN job_runs r ON r.job_id = w.job_id AND r.scheduled_at = w.scheduled_at
+ WHERE r.status = 'queued' AND r.dispatch_seq = 0 AND r.check_at IS NULL
+ON CONFLICT (job_id, scheduled_at) DO NOTHING;
+
+-- name: waiting_tenants
+-- Up to $2 tenants with waiting runs, from the first after $1 on (a skip scan of
+-- run_waits_order_idx: one probe per tenant, however many runs wait).
+WITH RECURSIVE t(tenant_id) AS (
+    (SELECT tenant_id FROM run_waits WHERE tenant_id > $1 ORDER BY tenant_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT w.tenant_id FROM run_waits w
+             WHERE w.tenant_id > t.tenant_id ORDER BY w.tenant_id LIMIT 1)
+      FROM t
+     WHERE t.tenant_id IS NOT NULL
+)
+SELECT tenant_id FROM t WHERE tenant_id IS NOT NULL LIMIT $2;
+
+-- name: next_waiting
+-- Up to $4 waiting runs of tenant $1 in partitions $2, the highest priority and oldest
+-- due first: of rate-limit key $3 when it is not NULL, else of any key but the held
+-- ones $5.
+SELECT job_id, scheduled_at
+  FROM run_waits
+ WHERE tenant_id = $1 AND partition_id = ANY($2::smallint[])
+   AND (CASE WHEN $3::text IS NULL THEN rate_key <> ALL($5::text[]) ELSE rate_key = $3 END)
+ ORDER BY priority, due_at
+ LIMIT $4;
+
+-- name: admit_runs
+-- Admits the waiting runs $1/$2: their waiting rows go, and each run still waiting
+-- (queued, never published: not cancelled meanwhile) is due for publish at $3, which
+-- the same sweep pass does (lock_due_checks). Returns the runs admitted.
+WITH gone AS (
+    DELETE FROM run_waits w
+     USING unnest($1::uuid[], $2::timestamptz[]) AS k(job_id, scheduled_at)
+     WHERE w.job_id = k.job_id AND w.scheduled_at = k.scheduled_at
+    RETURNING w.job_id, w.scheduled_at
+)
+UPDATE job_runs r
+   SET check_at = $3, updated_at = $3
+  FROM gone g
+ WHERE r.job_id = g.job_id AND r.scheduled_at = g.scheduled_at
+   AND r.status = 'queued' AND r.dispatch_seq = 0 AND r.check_at IS NULL
+RETURNING r.job_id;
+
+-- name: spend_tokens
+-- The token buckets of (tenant $1[i], key $2[i]) after an admission took from them:
+-- $3[i] tokens left at $4.
+UPDATE flow_limits f
+   SET tokens = u.tokens, refilled_at = $4
+  FROM unnest($1::text[], $2::text[], $3::float8[]) AS u(tenant_id, key, tokens)
+ WHERE f.tenant_id = u.tenant_id AND f.key = u.key;
+
+-- name: block_keys
+-- A target answered 429 with Retry-After: no run of (tenant $1[i], key $2[i]) is
+-- admitted before $3[i] (a key without a limit gets a row that only blocks).
+INSERT INTO flow_limits AS f (tenant_id, key, blocked_until)
+SELECT u.tenant_id, u.key, u.until
+  FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS u(tenant_id, key, until)
+  JOIN tenants t ON t.tenant_id = u.tenant_id
+ON CONFLICT (tenant_id, key) DO UPDATE
+   SET blocked_until = GREATEST(f.blocked_until, EXCLUDED.blocked_until);
+
+-- name: rate_keys_of
+-- What the rate-limit key of jobs $1's runs is made of: the job's own key, else its
+-- target's origin. Asked only for runs whose target answered 429 with Retry-After.
+SELECT d.job_id, j.tenant_id, d.policies -> 'flow' ->> 'rate_limit_key' AS rate_limit_key,
+       d.target::text AS target
+  FROM job_definitions d
+  JOIN jobs j ON j.job_id = d.job_id
+ WHERE d.job_id = ANY($1::uuid[]);

@@ -67,6 +67,7 @@ class Sweeper(PassLoop):
         self._owned = owned
         self._config = config
         self._clock = clock or SystemClock()
+        self._admission_cursor = ""
         self._expired = (meter or metrics.get_meter("sundial.scheduler")).create_counter(
             LEASES_EXPIRED,
             unit="{run}",
@@ -84,7 +85,13 @@ class Sweeper(PassLoop):
         outcome = await self.sweep_once()
         done = max(outcome.checked, len(outcome.dead_letters))
         # A full pass: more is due right now.
-        return 0.0 if done >= self._config.batch_size else self._config.sweep_interval_s
+        if done >= self._config.batch_size:
+            return 0.0
+        # Runs waiting for admission are looked at again soon: a window frees as runs
+        # finish, on any scheduler's ledger, and a rate limit's tokens refill.
+        if outcome.waiting:
+            return min(self._config.admit_interval_s, self._config.sweep_interval_s)
+        return self._config.sweep_interval_s
 
     async def sweep_once(self) -> SweepOutcome:
         """One pass: release buffered runs, act on due checks, publish, confirm."""
@@ -97,6 +104,16 @@ class Sweeper(PassLoop):
         async with self._store.transaction() as tx:
             # Released first, so they are published by the next pass.
             released = await tx.release_pending(owned, limit, now)
+            # Admitted next (flow control): due at once, so published by this pass.
+            admission = await tx.admit_waiting(
+                owned,
+                window=self._config.tenant_window,
+                default_weight=self._config.fair_weight,
+                limit=limit,
+                now=now,
+                after=self._admission_cursor,
+            )
+            self._admission_cursor = admission.cursor
             due = await tx.lock_due_checks(owned, limit, now)
             # A queued run whose publish was acknowledged waits for its lost-message
             # recheck; the others are decided by the run machine.
@@ -123,7 +140,15 @@ class Sweeper(PassLoop):
                 self._expired.add(1, {"outcome": transition.status.value})
         spans = _check_spans(checked, transitions) if tracing.enabled() else []
         cancelled = sum(t.status is RunStatus.CANCELLED for t, _ in transitions)
-        outcome = SweepOutcome(batches, cancelled, released, letters, checked=len(due))
+        outcome = SweepOutcome(
+            batches,
+            cancelled,
+            released,
+            letters,
+            checked=len(due),
+            admitted=admission.admitted,
+            waiting=admission.waiting,
+        )
         # The republished batches and the dead-letter outbox go out together, each
         # publish bounded by a timeout, so a NATS outage stalls a pass by one timeout.
         acked, sent = await asyncio.gather(

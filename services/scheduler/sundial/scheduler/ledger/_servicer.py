@@ -22,10 +22,12 @@ import asyncio
 import contextlib
 import logging
 import random
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from http import HTTPStatus
 
 import grpc
 from google.protobuf import timestamp_pb2
@@ -70,6 +72,8 @@ MAX_BATCH = 500
 MAX_HELD = 10_000
 MIN_LEASE = timedelta(seconds=10)
 MAX_LEASE = timedelta(minutes=5)
+MAX_KEY_BLOCK = timedelta(hours=1)
+"""Longest a target's Retry-After blocks its rate-limit key (a longer one is cut)."""
 
 
 def executor_id_in(executor_id: str) -> str:
@@ -264,6 +268,7 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
                 now=now,
                 running=lock.running,
                 capacity_retry=timedelta(seconds=self._config.capacity_retry_s),
+                key_running=lock.key_running,
             )
             # Cut before anything is written: a run left out takes no attempt.
             answers = within_budget(
@@ -467,6 +472,7 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
                 dead_letter_at=dead_letter_at,
             )
             await tx.write_outcomes([a for a in answers if isinstance(a, Transition)], now)
+            await tx.block_keys(throttled(completions, answers, now))
         self._count(answers, [states.get(c.ref) for c in completions])
         results = [
             completion_result(message.run, answer)
@@ -497,6 +503,26 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
             if error_class is not None:
                 attributes["error_class"] = error_class
             self._completed.add(count, _with_tenant(attributes, tenant))
+
+
+def throttled(
+    completions: Sequence[Completion], answers: Sequence[Transition | Fenced], now: datetime
+) -> dict[uuid.UUID, datetime]:
+    """The jobs whose accepted outcome was a 429 with Retry-After, each with the instant
+    its rate-limit key is blocked until (flow control: a 429 slows the whole key, not
+    only its run)."""
+    blocked: dict[uuid.UUID, datetime] = {}
+    for completion, answer in zip(completions, answers, strict=True):
+        outcome = completion.outcome
+        if (
+            isinstance(answer, Transition)
+            and outcome.http_status == HTTPStatus.TOO_MANY_REQUESTS
+            and outcome.retry_after
+        ):
+            until = now + min(outcome.retry_after, MAX_KEY_BLOCK)
+            job_id = completion.ref.job_id
+            blocked[job_id] = max(until, blocked.get(job_id, until))
+    return blocked
 
 
 def _with_tenant(attributes: dict[str, str], tenant: str | None) -> dict[str, str]:

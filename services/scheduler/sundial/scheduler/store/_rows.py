@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -79,6 +80,16 @@ def run_state(row: Record, *, max_concurrent_runs: int | None = None) -> RunStat
         retry=policies_of(row["policies"]).retry,
         tenant_id=get("tenant_id") or "",
         max_concurrent_runs=max_concurrent_runs,
+        concurrency_key=policies_of(row["policies"]).concurrency_key,
+    )
+
+
+def with_key_cap(candidate: LeaseCandidate, cap: int | None) -> LeaseCandidate:
+    """``candidate`` with its concurrency key's cap (None: the key has no limit)."""
+    if cap is None:
+        return candidate
+    return dataclasses.replace(
+        candidate, state=dataclasses.replace(candidate.state, key_max_running=cap)
     )
 
 

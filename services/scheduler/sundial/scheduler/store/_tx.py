@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections import OrderedDict, defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -33,6 +33,7 @@ from sundial.scheduler.model import (
     TenantTerms,
     WrittenLease,
 )
+from sundial.scheduler.store._admission import AdmissionSteps
 from sundial.scheduler.store._queries import queries
 from sundial.scheduler.store._rows import (
     dead_letter_run,
@@ -41,6 +42,7 @@ from sundial.scheduler.store._rows import (
     run_state,
     tenant_terms,
     unzip,
+    with_key_cap,
 )
 
 MAX_RUNS_PER_MESSAGE = 500
@@ -98,7 +100,7 @@ def _document(
     return cache.get(row["definition_digest"])
 
 
-class Transaction:
+class Transaction(AdmissionSteps):
     """One open transaction of the scheduler (see the module doc)."""
 
     def __init__(self, conn: asyncpg.Connection | PoolConnectionProxy) -> None:
@@ -196,14 +198,16 @@ class Transaction:
         *,
         confirm_until: datetime,
         traceparents: Sequence[str | None] | None = None,
+        waiting: Collection[PlannedRun] = (),
     ) -> tuple[int, list[PublishBatch]]:
         """Insert the planned run rows (a run key that exists is left alone).
 
         QUEUED runs already due get a dispatch sequence per partition (and per 500 runs)
         and ``check_at = confirm_until``: the returned batches must be published after
         the commit, then confirmed. A jittered run whose due time is ahead gets
-        ``check_at`` at it (the sweeper publishes it then). ``traceparents`` (one per
-        run, None while tracing is off) is each run's trace context.
+        ``check_at`` at it (the sweeper publishes it then). The runs of ``waiting``
+        (admission said wait) get neither, and a waiting-list row each. ``traceparents``
+        (one per run, None while tracing is off) is each run's trace context.
 
         Returns:
             The number of rows inserted and the batches to publish.
@@ -212,7 +216,7 @@ class Transaction:
             return 0, []
         publish_now: dict[int, list[RunRef]] = defaultdict(list)
         for run in runs:
-            if run.status is RunStatus.QUEUED and run.due_at <= now:
+            if run.status is RunStatus.QUEUED and run.due_at <= now and run not in waiting:
                 publish_now[run.partition_id].append(RunRef(run.job_id, run.scheduled_at))
         chunks = _chunks(publish_now)
         seqs = await self._seqs(len(chunks))
@@ -222,6 +226,8 @@ class Transaction:
             seq = seq_of.get(RunRef(run.job_id, run.scheduled_at), 0)
             if seq:
                 check_at: datetime | None = confirm_until
+            elif run in waiting:
+                check_at = None  # published when admitted (run_waits)
             elif run.status is RunStatus.QUEUED:
                 check_at = run.due_at  # jittered: the sweeper publishes it when due
             else:
@@ -243,6 +249,7 @@ class Transaction:
             queries.insert_runs, *cols, now, None if traceparents is None else list(traceparents)
         )
         inserted = int(status.split()[-1])
+        await self.insert_run_waits([r for r in runs if r in waiting], now)
         if inserted == len(runs):  # the usual case: every run key was new
             return inserted, [
                 PublishBatch(partition, seq, tuple(chunk))
@@ -465,7 +472,27 @@ class Transaction:
                 for r in await self._conn.fetch(queries.tenant_lease_terms, tenants)
             }
         candidates = {ref_of(r): lease_candidate(r, terms.get(r["tenant_id"])) for r in rows}
-        return LeaseLock(candidates, {tenant: t.running for tenant, t in terms.items()})
+        keyed = {
+            (c.state.tenant_id, c.state.concurrency_key)
+            for c in candidates.values()
+            if c.state.concurrency_key
+        }
+        key_caps: dict[tuple[str, str], int] = {}
+        key_running: dict[tuple[str, str], int] = {}
+        if keyed:  # only calls with runs under a concurrency key pay for this statement
+            tenants_of, keys_of = zip(*sorted(keyed), strict=True)
+            for r in await self._conn.fetch(
+                queries.concurrency_key_terms, list(tenants_of), list(keys_of)
+            ):
+                key_caps[(r["tenant_id"], r["key"])] = r["max_running"]
+                key_running[(r["tenant_id"], r["key"])] = r["running_runs"]
+            candidates = {
+                ref: with_key_cap(c, key_caps.get((c.state.tenant_id, c.state.concurrency_key)))
+                for ref, c in candidates.items()
+            }
+        return LeaseLock(
+            candidates, {tenant: t.running for tenant, t in terms.items()}, key_running
+        )
 
     @translate_db_errors()
     async def write_grants(

@@ -1,0 +1,300 @@
+"""Benchmark fair sharing across tenants (issue 26, docs/design.md section 7 "Flow control").
+
+Run: ``python bench/bench_fairness.py [--herd 20000] [--weights-seconds 60] [--json]``.
+
+One local stack (API, scheduler, one executor as real processes; fast PostgreSQL
+settings) and the fast target of ``bench_e2e.py`` in a process of its own. Phases, each
+beside its reference measured in the same run:
+
+* ``b_alone``: tenant B's 100 one-time jobs due at one instant; B's lateness (arrival
+  at the target minus the due time), p50 and p99.
+* ``herd_alone``: tenant A's ``--herd`` one-time jobs due at one instant: A's throughput
+  (runs / (last finish - due)) and CPU per run of every process.
+* ``herd_with_b``: A's herd again, with B's 100 due one second after it: B's lateness
+  (target: p99 <= 1 s and <= 3x ``b_alone``) and A's throughput (>= 0.9x ``herd_alone``).
+* ``weights``: tenants C (weight 1) and D (weight 3), each with 1,500 jobs firing every
+  second (far more than the executor drains, so both are backlogged): the share of each
+  among the calls over ``--weights-seconds`` (target: 25 % / 75 %, +/- 5 points).
+* ``rate``: a rate limit of 50 calls/s on one key, two executors, a herd of 3,000 runs
+  on that key: the calls per second the target sees over the drain (target: 50 +/- 10 %).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import asyncpg
+import grpc
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.helpers
+
+from _common import bench_env
+from bench_e2e import ADMIN_TOKEN, Api, FastTarget, Recorder, cpu_by_process, http_target
+
+from sundial.devstack import Services, Stack
+from sundial.v1 import flow_pb2, job_pb2, job_service_pb2
+
+B_RUNS = 100
+WEIGHT_JOBS = 1500
+RATE = 50.0
+RATE_RUNS = 3000
+
+
+def quantile(values: list[float], q: int) -> float:
+    if len(values) < 2:
+        return round(values[0], 4) if values else float("nan")
+    return round(statistics.quantiles(values, n=100)[q - 1], 4)
+
+
+def once_jobs(prefix: str, url: str, due: datetime, count: int) -> list[job_pb2.Job]:
+    jobs = []
+    for i in range(count):
+        schedule = job_pb2.Schedule()
+        schedule.once.FromDatetime(due)
+        jobs.append(job_pb2.Job(name=f"{prefix}-{i}", schedule=schedule, target=http_target(url)))
+    return jobs
+
+
+async def until(instant: datetime) -> None:
+    await asyncio.sleep(max(0.0, instant.timestamp() - time.time()))  # until the instant
+
+
+async def drained(conn: asyncpg.Connection, tenant: str, count: int, most_s: float) -> None:
+    deadline = time.time() + most_s
+    while time.time() < deadline:
+        done = await conn.fetchval(
+            "SELECT count(*) FROM job_runs WHERE tenant_id = $1 AND status = 'succeeded'", tenant
+        )
+        if done >= count:
+            return
+        await asyncio.sleep(0.2)  # a poll interval: the figures come from timestamps
+    raise TimeoutError(f"tenant {tenant}: not every run succeeded within {most_s} s")
+
+
+async def lateness_of(recorder: Recorder, prefix_keys: set[str]) -> list[float]:
+    await recorder.update()
+    return [recorder.lateness[k] for k in prefix_keys if k in recorder.lateness]
+
+
+async def keys_of(conn: asyncpg.Connection, tenant: str, due: datetime) -> set[str]:
+    suffix = "@" + due.strftime("%Y-%m-%dT%H:%M:%SZ")
+    ids = await conn.fetchval(
+        "SELECT array_agg(job_id::text) FROM jobs WHERE tenant_id = $1", tenant
+    )
+    return {f"{job_id}{suffix}" for job_id in ids or ()}
+
+
+async def b_only(api: Api, conn: asyncpg.Connection, recorder: Recorder, url: str) -> dict:
+    tenant, md = await api.tenant()
+    due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=10)
+    await api.create(md, once_jobs("b", f"{url}/b", due, B_RUNS))
+    await until(due)
+    await drained(conn, tenant, B_RUNS, 120)
+    late = await lateness_of(recorder, await keys_of(conn, tenant, due))
+    return {"lateness_p50_s": quantile(late, 50), "lateness_p99_s": quantile(late, 99)}
+
+
+async def herd(
+    api: Api, conn: asyncpg.Connection, recorder: Recorder, url: str, count: int, *, with_b: bool
+) -> dict:
+    a, a_md = await api.tenant()
+    due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=max(30, count // 250))
+    await api.create(a_md, once_jobs("a", f"{url}/a", due, count))
+    b_due = due + timedelta(seconds=1)
+    if with_b:
+        b, b_md = await api.tenant()
+        await api.create(b_md, once_jobs("b", f"{url}/b", b_due, B_RUNS))
+    await until(due)
+    cpu_before = cpu_by_process()
+    await drained(conn, a, count, 900)
+    cpu_after = cpu_by_process()
+    last = await conn.fetchval("SELECT max(finished_at) FROM job_runs WHERE tenant_id = $1", a)
+    seconds = last.timestamp() - due.timestamp()
+    result: dict[str, object] = {
+        "runs": count,
+        "runs_per_s": round(count / seconds),
+        "cpu_us_per_run": {
+            kind: round((cpu_after[kind] - cpu_before.get(kind, 0.0)) / count * 1e6)
+            for kind in sorted(cpu_after)
+        },
+    }
+    if with_b:
+        await drained(conn, b, B_RUNS, 120)
+        late = await lateness_of(recorder, await keys_of(conn, b, b_due))
+        result["b_lateness_p50_s"] = quantile(late, 50)
+        result["b_lateness_p99_s"] = quantile(late, 99)
+    return result
+
+
+async def weights(
+    api: Api, conn: asyncpg.Connection, target: FastTarget, url: str, seconds: float
+) -> dict:
+    shares: dict[str, int] = {}
+    tenants = {}
+    for name, weight in (("c", 1), ("d", 3)):
+        tenant, md = await api.tenant()
+        await conn.execute(
+            "UPDATE tenants SET fair_weight = $2 WHERE tenant_id = $1", tenant, weight
+        )
+        tenants[name] = tenant
+        jobs = []
+        for i in range(WEIGHT_JOBS):
+            schedule = job_pb2.Schedule(interval=job_pb2.IntervalSchedule())
+            schedule.interval.every.FromSeconds(1)
+            jobs.append(
+                job_pb2.Job(
+                    name=f"{name}-{i}", schedule=schedule, target=http_target(f"{url}/{name}")
+                )
+            )
+        await api.create(md, jobs)
+    await asyncio.sleep(10.0)  # both backlogs build up (a warm-up, not waiting for an outcome)
+    await target.new_records()  # forget the warm-up's calls
+    start = time.time()
+    await asyncio.sleep(seconds)  # the measured window
+    records = await target.new_records()
+    for tenant in tenants.values():
+        await conn.execute("UPDATE jobs SET paused = true WHERE tenant_id = $1", tenant)
+    by_job = {
+        str(r["job_id"]): r["tenant_id"]
+        for r in await conn.fetch(
+            "SELECT job_id, tenant_id FROM jobs WHERE tenant_id = ANY($1::text[])",
+            list(tenants.values()),
+        )
+    }
+    for key, _, at in records:
+        if at < start + seconds:
+            tenant = by_job.get(key.split("@", 1)[0])
+            if tenant:
+                shares[tenant] = shares.get(tenant, 0) + 1
+    total = sum(shares.values()) or 1
+    # Stop the backlogs: their waiting runs would hold the executor for the next phase.
+    await conn.execute(
+        "UPDATE job_runs SET status = 'cancelled', finished_at = now() "
+        "WHERE tenant_id = ANY($1::text[]) AND status IN ('queued', 'pending')",
+        list(tenants.values()),
+    )
+    await conn.execute(
+        "DELETE FROM run_waits WHERE tenant_id = ANY($1::text[])", list(tenants.values())
+    )
+    return {
+        "calls": total,
+        "share_weight_1": round(shares.get(tenants["c"], 0) / total, 3),
+        "share_weight_3": round(shares.get(tenants["d"], 0) / total, 3),
+    }
+
+
+async def rate(api: Api, conn: asyncpg.Connection, target: FastTarget, url: str) -> dict:
+    tenant, md = await api.tenant()
+    key = "bench-rate"
+    await api.jobs.SetFlowLimit(
+        job_service_pb2.SetFlowLimitRequest(
+            limit=flow_pb2.FlowLimit(key=key, rate_per_second=RATE, burst=int(RATE))
+        ),
+        metadata=md,
+    )
+    due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=30)
+    jobs = once_jobs("r", f"{url}/r", due, RATE_RUNS)
+    for job in jobs:
+        job.policies.flow.rate_limit_key = key
+    await api.create(md, jobs)
+    await target.new_records()
+    await until(due)
+    await drained(conn, tenant, RATE_RUNS, RATE_RUNS / RATE * 3)
+    arrivals = sorted(at for k, _, at in await target.new_records() if "@" in k)
+    span = arrivals[-1] - arrivals[0] if len(arrivals) > 1 else float("nan")
+    # The burst goes at once; the rate is what follows it.
+    steady = arrivals[int(RATE) :]
+    steady_rate = (len(steady) - 1) / (steady[-1] - steady[0]) if len(steady) > 1 else 0.0
+    failed = await conn.fetchval(
+        "SELECT count(*) FROM job_runs WHERE tenant_id = $1 AND status <> 'succeeded'", tenant
+    )
+    return {
+        "limit_per_s": RATE,
+        "calls": len(arrivals),
+        "drain_s": round(span, 2),
+        "calls_per_s_after_burst": round(steady_rate, 2),
+        "ratio_to_limit": round(steady_rate / RATE, 3),
+        "not_succeeded": failed,
+    }
+
+
+async def main(args: argparse.Namespace) -> dict[str, object]:
+    results: dict[str, object] = {}
+    target = FastTarget()
+    try:
+        recorder = Recorder(target)
+        with Stack(durable=False) as stack, tempfile.TemporaryDirectory() as logs:
+            services = Services(
+                stack,
+                Path(logs),
+                extra_env=bench_env(
+                    stack,
+                    ADMIN_TOKEN,
+                    **({"SUNDIAL_TENANT_WINDOW": str(args.window)} if args.window else {}),
+                ),
+            )
+            await asyncio.to_thread(services.start)
+            try:
+                address = services.processes["api"].address
+                conn = await asyncpg.connect(stack.database_url)
+                async with grpc.aio.insecure_channel(address) as channel:
+                    api = Api(channel)
+                    phases = set(args.phases.split(","))
+                    if "fair" in phases:
+                        results["b_alone"] = await b_only(api, conn, recorder, target.url)
+                        results["herd_alone"] = await herd(
+                            api, conn, recorder, target.url, args.herd, with_b=False
+                        )
+                        results["herd_with_b"] = await herd(
+                            api, conn, recorder, target.url, args.herd, with_b=True
+                        )
+                        alone = results["b_alone"]["lateness_p99_s"]  # type: ignore[index]
+                        loaded = results["herd_with_b"]
+                        loaded["b_lateness_p99_ratio"] = round(  # type: ignore[index]
+                            loaded["b_lateness_p99_s"] / alone,
+                            2,  # type: ignore[index]
+                        )
+                        loaded["a_throughput_ratio"] = round(  # type: ignore[index]
+                            loaded["runs_per_s"]  # type: ignore[index]
+                            / results["herd_alone"]["runs_per_s"],  # type: ignore[index]
+                            3,
+                        )
+                    if "weights" in phases:
+                        results["weights"] = await weights(
+                            api, conn, target, target.url, args.weights_seconds
+                        )
+                    if "rate" in phases:
+                        await asyncio.to_thread(services.add, "executor")
+                        results["rate"] = await rate(api, conn, target, target.url)
+                await conn.close()
+            finally:
+                await asyncio.to_thread(services.stop)
+    finally:
+        target.stop()
+    return results
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--herd", type=int, default=20_000)
+    parser.add_argument("--weights-seconds", type=float, default=60.0)
+    parser.add_argument("--phases", default="fair,weights,rate")
+    parser.add_argument(
+        "--window", type=int, default=0, help="SUNDIAL_TENANT_WINDOW (0: the default)"
+    )
+    parser.add_argument("--json", action="store_true")
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    arguments = parse_args()
+    outcome = asyncio.run(main(arguments))
+    print(json.dumps(outcome, indent=2))

@@ -1,0 +1,199 @@
+"""The admission steps of a scheduler transaction (flow control; decisions in
+:mod:`sundial.scheduler.admission`, docs/design.md section 7 "Flow control").
+
+Lock order: a dispatch holds its claimed jobs rows, then takes the tenants' admission
+locks (sorted); a sweep takes only the admission locks, then writes waiting runs that no
+other transaction locks first. Neither waits for the other in a cycle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+from asyncpg.pool import PoolConnectionProxy
+
+from sundial.core.db import translate_db_errors
+from sundial.run import RunRef
+from sundial.scheduler.admission import KeyBucket, TenantFlow, origin_of, take_tokens
+from sundial.scheduler.model import PlannedRun
+from sundial.scheduler.store._queries import queries
+from sundial.scheduler.store._rows import target_of, unzip
+
+__all__ = ["AdmissionSteps", "Admitted"]
+
+WAITING_TENANTS_PER_PASS = 64
+"""Tenants with waiting runs one sweep pass admits for (the next pass goes on from the
+last one, so every tenant gets its turn)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """What one admission pass did."""
+
+    admitted: int
+    """Runs made due for publish in this pass."""
+    waiting: bool
+    """Runs still wait somewhere (the sweeper looks again soon)."""
+    cursor: str = ""
+    """The tenant the next pass starts after (empty: from the first)."""
+
+
+class AdmissionSteps:
+    """Mixed into :class:`~sundial.scheduler.store.Transaction`."""
+
+    _conn: asyncpg.Connection | PoolConnectionProxy
+
+    @translate_db_errors()
+    async def lock_admission(
+        self, tenants: Collection[str], window: int, default_weight: int, now: datetime
+    ) -> dict[str, TenantFlow]:
+        """Take the admission locks of ``tenants`` and read each one's flow (a tenant
+        without a row is absent: not limited)."""
+        if not tenants:
+            return {}
+        names = sorted(tenants)
+        await self._conn.execute(queries.lock_admission, names)
+        keys: dict[str, dict[str, KeyBucket]] = {}
+        for r in await self._conn.fetch(queries.admission_keys, names, now):
+            keys.setdefault(r["tenant_id"], {})[r["key"]] = KeyBucket(
+                r["rate_per_s"], r["burst"], r["tokens"], r["refilled_at"], r["blocked_until"]
+            )
+        return {
+            r["tenant_id"]: TenantFlow(
+                window=window * (r["fair_weight"] or default_weight),
+                in_flight=r["in_flight"],
+                waiting=r["waiting"],
+                keys=keys.get(r["tenant_id"], {}),
+            )
+            for r in await self._conn.fetch(queries.admission_terms, names)
+        }
+
+    @translate_db_errors()
+    async def resolve_rate_keys(
+        self, runs: Sequence[PlannedRun], flows: Mapping[str, TenantFlow], now: datetime
+    ) -> list[PlannedRun]:
+        """``runs`` with the default rate-limit key (the target's origin) filled in for
+        the tenants that hold keys; the others' runs need no key and are left alone."""
+        unkeyed = {r.job_id for r in runs if not r.rate_key and flows.get(r.tenant_id, _NONE).keys}
+        if not unkeyed:
+            return list(runs)
+        origins = {
+            r["job_id"]: origin_of(target_of(r["target"]))
+            for r in await self._conn.fetch(queries.job_origins, sorted(unkeyed))
+        }
+        return [
+            dataclasses.replace(r, rate_key=origins.get(r.job_id, "")) if r.job_id in unkeyed else r
+            for r in runs
+        ]
+
+    @translate_db_errors()
+    async def insert_run_waits(self, runs: Sequence[PlannedRun], now: datetime) -> None:
+        """The waiting-list rows of ``runs`` (inserted by this dispatch to wait)."""
+        if not runs:
+            return
+        await self._conn.execute(
+            queries.insert_run_waits,
+            [r.job_id for r in runs],
+            [r.scheduled_at for r in runs],
+            [r.tenant_id for r in runs],
+            [r.partition_id for r in runs],
+            [r.priority for r in runs],
+            [r.due_at for r in runs],
+            [r.rate_key for r in runs],
+            now,
+        )
+
+    @translate_db_errors()
+    async def admit_waiting(
+        self,
+        owned: Sequence[int],
+        *,
+        window: int,
+        default_weight: int,
+        limit: int,
+        now: datetime,
+        after: str = "",
+    ) -> Admitted:
+        """Admit waiting runs of partitions ``owned``, at most ``limit``: per tenant
+        with waiting runs, as many as its window's free room takes (the highest priority
+        and oldest due first), those of a rate-limited key as its bucket allows, none
+        of a key blocked by a Retry-After. Admitted runs are due for publish at
+        ``now``. Tenants are taken from the first after ``after`` on (the previous
+        pass's :attr:`Admitted.cursor`)."""
+        rows = await self._conn.fetch(queries.waiting_tenants, after, WAITING_TENANTS_PER_PASS)
+        tenants = [r["tenant_id"] for r in rows]
+        # A short page reached the end: the next pass starts over from the first.
+        cursor = tenants[-1] if len(tenants) == WAITING_TENANTS_PER_PASS else ""
+        if not tenants:
+            return Admitted(0, bool(after), cursor)
+        flows = await self.lock_admission(tenants, window, default_weight, now)
+        chosen: list[RunRef] = []
+        spent: list[tuple[str, str, float]] = []
+        for tenant in sorted(flows):
+            flow = flows[tenant]
+            free = min(flow.free, limit - len(chosen))
+            if free <= 0:
+                continue
+            held = flow.held_keys(now)
+            for key in sorted(held):
+                taken, left = take_tokens(flow.keys[key], free, now)
+                if taken <= 0:
+                    continue
+                refs = await self._next_waiting(tenant, owned, key, taken, held)
+                chosen.extend(refs)
+                free -= len(refs)
+                if refs and flow.keys[key].rate_per_s > 0:
+                    spent.append((tenant, key, left + (taken - len(refs))))
+            if free > 0:
+                chosen.extend(await self._next_waiting(tenant, owned, None, free, held))
+        if spent:
+            tenants_of, keys_of, tokens_of = zip(*spent, strict=True)
+            await self._conn.execute(
+                queries.spend_tokens, list(tenants_of), list(keys_of), list(tokens_of), now
+            )
+        admitted = 0
+        if chosen:
+            job_ids, times = unzip(chosen)
+            admitted = len(await self._conn.fetch(queries.admit_runs, job_ids, times, now))
+        return Admitted(admitted, True, cursor)
+
+    async def _next_waiting(
+        self,
+        tenant: str,
+        owned: Sequence[int],
+        key: str | None,
+        count: int,
+        held: Collection[str],
+    ) -> list[RunRef]:
+        rows = await self._conn.fetch(
+            queries.next_waiting, tenant, list(owned), key, count, sorted(held)
+        )
+        return [RunRef(r["job_id"], r["scheduled_at"]) for r in rows]
+
+    @translate_db_errors()
+    async def block_keys(self, until: Mapping[uuid.UUID, datetime]) -> None:
+        """Hold every waiting run of the rate-limit key of each job of ``until`` (its
+        run's target answered 429 with Retry-After) until that instant."""
+        if not until:
+            return
+        blocks: dict[tuple[str, str], datetime] = {}
+        for r in await self._conn.fetch(queries.rate_keys_of, sorted(until)):
+            key = r["rate_limit_key"] or origin_of(target_of(r["target"]))
+            if key:
+                pair = (r["tenant_id"], key)
+                blocks[pair] = max(until[r["job_id"]], blocks.get(pair, until[r["job_id"]]))
+        ordered = sorted(blocks.items())
+        await self._conn.execute(
+            queries.block_keys,
+            [k[0] for k, _ in ordered],
+            [k[1] for k, _ in ordered],
+            [until for _, until in ordered],
+        )
+
+
+_NONE = TenantFlow(window=0, in_flight=0)
