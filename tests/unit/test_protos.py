@@ -69,6 +69,10 @@ EXPECTED_METHODS = {
         "ListNotificationChannels",
         "UpdateNotificationChannel",
         "DeleteNotificationChannel",
+        "CreateSecret",
+        "UpdateSecret",
+        "ListSecrets",
+        "DeleteSecret",
     },
     "RunLedgerService": {"LeaseRuns", "Heartbeat", "CompleteRuns"},
     "TargetService": {"Execute"},
@@ -81,6 +85,7 @@ EXPECTED_METHODS = {
         "ListApiTokens",
         "RevokeApiToken",
         "RotateSigningSecret",
+        "RewrapSecrets",
         "ClusterStatus",
         "SetTenantEgressPolicy",
         "GetTenantEgressPolicy",
@@ -203,7 +208,16 @@ def test_every_file_is_in_the_package() -> None:
     assert {f.name: f.package for f in files} == {
         **{
             f"sundial/v1/{name}.proto": PACKAGE
-            for name in ("admin", "calendar", "egress", "job", "job_service", "run", "target")
+            for name in (
+                "admin",
+                "calendar",
+                "egress",
+                "job",
+                "job_service",
+                "run",
+                "secret",
+                "target",
+            )
         },
         **{f"sundial/internal/v1/{name}.proto": INTERNAL for name in ("events", "ledger")},
     }

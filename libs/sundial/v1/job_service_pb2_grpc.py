@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from sundial.v1 import job_service_pb2 as sundial_dot_v1_dot_job__service__pb2
+from sundial.v1 import secret_pb2 as sundial_dot_v1_dot_secret__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -194,6 +195,26 @@ class JobServiceStub:
                 '/sundial.v1.JobService/DeleteNotificationChannel',
                 request_serializer=sundial_dot_v1_dot_job__service__pb2.DeleteNotificationChannelRequest.SerializeToString,
                 response_deserializer=sundial_dot_v1_dot_job__service__pb2.DeleteNotificationChannelResponse.FromString,
+                _registered_method=True)
+        self.CreateSecret = channel.unary_unary(
+                '/sundial.v1.JobService/CreateSecret',
+                request_serializer=sundial_dot_v1_dot_secret__pb2.CreateSecretRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_secret__pb2.CreateSecretResponse.FromString,
+                _registered_method=True)
+        self.UpdateSecret = channel.unary_unary(
+                '/sundial.v1.JobService/UpdateSecret',
+                request_serializer=sundial_dot_v1_dot_secret__pb2.UpdateSecretRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_secret__pb2.UpdateSecretResponse.FromString,
+                _registered_method=True)
+        self.ListSecrets = channel.unary_unary(
+                '/sundial.v1.JobService/ListSecrets',
+                request_serializer=sundial_dot_v1_dot_secret__pb2.ListSecretsRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_secret__pb2.ListSecretsResponse.FromString,
+                _registered_method=True)
+        self.DeleteSecret = channel.unary_unary(
+                '/sundial.v1.JobService/DeleteSecret',
+                request_serializer=sundial_dot_v1_dot_secret__pb2.DeleteSecretRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_secret__pb2.DeleteSecretResponse.FromString,
                 _registered_method=True)
 
 
@@ -439,6 +460,35 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateSecret(self, request, context):
+        """Stores a secret (secret.proto) targets reference as ${secret:<name>}. MANAGE scope.
+        A tenant has at most SUNDIAL_MAX_SECRETS (100) secrets.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateSecret(self, request, context):
+        """Replaces a secret's value. MANAGE scope.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSecrets(self, request, context):
+        """Lists the tenant's secrets by name, never their values. MANAGE scope.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSecret(self, request, context):
+        """Deletes a secret no target references. MANAGE scope.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -601,6 +651,26 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.DeleteNotificationChannel,
                     request_deserializer=sundial_dot_v1_dot_job__service__pb2.DeleteNotificationChannelRequest.FromString,
                     response_serializer=sundial_dot_v1_dot_job__service__pb2.DeleteNotificationChannelResponse.SerializeToString,
+            ),
+            'CreateSecret': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateSecret,
+                    request_deserializer=sundial_dot_v1_dot_secret__pb2.CreateSecretRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_secret__pb2.CreateSecretResponse.SerializeToString,
+            ),
+            'UpdateSecret': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateSecret,
+                    request_deserializer=sundial_dot_v1_dot_secret__pb2.UpdateSecretRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_secret__pb2.UpdateSecretResponse.SerializeToString,
+            ),
+            'ListSecrets': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSecrets,
+                    request_deserializer=sundial_dot_v1_dot_secret__pb2.ListSecretsRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_secret__pb2.ListSecretsResponse.SerializeToString,
+            ),
+            'DeleteSecret': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSecret,
+                    request_deserializer=sundial_dot_v1_dot_secret__pb2.DeleteSecretRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_secret__pb2.DeleteSecretResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1468,6 +1538,114 @@ class JobService:
             '/sundial.v1.JobService/DeleteNotificationChannel',
             sundial_dot_v1_dot_job__service__pb2.DeleteNotificationChannelRequest.SerializeToString,
             sundial_dot_v1_dot_job__service__pb2.DeleteNotificationChannelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateSecret(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/CreateSecret',
+            sundial_dot_v1_dot_secret__pb2.CreateSecretRequest.SerializeToString,
+            sundial_dot_v1_dot_secret__pb2.CreateSecretResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateSecret(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/UpdateSecret',
+            sundial_dot_v1_dot_secret__pb2.UpdateSecretRequest.SerializeToString,
+            sundial_dot_v1_dot_secret__pb2.UpdateSecretResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSecrets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/ListSecrets',
+            sundial_dot_v1_dot_secret__pb2.ListSecretsRequest.SerializeToString,
+            sundial_dot_v1_dot_secret__pb2.ListSecretsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSecret(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/DeleteSecret',
+            sundial_dot_v1_dot_secret__pb2.DeleteSecretRequest.SerializeToString,
+            sundial_dot_v1_dot_secret__pb2.DeleteSecretResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -14,7 +14,7 @@ import grpc
 from sundial.api.convert import egress_out
 from sundial.api.egress import EgressPolicies
 from sundial.api.kit import UpdateMask
-from sundial.api.model import ApiToken, ClusterSnapshot, Role, Tenant, TenantChanges
+from sundial.api.model import ApiToken, ClusterSnapshot, Role, Scope, Tenant, TenantChanges
 from sundial.api.tenancy import TenantManager
 from sundial.core import wire
 from sundial.core.errors import InvalidArgument
@@ -28,6 +28,12 @@ _ROLE_IN = {
     pb.TOKEN_ROLE_EXECUTOR: Role.EXECUTOR,
 }
 _ROLE_OUT = {role: number for number, role in _ROLE_IN.items()}
+_SCOPE_IN = {
+    pb.TOKEN_SCOPE_READ: Scope.READ,
+    pb.TOKEN_SCOPE_WRITE: Scope.WRITE,
+    pb.TOKEN_SCOPE_MANAGE: Scope.MANAGE,
+}
+_SCOPE_OUT = {scope: number for number, scope in _SCOPE_IN.items()}
 _QUOTA_OVERRIDES = ("max_calendars", "max_waiting_requested_runs", "revisions_per_job")
 _TENANT_MASK = UpdateMask(
     ("display_name", "quotas"),
@@ -72,6 +78,7 @@ def token_out(token: ApiToken) -> pb.ApiToken:
         description=token.description,
         prefix=token.prefix,
         create_time=wire.timestamp(token.create_time),
+        scopes=[_SCOPE_OUT[s] for s in token.scopes],
     )
     for name, value in (
         ("expire_time", token.expire_time),
@@ -173,7 +180,13 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     ) -> pb.CreateApiTokenResponse:
         if request.role and request.role not in _ROLE_IN:
             raise InvalidArgument("role", f"unknown value {request.role}")
+        scopes = []
+        for i, number in enumerate(request.scopes):
+            if number not in _SCOPE_IN:
+                raise InvalidArgument(f"scopes[{i}]", f"unknown value {number}")
+            scopes.append(_SCOPE_IN[number])
         token, secret = await self._tenants.create_token(
+            scopes=scopes,
             tenant_id=request.tenant_id,
             role=_ROLE_IN.get(request.role),
             description=request.description,

@@ -433,17 +433,18 @@ WITH secret AS (
 UPDATE tenants SET signing_secret = $3 WHERE tenant_id = $1 RETURNING tenant_id;
 
 -- name: insert_token
+-- $9: the scopes of a TENANT token (NULL: every scope; migration 0030).
 INSERT INTO api_tokens (token_id, tenant_id, role, token_hash, prefix, description,
-                        created_at, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                        created_at, expires_at, scopes)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 RETURNING token_id, tenant_id, role, prefix, description, created_at, expires_at,
-          last_used_at, revoked_at;
+          last_used_at, revoked_at, scopes;
 
 -- name: list_tokens
 -- Tokens newest first after the cursor ($3, $4), of tenant $1 when given, only usable
 -- ones at $2 unless $5.
 SELECT token_id, tenant_id, role, prefix, description, created_at, expires_at,
-       last_used_at, revoked_at
+       last_used_at, revoked_at, scopes
   FROM api_tokens
  WHERE ($1::text IS NULL OR tenant_id = $1)
    AND ($5::boolean OR (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2)))
@@ -455,7 +456,7 @@ SELECT token_id, tenant_id, role, prefix, description, created_at, expires_at,
 UPDATE api_tokens SET revoked_at = coalesce(revoked_at, $2)
  WHERE token_id = $1
 RETURNING token_id, tenant_id, role, prefix, description, created_at, expires_at,
-          last_used_at, revoked_at;
+          last_used_at, revoked_at, scopes;
 
 -- name: oldest_due
 -- The oldest next_run_at of an unpaused job due at $1: one probe of jobs_due_idx per
