@@ -16,6 +16,7 @@ from sundial.api.egress import EgressPolicies
 from sundial.api.kit import UpdateMask
 from sundial.api.model import ApiToken, ClusterSnapshot, Role, Scope, Tenant, TenantChanges
 from sundial.api.tenancy import TenantManager
+from sundial.api.vault import SecretManager
 from sundial.core import wire
 from sundial.core.errors import InvalidArgument
 from sundial.core.partition import PARTITION_COUNT
@@ -121,9 +122,18 @@ def cluster_out(snapshot: ClusterSnapshot) -> pb.ClusterStatusResponse:
 class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     """AdminService on top of :class:`TenantManager`."""
 
-    def __init__(self, tenants: TenantManager, egress: EgressPolicies) -> None:
+    def __init__(
+        self, tenants: TenantManager, egress: EgressPolicies, secrets: SecretManager
+    ) -> None:
         self._tenants = tenants
         self._egress = egress
+        self._secrets = secrets
+
+    async def RewrapSecrets(
+        self, request: pb.RewrapSecretsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RewrapSecretsResponse:
+        done, remaining, key_id = await self._secrets.rewrap()
+        return pb.RewrapSecretsResponse(rewrapped=done, remaining=remaining, key_id=key_id)
 
     async def CreateTenant(
         self, request: pb.CreateTenantRequest, context: grpc.aio.ServicerContext

@@ -369,6 +369,17 @@ class ApiToken:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredSecret:
+    """A tenant secret's metadata (secret.proto ``Secret``): never its value."""
+
+    name: str
+    description: str
+    version: int
+    create_time: datetime
+    update_time: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class Principal:
     """Who is calling: decided by the bearer token."""
 

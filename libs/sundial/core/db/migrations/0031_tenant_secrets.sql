@@ -2,9 +2,10 @@
 -- credentials that target headers and metadata reference as ${secret:<name>}.
 --
 -- Envelope encryption: `ciphertext` is the value under AES-256-GCM with a data key of
--- its own (`nonce`, associated data "<tenant_id>/<name>/<version>"); `wrapped_key` is
--- that data key under the operator's key-encryption key `kek_id` (AES-256-GCM again,
--- its nonce prefixed, associated data "<tenant_id>/<name>"). Nothing here decrypts
+-- its own (`nonce`, associated data "<tenant_id>/<name>"); `wrapped_key` is that data
+-- key under the operator's key-encryption key `kek_id` (AES-256-GCM again, its nonce
+-- prefixed, associated data "<kek_id>/<tenant_id>/<name>"). An update seals the new
+-- value under a new data key. Nothing here decrypts
 -- without the operator's key, which is never in the database. Rotating the
 -- key-encryption key rewrites `wrapped_key` and `kek_id` only (the partial index finds
 -- what is left to re-wrap).

@@ -38,6 +38,7 @@ _CONSTRAINTS = {
     CLIENT_JOB_ID_INDEX: "job_id: a job with this id already exists",
     "tenants_pkey": "tenant.tenant_id: a tenant with this id already exists",
     "calendars_pkey": "calendar.name: a calendar with this name already exists",
+    "tenant_secrets_pkey": "secret.name: a secret with this name already exists",
 }
 translate = translate_db_errors(constraint_messages=_CONSTRAINTS)
 
