@@ -566,3 +566,11 @@ SELECT r.job_id, r.scheduled_at, r.attempt, h.lease_id
     ON r.job_id = h.job_id AND r.scheduled_at = h.scheduled_at AND r.attempt = h.attempt
    AND coalesce(r.lease_id::text, '') = h.lease_id
  WHERE r.status = 'running' AND r.cancel_requested;
+
+-- name: sealed_secrets
+-- The sealed values of the (tenant, name) pairs $1, $2 a LeaseRuns call's grants
+-- reference (tenant secrets, migration 0031; opened by the ledger only).
+SELECT s.tenant_id, s.name, s.kek_id, s.wrapped_key, s.nonce, s.ciphertext
+  FROM tenant_secrets s
+  JOIN unnest($1::text[], $2::text[]) AS wanted (tenant_id, name)
+    ON s.tenant_id = wanted.tenant_id AND s.name = wanted.name;

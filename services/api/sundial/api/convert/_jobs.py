@@ -117,9 +117,7 @@ def revision_out(
     return message
 
 
-def job_out(
-    job: Job, memo: dict[object, Any] | None = None, *, shown: bool = True
-) -> job_pb2.Job:
+def job_out(job: Job, memo: dict[object, Any] | None = None, *, shown: bool = True) -> job_pb2.Job:
     """A stored job as its wire form, defaults filled in.
 
     Args:
