@@ -30,6 +30,7 @@ from tests.integration.api.support import (
     expect_error,
     make_job,
 )
+from tests.integration.api.test_connect import JOBS, Http
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -57,9 +58,7 @@ def request_of(method: str) -> Any:
     return message_factory.GetMessageClass(descriptor)()
 
 
-async def test_a_read_only_token_reads_and_is_refused_every_write(
-    api: Api, tenant: Tenant
-) -> None:
+async def test_a_read_only_token_reads_and_is_refused_every_write(api: Api, tenant: Tenant) -> None:
     job = (await api.jobs.CreateJob(pb.CreateJobRequest(job=make_job()), metadata=tenant.md)).job
     await api.jobs.TriggerJob(pb.TriggerJobRequest(job_id=job.job_id), metadata=tenant.md)
     reader = bearer(await issue(api, tenant, admin_pb2.TOKEN_SCOPE_READ))
@@ -163,8 +162,6 @@ async def test_scopes_over_the_http_port(start_api: StartApi) -> None:
     api = await start_api(http_listen="127.0.0.1:0")
     tenant = await api.tenant("acme")
     reader = await issue(api, tenant, admin_pb2.TOKEN_SCOPE_READ)
-    from tests.integration.api.test_connect import JOBS, Http
-
     http = Http(api)
     try:
         status, listed, _ = await http.call(f"{JOBS}/ListJobs", {}, reader)

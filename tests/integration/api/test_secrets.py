@@ -20,6 +20,8 @@ from sundial.cli.app import app
 from sundial.core.sealing import Keyring, parse_keys
 from sundial.v1 import admin_pb2, job_pb2, secret_pb2
 from sundial.v1 import job_service_pb2 as pb
+from tests.helpers.eventually import assert_eventually
+from tests.helpers.target_server import RecordingTarget
 from tests.integration.api.support import (
     SECRET_KEYS,
     Api,
@@ -28,6 +30,7 @@ from tests.integration.api.support import (
     expect_error,
     make_job,
 )
+from tests.integration.api.test_notifications import add_event, channel, create
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -283,3 +286,34 @@ async def test_a_rotated_key_encryption_key_opens_old_secrets_after_rewrapping(
         admin_pb2.RewrapSecretsRequest(), metadata=rotated.admin_md
     )
     assert (again.rewrapped, again.remaining) == (0, 0)
+
+
+async def test_a_notification_channel_gets_its_referenced_secret_on_delivery(
+    start_api: StartApi,
+) -> None:
+    api = await start_api(notify_interval_s=0.1)
+    tenant = await api.tenant()
+    await create_secret(api, tenant, "ops-token")
+    async with RecordingTarget() as target:
+        wanted = channel(url=f"{target.url}/notify")
+        wanted.target.http.headers["Authorization"] = "Bearer ${secret:ops-token}"
+        made = await create(api, tenant, wanted)
+        assert made.target.http.headers["Authorization"] == "Bearer ${secret:ops-token}"
+        await add_event(api, made.channel_id, tenant, "dead_run", "job@2030-01-01T00:00:00Z")
+
+        async def delivered() -> None:
+            calls = target.calls_to("/notify")
+            assert len(calls) == 1
+            assert calls[0].request.headers["authorization"] == f"Bearer {VALUE}"
+
+        await assert_eventually(delivered, timeout_s=20, what="the delivery")
+    listed = await api.jobs.ListNotificationChannels(
+        pb.ListNotificationChannelsRequest(), metadata=tenant.md
+    )
+    assert VALUE not in str(listed)
+    # The secret a channel references cannot be deleted; the refusal names the channel.
+    await expect_error(
+        api.jobs.DeleteSecret(secret_pb2.DeleteSecretRequest(name="ops-token"), metadata=tenant.md),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        text="channel ops",
+    )

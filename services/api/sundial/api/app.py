@@ -163,6 +163,7 @@ async def build(
             interval_s=config.notify_interval_s,
             timeout_s=config.notify_timeout_s,
             concurrency=config.notify_concurrency,
+            secrets=secrets.values,
         )
         components: list[Component] = [purger, notifier]
         if config.http_listen:
