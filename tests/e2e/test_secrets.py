@@ -132,14 +132,16 @@ async def test_a_referenced_secret_reaches_the_target_and_nothing_else(
     assert exported.exit_code == 0, exported.output
     assert reference in exported.stdout
     path = tmp_path / "jobs.yaml"
-    path.write_text(exported.stdout.replace("crm sync", "crm sync 2"))
+    await asyncio.to_thread(path.write_text, exported.stdout.replace("crm sync", "crm sync 2"))
     dry = await asyncio.to_thread(
         runner.invoke, app, ["apply", "-f", str(path), "--dry-run"], env=env
     )
     assert dry.exit_code == 0, dry.output
     texts += [exported.output, dry.output]
     # The services' logs (DEBUG) and every span of the run's trace, and every span at all.
-    logs = {p.name: p.read_text(errors="replace") for p in tmp_path.glob("*.log")}
+    logs = await asyncio.to_thread(
+        lambda: {p.name: p.read_text(errors="replace") for p in tmp_path.glob("*.log")}
+    )
     assert {name.split("-")[0] for name in logs} >= {"api", "scheduler", "executor"}
     texts += list(logs.values())
     texts += [json.dumps([repr(s) for s in receiver.spans])]

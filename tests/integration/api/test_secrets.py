@@ -242,7 +242,7 @@ async def test_an_inline_credential_stored_before_secrets_is_never_shown(
     exported = (await _cli(env, "export", job.uid)).stdout
     assert "<redacted>" in exported and VALUE not in exported
     path = tmp_path / "jobs.yaml"
-    path.write_text(exported.replace("v2", "v3"))
+    await asyncio.to_thread(path.write_text, exported.replace("v2", "v3"))
     dry = await asyncio.to_thread(
         CliRunner().invoke, app, ["apply", "-f", str(path), "--dry-run"], env=env
     )
