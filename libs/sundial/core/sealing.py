@@ -27,7 +27,7 @@ from pathlib import Path
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-__all__ = ["KeyringError", "Keyring", "Sealed", "SealingError", "parse_keys"]
+__all__ = ["Keyring", "KeyringError", "Sealed", "SealingError", "parse_keys"]
 
 _KEY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _NONCE_BYTES = 12
@@ -154,7 +154,9 @@ class Keyring:
         ciphertext unchanged)."""
         data_key = self._unwrap(sealed, context)
         kek_id = self.primary_id
-        return Sealed(kek_id, self._wrap(kek_id, data_key, context), sealed.nonce, sealed.ciphertext)
+        return Sealed(
+            kek_id, self._wrap(kek_id, data_key, context), sealed.nonce, sealed.ciphertext
+        )
 
     def _wrap(self, kek_id: str, data_key: bytes, context: str) -> bytes:
         nonce = os.urandom(_NONCE_BYTES)

@@ -39,6 +39,11 @@ def health_status(
     return str(health_pb2.HealthCheckResponse.ServingStatus.Name(answer.status))
 
 
+def local_secret_keys() -> str:
+    """A fresh key-encryption key for a local deployment (``local-<hex>:<base64>``)."""
+    return f"local-{os.urandom(4).hex()}:{base64.b64encode(os.urandom(32)).decode()}"
+
+
 @dataclass
 class ServiceProcess:
     """One service process; ``address`` is its gRPC listen address on loopback."""
@@ -87,7 +92,7 @@ class Services:
     """Serve the API's HTTP port too (SUNDIAL_HTTP_LISTEN on a free loopback port):
     the Connect JSON API and the web console, at ``processes["api"].http_url``."""
 
-    secret_keys: str = field(default_factory=lambda: local_secret_keys(), repr=False)
+    secret_keys: str = field(default_factory=local_secret_keys, repr=False)
     """The key-encryption key the API and the schedulers seal and open tenant secrets
     with (SUNDIAL_SECRET_KEYS), made for this deployment unless ``extra_env`` names one;
     executors never get it."""
@@ -198,11 +203,6 @@ class Services:
         """Stop services in reverse start order (executors drain before schedulers)."""
         for key in reversed(list(self.processes)):
             self.processes.pop(key).stop()
-
-
-def local_secret_keys() -> str:
-    """A fresh key-encryption key for a local deployment (``local-<hex>:<base64>``)."""
-    return f"local-{os.urandom(4).hex()}:{base64.b64encode(os.urandom(32)).decode()}"
 
 
 def _ledger_tls_env(tls: ClientTls | None) -> dict[str, str]:

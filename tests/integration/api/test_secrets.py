@@ -317,3 +317,23 @@ async def test_a_notification_channel_gets_its_referenced_secret_on_delivery(
         grpc.StatusCode.FAILED_PRECONDITION,
         text="channel ops",
     )
+
+
+async def test_the_cli_stores_a_secret_from_stdin_and_never_prints_it(
+    api: Api, tenant: Tenant
+) -> None:
+    env = {"SUNDIAL_API": api.address, "SUNDIAL_TOKEN": tenant.token}
+    created = await _cli(env, "secrets", "create", "crm-token", stdin=VALUE + "\n")
+    assert created.stdout == "crm-token: version 1\n"
+    updated = await _cli(env, "secrets", "update", "crm-token", stdin=VALUE + "-2")
+    listed = await _cli(env, "secrets", "list", "-o", "json")
+    assert [s["name"] for s in json.loads(listed.stdout)["secrets"]] == ["crm-token"]
+    for result in (created, updated, listed):
+        assert VALUE not in result.output
+    (row,) = await api.sql("SELECT * FROM tenant_secrets")
+    opened = Keyring(parse_keys(SECRET_KEYS)).open(
+        sealed_from_row(row), context=context_of(tenant.tenant_id, "crm-token")
+    )
+    assert opened == (VALUE + "-2").encode()  # the trailing new line is not part of it
+    await _cli(env, "secrets", "delete", "crm-token")
+    assert await api.sql("SELECT * FROM tenant_secrets") == []
