@@ -71,6 +71,20 @@ class Role(enum.StrEnum):
     TENANT = "tenant"
 
 
+class Scope(enum.StrEnum):
+    """What a tenant token may do (``TokenScope`` on the wire)."""
+
+    READ = "read"
+    WRITE = "write"
+    MANAGE = "manage"
+
+
+_SCOPES = {
+    Scope.READ: pb.TOKEN_SCOPE_READ,
+    Scope.WRITE: pb.TOKEN_SCOPE_WRITE,
+    Scope.MANAGE: pb.TOKEN_SCOPE_MANAGE,
+}
+
 _ROLES = {
     Role.EXECUTOR: pb.TOKEN_ROLE_EXECUTOR,
     Role.ADMIN: pb.TOKEN_ROLE_ADMIN,
@@ -94,6 +108,10 @@ def _token_rows(token: pb.ApiToken) -> list[tuple[str, str]]:
         ("tenant", token.tenant_id or "-"),
         ("description", token.description),
         ("prefix", token.prefix),
+        (
+            "scopes",
+            ",".join(enum_name(s, pb.TokenScope, "TOKEN_SCOPE_") for s in token.scopes) or "-",
+        ),
         ("expires", when(token.expire_time, set_=token.HasField("expire_time"))),
     ]
 
@@ -113,6 +131,13 @@ def create(
         str,
         typer.Option(help="Lifetime (30d, 12h) or an ISO 8601 instant; default: never."),
     ] = "",
+    scope: Annotated[
+        list[Scope] | None,
+        typer.Option(
+            help="What a tenant token may do (repeat: --scope read --scope write); "
+            "default: read, write and manage."
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No note on stderr.")] = False,
     conn: Connection,
     token: AdminTokenOption = "",
@@ -123,7 +148,14 @@ def create(
         fail("--tenant is required with --role tenant")
     if role is not Role.TENANT and tenant:
         fail(f"--tenant is only for --role tenant (an {role} token has no tenant)")
-    request = pb.CreateApiTokenRequest(tenant_id=tenant, role=_ROLES[role], description=description)
+    if role is not Role.TENANT and scope:
+        fail(f"--scope is only for --role tenant (an {role} token has no scopes)")
+    request = pb.CreateApiTokenRequest(
+        tenant_id=tenant,
+        role=_ROLES[role],
+        description=description,
+        scopes=[_SCOPES[s] for s in scope or ()],
+    )
     if expires:
         request.expire_time.CopyFrom(_expiry(expires))
     with admin_client(conn, token) as (stub, md):

@@ -19,6 +19,7 @@ from sundial.cli import (
     profiles,
     runs,
     secrets,
+    vault,
 )
 from sundial.core.telemetry import service_version
 
@@ -41,6 +42,7 @@ app.command("apply")(apply.apply)
 app.command("export")(apply.export)
 app.add_typer(profiles.app)
 app.add_typer(secrets.app)
+app.add_typer(vault.app)
 app.add_typer(calendars.app)
 
 app.add_typer(notifications.app)

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, Self, TypeVar
 
 from sundial.core.dns import Resolver
+from sundial.core.sealing import Keyring, KeyringError
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -619,6 +620,32 @@ class ResolverConfig(EnvConfig):
     def resolver(self) -> Resolver:
         """The process's resolver, as configured."""
         return Resolver(self.dns_nameservers, per_tenant=self.dns_lookups_per_tenant)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SecretKeysConfig(EnvConfig):
+    """The key-encryption keys of tenant secrets (:mod:`sundial.core.sealing`): the API
+    seals with them, the scheduler's ledger opens with them."""
+
+    secret_keys: str = field(default="", repr=False)
+    """Key-encryption keys of tenant secrets: ``<id>:<base64 of 32 random bytes>``,
+    comma-separated, the primary first (it seals; the others only open what they
+    sealed). Empty: ``secret_keys_file``. Neither: secrets cannot be stored."""
+
+    secret_keys_file: str = ""
+    """A file holding ``secret_keys`` (one key a line, ``#`` comments), read at start;
+    used when ``secret_keys`` is empty."""
+
+    def __post_init__(self) -> None:
+        self.keyring()  # a malformed key stops the start (exit 2), naming no key material
+
+    def keyring(self) -> Keyring:
+        """The keyring these settings name."""
+        try:
+            return Keyring.from_settings(self.secret_keys, self.secret_keys_file)
+        except KeyringError as exc:
+            name = "secret_keys" if self.secret_keys else "secret_keys_file"
+            raise ConfigError(name, str(exc)) from None
 
 
 @dataclass(frozen=True, kw_only=True)

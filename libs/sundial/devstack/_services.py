@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import sys
@@ -36,6 +37,11 @@ def health_status(
         except grpc.RpcError:
             return "UNREACHABLE"
     return str(health_pb2.HealthCheckResponse.ServingStatus.Name(answer.status))
+
+
+def local_secret_keys() -> str:
+    """A fresh key-encryption key for a local deployment (``local-<hex>:<base64>``)."""
+    return f"local-{os.urandom(4).hex()}:{base64.b64encode(os.urandom(32)).decode()}"
 
 
 @dataclass
@@ -86,6 +92,11 @@ class Services:
     """Serve the API's HTTP port too (SUNDIAL_HTTP_LISTEN on a free loopback port):
     the Connect JSON API and the web console, at ``processes["api"].http_url``."""
 
+    secret_keys: str = field(default_factory=local_secret_keys, repr=False)
+    """The key-encryption key the API and the schedulers seal and open tenant secrets
+    with (SUNDIAL_SECRET_KEYS), made for this deployment unless ``extra_env`` names one;
+    executors never get it."""
+
     executor_token: str = field(default="", repr=False)
     """The executor token executors present to the ledger (SUNDIAL_LEDGER_TOKEN): from
     ``extra_env``, else issued through the API's AdminService with the bootstrap admin
@@ -94,6 +105,12 @@ class Services:
     def service_env(self, name: str, address: str) -> dict[str, str]:
         env = {**os.environ, **self.stack.env(name), **self.extra_env}
         env["SUNDIAL_LISTEN"] = address
+        if name in ("api", "scheduler"):
+            if not env.get("SUNDIAL_SECRET_KEYS_FILE"):
+                env.setdefault("SUNDIAL_SECRET_KEYS", self.secret_keys)
+        else:
+            env.pop("SUNDIAL_SECRET_KEYS", None)
+            env.pop("SUNDIAL_SECRET_KEYS_FILE", None)
         env.setdefault("SUNDIAL_NODE_ID", f"{name}-{address.rsplit(':', 1)[1]}")
         schedulers = [p.address for p in self.processes.values() if p.name == "scheduler"]
         if schedulers:  # executors balance over every ledger

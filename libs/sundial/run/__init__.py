@@ -30,6 +30,17 @@ from sundial.run._machine import (
     lease_verdict,
     truncate_error,
 )
+from sundial.run._secrets import (
+    REDACTED,
+    SECRET_NAME,
+    SecretReferenceError,
+    inline_credential,
+    is_sensitive,
+    redacted,
+    references,
+    resolve_target,
+    target_references,
+)
 from sundial.run._target import GrpcTarget, HttpTarget, Target
 from sundial.run._vocab import (
     ACTIVE_STATUSES,
@@ -57,7 +68,9 @@ __all__ = [
     "FINISHED_STATUSES",
     "MAX_ERROR_BYTES",
     "MAX_RETRY_AFTER",
+    "REDACTED",
     "REPLAYABLE_STATUSES",
+    "SECRET_NAME",
     "STATUS_SETS",
     "WAITING_STATUSES",
     "Cancel",
@@ -77,6 +90,7 @@ __all__ = [
     "RunRef",
     "RunState",
     "RunStatus",
+    "SecretReferenceError",
     "SkipReason",
     "Target",
     "Transition",
@@ -89,10 +103,16 @@ __all__ = [
     "fence",
     "format_timestamp",
     "holds",
+    "inline_credential",
     "is_last_attempt",
+    "is_sensitive",
     "lease_expiry",
     "lease_verdict",
     "parse_run_key",
+    "redacted",
+    "references",
+    "resolve_target",
     "run_key",
+    "target_references",
     "truncate_error",
 ]

@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .admin_pb2 import ClusterStatusRequest, ClusterStatusResponse, CreateApiTokenRequest, CreateApiTokenResponse, CreateTenantRequest, CreateTenantResponse, GetTenantEgressPolicyRequest, GetTenantEgressPolicyResponse, GetTenantRequest, GetTenantResponse, ListApiTokensRequest, ListApiTokensResponse, ListTenantsRequest, ListTenantsResponse, RevokeApiTokenRequest, RevokeApiTokenResponse, RotateSigningSecretRequest, RotateSigningSecretResponse, SetTenantEgressPolicyRequest, SetTenantEgressPolicyResponse, UpdateTenantRequest, UpdateTenantResponse
+from .admin_pb2 import ClusterStatusRequest, ClusterStatusResponse, CreateApiTokenRequest, CreateApiTokenResponse, CreateTenantRequest, CreateTenantResponse, GetTenantEgressPolicyRequest, GetTenantEgressPolicyResponse, GetTenantRequest, GetTenantResponse, ListApiTokensRequest, ListApiTokensResponse, ListTenantsRequest, ListTenantsResponse, RevokeApiTokenRequest, RevokeApiTokenResponse, RewrapSecretsRequest, RewrapSecretsResponse, RotateSigningSecretRequest, RotateSigningSecretResponse, SetTenantEgressPolicyRequest, SetTenantEgressPolicyResponse, UpdateTenantRequest, UpdateTenantResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -87,6 +87,14 @@ class AdminService(Protocol):
         """
         Issues a new signing secret for a tenant (returned once); older ones stay valid for
         an overlap period.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def rewrap_secrets(self, request: RewrapSecretsRequest, ctx: RequestContext[RewrapSecretsRequest, RewrapSecretsResponse], /) -> RewrapSecretsResponse:
+        """
+        Re-wraps the data keys of tenants' secrets that are not under the primary
+        key-encryption key (the first of SUNDIAL_SECRET_KEYS), up to 1,000 per call: the step
+        of a key-encryption-key rotation after which the old key can be retired.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -212,6 +220,17 @@ class AdminServiceASGIApplication(ConnectASGIApplication[AdminService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.rotate_signing_secret,
+                ),
+                "/sundial.v1.AdminService/RewrapSecrets": Endpoint.unary(
+                    method=MethodInfo(
+                        name="RewrapSecrets",
+                        service_name="sundial.v1.AdminService",
+                        input=RewrapSecretsRequest,
+                        output=RewrapSecretsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.rewrap_secrets,
                 ),
                 "/sundial.v1.AdminService/ClusterStatus": Endpoint.unary(
                     method=MethodInfo(
@@ -472,6 +491,31 @@ class AdminServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def rewrap_secrets(
+        self,
+        request: RewrapSecretsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> RewrapSecretsResponse:
+        """
+        Re-wraps the data keys of tenants' secrets that are not under the primary
+        key-encryption key (the first of SUNDIAL_SECRET_KEYS), up to 1,000 per call: the step
+        of a key-encryption-key rotation after which the old key can be retired.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="RewrapSecrets",
+                service_name="sundial.v1.AdminService",
+                input=RewrapSecretsRequest,
+                output=RewrapSecretsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
     async def cluster_status(
         self,
         request: ClusterStatusRequest,
@@ -598,6 +642,14 @@ class AdminServiceSync(Protocol):
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
+    def rewrap_secrets(self, request: RewrapSecretsRequest, ctx: RequestContext[RewrapSecretsRequest, RewrapSecretsResponse], /) -> RewrapSecretsResponse:
+        """
+        Re-wraps the data keys of tenants' secrets that are not under the primary
+        key-encryption key (the first of SUNDIAL_SECRET_KEYS), up to 1,000 per call: the step
+        of a key-encryption-key rotation after which the old key can be retired.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
     def cluster_status(self, request: ClusterStatusRequest, ctx: RequestContext[ClusterStatusRequest, ClusterStatusResponse], /) -> ClusterStatusResponse:
         """
         Scheduler members, partition owners and dispatch lag.
@@ -718,6 +770,17 @@ class AdminServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.rotate_signing_secret,
+                ),
+                "/sundial.v1.AdminService/RewrapSecrets": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="RewrapSecrets",
+                        service_name="sundial.v1.AdminService",
+                        input=RewrapSecretsRequest,
+                        output=RewrapSecretsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.rewrap_secrets,
                 ),
                 "/sundial.v1.AdminService/ClusterStatus": EndpointSync.unary(
                     method=MethodInfo(
@@ -972,6 +1035,31 @@ class AdminServiceClientSync(ConnectClientSync):
                 service_name="sundial.v1.AdminService",
                 input=RotateSigningSecretRequest,
                 output=RotateSigningSecretResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def rewrap_secrets(
+        self,
+        request: RewrapSecretsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> RewrapSecretsResponse:
+        """
+        Re-wraps the data keys of tenants' secrets that are not under the primary
+        key-encryption key (the first of SUNDIAL_SECRET_KEYS), up to 1,000 per call: the step
+        of a key-encryption-key rotation after which the old key can be retired.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="RewrapSecrets",
+                service_name="sundial.v1.AdminService",
+                input=RewrapSecretsRequest,
+                output=RewrapSecretsResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

@@ -29,7 +29,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from sundial.v1 import egress_pb2 as sundial_dot_v1_dot_egress__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16sundial/v1/admin.proto\x12\nsundial.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17sundial/v1/egress.proto\"\xfd\x01\n\x06Tenant\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x02 \x01(\t\x12\"\n\x06quotas\x18\x03 \x01(\x0b\x32\x12.sundial.v1.Quotas\x12\x35\n\x0b\x63reate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x35\n\x0bupdate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x38\n\x0fsigning_secrets\x18\x06 \x03(\x0b\x32\x19.sundial.v1.SigningSecretB\x04\xe2\x41\x01\x03\"\xa2\x01\n\x06Quotas\x12\x10\n\x08max_jobs\x18\x01 \x01(\x03\x12\x1b\n\x13max_concurrent_runs\x18\x02 \x01(\x05\x12\x15\n\rmax_calendars\x18\x03 \x01(\x05\x12\"\n\x1amax_waiting_requested_runs\x18\x04 \x01(\x03\x12\x19\n\x11revisions_per_job\x18\x05 \x01(\x05\x12\x13\n\x0b\x66\x61ir_weight\x18\x06 \x01(\x05\"\x84\x01\n\rSigningSecret\x12\x11\n\tsecret_id\x18\x01 \x01(\t\x12/\n\x0b\x63reate_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x65xpire_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"9\n\x13\x43reateTenantRequest\x12\"\n\x06tenant\x18\x01 \x01(\x0b\x32\x12.sundial.v1.Tenant\"R\n\x14\x43reateTenantResponse\x12\"\n\x06tenant\x18\x01 \x01(\x0b\x32\x12.sundial.v1.Tenant\x12\x16\n\x0esigning_secret\x18\x02 \x01(\t\"+\n\x10GetTenantRequest\x12\x17\n\ttenant_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"7\n\x11GetTenantResponse\x12\"\n\x06tenant\x18\x01 \x01(\x0b\x32\x12.sundial.v1.Tenant\";\n\x12ListTenantsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"S\n\x13ListTenantsResponse\x12#\n\x07tenants\x18\x01 \x03(\x0b\x32\x12.sundial.v1.Tenant\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"j\n\x13UpdateTenantRequest\x12\"\n\x06tenant\x18\x01 \x01(\x0b\x32\x12.sundial.v1.Tenant\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\":\n\x14UpdateTenantResponse\x12\"\n\x06tenant\x18\x01 \x01(\x0b\x32\x12.sundial.v1.Tenant\"\xc0\x02\n\x08\x41piToken\x12\x10\n\x08token_id\x18\x01 \x01(\t\x12\x11\n\ttenant_id\x18\x02 \x01(\t\x12#\n\x04role\x18\x03 \x01(\x0e\x32\x15.sundial.v1.TokenRole\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\x0e\n\x06prefix\x18\x05 \x01(\t\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x65xpire_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0elast_used_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0brevoke_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xa1\x01\n\x15\x43reateApiTokenRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12)\n\x04role\x18\x02 \x01(\x0e\x32\x15.sundial.v1.TokenRoleB\x04\xe2\x41\x01\x02\x12\x19\n\x0b\x64\x65scription\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12/\n\x0b\x65xpire_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"M\n\x16\x43reateApiTokenResponse\x12#\n\x05token\x18\x01 \x01(\x0b\x32\x14.sundial.v1.ApiToken\x12\x0e\n\x06secret\x18\x02 \x01(\t\"i\n\x14ListApiTokensRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x17\n\x0finclude_revoked\x18\x02 \x01(\x08\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"V\n\x15ListApiTokensResponse\x12$\n\x06tokens\x18\x01 \x03(\x0b\x32\x14.sundial.v1.ApiToken\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"/\n\x15RevokeApiTokenRequest\x12\x16\n\x08token_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"=\n\x16RevokeApiTokenResponse\x12#\n\x05token\x18\x01 \x01(\x0b\x32\x14.sundial.v1.ApiToken\"a\n\x1aRotateSigningSecretRequest\x12\x17\n\ttenant_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12*\n\x07overlap\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"Y\n\x1bRotateSigningSecretResponse\x12\"\n\x06tenant\x18\x01 \x01(\x0b\x32\x12.sundial.v1.Tenant\x12\x16\n\x0esigning_secret\x18\x02 \x01(\t\"\x16\n\x14\x43lusterStatusRequest\"\xb4\x02\n\x15\x43lusterStatusResponse\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12*\n\x07members\x18\x02 \x03(\x0b\x32\x19.sundial.v1.ClusterMember\x12.\n\npartitions\x18\x03 \x03(\x0b\x32\x1a.sundial.v1.PartitionOwner\x12/\n\x0c\x64ispatch_lag\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x33\n\x0foldest_due_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0fpartition_count\x18\x06 \x01(\x05\x12/\n\x0bobserved_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x99\x01\n\rClusterMember\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x18\n\x10partitions_owned\x18\x03 \x01(\x05\x12\x10\n\x08lease_id\x18\x04 \x01(\x03\x12)\n\x05since\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07version\x18\x06 \x01(\t\"4\n\x0ePartitionOwner\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x0f\n\x07node_id\x18\x02 \x01(\t\"p\n\x1cSetTenantEgressPolicyRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12(\n\x06policy\x18\x02 \x01(\x0b\x32\x18.sundial.v1.EgressPolicy\x12\x13\n\x0buse_default\x18\x03 \x01(\x08\"R\n\x1dSetTenantEgressPolicyResponse\x12\x31\n\x06\x65gress\x18\x01 \x01(\x0b\x32!.sundial.v1.EffectiveEgressPolicy\"1\n\x1cGetTenantEgressPolicyRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\"R\n\x1dGetTenantEgressPolicyResponse\x12\x31\n\x06\x65gress\x18\x01 \x01(\x0b\x32!.sundial.v1.EffectiveEgressPolicy*m\n\tTokenRole\x12\x1a\n\x16TOKEN_ROLE_UNSPECIFIED\x10\x00\x12\x15\n\x11TOKEN_ROLE_TENANT\x10\x01\x12\x14\n\x10TOKEN_ROLE_ADMIN\x10\x02\x12\x17\n\x13TOKEN_ROLE_EXECUTOR\x10\x03\x32\xf0\x07\n\x0c\x41\x64minService\x12Q\n\x0c\x43reateTenant\x12\x1f.sundial.v1.CreateTenantRequest\x1a .sundial.v1.CreateTenantResponse\x12H\n\tGetTenant\x12\x1c.sundial.v1.GetTenantRequest\x1a\x1d.sundial.v1.GetTenantResponse\x12N\n\x0bListTenants\x12\x1e.sundial.v1.ListTenantsRequest\x1a\x1f.sundial.v1.ListTenantsResponse\x12Q\n\x0cUpdateTenant\x12\x1f.sundial.v1.UpdateTenantRequest\x1a .sundial.v1.UpdateTenantResponse\x12W\n\x0e\x43reateApiToken\x12!.sundial.v1.CreateApiTokenRequest\x1a\".sundial.v1.CreateApiTokenResponse\x12T\n\rListApiTokens\x12 .sundial.v1.ListApiTokensRequest\x1a!.sundial.v1.ListApiTokensResponse\x12W\n\x0eRevokeApiToken\x12!.sundial.v1.RevokeApiTokenRequest\x1a\".sundial.v1.RevokeApiTokenResponse\x12\x66\n\x13RotateSigningSecret\x12&.sundial.v1.RotateSigningSecretRequest\x1a\'.sundial.v1.RotateSigningSecretResponse\x12T\n\rClusterStatus\x12 .sundial.v1.ClusterStatusRequest\x1a!.sundial.v1.ClusterStatusResponse\x12l\n\x15SetTenantEgressPolicy\x12(.sundial.v1.SetTenantEgressPolicyRequest\x1a).sundial.v1.SetTenantEgressPolicyResponse\x12l\n\x15GetTenantEgressPolicy\x12(.sundial.v1.GetTenantEgressPolicyRequest\x1a).sundial.v1.GetTenantEgressPolicyResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16sundial/v1/admin.proto\x12\nsundial.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17sundial/v1/egress.proto\"\xfd\x01\n\x06Tenant\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x02 \x01(\t\x12\"\n\x06quotas\x18\x03 \x01(\x0b\x32\x12.sundial.v1.Quotas\x12\x35\n\x0b\x63reate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x35\n\x0bupdate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x38\n\x0fsigning_secrets\x18\x06 \x03(\x0b\x32\x19.sundial.v1.SigningSecretB\x04\xe2\x41\x01\x03\"\xa2\x01\n\x06Quotas\x12\x10\n\x08max_jobs\x18\x01 \x01(\x03\x12\x1b\n\x13max_concurrent_runs\x18\x02 \x01(\x05\x12\x15\n\rmax_calendars\x18\x03 \x01(\x05\x12\"\n\x1amax_waiting_requested_runs\x18\x04 \x01(\x03\x12\x19\n\x11revisions_per_job\x18\x05 \x01(\x05\x12\x13\n\x0b\x66\x61ir_weight\x18\x06 \x01(\x05\"\x84\x01\n\rSigningSecret\x12\x11\n\tsecret_id\x18\x01 \x01(\t\x12/\n\x0b\x63reate_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x65xpire_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"9\n\x13\x43reateTenantRequest\x12\"\n\x06tenant\x18\x01 \x01(\x0b\x32\x12.sundial.v1.Tenant\"R\n\x14\x43reateTenantResponse\x12\"\n\x06tenant\x18\x01 \x01(\x0b\x32\x12.sundial.v1.Tenant\x12\x16\n\x0esigning_secret\x18\x02 \x01(\t\"+\n\x10GetTenantRequest\x12\x17\n\ttenant_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"7\n\x11GetTenantResponse\x12\"\n\x06tenant\x18\x01 \x01(\x0b\x32\x12.sundial.v1.Tenant\";\n\x12ListTenantsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"S\n\x13ListTenantsResponse\x12#\n\x07tenants\x18\x01 \x03(\x0b\x32\x12.sundial.v1.Tenant\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"j\n\x13UpdateTenantRequest\x12\"\n\x06tenant\x18\x01 \x01(\x0b\x32\x12.sundial.v1.Tenant\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\":\n\x14UpdateTenantResponse\x12\"\n\x06tenant\x18\x01 \x01(\x0b\x32\x12.sundial.v1.Tenant\"\xe8\x02\n\x08\x41piToken\x12\x10\n\x08token_id\x18\x01 \x01(\t\x12\x11\n\ttenant_id\x18\x02 \x01(\t\x12#\n\x04role\x18\x03 \x01(\x0e\x32\x15.sundial.v1.TokenRole\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\x0e\n\x06prefix\x18\x05 \x01(\t\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x65xpire_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0elast_used_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0brevoke_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12&\n\x06scopes\x18\n \x03(\x0e\x32\x16.sundial.v1.TokenScope\"\xc9\x01\n\x15\x43reateApiTokenRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12)\n\x04role\x18\x02 \x01(\x0e\x32\x15.sundial.v1.TokenRoleB\x04\xe2\x41\x01\x02\x12\x19\n\x0b\x64\x65scription\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12/\n\x0b\x65xpire_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12&\n\x06scopes\x18\x05 \x03(\x0e\x32\x16.sundial.v1.TokenScope\"M\n\x16\x43reateApiTokenResponse\x12#\n\x05token\x18\x01 \x01(\x0b\x32\x14.sundial.v1.ApiToken\x12\x0e\n\x06secret\x18\x02 \x01(\t\"i\n\x14ListApiTokensRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x17\n\x0finclude_revoked\x18\x02 \x01(\x08\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"V\n\x15ListApiTokensResponse\x12$\n\x06tokens\x18\x01 \x03(\x0b\x32\x14.sundial.v1.ApiToken\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"/\n\x15RevokeApiTokenRequest\x12\x16\n\x08token_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"=\n\x16RevokeApiTokenResponse\x12#\n\x05token\x18\x01 \x01(\x0b\x32\x14.sundial.v1.ApiToken\"a\n\x1aRotateSigningSecretRequest\x12\x17\n\ttenant_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12*\n\x07overlap\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"Y\n\x1bRotateSigningSecretResponse\x12\"\n\x06tenant\x18\x01 \x01(\x0b\x32\x12.sundial.v1.Tenant\x12\x16\n\x0esigning_secret\x18\x02 \x01(\t\"\x16\n\x14\x43lusterStatusRequest\"\xb4\x02\n\x15\x43lusterStatusResponse\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12*\n\x07members\x18\x02 \x03(\x0b\x32\x19.sundial.v1.ClusterMember\x12.\n\npartitions\x18\x03 \x03(\x0b\x32\x1a.sundial.v1.PartitionOwner\x12/\n\x0c\x64ispatch_lag\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x33\n\x0foldest_due_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0fpartition_count\x18\x06 \x01(\x05\x12/\n\x0bobserved_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x99\x01\n\rClusterMember\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x18\n\x10partitions_owned\x18\x03 \x01(\x05\x12\x10\n\x08lease_id\x18\x04 \x01(\x03\x12)\n\x05since\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07version\x18\x06 \x01(\t\"4\n\x0ePartitionOwner\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x0f\n\x07node_id\x18\x02 \x01(\t\"p\n\x1cSetTenantEgressPolicyRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12(\n\x06policy\x18\x02 \x01(\x0b\x32\x18.sundial.v1.EgressPolicy\x12\x13\n\x0buse_default\x18\x03 \x01(\x08\"R\n\x1dSetTenantEgressPolicyResponse\x12\x31\n\x06\x65gress\x18\x01 \x01(\x0b\x32!.sundial.v1.EffectiveEgressPolicy\"1\n\x1cGetTenantEgressPolicyRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\"R\n\x1dGetTenantEgressPolicyResponse\x12\x31\n\x06\x65gress\x18\x01 \x01(\x0b\x32!.sundial.v1.EffectiveEgressPolicy\"\x16\n\x14RewrapSecretsRequest\"M\n\x15RewrapSecretsResponse\x12\x11\n\trewrapped\x18\x01 \x01(\x03\x12\x11\n\tremaining\x18\x02 \x01(\x03\x12\x0e\n\x06key_id\x18\x03 \x01(\t*m\n\tTokenRole\x12\x1a\n\x16TOKEN_ROLE_UNSPECIFIED\x10\x00\x12\x15\n\x11TOKEN_ROLE_TENANT\x10\x01\x12\x14\n\x10TOKEN_ROLE_ADMIN\x10\x02\x12\x17\n\x13TOKEN_ROLE_EXECUTOR\x10\x03*n\n\nTokenScope\x12\x1b\n\x17TOKEN_SCOPE_UNSPECIFIED\x10\x00\x12\x14\n\x10TOKEN_SCOPE_READ\x10\x01\x12\x15\n\x11TOKEN_SCOPE_WRITE\x10\x02\x12\x16\n\x12TOKEN_SCOPE_MANAGE\x10\x03\x32\xc6\x08\n\x0c\x41\x64minService\x12Q\n\x0c\x43reateTenant\x12\x1f.sundial.v1.CreateTenantRequest\x1a .sundial.v1.CreateTenantResponse\x12H\n\tGetTenant\x12\x1c.sundial.v1.GetTenantRequest\x1a\x1d.sundial.v1.GetTenantResponse\x12N\n\x0bListTenants\x12\x1e.sundial.v1.ListTenantsRequest\x1a\x1f.sundial.v1.ListTenantsResponse\x12Q\n\x0cUpdateTenant\x12\x1f.sundial.v1.UpdateTenantRequest\x1a .sundial.v1.UpdateTenantResponse\x12W\n\x0e\x43reateApiToken\x12!.sundial.v1.CreateApiTokenRequest\x1a\".sundial.v1.CreateApiTokenResponse\x12T\n\rListApiTokens\x12 .sundial.v1.ListApiTokensRequest\x1a!.sundial.v1.ListApiTokensResponse\x12W\n\x0eRevokeApiToken\x12!.sundial.v1.RevokeApiTokenRequest\x1a\".sundial.v1.RevokeApiTokenResponse\x12\x66\n\x13RotateSigningSecret\x12&.sundial.v1.RotateSigningSecretRequest\x1a\'.sundial.v1.RotateSigningSecretResponse\x12T\n\rRewrapSecrets\x12 .sundial.v1.RewrapSecretsRequest\x1a!.sundial.v1.RewrapSecretsResponse\x12T\n\rClusterStatus\x12 .sundial.v1.ClusterStatusRequest\x1a!.sundial.v1.ClusterStatusResponse\x12l\n\x15SetTenantEgressPolicy\x12(.sundial.v1.SetTenantEgressPolicyRequest\x1a).sundial.v1.SetTenantEgressPolicyResponse\x12l\n\x15GetTenantEgressPolicy\x12(.sundial.v1.GetTenantEgressPolicyRequest\x1a).sundial.v1.GetTenantEgressPolicyResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -52,8 +52,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REVOKEAPITOKENREQUEST'].fields_by_name['token_id']._serialized_options = b'\342A\001\002'
   _globals['_ROTATESIGNINGSECRETREQUEST'].fields_by_name['tenant_id']._loaded_options = None
   _globals['_ROTATESIGNINGSECRETREQUEST'].fields_by_name['tenant_id']._serialized_options = b'\342A\001\002'
-  _globals['_TOKENROLE']._serialized_start=3251
-  _globals['_TOKENROLE']._serialized_end=3360
+  _globals['_TOKENROLE']._serialized_start=3434
+  _globals['_TOKENROLE']._serialized_end=3543
+  _globals['_TOKENSCOPE']._serialized_start=3545
+  _globals['_TOKENSCOPE']._serialized_end=3655
   _globals['_TENANT']._serialized_start=196
   _globals['_TENANT']._serialized_end=449
   _globals['_QUOTAS']._serialized_start=452
@@ -77,39 +79,43 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_UPDATETENANTRESPONSE']._serialized_start=1250
   _globals['_UPDATETENANTRESPONSE']._serialized_end=1308
   _globals['_APITOKEN']._serialized_start=1311
-  _globals['_APITOKEN']._serialized_end=1631
-  _globals['_CREATEAPITOKENREQUEST']._serialized_start=1634
-  _globals['_CREATEAPITOKENREQUEST']._serialized_end=1795
-  _globals['_CREATEAPITOKENRESPONSE']._serialized_start=1797
-  _globals['_CREATEAPITOKENRESPONSE']._serialized_end=1874
-  _globals['_LISTAPITOKENSREQUEST']._serialized_start=1876
-  _globals['_LISTAPITOKENSREQUEST']._serialized_end=1981
-  _globals['_LISTAPITOKENSRESPONSE']._serialized_start=1983
-  _globals['_LISTAPITOKENSRESPONSE']._serialized_end=2069
-  _globals['_REVOKEAPITOKENREQUEST']._serialized_start=2071
-  _globals['_REVOKEAPITOKENREQUEST']._serialized_end=2118
-  _globals['_REVOKEAPITOKENRESPONSE']._serialized_start=2120
-  _globals['_REVOKEAPITOKENRESPONSE']._serialized_end=2181
-  _globals['_ROTATESIGNINGSECRETREQUEST']._serialized_start=2183
-  _globals['_ROTATESIGNINGSECRETREQUEST']._serialized_end=2280
-  _globals['_ROTATESIGNINGSECRETRESPONSE']._serialized_start=2282
-  _globals['_ROTATESIGNINGSECRETRESPONSE']._serialized_end=2371
-  _globals['_CLUSTERSTATUSREQUEST']._serialized_start=2373
-  _globals['_CLUSTERSTATUSREQUEST']._serialized_end=2395
-  _globals['_CLUSTERSTATUSRESPONSE']._serialized_start=2398
-  _globals['_CLUSTERSTATUSRESPONSE']._serialized_end=2706
-  _globals['_CLUSTERMEMBER']._serialized_start=2709
-  _globals['_CLUSTERMEMBER']._serialized_end=2862
-  _globals['_PARTITIONOWNER']._serialized_start=2864
-  _globals['_PARTITIONOWNER']._serialized_end=2916
-  _globals['_SETTENANTEGRESSPOLICYREQUEST']._serialized_start=2918
-  _globals['_SETTENANTEGRESSPOLICYREQUEST']._serialized_end=3030
-  _globals['_SETTENANTEGRESSPOLICYRESPONSE']._serialized_start=3032
-  _globals['_SETTENANTEGRESSPOLICYRESPONSE']._serialized_end=3114
-  _globals['_GETTENANTEGRESSPOLICYREQUEST']._serialized_start=3116
-  _globals['_GETTENANTEGRESSPOLICYREQUEST']._serialized_end=3165
-  _globals['_GETTENANTEGRESSPOLICYRESPONSE']._serialized_start=3167
-  _globals['_GETTENANTEGRESSPOLICYRESPONSE']._serialized_end=3249
-  _globals['_ADMINSERVICE']._serialized_start=3363
-  _globals['_ADMINSERVICE']._serialized_end=4371
+  _globals['_APITOKEN']._serialized_end=1671
+  _globals['_CREATEAPITOKENREQUEST']._serialized_start=1674
+  _globals['_CREATEAPITOKENREQUEST']._serialized_end=1875
+  _globals['_CREATEAPITOKENRESPONSE']._serialized_start=1877
+  _globals['_CREATEAPITOKENRESPONSE']._serialized_end=1954
+  _globals['_LISTAPITOKENSREQUEST']._serialized_start=1956
+  _globals['_LISTAPITOKENSREQUEST']._serialized_end=2061
+  _globals['_LISTAPITOKENSRESPONSE']._serialized_start=2063
+  _globals['_LISTAPITOKENSRESPONSE']._serialized_end=2149
+  _globals['_REVOKEAPITOKENREQUEST']._serialized_start=2151
+  _globals['_REVOKEAPITOKENREQUEST']._serialized_end=2198
+  _globals['_REVOKEAPITOKENRESPONSE']._serialized_start=2200
+  _globals['_REVOKEAPITOKENRESPONSE']._serialized_end=2261
+  _globals['_ROTATESIGNINGSECRETREQUEST']._serialized_start=2263
+  _globals['_ROTATESIGNINGSECRETREQUEST']._serialized_end=2360
+  _globals['_ROTATESIGNINGSECRETRESPONSE']._serialized_start=2362
+  _globals['_ROTATESIGNINGSECRETRESPONSE']._serialized_end=2451
+  _globals['_CLUSTERSTATUSREQUEST']._serialized_start=2453
+  _globals['_CLUSTERSTATUSREQUEST']._serialized_end=2475
+  _globals['_CLUSTERSTATUSRESPONSE']._serialized_start=2478
+  _globals['_CLUSTERSTATUSRESPONSE']._serialized_end=2786
+  _globals['_CLUSTERMEMBER']._serialized_start=2789
+  _globals['_CLUSTERMEMBER']._serialized_end=2942
+  _globals['_PARTITIONOWNER']._serialized_start=2944
+  _globals['_PARTITIONOWNER']._serialized_end=2996
+  _globals['_SETTENANTEGRESSPOLICYREQUEST']._serialized_start=2998
+  _globals['_SETTENANTEGRESSPOLICYREQUEST']._serialized_end=3110
+  _globals['_SETTENANTEGRESSPOLICYRESPONSE']._serialized_start=3112
+  _globals['_SETTENANTEGRESSPOLICYRESPONSE']._serialized_end=3194
+  _globals['_GETTENANTEGRESSPOLICYREQUEST']._serialized_start=3196
+  _globals['_GETTENANTEGRESSPOLICYREQUEST']._serialized_end=3245
+  _globals['_GETTENANTEGRESSPOLICYRESPONSE']._serialized_start=3247
+  _globals['_GETTENANTEGRESSPOLICYRESPONSE']._serialized_end=3329
+  _globals['_REWRAPSECRETSREQUEST']._serialized_start=3331
+  _globals['_REWRAPSECRETSREQUEST']._serialized_end=3353
+  _globals['_REWRAPSECRETSRESPONSE']._serialized_start=3355
+  _globals['_REWRAPSECRETSRESPONSE']._serialized_end=3432
+  _globals['_ADMINSERVICE']._serialized_start=3658
+  _globals['_ADMINSERVICE']._serialized_end=4752
 # @@protoc_insertion_point(module_scope)

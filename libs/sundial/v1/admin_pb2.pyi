@@ -20,10 +20,21 @@ class TokenRole(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TOKEN_ROLE_TENANT: _ClassVar[TokenRole]
     TOKEN_ROLE_ADMIN: _ClassVar[TokenRole]
     TOKEN_ROLE_EXECUTOR: _ClassVar[TokenRole]
+
+class TokenScope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TOKEN_SCOPE_UNSPECIFIED: _ClassVar[TokenScope]
+    TOKEN_SCOPE_READ: _ClassVar[TokenScope]
+    TOKEN_SCOPE_WRITE: _ClassVar[TokenScope]
+    TOKEN_SCOPE_MANAGE: _ClassVar[TokenScope]
 TOKEN_ROLE_UNSPECIFIED: TokenRole
 TOKEN_ROLE_TENANT: TokenRole
 TOKEN_ROLE_ADMIN: TokenRole
 TOKEN_ROLE_EXECUTOR: TokenRole
+TOKEN_SCOPE_UNSPECIFIED: TokenScope
+TOKEN_SCOPE_READ: TokenScope
+TOKEN_SCOPE_WRITE: TokenScope
+TOKEN_SCOPE_MANAGE: TokenScope
 
 class Tenant(_message.Message):
     __slots__ = ("tenant_id", "display_name", "quotas", "create_time", "update_time", "signing_secrets")
@@ -124,7 +135,7 @@ class UpdateTenantResponse(_message.Message):
     def __init__(self, tenant: _Optional[_Union[Tenant, _Mapping]] = ...) -> None: ...
 
 class ApiToken(_message.Message):
-    __slots__ = ("token_id", "tenant_id", "role", "description", "prefix", "create_time", "expire_time", "last_used_time", "revoke_time")
+    __slots__ = ("token_id", "tenant_id", "role", "description", "prefix", "create_time", "expire_time", "last_used_time", "revoke_time", "scopes")
     TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -134,6 +145,7 @@ class ApiToken(_message.Message):
     EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
     LAST_USED_TIME_FIELD_NUMBER: _ClassVar[int]
     REVOKE_TIME_FIELD_NUMBER: _ClassVar[int]
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
     token_id: str
     tenant_id: str
     role: TokenRole
@@ -143,19 +155,22 @@ class ApiToken(_message.Message):
     expire_time: _timestamp_pb2.Timestamp
     last_used_time: _timestamp_pb2.Timestamp
     revoke_time: _timestamp_pb2.Timestamp
-    def __init__(self, token_id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., role: _Optional[_Union[TokenRole, str]] = ..., description: _Optional[str] = ..., prefix: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_used_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revoke_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    scopes: _containers.RepeatedScalarFieldContainer[TokenScope]
+    def __init__(self, token_id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., role: _Optional[_Union[TokenRole, str]] = ..., description: _Optional[str] = ..., prefix: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_used_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revoke_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., scopes: _Optional[_Iterable[_Union[TokenScope, str]]] = ...) -> None: ...
 
 class CreateApiTokenRequest(_message.Message):
-    __slots__ = ("tenant_id", "role", "description", "expire_time")
+    __slots__ = ("tenant_id", "role", "description", "expire_time", "scopes")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
     tenant_id: str
     role: TokenRole
     description: str
     expire_time: _timestamp_pb2.Timestamp
-    def __init__(self, tenant_id: _Optional[str] = ..., role: _Optional[_Union[TokenRole, str]] = ..., description: _Optional[str] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    scopes: _containers.RepeatedScalarFieldContainer[TokenScope]
+    def __init__(self, tenant_id: _Optional[str] = ..., role: _Optional[_Union[TokenRole, str]] = ..., description: _Optional[str] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., scopes: _Optional[_Iterable[_Union[TokenScope, str]]] = ...) -> None: ...
 
 class CreateApiTokenResponse(_message.Message):
     __slots__ = ("token", "secret")
@@ -286,3 +301,17 @@ class GetTenantEgressPolicyResponse(_message.Message):
     EGRESS_FIELD_NUMBER: _ClassVar[int]
     egress: _egress_pb2.EffectiveEgressPolicy
     def __init__(self, egress: _Optional[_Union[_egress_pb2.EffectiveEgressPolicy, _Mapping]] = ...) -> None: ...
+
+class RewrapSecretsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RewrapSecretsResponse(_message.Message):
+    __slots__ = ("rewrapped", "remaining", "key_id")
+    REWRAPPED_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    rewrapped: int
+    remaining: int
+    key_id: str
+    def __init__(self, rewrapped: _Optional[int] = ..., remaining: _Optional[int] = ..., key_id: _Optional[str] = ...) -> None: ...

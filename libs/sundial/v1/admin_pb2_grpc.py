@@ -75,6 +75,11 @@ class AdminServiceStub:
                 request_serializer=sundial_dot_v1_dot_admin__pb2.RotateSigningSecretRequest.SerializeToString,
                 response_deserializer=sundial_dot_v1_dot_admin__pb2.RotateSigningSecretResponse.FromString,
                 _registered_method=True)
+        self.RewrapSecrets = channel.unary_unary(
+                '/sundial.v1.AdminService/RewrapSecrets',
+                request_serializer=sundial_dot_v1_dot_admin__pb2.RewrapSecretsRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_admin__pb2.RewrapSecretsResponse.FromString,
+                _registered_method=True)
         self.ClusterStatus = channel.unary_unary(
                 '/sundial.v1.AdminService/ClusterStatus',
                 request_serializer=sundial_dot_v1_dot_admin__pb2.ClusterStatusRequest.SerializeToString,
@@ -153,6 +158,15 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RewrapSecrets(self, request, context):
+        """Re-wraps the data keys of tenants' secrets that are not under the primary
+        key-encryption key (the first of SUNDIAL_SECRET_KEYS), up to 1,000 per call: the step
+        of a key-encryption-key rotation after which the old key can be retired.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ClusterStatus(self, request, context):
         """Scheduler members, partition owners and dispatch lag.
         """
@@ -219,6 +233,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.RotateSigningSecret,
                     request_deserializer=sundial_dot_v1_dot_admin__pb2.RotateSigningSecretRequest.FromString,
                     response_serializer=sundial_dot_v1_dot_admin__pb2.RotateSigningSecretResponse.SerializeToString,
+            ),
+            'RewrapSecrets': grpc.unary_unary_rpc_method_handler(
+                    servicer.RewrapSecrets,
+                    request_deserializer=sundial_dot_v1_dot_admin__pb2.RewrapSecretsRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_admin__pb2.RewrapSecretsResponse.SerializeToString,
             ),
             'ClusterStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.ClusterStatus,
@@ -453,6 +472,33 @@ class AdminService:
             '/sundial.v1.AdminService/RotateSigningSecret',
             sundial_dot_v1_dot_admin__pb2.RotateSigningSecretRequest.SerializeToString,
             sundial_dot_v1_dot_admin__pb2.RotateSigningSecretResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RewrapSecrets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.AdminService/RewrapSecrets',
+            sundial_dot_v1_dot_admin__pb2.RewrapSecretsRequest.SerializeToString,
+            sundial_dot_v1_dot_admin__pb2.RewrapSecretsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -21,6 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 from sundial.v1.flow_pb2 import DeleteFlowLimitRequest, DeleteFlowLimitResponse, ListFlowLimitsRequest, ListFlowLimitsResponse, SetFlowLimitRequest, SetFlowLimitResponse
+from sundial.v1.secret_pb2 import CreateSecretRequest, CreateSecretResponse, DeleteSecretRequest, DeleteSecretResponse, ListSecretsRequest, ListSecretsResponse, UpdateSecretRequest, UpdateSecretResponse
 
 from .job_service_pb2 import ApplyJobRequest, ApplyJobResponse, BackfillJobRequest, BackfillJobResponse, BatchCreateJobsRequest, BatchCreateJobsResponse, CancelRunRequest, CancelRunResponse, CreateCalendarRequest, CreateCalendarResponse, CreateJobRequest, CreateJobResponse, CreateNotificationChannelRequest, CreateNotificationChannelResponse, DeleteCalendarRequest, DeleteCalendarResponse, DeleteJobRequest, DeleteJobResponse, DeleteNotificationChannelRequest, DeleteNotificationChannelResponse, DescribeJobRequest, DescribeJobResponse, GetCalendarRequest, GetCalendarResponse, GetEgressPolicyRequest, GetEgressPolicyResponse, GetJobRequest, GetJobResponse, GetNotificationChannelRequest, GetNotificationChannelResponse, GetRunRequest, GetRunResponse, ListAuditEventsRequest, ListAuditEventsResponse, ListCalendarsRequest, ListCalendarsResponse, ListJobRevisionsRequest, ListJobRevisionsResponse, ListJobsRequest, ListJobsResponse, ListNotificationChannelsRequest, ListNotificationChannelsResponse, ListRunsRequest, ListRunsResponse, PauseJobRequest, PauseJobResponse, PreviewScheduleRequest, PreviewScheduleResponse, ReplayRunRequest, ReplayRunResponse, ResumeJobRequest, ResumeJobResponse, RollbackJobRequest, RollbackJobResponse, RotateOwnSigningSecretRequest, RotateOwnSigningSecretResponse, TriggerJobRequest, TriggerJobResponse, UpdateCalendarRequest, UpdateCalendarResponse, UpdateJobRequest, UpdateJobResponse, UpdateNotificationChannelRequest, UpdateNotificationChannelResponse
 
@@ -264,6 +265,31 @@ class JobService(Protocol):
     async def delete_flow_limit(self, request: DeleteFlowLimitRequest, ctx: RequestContext[DeleteFlowLimitRequest, DeleteFlowLimitResponse], /) -> DeleteFlowLimitResponse:
         """
         Remove a key's limit: its waiting runs go as the tenant's fair share lets them.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def create_secret(self, request: CreateSecretRequest, ctx: RequestContext[CreateSecretRequest, CreateSecretResponse], /) -> CreateSecretResponse:
+        """
+        Stores a secret (secret.proto) targets reference as ${secret:<name>}. MANAGE scope.
+        A tenant has at most SUNDIAL_MAX_SECRETS (100) secrets.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def update_secret(self, request: UpdateSecretRequest, ctx: RequestContext[UpdateSecretRequest, UpdateSecretResponse], /) -> UpdateSecretResponse:
+        """
+        Replaces a secret's value. MANAGE scope.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def list_secrets(self, request: ListSecretsRequest, ctx: RequestContext[ListSecretsRequest, ListSecretsResponse], /) -> ListSecretsResponse:
+        """
+        Lists the tenant's secrets by name, never their values. MANAGE scope.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def delete_secret(self, request: DeleteSecretRequest, ctx: RequestContext[DeleteSecretRequest, DeleteSecretResponse], /) -> DeleteSecretResponse:
+        """
+        Deletes a secret no target references. MANAGE scope.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -665,6 +691,50 @@ class JobServiceASGIApplication(ConnectASGIApplication[JobService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.delete_flow_limit,
+                ),
+                "/sundial.v1.JobService/CreateSecret": Endpoint.unary(
+                    method=MethodInfo(
+                        name="CreateSecret",
+                        service_name="sundial.v1.JobService",
+                        input=CreateSecretRequest,
+                        output=CreateSecretResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.create_secret,
+                ),
+                "/sundial.v1.JobService/UpdateSecret": Endpoint.unary(
+                    method=MethodInfo(
+                        name="UpdateSecret",
+                        service_name="sundial.v1.JobService",
+                        input=UpdateSecretRequest,
+                        output=UpdateSecretResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.update_secret,
+                ),
+                "/sundial.v1.JobService/ListSecrets": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ListSecrets",
+                        service_name="sundial.v1.JobService",
+                        input=ListSecretsRequest,
+                        output=ListSecretsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.list_secrets,
+                ),
+                "/sundial.v1.JobService/DeleteSecret": Endpoint.unary(
+                    method=MethodInfo(
+                        name="DeleteSecret",
+                        service_name="sundial.v1.JobService",
+                        input=DeleteSecretRequest,
+                        output=DeleteSecretResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.delete_secret,
                 ),
             },
             interceptors=interceptors,
@@ -1527,6 +1597,99 @@ class JobServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def create_secret(
+        self,
+        request: CreateSecretRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> CreateSecretResponse:
+        """
+        Stores a secret (secret.proto) targets reference as ${secret:<name>}. MANAGE scope.
+        A tenant has at most SUNDIAL_MAX_SECRETS (100) secrets.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="CreateSecret",
+                service_name="sundial.v1.JobService",
+                input=CreateSecretRequest,
+                output=CreateSecretResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def update_secret(
+        self,
+        request: UpdateSecretRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> UpdateSecretResponse:
+        """
+        Replaces a secret's value. MANAGE scope.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="UpdateSecret",
+                service_name="sundial.v1.JobService",
+                input=UpdateSecretRequest,
+                output=UpdateSecretResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def list_secrets(
+        self,
+        request: ListSecretsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListSecretsResponse:
+        """
+        Lists the tenant's secrets by name, never their values. MANAGE scope.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListSecrets",
+                service_name="sundial.v1.JobService",
+                input=ListSecretsRequest,
+                output=ListSecretsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def delete_secret(
+        self,
+        request: DeleteSecretRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> DeleteSecretResponse:
+        """
+        Deletes a secret no target references. MANAGE scope.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="DeleteSecret",
+                service_name="sundial.v1.JobService",
+                input=DeleteSecretRequest,
+                output=DeleteSecretResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class JobServiceSync(Protocol):
     """
@@ -1754,6 +1917,31 @@ class JobServiceSync(Protocol):
     def delete_flow_limit(self, request: DeleteFlowLimitRequest, ctx: RequestContext[DeleteFlowLimitRequest, DeleteFlowLimitResponse], /) -> DeleteFlowLimitResponse:
         """
         Remove a key's limit: its waiting runs go as the tenant's fair share lets them.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def create_secret(self, request: CreateSecretRequest, ctx: RequestContext[CreateSecretRequest, CreateSecretResponse], /) -> CreateSecretResponse:
+        """
+        Stores a secret (secret.proto) targets reference as ${secret:<name>}. MANAGE scope.
+        A tenant has at most SUNDIAL_MAX_SECRETS (100) secrets.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def update_secret(self, request: UpdateSecretRequest, ctx: RequestContext[UpdateSecretRequest, UpdateSecretResponse], /) -> UpdateSecretResponse:
+        """
+        Replaces a secret's value. MANAGE scope.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def list_secrets(self, request: ListSecretsRequest, ctx: RequestContext[ListSecretsRequest, ListSecretsResponse], /) -> ListSecretsResponse:
+        """
+        Lists the tenant's secrets by name, never their values. MANAGE scope.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def delete_secret(self, request: DeleteSecretRequest, ctx: RequestContext[DeleteSecretRequest, DeleteSecretResponse], /) -> DeleteSecretResponse:
+        """
+        Deletes a secret no target references. MANAGE scope.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -2153,6 +2341,50 @@ class JobServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.delete_flow_limit,
+                ),
+                "/sundial.v1.JobService/CreateSecret": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="CreateSecret",
+                        service_name="sundial.v1.JobService",
+                        input=CreateSecretRequest,
+                        output=CreateSecretResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.create_secret,
+                ),
+                "/sundial.v1.JobService/UpdateSecret": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="UpdateSecret",
+                        service_name="sundial.v1.JobService",
+                        input=UpdateSecretRequest,
+                        output=UpdateSecretResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.update_secret,
+                ),
+                "/sundial.v1.JobService/ListSecrets": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ListSecrets",
+                        service_name="sundial.v1.JobService",
+                        input=ListSecretsRequest,
+                        output=ListSecretsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.list_secrets,
+                ),
+                "/sundial.v1.JobService/DeleteSecret": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="DeleteSecret",
+                        service_name="sundial.v1.JobService",
+                        input=DeleteSecretRequest,
+                        output=DeleteSecretResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.delete_secret,
                 ),
             },
             interceptors=interceptors,
@@ -3009,6 +3241,99 @@ class JobServiceClientSync(ConnectClientSync):
                 service_name="sundial.v1.JobService",
                 input=DeleteFlowLimitRequest,
                 output=DeleteFlowLimitResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def create_secret(
+        self,
+        request: CreateSecretRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> CreateSecretResponse:
+        """
+        Stores a secret (secret.proto) targets reference as ${secret:<name>}. MANAGE scope.
+        A tenant has at most SUNDIAL_MAX_SECRETS (100) secrets.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="CreateSecret",
+                service_name="sundial.v1.JobService",
+                input=CreateSecretRequest,
+                output=CreateSecretResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def update_secret(
+        self,
+        request: UpdateSecretRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> UpdateSecretResponse:
+        """
+        Replaces a secret's value. MANAGE scope.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="UpdateSecret",
+                service_name="sundial.v1.JobService",
+                input=UpdateSecretRequest,
+                output=UpdateSecretResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def list_secrets(
+        self,
+        request: ListSecretsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListSecretsResponse:
+        """
+        Lists the tenant's secrets by name, never their values. MANAGE scope.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListSecrets",
+                service_name="sundial.v1.JobService",
+                input=ListSecretsRequest,
+                output=ListSecretsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def delete_secret(
+        self,
+        request: DeleteSecretRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> DeleteSecretResponse:
+        """
+        Deletes a secret no target references. MANAGE scope.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="DeleteSecret",
+                service_name="sundial.v1.JobService",
+                input=DeleteSecretRequest,
+                output=DeleteSecretResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

@@ -9,6 +9,7 @@ from sundial.v1 import egress_pb2 as _egress_pb2
 from sundial.v1 import flow_pb2 as _flow_pb2
 from sundial.v1 import job_pb2 as _job_pb2
 from sundial.v1 import run_pb2 as _run_pb2
+from sundial.v1 import secret_pb2 as _secret_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor

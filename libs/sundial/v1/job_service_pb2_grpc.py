@@ -5,6 +5,7 @@ import warnings
 
 from sundial.v1 import flow_pb2 as sundial_dot_v1_dot_flow__pb2
 from sundial.v1 import job_service_pb2 as sundial_dot_v1_dot_job__service__pb2
+from sundial.v1 import secret_pb2 as sundial_dot_v1_dot_secret__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -210,6 +211,26 @@ class JobServiceStub:
                 '/sundial.v1.JobService/DeleteFlowLimit',
                 request_serializer=sundial_dot_v1_dot_flow__pb2.DeleteFlowLimitRequest.SerializeToString,
                 response_deserializer=sundial_dot_v1_dot_flow__pb2.DeleteFlowLimitResponse.FromString,
+                _registered_method=True)
+        self.CreateSecret = channel.unary_unary(
+                '/sundial.v1.JobService/CreateSecret',
+                request_serializer=sundial_dot_v1_dot_secret__pb2.CreateSecretRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_secret__pb2.CreateSecretResponse.FromString,
+                _registered_method=True)
+        self.UpdateSecret = channel.unary_unary(
+                '/sundial.v1.JobService/UpdateSecret',
+                request_serializer=sundial_dot_v1_dot_secret__pb2.UpdateSecretRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_secret__pb2.UpdateSecretResponse.FromString,
+                _registered_method=True)
+        self.ListSecrets = channel.unary_unary(
+                '/sundial.v1.JobService/ListSecrets',
+                request_serializer=sundial_dot_v1_dot_secret__pb2.ListSecretsRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_secret__pb2.ListSecretsResponse.FromString,
+                _registered_method=True)
+        self.DeleteSecret = channel.unary_unary(
+                '/sundial.v1.JobService/DeleteSecret',
+                request_serializer=sundial_dot_v1_dot_secret__pb2.DeleteSecretRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_secret__pb2.DeleteSecretResponse.FromString,
                 _registered_method=True)
 
 
@@ -477,6 +498,35 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateSecret(self, request, context):
+        """Stores a secret (secret.proto) targets reference as ${secret:<name>}. MANAGE scope.
+        A tenant has at most SUNDIAL_MAX_SECRETS (100) secrets.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateSecret(self, request, context):
+        """Replaces a secret's value. MANAGE scope.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSecrets(self, request, context):
+        """Lists the tenant's secrets by name, never their values. MANAGE scope.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSecret(self, request, context):
+        """Deletes a secret no target references. MANAGE scope.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -654,6 +704,26 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.DeleteFlowLimit,
                     request_deserializer=sundial_dot_v1_dot_flow__pb2.DeleteFlowLimitRequest.FromString,
                     response_serializer=sundial_dot_v1_dot_flow__pb2.DeleteFlowLimitResponse.SerializeToString,
+            ),
+            'CreateSecret': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateSecret,
+                    request_deserializer=sundial_dot_v1_dot_secret__pb2.CreateSecretRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_secret__pb2.CreateSecretResponse.SerializeToString,
+            ),
+            'UpdateSecret': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateSecret,
+                    request_deserializer=sundial_dot_v1_dot_secret__pb2.UpdateSecretRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_secret__pb2.UpdateSecretResponse.SerializeToString,
+            ),
+            'ListSecrets': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSecrets,
+                    request_deserializer=sundial_dot_v1_dot_secret__pb2.ListSecretsRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_secret__pb2.ListSecretsResponse.SerializeToString,
+            ),
+            'DeleteSecret': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSecret,
+                    request_deserializer=sundial_dot_v1_dot_secret__pb2.DeleteSecretRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_secret__pb2.DeleteSecretResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1602,6 +1672,114 @@ class JobService:
             '/sundial.v1.JobService/DeleteFlowLimit',
             sundial_dot_v1_dot_flow__pb2.DeleteFlowLimitRequest.SerializeToString,
             sundial_dot_v1_dot_flow__pb2.DeleteFlowLimitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateSecret(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/CreateSecret',
+            sundial_dot_v1_dot_secret__pb2.CreateSecretRequest.SerializeToString,
+            sundial_dot_v1_dot_secret__pb2.CreateSecretResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateSecret(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/UpdateSecret',
+            sundial_dot_v1_dot_secret__pb2.UpdateSecretRequest.SerializeToString,
+            sundial_dot_v1_dot_secret__pb2.UpdateSecretResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSecrets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/ListSecrets',
+            sundial_dot_v1_dot_secret__pb2.ListSecretsRequest.SerializeToString,
+            sundial_dot_v1_dot_secret__pb2.ListSecretsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSecret(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/DeleteSecret',
+            sundial_dot_v1_dot_secret__pb2.DeleteSecretRequest.SerializeToString,
+            sundial_dot_v1_dot_secret__pb2.DeleteSecretResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -24,6 +24,8 @@ from sundial.v1 import admin_pb2, admin_pb2_grpc, job_pb2, job_service_pb2_grpc
 from tests.helpers.eventually import assert_eventually
 
 ADMIN_TOKEN = "test-admin-token-0123456789abcdef"
+SECRET_KEYS = "test-kek-1:" + "a2V5LWVuY3J5cHRpb24ta2V5LW9mLXRoZS10ZXN0cyE="
+"""The API's key-encryption key in these tests (32 bytes: "key-encryption-key-of-the-tests!")."""
 TARGET_URL = "http://127.0.0.1:9/hook"
 
 
@@ -138,6 +140,7 @@ async def launch(
         database_url=database_url,
         listen="127.0.0.1:0",
         admin_token=ADMIN_TOKEN,
+        secret_keys=SECRET_KEYS,
         allow_loopback_targets=True,
         migrate_on_start=False,
         grace_period_s=2.0,

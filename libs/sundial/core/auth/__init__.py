@@ -15,10 +15,12 @@ TENANT, AdminService ADMIN, the scheduler's RunLedger EXECUTOR. A call presents
 
 from sundial.core.auth._interceptor import Admitted, Handler, RoleInterceptor, current_credential
 from sundial.core.auth._tokens import (
+    ALL_SCOPES,
     MAX_TOKEN_CHARS,
     Authenticator,
     Credential,
     Role,
+    Scope,
     Tokens,
     authorize,
     bearer,
@@ -26,6 +28,7 @@ from sundial.core.auth._tokens import (
 )
 
 __all__ = [
+    "ALL_SCOPES",
     "MAX_TOKEN_CHARS",
     "Admitted",
     "Authenticator",
@@ -33,6 +36,7 @@ __all__ = [
     "Handler",
     "Role",
     "RoleInterceptor",
+    "Scope",
     "Tokens",
     "authorize",
     "bearer",

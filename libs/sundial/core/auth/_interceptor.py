@@ -46,6 +46,8 @@ class Admitted:
     """The role the service requires."""
     service: str
     """The service's short name, e.g. ``RunLedger``."""
+    method: str = ""
+    """The full method name, e.g. ``/sundial.v1.JobService/ListJobs``."""
 
 
 class RoleInterceptor(grpc.aio.ServerInterceptor):
@@ -88,7 +90,7 @@ class RoleInterceptor(grpc.aio.ServerInterceptor):
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
-        return self.wrap(handler, Admitted(credential, metadata, role, service))
+        return self.wrap(handler, Admitted(credential, metadata, role, service, method))
 
     def wrap(self, handler: Handler, call: Admitted) -> Handler:
         """The handler to serve an admitted call with (``handler`` itself by default)."""

@@ -36,6 +36,22 @@ class Role(enum.Enum):
     """RunLedger calls (served by the scheduler service), for executor processes."""
 
 
+class Scope(enum.Enum):
+    """What a TENANT token may do on top of its role (docs/design.md section 7, "Scopes");
+    the value is the text ``api_tokens.scopes`` stores and errors name."""
+
+    READ = "read"
+    """Every Get, List, Describe and Preview call."""
+    WRITE = "write"
+    """Writes to jobs, runs, calendars and notification channels."""
+    MANAGE = "manage"
+    """Secrets and signing."""
+
+
+ALL_SCOPES = frozenset(Scope)
+"""A token stored without scopes (issued before them, or with none asked for) has all."""
+
+
 @dataclass(frozen=True, slots=True)
 class Credential:
     """Who a token stands for."""
@@ -44,6 +60,8 @@ class Credential:
     tenant_id: str | None
     token_id: uuid.UUID | None
     """None for a bootstrap token from configuration."""
+    scopes: frozenset[Scope] = ALL_SCOPES
+    """What a TENANT token may do (every scope for the other roles: they have no scopes)."""
 
 
 class Authenticator(Protocol):
@@ -114,8 +132,12 @@ class Tokens:
         last: datetime | None = row["last_used_at"]
         if last is None or now - last >= _TOUCH_EVERY:
             await self._touch(row["token_id"], now)
+        stored: list[str] | None = row["scopes"]
         return Credential(
-            role=Role(row["role"]), tenant_id=row["tenant_id"], token_id=row["token_id"]
+            role=Role(row["role"]),
+            tenant_id=row["tenant_id"],
+            token_id=row["token_id"],
+            scopes=ALL_SCOPES if stored is None else frozenset(Scope(s) for s in stored),
         )
 
     @translate_db_errors()

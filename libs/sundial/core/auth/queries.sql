@@ -2,7 +2,7 @@
 
 -- name: find_token
 -- Authentication: the token with this sha256 ($1), and whether it is usable at $2.
-SELECT token_id, tenant_id, role, last_used_at,
+SELECT token_id, tenant_id, role, last_used_at, scopes,
        (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2)) AS usable
   FROM api_tokens
  WHERE token_hash = $1;

@@ -14,8 +14,9 @@ import grpc
 from sundial.api.convert import egress_out
 from sundial.api.egress import EgressPolicies
 from sundial.api.kit import UpdateMask
-from sundial.api.model import ApiToken, ClusterSnapshot, Role, Tenant, TenantChanges
+from sundial.api.model import ApiToken, ClusterSnapshot, Role, Scope, Tenant, TenantChanges
 from sundial.api.tenancy import TenantManager
+from sundial.api.vault import SecretManager
 from sundial.core import wire
 from sundial.core.errors import InvalidArgument
 from sundial.core.partition import PARTITION_COUNT
@@ -28,6 +29,12 @@ _ROLE_IN = {
     pb.TOKEN_ROLE_EXECUTOR: Role.EXECUTOR,
 }
 _ROLE_OUT = {role: number for number, role in _ROLE_IN.items()}
+_SCOPE_IN = {
+    pb.TOKEN_SCOPE_READ: Scope.READ,
+    pb.TOKEN_SCOPE_WRITE: Scope.WRITE,
+    pb.TOKEN_SCOPE_MANAGE: Scope.MANAGE,
+}
+_SCOPE_OUT = {scope: number for number, scope in _SCOPE_IN.items()}
 _QUOTA_OVERRIDES = ("max_calendars", "max_waiting_requested_runs", "revisions_per_job")
 _TENANT_MASK = UpdateMask(
     ("display_name", "quotas"),
@@ -72,6 +79,7 @@ def token_out(token: ApiToken) -> pb.ApiToken:
         description=token.description,
         prefix=token.prefix,
         create_time=wire.timestamp(token.create_time),
+        scopes=[_SCOPE_OUT[s] for s in token.scopes],
     )
     for name, value in (
         ("expire_time", token.expire_time),
@@ -114,9 +122,18 @@ def cluster_out(snapshot: ClusterSnapshot) -> pb.ClusterStatusResponse:
 class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     """AdminService on top of :class:`TenantManager`."""
 
-    def __init__(self, tenants: TenantManager, egress: EgressPolicies) -> None:
+    def __init__(
+        self, tenants: TenantManager, egress: EgressPolicies, secrets: SecretManager
+    ) -> None:
         self._tenants = tenants
         self._egress = egress
+        self._secrets = secrets
+
+    async def RewrapSecrets(
+        self, request: pb.RewrapSecretsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RewrapSecretsResponse:
+        done, remaining, key_id = await self._secrets.rewrap()
+        return pb.RewrapSecretsResponse(rewrapped=done, remaining=remaining, key_id=key_id)
 
     async def CreateTenant(
         self, request: pb.CreateTenantRequest, context: grpc.aio.ServicerContext
@@ -173,7 +190,13 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     ) -> pb.CreateApiTokenResponse:
         if request.role and request.role not in _ROLE_IN:
             raise InvalidArgument("role", f"unknown value {request.role}")
+        scopes = []
+        for i, number in enumerate(request.scopes):
+            if number not in _SCOPE_IN:
+                raise InvalidArgument(f"scopes[{i}]", f"unknown value {number}")
+            scopes.append(_SCOPE_IN[number])
         token, secret = await self._tenants.create_token(
+            scopes=scopes,
             tenant_id=request.tenant_id,
             role=_ROLE_IN.get(request.role),
             description=request.description,

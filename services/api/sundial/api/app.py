@@ -24,6 +24,7 @@ from sundial.api.servicer import JobServicer
 from sundial.api.store import Store
 from sundial.api.tenancy import TenantManager
 from sundial.api.validation import TargetGuard, TargetPolicy
+from sundial.api.vault import SecretManager
 from sundial.api.web import HttpServer, connect_apps, web_app
 from sundial.core.auth import Role, Tokens
 from sundial.core.clock import Clock, SystemClock
@@ -78,7 +79,12 @@ async def build(
             allow_private=config.allow_private_targets,
             resolver=resolver,
         )
-        guard = TargetGuard(operator, resolve_timeout_s=config.target_resolve_timeout_s)
+        secrets = SecretManager(store, clock, config.keyring(), max_secrets=config.max_secrets)
+        guard = TargetGuard(
+            operator,
+            resolve_timeout_s=config.target_resolve_timeout_s,
+            secrets=secrets.existing,
+        )
         egress = EgressPolicies(store, operator, clock)
         offload = Offload(share=config.tenant_compute_share, burst_s=config.tenant_compute_burst_s)
         resources.callback(offload.close)
@@ -118,11 +124,12 @@ async def build(
                         AuditLog(pool),
                         calendars=CalendarManager(store, clock, max_calendars=config.max_calendars),
                         channels=NotificationChannels(pool, guard, egress, clock),
+                        secrets=secrets,
                     ),
                 ),
                 (
                     admin_pb2_grpc.add_AdminServiceServicer_to_server,
-                    AdminServicer(tenants, egress),
+                    AdminServicer(tenants, egress, secrets),
                 ),
             ],
             interceptors=[
@@ -156,6 +163,7 @@ async def build(
             interval_s=config.notify_interval_s,
             timeout_s=config.notify_timeout_s,
             concurrency=config.notify_concurrency,
+            secrets=secrets.values,
         )
         components: list[Component] = [purger, notifier]
         if config.http_listen:

@@ -51,7 +51,11 @@ def is_write(method: str) -> bool:
 
 def _resource(request: Any) -> str:
     """What the request names, the first of: a job id, a run key, a tenant, a token, a
-    calendar (``calendars/<name>``)."""
+    calendar (``calendars/<name>``), a secret (``secrets/<name>``)."""
+    if type(request).__name__.endswith("SecretRequest"):  # the name, never the value
+        secret = getattr(request, "secret", None)
+        name = secret.name if secret is not None else getattr(request, "name", "")
+        return f"secrets/{name}"[:200]
     calendar = getattr(request, "calendar", None)
     if type(request).__name__.endswith("CalendarRequest"):
         name = calendar.name if calendar is not None else getattr(request, "name", "")

@@ -2,8 +2,9 @@
 
 :class:`AuthInterceptor` reads ``authorization: Bearer <token>``, resolves it to a
 :class:`~sundial.api.model.Principal` (tenant or admin) and makes it available to the
-handler through :func:`current_principal`. JobService needs a TENANT token, AdminService
-an ADMIN one; health and reflection need none. It runs after the error interceptor,
+handler through :func:`current_principal`. JobService needs a TENANT token with the
+scope the method needs (:mod:`sundial.api.scopes`), AdminService an ADMIN one; health and
+reflection need none. It runs after the error interceptor,
 so it simply raises ``Unauthenticated`` / ``PermissionDenied``.
 
 Tokens are resolved by :class:`sundial.core.auth.Tokens` (one index probe by sha256, no
@@ -18,6 +19,7 @@ import logging
 
 from sundial.api.model import Principal
 from sundial.api.ratelimit import TenantRateLimiter
+from sundial.api.scopes import check_scope
 from sundial.core.auth import (
     Admitted,
     Authenticator,
@@ -63,6 +65,8 @@ class AuthInterceptor(RoleInterceptor):
         self._limiter = limiter
 
     def wrap(self, handler: Handler, call: Admitted) -> Handler:
+        if call.role is Role.TENANT:
+            check_scope(call.method, call.credential.scopes)
         tenant_id = call.credential.tenant_id
         if self._limiter is not None and tenant_id is not None:
             self._limiter.take(tenant_id)

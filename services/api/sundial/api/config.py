@@ -12,6 +12,7 @@ from sundial.core.config import (
     EtcdConfig,
     LogConfig,
     ResolverConfig,
+    SecretKeysConfig,
     ServerConfig,
 )
 from sundial.core.telemetry import TelemetryConfig
@@ -19,7 +20,13 @@ from sundial.core.telemetry import TelemetryConfig
 
 @dataclass(frozen=True, kw_only=True)
 class ApiConfig(
-    DatabaseConfig, ServerConfig, ResolverConfig, LogConfig, TelemetryConfig, EtcdAccessConfig
+    DatabaseConfig,
+    ServerConfig,
+    ResolverConfig,
+    LogConfig,
+    TelemetryConfig,
+    EtcdAccessConfig,
+    SecretKeysConfig,
 ):
     """Everything the API service reads at start."""
 
@@ -75,6 +82,10 @@ class ApiConfig(
 
     tenant_compute_burst_s: float = 1.0
     """CPU seconds of schedule computation a quiet tenant may use at once."""
+
+    max_secrets: int = 100
+    """Secrets per tenant (CreateSecret beyond it: RESOURCE_EXHAUSTED, quota
+    ``max_secrets``)."""
 
     max_calendars: int = 100
     """Calendars one tenant may hold; CreateCalendar beyond it is RESOURCE_EXHAUSTED."""
@@ -135,6 +146,9 @@ class ApiConfig(
         LogConfig.__post_init__(self)
         TelemetryConfig.__post_init__(self)
         EtcdAccessConfig.__post_init__(self)
+        SecretKeysConfig.__post_init__(self)
+        if not 1 <= self.max_secrets <= 100_000:
+            raise ConfigError("max_secrets", "must be 1 to 100,000")
         if self.admin_token and len(self.admin_token) < 16:
             raise ConfigError("admin_token", "must be at least 16 characters")
         if not self.cluster.replace("-", "").replace("_", "").isalnum():

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Generic, TypeVar
 from uuid import UUID
 
-from sundial.core.auth import Role  # re-exported: the token roles of ApiToken
+from sundial.core.auth import Role, Scope  # re-exported: a token's role and scopes
 from sundial.core.egress import EgressPolicy
 from sundial.job import JobSpec
 from sundial.run import ErrorClass, RunKind, RunRef, RunStatus, SkipReason
@@ -364,6 +364,19 @@ class ApiToken:
     expire_time: datetime | None = None
     last_used_time: datetime | None = None
     revoke_time: datetime | None = None
+    scopes: tuple[Scope, ...] = ()
+    """A TENANT token's scopes, sorted (every scope when issued without)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSecret:
+    """A tenant secret's metadata (secret.proto ``Secret``): never its value."""
+
+    name: str
+    description: str
+    version: int
+    create_time: datetime
+    update_time: datetime
 
 
 @dataclass(frozen=True, slots=True)

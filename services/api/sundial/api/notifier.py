@@ -32,11 +32,12 @@ Logs carry ids, kinds and error classes, never a target's URL, header or secret.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import random
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -57,7 +58,14 @@ from sundial.notify import (
     notification_body,
     retry_delay,
 )
-from sundial.run import GrpcTarget, HttpTarget, Outcome, Target
+from sundial.run import (
+    GrpcTarget,
+    HttpTarget,
+    Outcome,
+    Target,
+    resolve_target,
+    target_references,
+)
 from sundial.targets import AddressPolicy, GrpcCaller, HttpCaller
 from sundial.v1 import target_pb2
 
@@ -77,6 +85,10 @@ _PURGE_AFTER = timedelta(days=7)
 _PURGE_BATCH = 5000
 _PURGE_BATCHES = 20  # per pass; a flood left beyond that is purged by the next pass
 USER_AGENT = "sundial-notifier/1"
+
+
+SecretValues = Callable[[Sequence[tuple[str, str]]], Awaitable[dict[tuple[str, str], str]]]
+"""``[(tenant, name), ...] -> {(tenant, name): value}`` (:meth:`SecretManager.values`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,8 +170,10 @@ class Notifier:
         claim_s: float = 60.0,
         rng: random.Random | None = None,
         meter: metrics.Meter | None = None,
+        secrets: SecretValues | None = None,
     ) -> None:
         self._pool = pool
+        self._secrets = secrets
         self._operator = operator
         self._clock = clock
         self._interval_s = interval_s
@@ -362,6 +376,7 @@ class Notifier:
         async with self._slots:
             if asyncio.get_running_loop().time() > latest_start:
                 return None  # not sent: due again when its claim ends
+            delivery = await self._resolved(delivery)
             try:
                 async with asyncio.timeout(self._timeout_s):
                     if isinstance(delivery.target, HttpTarget):
@@ -370,6 +385,19 @@ class Notifier:
                     return await self._send_grpc(delivery, delivery.target)
             except TimeoutError:
                 return SendResult(False, f"no answer within {self._timeout_s:g} s", "timeout")
+
+    async def _resolved(self, delivery: Delivery) -> Delivery:
+        """The delivery with its target's ``${secret:<name>}`` references filled in
+        (docs/design.md section 7, "Secrets"), for this send only; a header whose secret
+        is gone is left out."""
+        target = delivery.target
+        names = sorted(target_references([target]))
+        if target is None or not names or self._secrets is None:
+            return delivery
+        found = await self._secrets([(delivery.tenant_id, name) for name in names])
+        values = {name: value for (_, name), value in found.items()}
+        filled, _ = resolve_target(target, values)
+        return dataclasses.replace(delivery, target=filled)
 
     async def _send_http(self, delivery: Delivery, target: HttpTarget) -> SendResult:
         outcome = await self._http.call(

@@ -433,17 +433,18 @@ WITH secret AS (
 UPDATE tenants SET signing_secret = $3 WHERE tenant_id = $1 RETURNING tenant_id;
 
 -- name: insert_token
+-- $9: the scopes of a TENANT token (NULL: every scope; migration 0020).
 INSERT INTO api_tokens (token_id, tenant_id, role, token_hash, prefix, description,
-                        created_at, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                        created_at, expires_at, scopes)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 RETURNING token_id, tenant_id, role, prefix, description, created_at, expires_at,
-          last_used_at, revoked_at;
+          last_used_at, revoked_at, scopes;
 
 -- name: list_tokens
 -- Tokens newest first after the cursor ($3, $4), of tenant $1 when given, only usable
 -- ones at $2 unless $5.
 SELECT token_id, tenant_id, role, prefix, description, created_at, expires_at,
-       last_used_at, revoked_at
+       last_used_at, revoked_at, scopes
   FROM api_tokens
  WHERE ($1::text IS NULL OR tenant_id = $1)
    AND ($5::boolean OR (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2)))
@@ -455,7 +456,7 @@ SELECT token_id, tenant_id, role, prefix, description, created_at, expires_at,
 UPDATE api_tokens SET revoked_at = coalesce(revoked_at, $2)
  WHERE token_id = $1
 RETURNING token_id, tenant_id, role, prefix, description, created_at, expires_at,
-          last_used_at, revoked_at;
+          last_used_at, revoked_at, scopes;
 
 -- name: oldest_due
 -- The oldest next_run_at of an unpaused job due at $1: one probe of jobs_due_idx per
@@ -863,3 +864,81 @@ WITH gone AS (
     RETURNING 1
 )
 SELECT count(*) FROM gone;
+
+-- --- tenant secrets (migration 0021) ----------------------------------------------------
+-- fragment: secret_columns
+-- A secret as secret_from_row reads it (never its sealed value).
+name, description, version, created_at, updated_at
+
+-- name: insert_secret
+-- Tenant $1's secret $2 (description $3), sealed under key $4 ($5 wrapped data key,
+-- $6 nonce, $7 ciphertext), at $8.
+INSERT INTO tenant_secrets (tenant_id, name, description, kek_id, wrapped_key, nonce,
+                            ciphertext, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)
+RETURNING {secret_columns};
+
+-- name: count_secrets
+SELECT count(*) FROM tenant_secrets WHERE tenant_id = $1;
+
+-- name: lock_secret
+-- Tenant $1's secret $2, locked for an update or delete.
+SELECT {secret_columns} FROM tenant_secrets WHERE tenant_id = $1 AND name = $2 FOR UPDATE;
+
+-- name: update_secret
+-- As insert_secret, a new value under a new data key.
+UPDATE tenant_secrets
+   SET description = $3, kek_id = $4, wrapped_key = $5, nonce = $6, ciphertext = $7,
+       version = version + 1, updated_at = $8
+ WHERE tenant_id = $1 AND name = $2
+RETURNING {secret_columns};
+
+-- name: list_secrets
+-- Tenant $1's secrets by name after $2, at most $3.
+SELECT {secret_columns} FROM tenant_secrets
+ WHERE tenant_id = $1 AND name > $2
+ ORDER BY name
+ LIMIT $3;
+
+-- name: delete_secret
+DELETE FROM tenant_secrets WHERE tenant_id = $1 AND name = $2;
+
+-- name: existing_secrets
+-- Which of the names $2 tenant $1 has.
+SELECT name FROM tenant_secrets WHERE tenant_id = $1 AND name = ANY($2::text[]);
+
+-- name: secret_referrers
+-- Up to $3 jobs (client id, else uid) and notification channels ('channel <name>') of
+-- tenant $1 whose target holds the reference $2 ('${secret:<name>}'). A scan of the
+-- tenant's definitions: DeleteSecret is rare, and a tenant's jobs are bounded (max_jobs).
+(SELECT coalesce(j.client_job_id, j.job_id::text) AS shown
+   FROM jobs j JOIN job_definitions d USING (job_id)
+  WHERE j.tenant_id = $1 AND strpos(d.target::text, $2) > 0
+  ORDER BY 1 LIMIT $3)
+UNION ALL
+(SELECT 'channel ' || display_name
+   FROM notification_channels
+  WHERE tenant_id = $1 AND strpos(target::text, $2) > 0
+  ORDER BY 1 LIMIT $3);
+
+-- name: sealed_secrets
+-- The sealed values of (tenant, name) pairs $1, $2 (the notifier's deliveries).
+SELECT s.tenant_id, s.name, s.kek_id, s.wrapped_key, s.nonce, s.ciphertext
+  FROM tenant_secrets s
+  JOIN unnest($1::text[], $2::text[]) AS wanted (tenant_id, name)
+    ON s.tenant_id = wanted.tenant_id AND s.name = wanted.name;
+
+-- name: secrets_to_rewrap
+-- Up to $2 secrets whose data key is not wrapped by key $1, locked (SKIP LOCKED: two
+-- calls at once take disjoint rows).
+SELECT tenant_id, name, kek_id, wrapped_key, nonce, ciphertext
+  FROM tenant_secrets
+ WHERE kek_id <> $1
+ LIMIT $2
+   FOR UPDATE SKIP LOCKED;
+
+-- name: rewrap_secret
+UPDATE tenant_secrets SET kek_id = $3, wrapped_key = $4 WHERE tenant_id = $1 AND name = $2;
+
+-- name: count_to_rewrap
+SELECT count(*) FROM tenant_secrets WHERE kek_id <> $1;

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from sundial.api import validation
@@ -24,7 +25,7 @@ from sundial.api.model import (
     TenantChanges,
 )
 from sundial.api.store import Store
-from sundial.core.auth import token_hash
+from sundial.core.auth import Scope, token_hash
 from sundial.core.clock import Clock
 from sundial.core.errors import InvalidArgument, NotFound
 
@@ -170,8 +171,10 @@ class TenantManager:
         role: Role | None,
         description: str,
         expire_time: datetime | None,
+        scopes: Sequence[Scope] = (),
     ) -> tuple[ApiToken, str]:
-        """Issue a token; returns its metadata and the bearer secret (plaintext, once)."""
+        """Issue a token; returns its metadata and the bearer secret (plaintext, once).
+        ``scopes`` empty: every scope (a TENANT token only may name any)."""
         if role is None:
             raise InvalidArgument(
                 "role", "is required (TOKEN_ROLE_TENANT, TOKEN_ROLE_ADMIN or TOKEN_ROLE_EXECUTOR)"
@@ -182,6 +185,8 @@ class TenantManager:
             validation.check_tenant_ref(tenant_id)
         if role is not Role.TENANT and tenant_id:
             raise InvalidArgument("tenant_id", f"must be empty for an {role.name} token")
+        if role is not Role.TENANT and scopes:
+            raise InvalidArgument("scopes", f"must be empty for an {role.name} token")
         validation.check_display_name(description, "description")
         now = self._clock.now()
         if expire_time is not None and expire_time <= now:
@@ -197,6 +202,7 @@ class TenantManager:
             description=description,
             expire_time=expire_time,
             now=now,
+            scopes=[s for s in Scope if s in scopes] if scopes else None,
         )
         return token, secret
 

@@ -12,6 +12,7 @@ from sundial.core.config import (
     EtcdConfig,
     LogConfig,
     NatsConfig,
+    SecretKeysConfig,
     ServerConfig,
 )
 from sundial.core.telemetry import TelemetryConfig
@@ -19,7 +20,13 @@ from sundial.core.telemetry import TelemetryConfig
 
 @dataclass(frozen=True, kw_only=True)
 class SchedulerConfig(
-    DatabaseConfig, NatsConfig, EtcdConfig, ServerConfig, LogConfig, TelemetryConfig
+    DatabaseConfig,
+    NatsConfig,
+    EtcdConfig,
+    ServerConfig,
+    LogConfig,
+    TelemetryConfig,
+    SecretKeysConfig,
 ):
     """Everything the scheduler service reads at start."""
 
@@ -121,6 +128,7 @@ class SchedulerConfig(
         ServerConfig.__post_init__(self)
         LogConfig.__post_init__(self)
         TelemetryConfig.__post_init__(self)
+        SecretKeysConfig.__post_init__(self)
         if self.lease_ttl_s < 2:
             raise ConfigError("lease_ttl_s", "must be at least 2 seconds")
         if not 1 <= self.dispatch_workers <= 16:

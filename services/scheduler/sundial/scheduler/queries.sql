@@ -701,3 +701,11 @@ SELECT d.job_id, j.tenant_id, d.policies -> 'flow' ->> 'rate_limit_key' AS rate_
   FROM job_definitions d
   JOIN jobs j ON j.job_id = d.job_id
  WHERE d.job_id = ANY($1::uuid[]);
+
+-- name: sealed_secrets
+-- The sealed values of the (tenant, name) pairs $1, $2 a LeaseRuns call's grants
+-- reference (tenant secrets, migration 0021; opened by the ledger only).
+SELECT s.tenant_id, s.name, s.kek_id, s.wrapped_key, s.nonce, s.ciphertext
+  FROM tenant_secrets s
+  JOIN unnest($1::text[], $2::text[]) AS wanted (tenant_id, name)
+    ON s.tenant_id = wanted.tenant_id AND s.name = wanted.name;

@@ -38,6 +38,7 @@ from sundial.api.convert._jobs import (
 from sundial.api.convert._previews import fire_time_out, slo_out
 from sundial.api.convert._runs import run_filter_in, run_out, run_ref_in
 from sundial.api.convert._schedule import policies_in, policies_out, schedule_in, schedule_out
+from sundial.api.convert._secrets import secret_out, target_out
 
 __all__ = [
     "basic_view",
@@ -63,6 +64,8 @@ __all__ = [
     "run_ref_in",
     "schedule_in",
     "schedule_out",
+    "secret_out",
     "slo_out",
+    "target_out",
     "view_in",
 ]

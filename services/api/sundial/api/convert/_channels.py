@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from sundial.api.convert._secrets import target_out
 from sundial.api.notifications import Channel, ChannelSpec
 from sundial.core import wire
 from sundial.core.errors import InvalidArgument
@@ -53,7 +54,7 @@ def channel_out(channel: Channel) -> job_service_pb2.NotificationChannel:
     return job_service_pb2.NotificationChannel(
         channel_id=str(channel.channel_id),
         display_name=spec.display_name,
-        target=wire.target(spec.target),
+        target=target_out(spec.target),
         event_kinds=[event_kind_out(kind) for kind in spec.event_kinds],
         digest_window=wire.duration(spec.digest_window),
         version=channel.version,

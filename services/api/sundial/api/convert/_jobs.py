@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from sundial.api.convert._schedule import policies_in, policies_out, schedule_in, schedule_out
+from sundial.api.convert._secrets import target_out
 from sundial.api.model import (
     ApplyOutcome,
     Job,
@@ -116,12 +117,14 @@ def revision_out(
     return message
 
 
-def job_out(job: Job, memo: dict[object, Any] | None = None) -> job_pb2.Job:
+def job_out(job: Job, memo: dict[object, Any] | None = None, *, shown: bool = True) -> job_pb2.Job:
     """A stored job as its wire form, defaults filled in.
 
     Args:
         memo: Shared by the jobs of one answer (:func:`jobs_out`): each distinct
             schedule, target, policy set, instant and stats value is converted once.
+        shown: As reads show it (an inline credential redacted). False only for the
+            server's own use of the form (UpdateJob's merge), never for an answer.
     """
     spec = job.spec
     once = _Once(memo if memo is not None else {})
@@ -132,7 +135,7 @@ def job_out(job: Job, memo: dict[object, Any] | None = None) -> job_pb2.Job:
         name=spec.name,
         description=spec.description,
         schedule=once(schedule_out, spec.schedule),
-        target=once(wire.target, spec.target),
+        target=once(target_out if shown else wire.target, spec.target),
         payload=spec.payload,
         policies=once(policies_out, spec.policies),
         labels=dict(spec.labels),

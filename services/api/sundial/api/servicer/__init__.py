@@ -7,7 +7,7 @@ raised as :class:`~sundial.core.errors.SundialError` and mapped by the intercept
 
 One part per resource, composed into :class:`JobServicer`: ``_jobs`` (with UpdateJob's
 mask and merge), ``_runs``, ``_calendars``, ``_channels``, ``_tenant`` (the caller's
-audit log, egress policy, signing secret), on ``_base`` (the managers, naming a job or
+audit log, egress policy, signing secret), ``_secrets``, on ``_base`` (the managers, naming a job or
 a run).
 """
 
@@ -21,12 +21,15 @@ from sundial.api.servicer._jobs import (
     merge_update,
 )
 from sundial.api.servicer._runs import RunHandlers
+from sundial.api.servicer._secrets import SecretHandlers
 from sundial.api.servicer._tenant import TenantHandlers
 
 __all__ = ["JOB_MASK", "JobServicer", "check_update_mask", "client_id_in", "merge_update"]
 
 
-class JobServicer(JobHandlers, RunHandlers, CalendarHandlers, ChannelHandlers, TenantHandlers):
+class JobServicer(
+    JobHandlers, RunHandlers, CalendarHandlers, ChannelHandlers, TenantHandlers, SecretHandlers
+):
     """JobService on top of :class:`~sundial.api.jobs.JobManager`,
     :class:`~sundial.api.runs.RunManager` and the other resources' managers (the
     constructor is :class:`~sundial.api.servicer._base.ServicerBase`'s)."""

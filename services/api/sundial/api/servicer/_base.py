@@ -13,6 +13,7 @@ from sundial.api.jobs import JobManager
 from sundial.api.notifications import NotificationChannels
 from sundial.api.runs import RunManager
 from sundial.api.tenancy import TenantManager
+from sundial.api.vault import SecretManager
 from sundial.run import RunRef
 from sundial.v1 import job_service_pb2_grpc
 
@@ -30,7 +31,9 @@ class ServicerBase(job_service_pb2_grpc.JobServiceServicer):
         *,
         calendars: CalendarManager,
         channels: NotificationChannels,
+        secrets: SecretManager,
     ) -> None:
+        self._secrets = secrets
         self._calendars = calendars
         self._channels = channels
         self._jobs = jobs

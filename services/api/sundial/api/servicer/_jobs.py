@@ -78,7 +78,9 @@ def merge_update(current: Job, source: job_pb2.Job, paths: list[str]) -> JobSpec
     naming ``schedule.cron|interval|once`` selects that spec (dropping a ``specs`` list),
     naming ``schedule.specs`` with entries replaces the single spec by the list.
     """
-    merged = convert.job_out(current)
+    # The stored form, not the shown one: a target the mask leaves alone keeps an
+    # inline credential stored before secrets, not "<redacted>".
+    merged = convert.job_out(current, shown=False)
     field_mask_pb2.FieldMask(paths=paths).MergeMessage(
         source, merged, replace_message_field=True, replace_repeated_field=True
     )

@@ -25,6 +25,7 @@ from sundial.api.store._calendars import (
 )
 from sundial.api.store._jobs import JobStore
 from sundial.api.store._runs import RunStore
+from sundial.api.store._secrets import SecretStore
 from sundial.api.store._slo import SloStore
 from sundial.api.store._tenants import TenantStore
 
@@ -41,7 +42,7 @@ __all__ = [
 ]
 
 
-class Store(JobStore, RunStore, SloStore, TenantStore, CalendarStore):
+class Store(JobStore, RunStore, SloStore, TenantStore, CalendarStore, SecretStore):
     """Named-query access for the API service.
 
     Args:

@@ -21,6 +21,7 @@ from sundial.api.model import (
     SigningSecretInfo,
     Tenant,
 )
+from sundial.core.auth import ALL_SCOPES, Scope
 from sundial.core.db import Queries, translate_db_errors
 from sundial.core.errors import AlreadyExists
 from sundial.job import (
@@ -37,6 +38,7 @@ _CONSTRAINTS = {
     CLIENT_JOB_ID_INDEX: "job_id: a job with this id already exists",
     "tenants_pkey": "tenant.tenant_id: a tenant with this id already exists",
     "calendars_pkey": "calendar.name: a calendar with this name already exists",
+    "tenant_secrets_pkey": "secret.name: a secret with this name already exists",
 }
 translate = translate_db_errors(constraint_messages=_CONSTRAINTS)
 
@@ -176,7 +178,17 @@ def token_from_row(row: Row) -> ApiToken:
         expire_time=row["expires_at"],
         last_used_time=row["last_used_at"],
         revoke_time=row["revoked_at"],
+        scopes=scopes_of(Role(row["role"]), row["scopes"]),
     )
+
+
+def scopes_of(role: Role, stored: Sequence[str] | None) -> tuple[Scope, ...]:
+    """A token's scopes, sorted: every scope for a TENANT token stored without (NULL),
+    none for the other roles."""
+    if role is not Role.TENANT:
+        return ()
+    held = ALL_SCOPES if stored is None else {Scope(s) for s in stored}
+    return tuple(s for s in Scope if s in held)
 
 
 def tenant_from_row(row: Row, secrets: Sequence[SigningSecretInfo]) -> Tenant:

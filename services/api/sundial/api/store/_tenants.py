@@ -24,6 +24,7 @@ from sundial.api.store._base import (
     token_from_row,
     translate,
 )
+from sundial.core.auth import Scope
 from sundial.core.egress import EgressPolicy, policy_from_document
 
 
@@ -156,8 +157,9 @@ class TenantStore:
         description: str,
         expire_time: datetime | None,
         now: datetime,
+        scopes: Sequence[Scope] | None = None,
     ) -> ApiToken:
-        """Store a new token (its hash only)."""
+        """Store a new token (its hash only); ``scopes`` None: every scope."""
         row = await self._pool.fetchrow(
             queries.insert_token,
             uuid.uuid4(),
@@ -168,6 +170,7 @@ class TenantStore:
             description,
             now,
             expire_time,
+            None if scopes is None else [s.value for s in scopes],
         )
         return token_from_row(one(row))
 

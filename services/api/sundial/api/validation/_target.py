@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from urllib.parse import urlsplit
 
 from sundial.api.validation._fields import (
@@ -31,7 +31,14 @@ from sundial.core.netpolicy import (
     parse_address,
     resolve,
 )
-from sundial.run import GrpcTarget, HttpTarget, Target
+from sundial.run import (
+    GrpcTarget,
+    HttpTarget,
+    SecretReferenceError,
+    Target,
+    inline_credential,
+    references,
+)
 
 # RFC 9110 token characters: what an HTTP field name may contain.
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
@@ -64,6 +71,57 @@ def _check_kv_size(field: str, key: str, value: str) -> None:
     size = len(key.encode()) + len(value.encode())
     if size > MAX_HEADER_BYTES:
         raise _fail(field, f"name plus value is {size} bytes, more than {MAX_HEADER_BYTES}")
+
+
+def _check_references(where: str, value: str) -> None:
+    try:
+        references(value)
+    except SecretReferenceError as exc:
+        raise _fail(where, str(exc)) from None
+
+
+def _entries(target: Target, field: str) -> list[tuple[str, str, str]]:
+    """(path, name, value) of each header or metadata entry of a checked target."""
+    if isinstance(target, HttpTarget):
+        return [(f"{field}.http.headers[{k!r}]", k, v) for k, v in sorted(target.headers.items())]
+    return [(f"{field}.grpc.metadata[{k!r}]", k, v) for k, v in sorted(target.metadata.items())]
+
+
+SecretLookup = Callable[[str, Sequence[str]], Awaitable[set[str]]]
+"""``(tenant_id, names) -> the names the tenant has`` (the store's ``existing_secrets``)."""
+
+
+async def check_credentials(
+    items: Sequence[tuple[Target, str]], tenant_id: str | None, lookup: SecretLookup | None
+) -> None:
+    """Refuse an inline credential (a sensitive header written without a secret
+    reference) and a reference to a secret the tenant does not have (docs/design.md
+    section 7, "Secrets"); the messages name the field, never a value."""
+    wanted: set[str] = set()
+    for target, field in items:
+        for where, name, value in _entries(target, field):
+            if inline_credential(name, value):
+                raise _fail(
+                    where,
+                    "holds a credential inline; store it as a secret (sundial secrets create "
+                    "<name>) and reference it as ${secret:<name>}, e.g. 'Bearer "
+                    "${secret:<name>}'",
+                )
+            wanted.update(references(value))
+    if not wanted:
+        return
+    found = (
+        set() if lookup is None or tenant_id is None else await lookup(tenant_id, sorted(wanted))
+    )
+    for target, field in items:
+        for where, _, value in _entries(target, field):
+            for name in references(value):
+                if name not in found:
+                    raise _fail(
+                        where,
+                        f"references secret {name!r}, which the tenant does not have: "
+                        "create it first",
+                    )
 
 
 def check_http_target(target: HttpTarget, field: str = "target.http") -> HttpTarget:
@@ -121,6 +179,7 @@ def check_http_target(target: HttpTarget, field: str = "target.http") -> HttpTar
             raise _fail(where, "is set by Sundial or the transport and cannot be overridden")
         if any(ch in value for ch in "\r\n\0") or _has_control(value.replace("\t", "")):
             raise _fail(where, "value must not contain control characters")
+        _check_references(where, value)
         _check_kv_size(where, name, value)
     return dataclasses.replace(target, method=method)
 
@@ -163,6 +222,7 @@ def check_grpc_target(target: GrpcTarget, field: str = "target.grpc") -> GrpcTar
             raise _fail(where, "is set by Sundial and cannot be overridden")
         if not all(" " <= ch <= "~" for ch in value):
             raise _fail(where, "value must be printable ASCII")
+        _check_references(where, value)
         _check_kv_size(where, key, value)
     return target
 
@@ -228,9 +288,16 @@ class TargetGuard:
         resolve_timeout_s: Bound on each name resolution.
     """
 
-    def __init__(self, operator: TargetPolicy, *, resolve_timeout_s: float = 2.0) -> None:
+    def __init__(
+        self,
+        operator: TargetPolicy,
+        *,
+        resolve_timeout_s: float = 2.0,
+        secrets: SecretLookup | None = None,
+    ) -> None:
         self.operator = operator
         self._timeout_s = resolve_timeout_s
+        self._secrets = secrets
 
     async def check(
         self, target: Target, policy: EgressPolicy | None = None, field: str = "target"
@@ -260,6 +327,8 @@ class TargetGuard:
             if verdict is not None:
                 where, _ = _endpoint(target, field)
                 raise _fail(where, f"{verdict}; calls to it are not allowed")
+        caller = current_credential()
+        await check_credentials(items, caller.tenant_id if caller else None, self._secrets)
 
     async def verdicts(
         self, targets: Sequence[Target], policy: EgressPolicy | None = None

@@ -61,6 +61,7 @@ from sundial.scheduler.config import SchedulerConfig
 from sundial.scheduler.ledger._auth import current_token_id
 from sundial.scheduler.ledger._budget import wire_sizes, within_budget
 from sundial.scheduler.ledger._dead_letters import send_dead_letters
+from sundial.scheduler.ledger._secrets import SecretResolver
 from sundial.scheduler.ledger._signing import signature
 from sundial.scheduler.model import LeaseCandidate, WrittenLease
 from sundial.scheduler.store import HeldLease, SchedulerStore
@@ -226,6 +227,7 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
         meter: metrics.Meter | None = None,
     ) -> None:
         self._store = store
+        self._secrets = SecretResolver(store, config.keyring())
         self._js = jetstream
         self._config = config
         self._clock = clock or SystemClock()
@@ -290,6 +292,10 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
                     [late_run(s.ref.job_id, s.ref.key, now - s.due, s.threshold) for s in late],
                     now,
                 )
+        # Secret references become values in the grants only (docs/design.md section 7).
+        resolved = await self._secrets.targets(
+            [lock.candidates[g.ref] for g in grants if g.ref in leases]
+        )
         results = []
         logged = log.isEnabledFor(logging.INFO)  # one line per grant: only when read
         lease_until_wire = wire.timestamp(lease_until)
@@ -297,7 +303,9 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
         for ref, wire_ref, answer in zip(refs, request.runs, answers, strict=True):
             if isinstance(answer, Grant) and ref in leases:
                 candidate = lock.candidates[ref]
-                target = targets.get(id(candidate.target))
+                target = resolved.get((candidate.state.tenant_id, id(candidate.target)))
+                if target is None:
+                    target = targets.get(id(candidate.target))
                 if target is None:
                     target = targets[id(candidate.target)] = wire.target(candidate.target)
                 grant = self._grant(candidate, leases[ref], lease_until_wire, target, now)

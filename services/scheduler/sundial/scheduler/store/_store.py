@@ -15,6 +15,7 @@ import asyncpg
 
 from sundial.core.db import drop_run_partitions_before, ensure_run_partitions, translate_db_errors
 from sundial.core.errors import SundialError
+from sundial.core.sealing import Sealed
 from sundial.run import RunRef
 from sundial.scheduler.model import DeadLetterRun, PublishBatch
 from sundial.scheduler.store._queries import queries
@@ -119,6 +120,23 @@ class SchedulerStore:
             now,
         )
         return {(ref_of(r), r["attempt"], r["lease_id"]): r["cancel_requested"] for r in rows}
+
+    @translate_db_errors()
+    async def sealed_secrets(
+        self, wanted: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], Sealed]:
+        """The sealed values of the (tenant, name) pairs that exist."""
+        if not wanted:
+            return {}
+        rows = await self._pool.fetch(
+            queries.sealed_secrets, [t for t, _ in wanted], [n for _, n in wanted]
+        )
+        return {
+            (r["tenant_id"], r["name"]): Sealed(
+                r["kek_id"], r["wrapped_key"], r["nonce"], r["ciphertext"]
+            )
+            for r in rows
+        }
 
     @translate_db_errors()
     async def cancel_requested(self, held: Sequence[HeldLease]) -> set[HeldLease]:
