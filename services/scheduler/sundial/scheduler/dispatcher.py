@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import Callable, Collection
 from datetime import datetime, timedelta
 
@@ -32,6 +33,7 @@ from sundial.core.telemetry import (
     DISPATCH_LAG,
     DISPATCH_LATENESS,
     OCCURRENCES_SKIPPED,
+    RUNS_HELD,
     lateness_histogram,
 )
 from sundial.run import RunRef, RunStatus
@@ -100,6 +102,12 @@ class Dispatcher(PassLoop):
             OCCURRENCES_SKIPPED,
             unit="{occurrence}",
             description="Occurrences that got no run started, by reason (misfire, overlap)",
+        )
+        self._held = meter.create_counter(
+            RUNS_HELD,
+            unit="{run}",
+            description="Due runs that wait for admission (flow control) instead of being "
+            "published at dispatch",
         )
         self._lag_s = 0.0
         meter.create_observable_gauge(
@@ -195,6 +203,10 @@ class Dispatcher(PassLoop):
             )
             await tx.advance_jobs(plan.advances, now)
         outcome.waiting = len(waiting)
+        if waiting:
+            by_tenant = self._config.metrics_tenant_attribute
+            for tenant, count in Counter(r.tenant_id for r in waiting).items():
+                self._held.add(count, {"tenant": tenant} if by_tenant else {})
         outcome.lateness_ms.extend(published_lateness([r for r in runs if r not in waiting], now))
         # Recorded after the commit: a rolled-back batch is retried and counted then.
         for lateness_ms in outcome.lateness_ms:

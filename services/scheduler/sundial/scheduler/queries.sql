@@ -673,7 +673,7 @@ UPDATE job_runs r
   FROM gone g
  WHERE r.job_id = g.job_id AND r.scheduled_at = g.scheduled_at
    AND r.status = 'queued' AND r.dispatch_seq = 0 AND r.check_at IS NULL
-RETURNING r.job_id;
+RETURNING r.tenant_id;
 
 -- name: spend_tokens
 -- The token buckets of (tenant $1[i], key $2[i]) after an admission took from them:

@@ -25,7 +25,7 @@ from opentelemetry import metrics, trace
 from sundial.core import tracing
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.loop import PassLoop
-from sundial.core.telemetry import LEASES_EXPIRED
+from sundial.core.telemetry import LEASES_EXPIRED, RUNS_ADMITTED
 from sundial.run import RunState, RunStatus, Transition, due_check
 from sundial.scheduler.config import SchedulerConfig
 from sundial.scheduler.model import SweepOutcome
@@ -68,11 +68,18 @@ class Sweeper(PassLoop):
         self._config = config
         self._clock = clock or SystemClock()
         self._admission_cursor = ""
-        self._expired = (meter or metrics.get_meter("sundial.scheduler")).create_counter(
+        meter = meter or metrics.get_meter("sundial.scheduler")
+        self._expired = meter.create_counter(
             LEASES_EXPIRED,
             unit="{run}",
             description="Leases that lapsed (the executor stopped heartbeating), by what "
             "the run became",
+        )
+        self._admitted = meter.create_counter(
+            RUNS_ADMITTED,
+            unit="{run}",
+            description="Waiting runs admitted (flow control): their tenant's window freed "
+            "and their key's rate limit allowed",
         )
 
     @property
@@ -135,6 +142,9 @@ class Sweeper(PassLoop):
             # Failure-policy pauses a dead run's transaction could not make (the job's
             # row was locked then): one probe of a nearly always empty index.
             await tx.apply_due_failure_pauses(owned, limit, now)
+        by_tenant = self._config.metrics_tenant_attribute
+        for tenant, count in admission.admitted.items():
+            self._admitted.add(count, {"tenant": tenant} if by_tenant else {})
         for (state, _, _), (transition, _) in zip(checked, transitions, strict=True):
             if state.status is RunStatus.RUNNING:  # a lapsed lease (see due_check)
                 self._expired.add(1, {"outcome": transition.status.value})
@@ -146,7 +156,7 @@ class Sweeper(PassLoop):
             released,
             letters,
             checked=len(due),
-            admitted=admission.admitted,
+            admitted=sum(admission.admitted.values()),
             waiting=admission.waiting,
         )
         # The republished batches and the dead-letter outbox go out together, each

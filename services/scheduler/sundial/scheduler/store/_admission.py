@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,8 +36,8 @@ last one, so every tenant gets its turn)."""
 class Admitted:
     """What one admission pass did."""
 
-    admitted: int
-    """Runs made due for publish in this pass."""
+    admitted: Mapping[str, int]
+    """Runs made due for publish in this pass, per tenant."""
     waiting: bool
     """Runs still wait somewhere (the sweeper looks again soon)."""
     cursor: str = ""
@@ -130,7 +131,7 @@ class AdmissionSteps:
         # A short page reached the end: the next pass starts over from the first.
         cursor = tenants[-1] if len(tenants) == WAITING_TENANTS_PER_PASS else ""
         if not tenants:
-            return Admitted(0, bool(after), cursor)
+            return Admitted({}, bool(after), cursor)
         flows = await self.lock_admission(tenants, window, default_weight, now)
         chosen: list[RunRef] = []
         spent: list[tuple[str, str, float]] = []
@@ -156,10 +157,11 @@ class AdmissionSteps:
             await self._conn.execute(
                 queries.spend_tokens, list(tenants_of), list(keys_of), list(tokens_of), now
             )
-        admitted = 0
+        admitted: Counter[str] = Counter()
         if chosen:
             job_ids, times = unzip(chosen)
-            admitted = len(await self._conn.fetch(queries.admit_runs, job_ids, times, now))
+            rows = await self._conn.fetch(queries.admit_runs, job_ids, times, now)
+            admitted.update(r["tenant_id"] for r in rows)
         return Admitted(admitted, True, cursor)
 
     async def _next_waiting(
