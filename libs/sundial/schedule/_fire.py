@@ -92,6 +92,11 @@ class WallCron:
         if self.after(datetime(2000, 1, 1)) is None:
             raise InvalidArgument(field, "never fires")
 
+    def __reduce__(self) -> tuple[type[WallCron], tuple[str]]:
+        """Pickled as its expression (the iterator and its lock are rebuilt): a
+        computation may run in another process (the API's offload pool)."""
+        return (WallCron, (self.expression,))
+
     def after(self, cursor: datetime) -> datetime | None:
         """The first named wall time strictly after ``cursor`` (naive), or None."""
         if cursor >= _LAST_WALL:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 from datetime import timedelta
 
 from sundial.api.admin import AdminServicer
@@ -88,10 +87,6 @@ async def build(
         egress = EgressPolicies(store, operator, clock)
         offload = Offload(share=config.tenant_compute_share, burst_s=config.tenant_compute_burst_s)
         resources.callback(offload.close)
-        # The offload threads compute for long stretches: let the event loop's thread
-        # take the interpreter back after 1 ms rather than Python's default 5 ms, so that
-        # other tenants' calls interleave finely with them.
-        sys.setswitchinterval(0.001)
         jobs = JobManager(store, guard, egress, clock, request_retention=retention, offload=offload)
         runs = RunManager(
             store,
