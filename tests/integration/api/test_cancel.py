@@ -14,14 +14,14 @@ import grpc
 import pytest
 
 from sundial.core.clock import ManualClock
-from sundial.core.db import Queries
 from sundial.run import Cancel, RunStatus, cancel, run_key
+from sundial.scheduler.store import queries as scheduler_queries
 from sundial.v1 import job_service_pb2 as pb
 from tests.integration.api.support import Api, StartApi, Tenant, make_job
 
 NOW = datetime(2026, 6, 1, 12, tzinfo=UTC)
 EARLIER = NOW - timedelta(hours=1)
-SCHEDULER = Queries.from_package("sundial.scheduler")
+SCHEDULER = scheduler_queries
 COLUMNS = (
     "status",
     "cancel_requested",

@@ -115,15 +115,20 @@ def test_an_empty_file_has_no_queries() -> None:
     assert len(Queries.from_text("-- nothing here yet\n")) == 0
 
 
-def test_from_package_reads_the_packaged_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    package = f"store_{uuid.uuid4().hex[:8]}"
-    (tmp_path / package).mkdir()
-    (tmp_path / package / "__init__.py").write_text("")
+@pytest.fixture
+def package_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An importable package of its own (its name is the directory's)."""
+    root = tmp_path / f"store_{uuid.uuid4().hex[:8]}"
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return root
+
+
+def test_from_package_reads_the_packaged_file(tmp_path: Path, package_dir: Path) -> None:
+    package = package_dir.name
     (tmp_path / package / "queries.sql").write_text(SAMPLE)
     (tmp_path / package / "other.sql").write_text("-- name: ping\nSELECT 1;\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
 
     queries = Queries.from_package(package)
     assert queries.source == f"{package}:queries.sql"
@@ -131,3 +136,24 @@ def test_from_package_reads_the_packaged_file(
     assert Queries.from_package(package, "other.sql").ping == "SELECT 1;"
     with pytest.raises(FileNotFoundError):
         Queries.from_package(package, "missing.sql")
+
+
+def test_a_shared_file_lends_its_fragments_and_holds_nothing_else(
+    tmp_path: Path, package_dir: Path
+) -> None:
+    package = package_dir.name
+    (tmp_path / package / "shared.sql").write_text(
+        "-- header\n\n-- fragment: set_list\nstatus = c.status\n\n-- fragment: unused\nx = 1\n"
+    )
+    (tmp_path / package / "queries.sql").write_text(
+        "-- name: cancel\nUPDATE t SET {set_list} FROM (SELECT $1 AS status) c;\n"
+    )
+    (tmp_path / package / "bad.sql").write_text("-- name: q\nSELECT 1;\n")
+
+    queries = Queries.from_package(package, shared=[(package, "shared.sql")])
+    # Spliced in; a shared fragment this file does not use is no error.
+    assert queries.cancel == "UPDATE t SET status = c.status FROM (SELECT $1 AS status) c;"
+    with pytest.raises(QueryFileError, match="splices"):
+        Queries.from_package(package)  # without the shared file the name is unknown
+    with pytest.raises(QueryFileError, match="fragments only"):
+        Queries.from_package(package, shared=[(package, "bad.sql")])

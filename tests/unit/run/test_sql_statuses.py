@@ -12,13 +12,12 @@ import re
 
 import pytest
 
-from sundial.core.db import Queries
+from sundial.api.store import queries as api_queries
 from sundial.run import STATUS_SETS, RunStatus
+from sundial.scheduler.store import queries as scheduler_queries
 
-FILES = {
-    "api": Queries.from_package("sundial.api"),
-    "scheduler": Queries.from_package("sundial.scheduler"),
-}
+# As the stores load them (with the shared fragments of sundial/run/cancel.sql spliced).
+FILES = {"api": api_queries, "scheduler": scheduler_queries}
 
 # A status column (job_runs.status, or an alias's: r.status, u.status) compared with one
 # literal, listed, or set; and the CASE arms that write one.

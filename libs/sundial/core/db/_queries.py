@@ -25,7 +25,9 @@ query that reads the resource)::
     SELECT {run_columns} FROM job_runs r WHERE r.job_id = $1;
 
 A ``{NAME}`` that names no fragment is an error when the file loads, as is a fragment no
-query uses. A store loads its file once at import::
+query uses. Fragments shared by several services' files live in a file of fragments only
+(``sundial/run/cancel.sql``: one transition's SET list), named with ``shared=`` at load.
+A store loads its file once at import::
 
     queries = Queries.from_package("sundial.scheduler")
     rows = await conn.fetch(queries.claim_due_jobs, owned, batch, now)
@@ -37,7 +39,7 @@ import dataclasses
 import importlib.resources
 import keyword
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = ["Queries", "Query", "QueryFileError", "UnknownQueryError"]
@@ -83,15 +85,30 @@ class Queries(Mapping[str, str]):
         """Where the queries came from (``package:resource``), for error messages."""
 
     @classmethod
-    def from_package(cls, package: str, resource: str = "queries.sql") -> Queries:
-        """Load ``resource`` from the package ``package`` (works from wheels and zips).
+    def from_package(
+        cls,
+        package: str,
+        resource: str = "queries.sql",
+        *,
+        shared: Sequence[tuple[str, str]] = (),
+    ) -> Queries:
+        """Load ``resource`` from the package ``package`` (works from wheels and zips),
+        with the fragments of the files ``shared`` ((package, resource) pairs: files of
+        fragments only, which this file may splice but need not use all of).
 
         Raises:
-            QueryFileError: The file is malformed (duplicate name, empty query...).
-            FileNotFoundError: The package has no such file.
+            QueryFileError: A file is malformed (duplicate name, empty query...).
+            FileNotFoundError: A package has no such file.
         """
-        text = importlib.resources.files(package).joinpath(resource).read_text(encoding="utf-8")
-        return cls.from_text(text, source=f"{package}:{resource}")
+        extra: dict[str, Query] = {}
+        for owner, name in shared:
+            source = f"{owner}:{name}"
+            if _parse(_read(owner, name), source, fragments_only=True, into=extra):
+                raise QueryFileError(f"{source}: a shared file holds fragments only")
+        text = _read(package, resource)
+        return cls(
+            _parse(text, f"{package}:{resource}", shared=extra), source=f"{package}:{resource}"
+        )
 
     @classmethod
     def from_text(cls, text: str, *, source: str = "<string>") -> Queries:
@@ -138,9 +155,23 @@ class Queries(Mapping[str, str]):
         return f"no query named {name!r} in {self.source} (known: {known})"
 
 
-def _parse(text: str, source: str) -> dict[str, Query]:
+def _read(package: str, resource: str) -> str:
+    return importlib.resources.files(package).joinpath(resource).read_text(encoding="utf-8")
+
+
+def _parse(
+    text: str,
+    source: str,
+    *,
+    shared: Mapping[str, Query] | None = None,
+    fragments_only: bool = False,
+    into: dict[str, Query] | None = None,
+) -> dict[str, Query]:
+    """The queries of ``text``, their splices done (``shared``: fragments of other
+    files). With ``fragments_only`` (a shared file): the queries found, unspliced, and
+    the fragments put ``into`` the given mapping."""
     queries: dict[str, Query] = {}
-    fragments: dict[str, Query] = {}
+    fragments: dict[str, Query] = into if into is not None else {}
     # Names that would be shadowed by Queries' own attributes (`keys`, `get`, `source`).
     reserved = {n for n in dir(Queries) if not n.startswith("_")} | {"source"}
     current: tuple[str, int, bool] | None = None
@@ -186,19 +217,25 @@ def _parse(text: str, source: str) -> dict[str, Query]:
         in_doc = False
         body.append(line)
     finish()
-    return _splice(queries, fragments, source)
+    if fragments_only:
+        return queries
+    return _splice(queries, fragments, source, shared or {})
 
 
 def _splice(
-    queries: dict[str, Query], fragments: Mapping[str, Query], source: str
+    queries: dict[str, Query],
+    fragments: Mapping[str, Query],
+    source: str,
+    shared: Mapping[str, Query],
 ) -> dict[str, Query]:
-    """Each query with the fragments it names spliced in (fragments hold no splices)."""
+    """Each query with the fragments it names spliced in (fragments hold no splices);
+    the file's own fragments must all be used, ``shared`` ones need not."""
     used: set[str] = set()
     spliced: dict[str, Query] = {}
     for name, query in queries.items():
 
         def fragment(match: re.Match[str], query: Query = query) -> str:
-            found = fragments.get(match.group(1))
+            found = fragments.get(match.group(1)) or shared.get(match.group(1))
             if found is None:
                 raise QueryFileError(
                     f"{source}:{query.line}: query {query.name!r} splices "

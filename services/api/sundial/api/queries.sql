@@ -240,21 +240,12 @@ SELECT version FROM jobs
    FOR UPDATE;
 
 -- name: cancel_runs_of_job
--- DeleteJob: unfinished runs of job $1 cancelled at $2 with reason $3. The SET list is
--- sundial.run.cancel, written alike in cancel_run and the scheduler's cancel_other_runs:
--- PENDING, QUEUED and RETRYING runs end CANCELLED; a RUNNING one is asked to stop (its
--- executor learns it through its heartbeat).
-UPDATE job_runs
-   SET status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,
-       cancel_requested = status = 'running',
-       finished_at = CASE WHEN status = 'running' THEN finished_at ELSE $2 END,
-       check_at = CASE WHEN status = 'running' THEN check_at END,
-       next_attempt_at = CASE WHEN status = 'running' THEN next_attempt_at END,
-       error_class = CASE WHEN status = 'running' THEN error_class ELSE 'cancelled' END,
-       skip_reason = CASE WHEN status = 'running' THEN skip_reason END,
-       last_error = $3,
-       updated_at = $2
- WHERE job_id = $1 AND status IN ('pending', 'queued', 'running', 'retrying');
+-- DeleteJob: unfinished runs of job $1 cancelled at $2 with reason $3 (sundial.run.cancel,
+-- the shared SET list of sundial/run/cancel.sql).
+UPDATE job_runs AS r
+   SET {cancel_set}
+  FROM (SELECT $2::timestamptz AS at, $3::text AS reason) AS c
+ WHERE r.job_id = $1 AND r.status IN ('pending', 'queued', 'running', 'retrying');
 
 -- name: delete_job
 DELETE FROM jobs WHERE job_id = $1 AND tenant_id = $2;
@@ -336,21 +327,13 @@ UPDATE job_runs AS r
 RETURNING {run_columns};
 
 -- name: cancel_run
--- CancelRun at $3 with reason $4, the transition sundial.run.cancel (the SET list of
--- cancel_runs_of_job): PENDING, QUEUED and RETRYING runs end CANCELLED; a RUNNING one is
--- asked to stop (cancel_requested) and keeps its lease check.
+-- CancelRun at $3 with reason $4, the transition sundial.run.cancel (the shared SET list
+-- of sundial/run/cancel.sql).
 UPDATE job_runs AS r
-   SET status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,
-       cancel_requested = status = 'running',
-       finished_at = CASE WHEN status = 'running' THEN finished_at ELSE $3 END,
-       check_at = CASE WHEN status = 'running' THEN check_at END,
-       next_attempt_at = CASE WHEN status = 'running' THEN next_attempt_at END,
-       error_class = CASE WHEN status = 'running' THEN error_class ELSE 'cancelled' END,
-       skip_reason = CASE WHEN status = 'running' THEN skip_reason END,
-       last_error = $4,
-       updated_at = $3
- WHERE job_id = $1 AND scheduled_at = $2
-   AND status IN ('pending', 'queued', 'running', 'retrying')
+   SET {cancel_set}
+  FROM (SELECT $3::timestamptz AS at, $4::text AS reason) AS c
+ WHERE r.job_id = $1 AND r.scheduled_at = $2
+   AND r.status IN ('pending', 'queued', 'running', 'retrying')
 RETURNING {run_columns};
 
 -- name: count_cancelled

@@ -76,23 +76,18 @@ SELECT nextval('sundial_dispatch_seq') AS seq FROM generate_series(1, $1::int);
 
 -- name: cancel_other_runs
 -- OVERLAP_POLICY_CANCEL_OTHER for jobs $1 at $2, the transition sundial.run.cancel (the
--- SET list of the API's cancel_run): running runs not asked yet are asked to stop
+-- shared SET list of sundial/run/cancel.sql): running runs not asked yet are asked to stop
 -- (through their executors' heartbeats; the ledger counts them when they end); runs not
 -- yet started are cancelled at once and counted in the job's stats here.
 WITH cancelled AS (
-    UPDATE job_runs
-       SET status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,
-           cancel_requested = status = 'running',
-           finished_at = CASE WHEN status = 'running' THEN finished_at ELSE $2 END,
-           check_at = CASE WHEN status = 'running' THEN check_at END,
-           next_attempt_at = CASE WHEN status = 'running' THEN next_attempt_at END,
-           error_class = CASE WHEN status = 'running' THEN error_class ELSE 'cancelled' END,
-           skip_reason = CASE WHEN status = 'running' THEN skip_reason END,
-           last_error = 'cancelled by overlap policy CANCEL_OTHER',
-           updated_at = $2
-     WHERE job_id = ANY($1::uuid[]) AND status IN ('pending', 'queued', 'running', 'retrying')
-       AND NOT (status = 'running' AND cancel_requested)
-    RETURNING job_id, status
+    UPDATE job_runs AS r
+       SET {cancel_set}
+      FROM (SELECT $2::timestamptz AS at,
+                   'cancelled by overlap policy CANCEL_OTHER'::text AS reason) AS c
+     WHERE r.job_id = ANY($1::uuid[])
+       AND r.status IN ('pending', 'queued', 'running', 'retrying')
+       AND NOT (r.status = 'running' AND r.cancel_requested)
+    RETURNING r.job_id, r.status
 ), running AS (
     SELECT 1 FROM cancelled WHERE status = 'running'
 ), waiting AS (

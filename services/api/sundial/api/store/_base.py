@@ -30,7 +30,7 @@ from sundial.job import (
 )
 from sundial.run import ErrorClass, RunKind, RunStatus, SkipReason
 
-queries = Queries.from_package("sundial.api")
+queries = Queries.from_package("sundial.api", shared=[("sundial.run", "cancel.sql")])
 
 CLIENT_JOB_ID_INDEX = "jobs_tenant_client_job_id_key"
 _CONSTRAINTS = {

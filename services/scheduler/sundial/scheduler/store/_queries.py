@@ -2,4 +2,4 @@
 
 from sundial.core.db import Queries
 
-queries = Queries.from_package("sundial.scheduler")
+queries = Queries.from_package("sundial.scheduler", shared=[("sundial.run", "cancel.sql")])
