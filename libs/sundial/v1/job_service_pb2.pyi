@@ -226,7 +226,7 @@ class DescribeJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., recent_runs: _Optional[_Iterable[_Union[_run_pb2.Run, _Mapping]]] = ..., upcoming: _Optional[_Iterable[_Union[FireTime, _Mapping]]] = ..., active_runs: _Optional[int] = ..., slo: _Optional[_Iterable[_Union[JobSlo, _Mapping]]] = ...) -> None: ...
 
 class JobSlo(_message.Message):
-    __slots__ = ("window", "window_start", "as_of", "lateness_threshold", "due", "on_time", "late", "missed", "skipped", "failed")
+    __slots__ = ("window", "window_start", "as_of", "lateness_threshold", "due", "on_time", "late", "missed", "skipped", "failed", "throttled")
     WINDOW_FIELD_NUMBER: _ClassVar[int]
     WINDOW_START_FIELD_NUMBER: _ClassVar[int]
     AS_OF_FIELD_NUMBER: _ClassVar[int]
@@ -237,6 +237,7 @@ class JobSlo(_message.Message):
     MISSED_FIELD_NUMBER: _ClassVar[int]
     SKIPPED_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
+    THROTTLED_FIELD_NUMBER: _ClassVar[int]
     window: _duration_pb2.Duration
     window_start: _timestamp_pb2.Timestamp
     as_of: _timestamp_pb2.Timestamp
@@ -247,7 +248,8 @@ class JobSlo(_message.Message):
     missed: int
     skipped: int
     failed: int
-    def __init__(self, window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., window_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lateness_threshold: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., due: _Optional[int] = ..., on_time: _Optional[int] = ..., late: _Optional[int] = ..., missed: _Optional[int] = ..., skipped: _Optional[int] = ..., failed: _Optional[int] = ...) -> None: ...
+    throttled: int
+    def __init__(self, window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., window_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lateness_threshold: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., due: _Optional[int] = ..., on_time: _Optional[int] = ..., late: _Optional[int] = ..., missed: _Optional[int] = ..., skipped: _Optional[int] = ..., failed: _Optional[int] = ..., throttled: _Optional[int] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
     __slots__ = ("page_size", "page_token", "labels", "name_prefix", "paused", "target_forbidden", "view")

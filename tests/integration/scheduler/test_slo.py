@@ -141,7 +141,7 @@ async def _create(api: Api, tenant: Tenant, name: str, **schedule: object) -> jo
 def _counts(slo: pb.JobSlo) -> dict[str, int]:
     return {
         name: getattr(slo, name)
-        for name in ("due", "on_time", "late", "missed", "skipped", "failed")
+        for name in ("due", "on_time", "late", "missed", "skipped", "failed", "throttled")
     }
 
 
@@ -190,7 +190,15 @@ async def test_slo_counts_of_a_job_with_late_missed_and_failed_runs_are_exact(
     # 5 s after f7's due time it is neither on time nor late yet.
     world.at(f(7) + 5 * s)
     [whole] = await describe([3600])
-    assert whole == {"due": 8, "on_time": 2, "late": 2, "missed": 3, "skipped": 0, "failed": 2}
+    assert whole == {
+        "due": 8,
+        "on_time": 2,
+        "late": 2,
+        "missed": 3,
+        "skipped": 0,
+        "failed": 2,
+        "throttled": 0,
+    }
     # 11 s after it, f7 still waits and is late.
     world.at(f(7) + 11 * s)
     now = f(7) + 11 * s
@@ -204,9 +212,9 @@ async def test_slo_counts_of_a_job_with_late_missed_and_failed_runs_are_exact(
         metadata=tenant.md,
     )
     assert [_counts(slo) for slo in answer.slo] == [
-        {"due": 8, "on_time": 2, "late": 3, "missed": 3, "skipped": 0, "failed": 2},
-        {"due": 5, "on_time": 0, "late": 2, "missed": 3, "skipped": 0, "failed": 0},
-        {"due": 4, "on_time": 0, "late": 2, "missed": 2, "skipped": 0, "failed": 0},
+        {"due": 8, "on_time": 2, "late": 3, "missed": 3, "skipped": 0, "failed": 2, "throttled": 0},
+        {"due": 5, "on_time": 0, "late": 2, "missed": 3, "skipped": 0, "failed": 0, "throttled": 0},
+        {"due": 4, "on_time": 0, "late": 2, "missed": 2, "skipped": 0, "failed": 0, "throttled": 0},
     ]
     whole_slo = answer.slo[0]
     assert whole_slo.as_of.ToDatetime(tzinfo=UTC) == now
@@ -256,8 +264,59 @@ async def test_jittered_runs_are_judged_by_their_own_due_time(
         "missed": 0,
         "skipped": 0,
         "failed": 0,
+        "throttled": 0,
     }
     assert counts(world.reader, OCCURRENCES_STARTED) == {
         (("outcome", "late"),): 1,
         (("outcome", "on_time"),): 3,
+    }
+
+
+async def test_a_run_late_by_the_tenants_own_rate_limit_is_counted_throttled_not_late(
+    api: Api, tenant: Tenant, world: World, pool: asyncpg.Pool
+) -> None:
+    """Flow control (docs/design.md sections 7 and 11): a run held at admission by its
+    rate-limit key (here a target's Retry-After block) and started past the threshold
+    counts as throttled; a run late for any other reason still counts as late."""
+    job = await _create(api, tenant, "limited")
+    uid = job.uid
+    first = job.next_run_at.ToDatetime(tzinfo=UTC)
+    s = timedelta(seconds=1)
+    # The key of the job's runs (the target's origin) is blocked until f0 + 20 s.
+    await pool.execute(
+        "INSERT INTO flow_limits (tenant_id, key, blocked_until) VALUES ($1, $2, $3)",
+        tenant.tenant_id,
+        "https://example.com:443",
+        first + 20 * s,
+    )
+    world.at(first)
+    outcome = await world.dispatcher.dispatch_once()
+    assert (outcome.waiting, outcome.batches) == (1, [])  # held, not published
+    store = SchedulerStore(pool)
+
+    async def admit(at: datetime) -> int:
+        async with store.transaction() as tx:
+            done = await tx.admit_waiting(ALL, window=256, default_weight=1, limit=500, now=at)
+        return sum(done.admitted.values())
+
+    assert await admit(first + 10 * s) == 0  # still blocked
+    assert await admit(first + 21 * s) == 1
+    await world.end(uid, first, await world.start(uid, first, first + 25 * s), dead=False)
+    # The next occurrence is not held (the block is over) and starts 30 s late.
+    world.at(first + MINUTE)
+    await world.dispatcher.dispatch_once()
+    await world.end(
+        uid,
+        first + MINUTE,
+        await world.start(uid, first + MINUTE, first + MINUTE + 30 * s),
+        dead=False,
+    )
+    answer = await api.jobs.DescribeJob(
+        pb.DescribeJobRequest(job_id=uid, slo_windows=[_d(3600)]), metadata=tenant.md
+    )
+    [slo] = answer.slo
+    assert (slo.due, slo.on_time, slo.late, slo.throttled) == (2, 0, 1, 1)
+    assert counts(world.reader, OCCURRENCES_STARTED) == {
+        (("outcome", "late"),): 1,
+        (("outcome", "throttled"),): 1,
     }

@@ -248,6 +248,8 @@ class Slo:
     missed: int = 0
     skipped: int = 0
     failed: int = 0
+    throttled: int = 0
+    """Late after waiting for the tenant's own rate-limit key (not in ``late``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +261,7 @@ class SloRunCounts:
     late: int
     skipped: int
     failed: int
+    throttled: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +272,7 @@ class SloUnsure:
 
     scheduled_at: datetime
     started_at: datetime | None
+    throttled: bool = False
 
 
 @dataclass(frozen=True, slots=True)

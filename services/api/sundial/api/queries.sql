@@ -498,10 +498,12 @@ VALUES ($1, $2, $3, $4, $5, $6, $7);
 -- A run started within $5 of its nominal time is on time whatever its jitter, one
 -- started (or still waiting) more than $5 + $6 after it is late; those in between need
 -- their own jitter, which the API computes: the row of the longest window lists them
--- (unsure_at, unsure_started; empty without a jitter). One index range scan of the
--- primary key per day's partition of the longest window.
+-- (unsure_at, unsure_started, unsure_throttled; empty without a jitter). A late start
+-- of a run that waited for its rate-limit key (job_runs.throttled) counts as throttled,
+-- not late. One index range scan of the primary key per day's partition of the longest
+-- window.
 WITH runs AS (
-    SELECT scheduled_at, started_at, status,
+    SELECT scheduled_at, started_at, status, throttled,
            ($6::interval > interval '0' AND (
                (started_at > scheduled_at + $5::interval
                 AND started_at <= scheduled_at + $5::interval + $6::interval)
@@ -518,13 +520,19 @@ SELECT w.i,
        count(*) FILTER (WHERE r.status = 'dead') AS failed,
        count(*) FILTER (WHERE r.started_at <= r.scheduled_at + $5::interval) AS on_time,
        count(*) FILTER (
+           WHERE (r.started_at > r.scheduled_at + $5::interval + $6::interval
+                  OR (r.started_at IS NULL AND r.status IN ('pending', 'queued')
+                      AND $4 > r.scheduled_at + $5::interval + $6::interval))
+             AND NOT r.throttled) AS late,
+       count(*) FILTER (
            WHERE r.started_at > r.scheduled_at + $5::interval + $6::interval
-              OR (r.started_at IS NULL AND r.status IN ('pending', 'queued')
-                  AND $4 > r.scheduled_at + $5::interval + $6::interval)) AS late,
+             AND r.throttled) AS throttled,
        coalesce(array_agg(r.scheduled_at) FILTER (WHERE r.unsure AND w.start = $7),
                 '{}') AS unsure_at,
        coalesce(array_agg(r.started_at) FILTER (WHERE r.unsure AND w.start = $7),
-                '{}') AS unsure_started
+                '{}') AS unsure_started,
+       coalesce(array_agg(r.throttled) FILTER (WHERE r.unsure AND w.start = $7),
+                '{}') AS unsure_throttled
   FROM unnest($3::timestamptz[]) WITH ORDINALITY AS w(start, i)
   LEFT JOIN runs r ON r.scheduled_at >= w.start
  GROUP BY w.i

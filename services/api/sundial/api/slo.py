@@ -79,12 +79,14 @@ def summarise(
     out = []
     for window, c in zip(windows, counts, strict=True):
         start = now - window
-        on_time, late = c.on_time, c.late
+        on_time, late, throttled = c.on_time, c.late, c.throttled
         for run in unsure:
             if run.scheduled_at < start:
                 continue
             lateness = (run.started_at or now) - compiled.dispatch_at(run.scheduled_at)
-            if lateness > threshold:
+            if lateness > threshold and run.throttled and run.started_at is not None:
+                throttled += 1
+            elif lateness > threshold:
                 late += 1
             elif run.started_at is not None:
                 on_time += 1
@@ -101,6 +103,7 @@ def summarise(
                 missed=missed,
                 skipped=c.skipped,
                 failed=c.failed,
+                throttled=throttled,
             )
         )
     return out

@@ -111,16 +111,17 @@ def origin_of(target: Target | None) -> str:
 
 def admit_at_dispatch(
     runs: Sequence[PlannedRun], flows: Mapping[str, TenantFlow], now: datetime
-) -> set[PlannedRun]:
+) -> dict[PlannedRun, bool]:
     """The runs of ``runs`` (QUEUED and due now) that must wait instead of being
-    published: per tenant, in priority then due order, those past the window's free
-    room, every one of a tenant that already has waiting runs (they are admitted in
-    priority order with those), and every one under a held rate-limit key. A tenant
-    absent from ``flows`` is not limited."""
+    published, each with whether its rate-limit key holds it (it is *throttled*: late
+    by the tenant's own limits, not by Sundial): per tenant, in priority then due order,
+    every one under a held key, those past the window's free room, and every one of a
+    tenant that already has waiting runs (they are admitted in priority order with
+    those). A tenant absent from ``flows`` is not limited."""
     by_tenant: dict[str, list[PlannedRun]] = defaultdict(list)
     for run in runs:
         by_tenant[run.tenant_id].append(run)
-    wait: set[PlannedRun] = set()
+    wait: dict[PlannedRun, bool] = {}
     for tenant, mine in by_tenant.items():
         flow = flows.get(tenant)
         if flow is None:
@@ -128,8 +129,10 @@ def admit_at_dispatch(
         held = flow.held_keys(now)
         free = 0 if flow.waiting else flow.free
         for run in sorted(mine, key=lambda r: (r.priority, r.due_at)):
-            if run.rate_key in held or free <= 0:
-                wait.add(run)
+            if run.rate_key in held:
+                wait[run] = True
+            elif free <= 0:
+                wait[run] = False
             else:
                 free -= 1
     return wait

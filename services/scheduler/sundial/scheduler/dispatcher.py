@@ -228,12 +228,13 @@ class Dispatcher(PassLoop):
 
     async def _admit(
         self, tx: Transaction, runs: list[PlannedRun], now: datetime
-    ) -> tuple[list[PlannedRun], set[PlannedRun]]:
+    ) -> tuple[list[PlannedRun], dict[PlannedRun, bool]]:
         """Admission of the runs due now (admission.py): ``runs`` (with rate-limit keys
-        resolved where a tenant has limits) and those of them that wait."""
+        resolved where a tenant has limits) and those of them that wait, each with
+        whether its rate-limit key holds it."""
         due = [r for r in runs if r.status is RunStatus.QUEUED and r.due_at <= now]
         if not due:
-            return runs, set()
+            return runs, {}
         flows = await tx.lock_admission(
             {r.tenant_id for r in due}, self._config.tenant_window, self._config.fair_weight, now
         )

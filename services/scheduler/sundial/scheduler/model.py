@@ -149,6 +149,9 @@ class LeaseCandidate:
     """The run's trace context (empty: created while tracing was off)."""
     lateness_threshold: timedelta = timedelta(seconds=60)
     """The job's Policies.lateness_threshold (the SLO's on-time count at the first grant)."""
+    throttled: bool = False
+    """The run waited at admission for its rate-limit key (flow control): a late start is
+    counted ``throttled``, not ``late``."""
     jitter: timedelta = timedelta(0)
     """The job's Schedule.jitter bound (its due time is scheduled_at plus its jitter)."""
 

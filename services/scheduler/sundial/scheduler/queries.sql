@@ -394,7 +394,7 @@ SELECT f.tenant_id, f.key, f.max_running,
 -- simply absent.
 SELECT r.job_id, r.scheduled_at, r.tenant_id, r.kind, r.status, r.attempt, r.attempt_base,
        r.lease_until, r.next_attempt_at, r.executor_id, r.lease_id, r.lease_token_id,
-       r.cancel_requested, r.traceparent,
+       r.cancel_requested, r.traceparent, r.throttled,
        j.job_id IS NOT NULL AS job_exists, j.name AS job_name,
        d.target::text AS target, d.payload, d.policies::text AS policies,
        d.schedule->>'jitter' AS jitter
@@ -618,13 +618,15 @@ SELECT job_id, target::text AS target FROM job_definitions WHERE job_id = ANY($1
 -- name: insert_run_waits
 -- The waiting list's rows of runs this dispatch inserted to wait (queued, never
 -- published, no check_at); a run key that existed before is not ours and gets none.
+-- $9[i]: the run's rate-limit key holds it (throttled, migration 0022).
 INSERT INTO run_waits (job_id, scheduled_at, tenant_id, partition_id, priority, due_at,
-                       rate_key, created_at)
+                       rate_key, created_at, throttled)
 SELECT w.job_id, w.scheduled_at, w.tenant_id, w.partition_id, w.priority, w.due_at,
-       w.rate_key, $8
+       w.rate_key, $8, w.throttled
   FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::smallint[], $5::smallint[],
-              $6::timestamptz[], $7::text[])
-       AS w(job_id, scheduled_at, tenant_id, partition_id, priority, due_at, rate_key)
+              $6::timestamptz[], $7::text[], $9::boolean[])
+       AS w(job_id, scheduled_at, tenant_id, partition_id, priority, due_at, rate_key,
+            throttled)
   JOIN job_runs r ON r.job_id = w.job_id AND r.scheduled_at = w.scheduled_at
  WHERE r.status = 'queued' AND r.dispatch_seq = 0 AND r.check_at IS NULL
 ON CONFLICT (job_id, scheduled_at) DO NOTHING;
@@ -656,16 +658,22 @@ SELECT job_id, scheduled_at
 -- name: admit_runs
 -- Admits the waiting runs $1/$2: their waiting rows go, and each run still waiting
 -- (queued, never published: not cancelled meanwhile) is due for publish at $3, which
--- the same sweep pass does (lock_due_checks). Returns the runs admitted.
-WITH gone AS (
+-- the same sweep pass does (lock_due_checks); throttled (migration 0022) when its
+-- rate-limit key held it at dispatch (run_waits.throttled) or holds it now ($4[i]).
+-- Returns the runs admitted.
+WITH k AS (
+    SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $4::boolean[])
+                  AS k(job_id, scheduled_at, throttled)
+), gone AS (
     DELETE FROM run_waits w
-     USING unnest($1::uuid[], $2::timestamptz[]) AS k(job_id, scheduled_at)
+     USING k
      WHERE w.job_id = k.job_id AND w.scheduled_at = k.scheduled_at
-    RETURNING w.job_id, w.scheduled_at
+    RETURNING w.job_id, w.scheduled_at, w.throttled
 )
 UPDATE job_runs r
-   SET check_at = $3, updated_at = $3
+   SET check_at = $3, updated_at = $3, throttled = k.throttled OR g.throttled
   FROM gone g
+  JOIN k ON k.job_id = g.job_id AND k.scheduled_at = g.scheduled_at
  WHERE r.job_id = g.job_id AND r.scheduled_at = g.scheduled_at
    AND r.status = 'queued' AND r.dispatch_seq = 0 AND r.check_at IS NULL
 RETURNING r.tenant_id;

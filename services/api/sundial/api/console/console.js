@@ -578,8 +578,8 @@
   function sloTable(slos) {
     if (!slos.length) return h("p", { class: "muted", id: "slo-table" }, "No SLO.");
     const threshold = fmtSeconds(seconds(slos[0].latenessThreshold));
-    const head = ["Window", "Due", "On time", "Late", "Missed (misfire)", "Skipped (overlap)",
-      "Failed", "On time %"];
+    const head = ["Window", "Due", "On time", "Late", "Throttled (own limits)",
+      "Missed (misfire)", "Skipped (overlap)", "Failed", "On time %"];
     return h("table", { id: "slo-table" },
       h("caption", { class: "muted" }, "Scheduled occurrences by nominal time, ending now; " +
         `on time = first attempt started within ${threshold} of its due time`),
@@ -595,6 +595,7 @@
           h("td", { class: "num", "data-count": "due" }, due),
           h("td", { class: "num", "data-count": "on-time" }, onTime),
           h("td", { class: `num${late ? " warn" : ""}`, "data-count": "late" }, late),
+          h("td", { class: "num", "data-count": "throttled" }, count(slo.throttled)),
           h("td", { class: `num${missed ? " warn" : ""}`, "data-count": "missed" }, missed),
           h("td", { class: "num", "data-count": "skipped" }, count(slo.skipped)),
           h("td", { class: `num${failed ? " bad" : ""}`, "data-count": "failed" }, failed),

@@ -59,4 +59,5 @@ def slo_out(slo: Slo) -> job_service_pb2.JobSlo:
         missed=slo.missed,
         skipped=slo.skipped,
         failed=slo.failed,
+        throttled=slo.throttled,
     )

@@ -51,9 +51,11 @@ class SloStore:
                 for r in await conn.fetch(queries.slo_misfires, job_id, earliest, now)
             ]
         unsure = [
-            SloUnsure(at, started)
+            SloUnsure(at, started, throttled)
             for r in rows
-            for at, started in zip(r["unsure_at"], r["unsure_started"], strict=True)
+            for at, started, throttled in zip(
+                r["unsure_at"], r["unsure_started"], r["unsure_throttled"], strict=True
+            )
         ]
         counts = [
             SloRunCounts(
@@ -62,6 +64,7 @@ class SloStore:
                 late=r["late"],
                 skipped=r["skipped"],
                 failed=r["failed"],
+                throttled=r["throttled"],
             )
             for r in rows
         ]

@@ -165,6 +165,8 @@ class _Start:
     due: datetime
     threshold: timedelta
     late: bool
+    throttled: bool = False
+    """Late after waiting for its rate-limit key: not late by Sundial's fault."""
 
 
 def _starts(
@@ -198,7 +200,17 @@ def _starts(
         cutoff = cutoffs.get(threshold)
         if cutoff is None:
             cutoff = cutoffs[threshold] = now - threshold
-        starts.append(_Start(ref, candidate.state.tenant_id, due, threshold, due < cutoff))
+        late = due < cutoff
+        starts.append(
+            _Start(
+                ref,
+                candidate.state.tenant_id,
+                due,
+                threshold,
+                late and not candidate.throttled,
+                late and candidate.throttled,
+            )
+        )
     return starts
 
 
@@ -337,7 +349,7 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
         by_tenant = self._config.metrics_tenant_attribute
         started: Counter[tuple[str, str | None]] = Counter()
         for start in starts:
-            outcome = "late" if start.late else "on_time"
+            outcome = "late" if start.late else "throttled" if start.throttled else "on_time"
             started[(outcome, start.tenant_id if by_tenant else None)] += 1
         for (outcome, tenant), count in started.items():
             self._started.add(count, _with_tenant({"outcome": outcome}, tenant))

@@ -93,10 +93,12 @@ class AdmissionSteps:
         ]
 
     @translate_db_errors()
-    async def insert_run_waits(self, runs: Sequence[PlannedRun], now: datetime) -> None:
-        """The waiting-list rows of ``runs`` (inserted by this dispatch to wait)."""
-        if not runs:
+    async def insert_run_waits(self, waiting: Mapping[PlannedRun, bool], now: datetime) -> None:
+        """The waiting-list rows of the runs ``waiting`` (inserted by this dispatch to
+        wait; True: held by its rate-limit key)."""
+        if not waiting:
             return
+        runs = list(waiting)
         await self._conn.execute(
             queries.insert_run_waits,
             [r.job_id for r in runs],
@@ -107,6 +109,7 @@ class AdmissionSteps:
             [r.due_at for r in runs],
             [r.rate_key for r in runs],
             now,
+            [waiting[r] for r in runs],
         )
 
     @translate_db_errors()
@@ -134,6 +137,7 @@ class AdmissionSteps:
             return Admitted({}, bool(after), cursor)
         flows = await self.lock_admission(tenants, window, default_weight, now)
         chosen: list[RunRef] = []
+        throttled: list[bool] = []  # per chosen run: it waited for its rate-limit key
         spent: list[tuple[str, str, float]] = []
         for tenant in sorted(flows):
             flow = flows[tenant]
@@ -147,11 +151,14 @@ class AdmissionSteps:
                     continue
                 refs = await self._next_waiting(tenant, owned, key, taken, held)
                 chosen.extend(refs)
+                throttled.extend([True] * len(refs))
                 free -= len(refs)
                 if refs and flow.keys[key].rate_per_s > 0:
                     spent.append((tenant, key, left + (taken - len(refs))))
             if free > 0:
-                chosen.extend(await self._next_waiting(tenant, owned, None, free, held))
+                refs = await self._next_waiting(tenant, owned, None, free, held)
+                chosen.extend(refs)
+                throttled.extend([False] * len(refs))
         if spent:
             tenants_of, keys_of, tokens_of = zip(*spent, strict=True)
             await self._conn.execute(
@@ -160,7 +167,7 @@ class AdmissionSteps:
         admitted: Counter[str] = Counter()
         if chosen:
             job_ids, times = unzip(chosen)
-            rows = await self._conn.fetch(queries.admit_runs, job_ids, times, now)
+            rows = await self._conn.fetch(queries.admit_runs, job_ids, times, now, throttled)
             admitted.update(r["tenant_id"] for r in rows)
         return Admitted(admitted, True, cursor)
 

@@ -109,6 +109,7 @@ def lease_candidate(row: Record, terms: TenantTerms | None) -> LeaseCandidate:
         traceparent=row["traceparent"] or "",
         lateness_threshold=policies.lateness_threshold,
         jitter=_jitter_of(row["jitter"]),
+        throttled=row["throttled"],
     )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections import OrderedDict, defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -198,7 +198,7 @@ class Transaction(AdmissionSteps):
         *,
         confirm_until: datetime,
         traceparents: Sequence[str | None] | None = None,
-        waiting: Collection[PlannedRun] = (),
+        waiting: Mapping[PlannedRun, bool] | None = None,
     ) -> tuple[int, list[PublishBatch]]:
         """Insert the planned run rows (a run key that exists is left alone).
 
@@ -206,7 +206,8 @@ class Transaction(AdmissionSteps):
         and ``check_at = confirm_until``: the returned batches must be published after
         the commit, then confirmed. A jittered run whose due time is ahead gets
         ``check_at`` at it (the sweeper publishes it then). The runs of ``waiting``
-        (admission said wait) get neither, and a waiting-list row each. ``traceparents``
+        (admission said wait; True: held by its rate-limit key) get neither, and a
+        waiting-list row each. ``traceparents``
         (one per run, None while tracing is off) is each run's trace context.
 
         Returns:
@@ -214,6 +215,7 @@ class Transaction(AdmissionSteps):
         """
         if not runs:
             return 0, []
+        waiting = waiting or {}
         publish_now: dict[int, list[RunRef]] = defaultdict(list)
         for run in runs:
             if run.status is RunStatus.QUEUED and run.due_at <= now and run not in waiting:
@@ -249,7 +251,7 @@ class Transaction(AdmissionSteps):
             queries.insert_runs, *cols, now, None if traceparents is None else list(traceparents)
         )
         inserted = int(status.split()[-1])
-        await self.insert_run_waits([r for r in runs if r in waiting], now)
+        await self.insert_run_waits(waiting, now)
         if inserted == len(runs):  # the usual case: every run key was new
             return inserted, [
                 PublishBatch(partition, seq, tuple(chunk))
