@@ -12,6 +12,7 @@ from sundial.cli import (
     calendars,
     dev,
     egress,
+    flow,
     jobs,
     migrate,
     notifications,
@@ -42,8 +43,8 @@ app.command("export")(apply.export)
 app.add_typer(profiles.app)
 app.add_typer(secrets.app)
 app.add_typer(calendars.app)
-
 app.add_typer(notifications.app)
+app.add_typer(flow.app)
 
 
 def _print_version(value: bool) -> None:
