@@ -8,7 +8,7 @@ import asyncpg
 
 from sundial.api.model import FlowLimitSpec, StoredFlowLimit
 from sundial.api.store._base import Row, one, queries, translate
-from sundial.core.errors import ResourceExhausted
+from sundial.core.errors import Aborted, ResourceExhausted
 
 
 def flow_limit_from_row(row: Row, now: datetime) -> StoredFlowLimit:
@@ -46,6 +46,8 @@ class FlowStore:
 
         Raises:
             ResourceExhausted: The key is new and the tenant has ``limit`` keys already.
+            Aborted: A DeleteFlowLimit of the key came between the write and the read
+                (retrying sets it again).
         """
         async with self._pool.acquire() as conn, conn.transaction():
             await conn.execute(queries.lock_tenant_row, tenant_id)
@@ -68,7 +70,11 @@ class FlowStore:
                 spec.max_running,
                 now,
             )
-            row = one(await conn.fetchrow(queries.get_flow_limit, tenant_id, spec.key))
+        # Its state read after the commit: the tenant's row (which job creates update)
+        # stays locked only for the write.
+        row = await self._pool.fetchrow(queries.get_flow_limit, tenant_id, spec.key)
+        if row is None:
+            raise Aborted(f"the flow limit of {spec.key!r} was deleted meanwhile; retry")
         return flow_limit_from_row(row, now)
 
     @translate
