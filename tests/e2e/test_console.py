@@ -5,7 +5,8 @@ scheduler, executor, and a recording target.
 It logs in with a tenant token, finds a job by name and by label (never another
 tenant's), watches its runs appear as they fire, triggers a run, replays a dead run,
 follows a job's calendar to its dates, lists the calendars and the notification channels
-and deletes one, pauses the job, and looks at the admin view; screenshots are kept under the test's
+and deletes one, lists the flow limits and sees a job's flow policy, pauses the job, and
+looks at the admin view; screenshots are kept under the test's
 tmp dir (the path is printed), and copied to ``$SUNDIAL_SCREENSHOTS_DIR`` when set
 (``SUNDIAL_SCREENSHOTS_DIR=bench/results/console`` refreshes README's picture), so a
 test run leaves the repository as it was.
@@ -26,7 +27,7 @@ import grpc
 import pytest
 
 from sundial.devstack import Stack
-from sundial.v1 import calendar_pb2, job_pb2, job_service_pb2, run_pb2
+from sundial.v1 import calendar_pb2, flow_pb2, job_pb2, job_service_pb2, run_pb2
 from tests.helpers.cluster import ADMIN_TOKEN, Cluster, Tenant, running_cluster
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.target_server import RecordingTarget
@@ -250,6 +251,35 @@ def calendars_and_channels(driver: WebDriver, visit: Visit) -> None:
     assert visit.old_channel_id not in listed_rows(driver, "channels-table", "channel-id")
 
 
+def flow_limits(driver: WebDriver, visit: Visit) -> None:
+    """The Flow view: the tenant's limits by key (not the other tenant's), each with its
+    waiting and running runs."""
+    driver.find_element(By.ID, "nav-flow").click()
+    limits = listed_rows(driver, "flow-table", "flow-key")
+    assert list(limits) == ["https://crm.example.com:443", "team=core"], limits
+    crm = limits["https://crm.example.com:443"]
+    assert "10/s" in crm and "20.0" in crm, crm  # the rate, and a full bucket of 20
+
+    def counts(d: WebDriver) -> dict[str, dict[str, str]]:
+        # Read afresh in one go: the view re-renders as it polls.
+        return {
+            str(row.get_attribute("data-flow-key")): {
+                str(cell.get_attribute("data-count")): cell.text
+                for cell in row.find_elements(By.CSS_SELECTOR, "td[data-count]")
+            }
+            for row in d.find_elements(By.CSS_SELECTOR, "#flow-table tbody tr[data-flow-key]")
+        }
+
+    shown = until(driver, counts, "the flow limits' counts")
+    assert shown["https://crm.example.com:443"]["waiting"] == "0", shown
+    assert shown["team=core"]["max-running"] == "2", shown
+    # The beat job's runs count under team=core as they wait and run (one every 2 s).
+    assert shown["team=core"]["waiting"].isdigit(), shown
+    assert shown["team=core"]["running"].isdigit(), shown
+    assert unlabelled(driver) == []
+    driver.save_screenshot(str(visit.shots / "10-flow.png"))
+
+
 def browse(driver: WebDriver, visit: Visit) -> dict[str, str]:
     """The whole browser session (Selenium is synchronous: run off the event loop)."""
     base, tenant, shots = visit.base, visit.tenant, visit.shots
@@ -284,6 +314,9 @@ def browse(driver: WebDriver, visit: Visit) -> dict[str, str]:
     # Its policies, the lateness threshold among them, and its SLO over the default
     # windows: the runs that fired were started on time by the executor.
     assert "late after 30.00 s" in text_of(driver, "job-policies")
+    flow = text_of(driver, "job-flow")
+    assert "priority 1" in flow and "concurrency key team=core" in flow, flow
+    assert "rate-limit key the target's origin" in flow, flow
     assert "within 30.00 s" in text_of(driver, "slo-table")
 
     def slo_rows(d: WebDriver) -> list[dict[str, int]]:
@@ -396,6 +429,7 @@ def browse(driver: WebDriver, visit: Visit) -> dict[str, str]:
     confirm(driver, "#dead-table button.replay")
     until(driver, lambda d: "Replayed:" in status_text(d), "the replay's answer")
     calendars_and_channels(driver, visit)
+    flow_limits(driver, visit)
 
     # Pause the first job, with a note.
     driver.get(f"{base}/console/#/jobs/{beat_id}")
@@ -459,6 +493,8 @@ async def test_the_console_in_a_browser(
     )
     beat_job.policies.lateness_threshold.FromSeconds(30)
     beat_job.policies.failure.pause_after_consecutive_dead = 3
+    beat_job.policies.flow.priority = 1
+    beat_job.policies.flow.concurrency_key = "team=core"
     beat = await tenant.create_job(beat_job)
     await tenant.call(
         "UpdateJob",
@@ -486,6 +522,13 @@ async def test_the_console_in_a_browser(
             calendar=calendar_pb2.Calendar(name="other-tenants", kind=EXCLUDE, dates=["01-01"])
         ),
     )
+    for owner, key, limit in (
+        (tenant, "team=core", flow_pb2.FlowLimit(max_running=2)),
+        (tenant, "https://crm.example.com:443", flow_pb2.FlowLimit(rate_per_second=10, burst=20)),
+        (other, "other-tenants-key", flow_pb2.FlowLimit(max_running=1)),
+    ):
+        limit.key = key
+        await owner.call("SetFlowLimit", flow_pb2.SetFlowLimitRequest(limit=limit))
     notify_url = f"{target.url}/notify"
     pager = channel("ops pager", notify_url, DEAD, PAUSED)
     pager.digest_window.FromTimedelta(timedelta(minutes=5))

@@ -288,6 +288,7 @@ def print_tenant(tenant: pb.Tenant) -> None:
                 str(tenant.quotas.max_waiting_requested_runs or "default"),
             ),
             ("revisions per job", str(tenant.quotas.revisions_per_job or "default")),
+            ("fair weight", str(tenant.quotas.fair_weight)),
             ("signing secrets", "; ".join(secrets) or "-"),
             ("created", when(tenant.create_time, relative=False)),
             ("updated", when(tenant.update_time, relative=False)),
@@ -420,6 +421,13 @@ def update_tenant(
     revisions_per_job: Annotated[
         int | None, typer.Option(help="Revisions kept per job (0: the operator's default).")
     ] = None,
+    fair_weight: Annotated[
+        int | None,
+        typer.Option(
+            help="Its weight in sharing executors when they are contended, 1-100 (0: the "
+            "operator's default, SUNDIAL_FAIR_WEIGHT)."
+        ),
+    ] = None,
     conn: Connection,
     token: AdminTokenOption = "",
     output: OutputOption = Output.TABLE,
@@ -433,6 +441,7 @@ def update_tenant(
         ("max_calendars", max_calendars),
         ("max_waiting_requested_runs", max_waiting_requested_runs),
         ("revisions_per_job", revisions_per_job),
+        ("fair_weight", fair_weight),
     ):
         if value is not None:
             setattr(tenant.quotas, name, value)

@@ -12,6 +12,7 @@ from sundial.cli import (
     calendars,
     dev,
     egress,
+    flow,
     jobs,
     migrate,
     notifications,
@@ -44,8 +45,8 @@ app.add_typer(profiles.app)
 app.add_typer(secrets.app)
 app.add_typer(vault.app)
 app.add_typer(calendars.app)
-
 app.add_typer(notifications.app)
+app.add_typer(flow.app)
 
 
 def _print_version(value: bool) -> None:

@@ -157,7 +157,19 @@ async def test_tenants_created_listed_updated_and_their_secret_rotated(api: Api)
     assert "globex" in names
     await _cli(env, "admin", "tenants", "update", "globex", "--max-concurrent-runs", "7")
     updated = await _tenant(env, "globex")
-    assert updated["tenant"]["quotas"] == {"max_jobs": "50", "max_concurrent_runs": 7}
+    # The fair weight read is the effective one: the operator's default, 1.
+    assert updated["tenant"]["quotas"] == {
+        "max_jobs": "50",
+        "max_concurrent_runs": 7,
+        "fair_weight": 1,
+    }
+    weighted = await _cli(env, "admin", "tenants", "update", "globex", "--fair-weight", "4")
+    assert ["fair", "weight", "4"] in [line.split() for line in weighted.stdout.splitlines()]
+    assert (await _tenant(env, "globex"))["tenant"]["quotas"]["fair_weight"] == 4
+    refused = await _cli(
+        env, "admin", "tenants", "update", "globex", "--fair-weight", "101", code=1
+    )
+    assert "tenant.quotas.fair_weight" in refused.output
     rotated = await _cli(env, "admin", "tenants", "rotate-secret", "globex", "--overlap", "1h")
     assert rotated.stdout and rotated.stdout != first_secret
     after = await _tenant(env, "globex")

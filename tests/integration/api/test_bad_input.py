@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from sundial.v1 import admin_pb2 as apb
-from sundial.v1 import job_pb2, run_pb2
+from sundial.v1 import flow_pb2, job_pb2, run_pb2
 from sundial.v1 import job_service_pb2 as pb
 from tests.integration.api.support import Api, Tenant, launch, make_job
 
@@ -1049,6 +1049,42 @@ async def test_fuzzed_job_ids_are_never_internal(world: World, text: str) -> Non
         metadata=world.md,
     )
     await assert_refused_cleanly(world, create, ("job_id",))
+
+
+_FLOW_KEYS = st.one_of(
+    st.text(max_size=210),
+    st.text(st.characters(codec="ascii"), min_size=195, max_size=205),
+    st.sampled_from(["", "\x00", "a\x00b", " ", "customer=42"]),
+)
+_INT32 = st.integers(-(2**31), 2**31 - 1)
+
+
+@FUZZ
+@given(
+    key=_FLOW_KEYS,
+    rate=st.one_of(st.floats(), st.floats(0, 10_001), st.sampled_from([0.0, -0.0, 1e-300])),
+    burst=st.one_of(_INT32, st.integers(0, 10_001)),
+    running=st.one_of(_INT32, st.integers(0, 100_001)),
+)
+async def test_fuzzed_flow_limits_are_never_internal(
+    world: World, key: str, rate: float, burst: int, running: int
+) -> None:
+    limit = flow_pb2.FlowLimit(key=key, rate_per_second=rate, burst=burst, max_running=running)
+    before = await world.api.sql("SELECT * FROM flow_limits ORDER BY tenant_id, key")
+    code, details = await outcome(
+        world.api.jobs.SetFlowLimit(flow_pb2.SetFlowLimitRequest(limit=limit), metadata=world.md)
+    )
+    event(code.name)
+    assert code in (OK, INVALID), details
+    if code is INVALID:
+        assert details.startswith("limit."), details
+        assert await world.api.sql("SELECT * FROM flow_limits ORDER BY tenant_id, key") == before
+    code, details = await outcome(
+        world.api.jobs.DeleteFlowLimit(flow_pb2.DeleteFlowLimitRequest(key=key), metadata=world.md)
+    )
+    assert code in (OK, INVALID, grpc.StatusCode.NOT_FOUND), details
+    if code is INVALID:
+        assert details.startswith("key: "), details
 
 
 @FUZZ

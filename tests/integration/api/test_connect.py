@@ -22,6 +22,7 @@ from grpc_status import rpc_status
 from sundial.api.config import ApiConfig
 from sundial.api.web import HttpServer
 from sundial.core.config import ConfigError
+from sundial.v1 import flow_pb2
 from sundial.v1 import job_service_pb2 as pb
 from tests.helpers.certs import Authority
 from tests.integration.api.support import ADMIN_TOKEN, Api, StartApi, Tenant, make_job
@@ -144,6 +145,29 @@ async def test_a_bad_cron_is_invalid_argument_with_the_same_details_as_grpc(
     assert over_grpc["google.rpc.BadRequest"] == got["google.rpc.BadRequest"]
     assert over_grpc["google.rpc.ErrorInfo"] == got["google.rpc.ErrorInfo"]
     assert (await http_api.counts())["jobs"] == 0
+
+
+async def test_flow_limits_over_json(http: Http, http_api: Api, tenant: Tenant) -> None:
+    status, made, _ = await http.call(
+        f"{JOBS}/SetFlowLimit", {"limit": {"key": "crm", "ratePerSecond": 50}}, tenant.token
+    )
+    assert status == 200, made
+    assert (made["limit"]["burst"], made["limit"]["availableTokens"]) == (50, 50)
+    status, listed, _ = await http.call(f"{JOBS}/ListFlowLimits", {}, tenant.token)
+    assert status == 200, listed
+    assert [(f["key"], f["ratePerSecond"]) for f in listed["limits"]] == [("crm", 50)]
+    # JSON spells what the binary form cannot send by mistake: a rate of "NaN".
+    for body, field in (
+        ({"limit": {"key": "crm", "ratePerSecond": "NaN"}}, "limit.rate_per_second"),
+        ({"limit": {"key": "", "maxRunning": 2}}, "limit.key"),
+    ):
+        status, error, _ = await http.call(f"{JOBS}/SetFlowLimit", body, tenant.token)
+        assert (status, error["code"]) == (400, "invalid_argument"), error
+        violation = details(error)["google.rpc.BadRequest"].field_violations[0]
+        assert violation.field == field
+    # The same store as gRPC's: the limit is as set first.
+    seen = await http_api.jobs.ListFlowLimits(flow_pb2.ListFlowLimitsRequest(), metadata=tenant.md)
+    assert [(f.key, f.rate_per_second, f.burst) for f in seen.limits] == [("crm", 50.0, 50)]
 
 
 async def test_without_a_token_unauthenticated_and_wrong_role_permission_denied(

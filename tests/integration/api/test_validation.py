@@ -283,6 +283,16 @@ CASES: dict[str, tuple[Mutation, str]] = {
         _set("policies.failure.pause_after_consecutive_dead", 1001),
         "policies.failure.pause_after_consecutive_dead",
     ),
+    "priority too high": (_set("policies.flow.priority", 6), "policies.flow.priority"),
+    "priority negative": (_set("policies.flow.priority", -1), "policies.flow.priority"),
+    "rate-limit key too long": (
+        _set("policies.flow.rate_limit_key", "r" * 201),
+        "policies.flow.rate_limit_key",
+    ),
+    "concurrency key control char": (
+        _set("policies.flow.concurrency_key", "customer\n42"),
+        "policies.flow.concurrency_key",
+    ),
     # SSRF (this server allows loopback only)
     "private address": (_set("target.http.url", "http://10.1.2.3/x"), "target.http.url"),
     "metadata address": (
@@ -338,6 +348,7 @@ UPDATE_CASES = [
     "header sundial",
     "max_attempts",
     "lateness_threshold long",
+    "priority too high",
     "label key case",
     "name control char",
 ]

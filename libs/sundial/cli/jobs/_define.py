@@ -21,6 +21,7 @@ from sundial.cli._output import Output, OutputOption
 from sundial.cli.jobs._options import (
     At,
     Calendars,
+    ConcurrencyKey,
     Cron,
     Every,
     GrpcAddress,
@@ -36,6 +37,8 @@ from sundial.cli.jobs._options import (
     PauseAfterDead,
     Payload,
     PayloadFile,
+    Priority,
+    RateLimitKey,
     RequestId,
     Timeout,
     Url,
@@ -79,6 +82,9 @@ def create(
     timeout: Timeout = "",
     lateness_threshold: LatenessThreshold = "",
     pause_after_dead: PauseAfterDead = None,
+    priority: Priority = None,
+    rate_limit_key: RateLimitKey = None,
+    concurrency_key: ConcurrencyKey = None,
     paused: Annotated[bool, typer.Option(help="Create the job paused.")] = False,
     request_id: RequestId = "",
     output: OutputOption = Output.TABLE,
@@ -97,6 +103,9 @@ def create(
         timeout,
         pause_after_dead,
         lateness_threshold=lateness_threshold,
+        priority=priority,
+        rate_limit_key=rate_limit_key,
+        concurrency_key=concurrency_key,
     )
     job = job_pb2.Job(
         name=name,
@@ -151,6 +160,9 @@ def update(
     timeout: Timeout = "",
     lateness_threshold: LatenessThreshold = "",
     pause_after_dead: PauseAfterDead = None,
+    priority: Priority = None,
+    rate_limit_key: RateLimitKey = None,
+    concurrency_key: ConcurrencyKey = None,
     expected_version: Version = 0,
     output: OutputOption = Output.TABLE,
 ) -> None:
@@ -197,6 +209,9 @@ def update(
         timeout,
         pause_after_dead,
         lateness_threshold=lateness_threshold,
+        priority=priority,
+        rate_limit_key=rate_limit_key,
+        concurrency_key=concurrency_key,
     )
     if not paths:
         fail("nothing to change: give at least one option (see --help)")

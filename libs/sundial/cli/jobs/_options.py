@@ -114,6 +114,35 @@ PauseAfterDead = Annotated[
 ]
 
 
+Priority = Annotated[
+    int | None,
+    typer.Option(
+        help="Among the tenant's waiting runs, 1 goes first and 5 last (0: the default, 3).",
+        show_default=False,
+    ),
+]
+
+
+RateLimitKey = Annotated[
+    str | None,
+    typer.Option(
+        help="The key of the rate limit its runs are called under (`sundial flow set`); "
+        "empty: the target's origin.",
+        show_default=False,
+    ),
+]
+
+
+ConcurrencyKey = Annotated[
+    str | None,
+    typer.Option(
+        help="The key of the concurrency limit its runs count toward, e.g. customer=42 "
+        "(`sundial flow set KEY --max-running N`); empty: none.",
+        show_default=False,
+    ),
+]
+
+
 RequestId = Annotated[
     str,
     typer.Option(
@@ -177,6 +206,9 @@ def policies_from_options(  # noqa: PLR0917 (one value per option)
     pause_after_dead: int | None = None,
     *,
     lateness_threshold: str = "",
+    priority: int | None = None,
+    rate_limit_key: str | None = None,
+    concurrency_key: str | None = None,
 ) -> list[str]:
     """Set the policies the options give; returns their update-mask paths."""
     paths = []
@@ -205,6 +237,14 @@ def policies_from_options(  # noqa: PLR0917 (one value per option)
     if pause_after_dead is not None:
         policies.failure.pause_after_consecutive_dead = pause_after_dead
         paths.append("policies.failure.pause_after_consecutive_dead")
+    for name, value in (
+        ("priority", priority),
+        ("rate_limit_key", rate_limit_key),
+        ("concurrency_key", concurrency_key),
+    ):
+        if value is not None:  # "" (a key back to its default) is a change too
+            setattr(policies.flow, name, value)
+            paths.append(f"policies.flow.{name}")
     return paths
 
 

@@ -65,6 +65,15 @@ def failure_text(failure: job_pb2.FailurePolicy) -> str:
     return f"pause after {count} consecutive dead runs"
 
 
+def flow_text(flow: job_pb2.FlowPolicy) -> str:
+    """A job's flow policy in words."""
+    return (
+        f"priority {flow.priority or 3}, "
+        f"rate-limit key {flow.rate_limit_key or '(the target origin)'}, "
+        f"concurrency key {flow.concurrency_key or '-'}"
+    )
+
+
 def print_job(job: job_pb2.Job) -> None:
     """A job as ``key  value`` lines."""
     policies = job.policies
@@ -87,6 +96,7 @@ def print_job(job: job_pb2.Job) -> None:
             f"late after {duration_text(policies.lateness_threshold)}",
         ),
         ("failure policy", failure_text(policies.failure)),
+        ("flow", flow_text(policies.flow)),
         ("created", when(job.create_time)),
         ("updated", when(job.update_time)),
     ]

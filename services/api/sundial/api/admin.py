@@ -35,7 +35,12 @@ _SCOPE_IN = {
     pb.TOKEN_SCOPE_MANAGE: Scope.MANAGE,
 }
 _SCOPE_OUT = {scope: number for number, scope in _SCOPE_IN.items()}
-_QUOTA_OVERRIDES = ("max_calendars", "max_waiting_requested_runs", "revisions_per_job")
+_QUOTA_OVERRIDES = (
+    "max_calendars",
+    "max_waiting_requested_runs",
+    "revisions_per_job",
+    "fair_weight",
+)
 _TENANT_MASK = UpdateMask(
     ("display_name", "quotas"),
     subpaths=(
@@ -46,8 +51,10 @@ _TENANT_MASK = UpdateMask(
 )
 
 
-def tenant_out(tenant: Tenant) -> pb.Tenant:
-    """A tenant with its effective quotas and signing-secret metadata."""
+def tenant_out(tenant: Tenant, default_fair_weight: int) -> pb.Tenant:
+    """A tenant with its quotas and signing-secret metadata. The fair weight is the
+    effective one (admin.proto: reads return it); the other overrides read 0 while they
+    follow the operator's default."""
     message = pb.Tenant(
         tenant_id=tenant.tenant_id,
         display_name=tenant.display_name,
@@ -57,6 +64,7 @@ def tenant_out(tenant: Tenant) -> pb.Tenant:
             max_calendars=tenant.max_calendars or 0,
             max_waiting_requested_runs=tenant.max_waiting_requested_runs or 0,
             revisions_per_job=tenant.revisions_per_job or 0,
+            fair_weight=tenant.fair_weight or default_fair_weight,
         ),
         create_time=wire.timestamp(tenant.create_time),
         update_time=wire.timestamp(tenant.update_time),
@@ -135,6 +143,9 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         done, remaining, key_id = await self._secrets.rewrap()
         return pb.RewrapSecretsResponse(rewrapped=done, remaining=remaining, key_id=key_id)
 
+    def _out(self, tenant: Tenant) -> pb.Tenant:
+        return tenant_out(tenant, self._tenants.default_fair_weight)
+
     async def CreateTenant(
         self, request: pb.CreateTenantRequest, context: grpc.aio.ServicerContext
     ) -> pb.CreateTenantResponse:
@@ -146,13 +157,13 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             tenant.quotas.max_concurrent_runs,
             TenantChanges(**{name: getattr(tenant.quotas, name) for name in _QUOTA_OVERRIDES}),
         )
-        return pb.CreateTenantResponse(tenant=tenant_out(created), signing_secret=secret)
+        return pb.CreateTenantResponse(tenant=self._out(created), signing_secret=secret)
 
     async def GetTenant(
         self, request: pb.GetTenantRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetTenantResponse:
         return pb.GetTenantResponse(
-            tenant=tenant_out(await self._tenants.get_tenant(request.tenant_id))
+            tenant=self._out(await self._tenants.get_tenant(request.tenant_id))
         )
 
     async def ListTenants(
@@ -162,7 +173,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             page_size=request.page_size, page_token=request.page_token
         )
         return pb.ListTenantsResponse(
-            tenants=[tenant_out(t) for t in page.items], next_page_token=page.next_page_token
+            tenants=[self._out(t) for t in page.items], next_page_token=page.next_page_token
         )
 
     async def UpdateTenant(
@@ -183,7 +194,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             },
         )
         updated = await self._tenants.update_tenant(tenant.tenant_id, changes)
-        return pb.UpdateTenantResponse(tenant=tenant_out(updated))
+        return pb.UpdateTenantResponse(tenant=self._out(updated))
 
     async def CreateApiToken(
         self, request: pb.CreateApiTokenRequest, context: grpc.aio.ServicerContext
@@ -237,7 +248,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             wire.timedelta_in(request.overlap, "overlap") if request.HasField("overlap") else None
         )
         tenant, secret = await self._tenants.rotate_signing_secret(request.tenant_id, overlap)
-        return pb.RotateSigningSecretResponse(tenant=tenant_out(tenant), signing_secret=secret)
+        return pb.RotateSigningSecretResponse(tenant=self._out(tenant), signing_secret=secret)
 
     async def ClusterStatus(
         self, request: pb.ClusterStatusRequest, context: grpc.aio.ServicerContext

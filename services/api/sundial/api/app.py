@@ -12,6 +12,7 @@ from sundial.api.calendars import CalendarManager
 from sundial.api.cluster import EtcdMembership, MembershipSource, UnconfiguredMembership
 from sundial.api.config import ApiConfig
 from sundial.api.egress import EgressPolicies
+from sundial.api.flow import FlowLimits
 from sundial.api.jobs import JobManager
 from sundial.api.notifications import NotificationChannels
 from sundial.api.notifier import Notifier
@@ -106,6 +107,7 @@ async def build(
             cluster=config.cluster,
             default_max_jobs=config.default_max_jobs,
             default_max_concurrent_runs=config.default_max_concurrent_runs,
+            default_fair_weight=config.fair_weight,
         )
         server.add_services(
             [
@@ -120,6 +122,7 @@ async def build(
                         calendars=CalendarManager(store, clock, max_calendars=config.max_calendars),
                         channels=NotificationChannels(pool, guard, egress, clock),
                         secrets=secrets,
+                        flow=FlowLimits(store, clock, max_limits=config.max_flow_limits),
                     ),
                 ),
                 (

@@ -51,7 +51,8 @@ def is_write(method: str) -> bool:
 
 def _resource(request: Any) -> str:
     """What the request names, the first of: a job id, a run key, a tenant, a token, a
-    calendar (``calendars/<name>``), a secret (``secrets/<name>``)."""
+    calendar (``calendars/<name>``), a secret (``secrets/<name>``), a flow limit's key
+    (``flow_limits/<key>``)."""
     if type(request).__name__.endswith("SecretRequest"):  # the name, never the value
         secret = getattr(request, "secret", None)
         name = secret.name if secret is not None else getattr(request, "name", "")
@@ -60,6 +61,10 @@ def _resource(request: Any) -> str:
     if type(request).__name__.endswith("CalendarRequest"):
         name = calendar.name if calendar is not None else getattr(request, "name", "")
         return f"calendars/{name}"[:200]
+    if type(request).__name__.endswith("FlowLimitRequest"):
+        limit = getattr(request, "limit", None)
+        key = limit.key if limit is not None else getattr(request, "key", "")
+        return f"flow_limits/{key[:200]}"  # a valid key whole (at most 200 characters)
     for path in (
         ("job_id",),
         ("job", "job_id"),

@@ -98,6 +98,15 @@ class ApiConfig(
     revisions_per_job: int = 100
     """Revisions kept per job (the newest); older ones are deleted by the retention pass."""
 
+    max_flow_limits: int = 1000
+    """Flow limits (keys with a rate or concurrency limit) one tenant may set;
+    SetFlowLimit of a further key is RESOURCE_EXHAUSTED."""
+
+    fair_weight: int = 1
+    """The fair weight of a tenant without its own (``Quotas.fair_weight``), as the API
+    shows it: give the schedulers the same value, which is the one they share executors
+    by."""
+
     revision_retention_days: int = 90
     """Days a job's revisions are kept (its newest is kept however old)."""
 
@@ -173,6 +182,8 @@ class ApiConfig(
             ("max_calendars", 1, 100_000),
             ("max_waiting_requested_runs", 1, 10_000_000),
             ("revisions_per_job", 1, 100_000),
+            ("max_flow_limits", 1, 100_000),
+            ("fair_weight", 1, 100),
             ("revision_retention_days", 1, 36_500),
             ("deleted_job_revision_days", 0, 36_500),
             ("audit_retention_days", 1, 36_500),

@@ -215,6 +215,37 @@ class StoredCalendar:
     update_time: datetime
 
 
+# --- flow control -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FlowLimitSpec:
+    """A key's limits as SetFlowLimit takes them (flow.proto ``FlowLimit``); validated,
+    ``burst`` is the effective bucket size (0 only without a rate limit)."""
+
+    key: str
+    rate_per_second: float = 0.0
+    burst: int = 0
+    max_running: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFlowLimit:
+    """A key's limits as stored, with how the key stands at ``observed_at``."""
+
+    spec: FlowLimitSpec
+    waiting_runs: int
+    """Runs of the key in ``run_waits``, and the queued runs published but not leased
+    of the jobs whose concurrency key it is."""
+    running_runs: int
+    """RUNNING runs of the jobs whose concurrency key or explicit rate-limit key it is."""
+    available_tokens: float
+    blocked_until: datetime | None
+    """Only while in the future."""
+    create_time: datetime
+    update_time: datetime
+
+
 # --- previews -----------------------------------------------------------------------------
 
 
@@ -319,9 +350,10 @@ class Tenant:
     update_time: datetime
     signing_secrets: Sequence[SigningSecretInfo] = ()
     max_calendars: int | None = None
-    """The tenant's own bound (None: the operator's default); likewise the next two."""
+    """The tenant's own bound (None: the operator's default); likewise the next three."""
     max_waiting_requested_runs: int | None = None
     revisions_per_job: int | None = None
+    fair_weight: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,9 +382,10 @@ class TenantChanges:
     max_jobs: int | None = None
     max_concurrent_runs: int | None = None
     max_calendars: int | None = None
-    """0 sets it back to the operator's default; likewise the next two."""
+    """0 sets it back to the operator's default; likewise the next three."""
     max_waiting_requested_runs: int | None = None
     revisions_per_job: int | None = None
+    fair_weight: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

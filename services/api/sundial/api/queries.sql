@@ -341,12 +341,13 @@ UPDATE job_stats SET cancelled_count = cancelled_count + 1, updated_at = $2 WHER
 
 -- name: insert_tenant
 -- Creates tenant $1 with its first signing secret ($5, id $6) at $7; $8 max_calendars,
--- $9 max_waiting_requested_runs, $10 revisions_per_job (NULL: the operator's defaults).
+-- $9 max_waiting_requested_runs, $10 revisions_per_job, $11 fair_weight (NULL: the
+-- operator's defaults).
 WITH tenant AS (
     INSERT INTO tenants (tenant_id, name, max_jobs, max_concurrent_runs, signing_secret,
                          created_at, updated_at, max_calendars, max_waiting_requested_runs,
-                         revisions_per_job)
-    VALUES ($1, $2, $3, $4, $5, $7, $7, $8, $9, $10)
+                         revisions_per_job, fair_weight)
+    VALUES ($1, $2, $3, $4, $5, $7, $7, $8, $9, $10, $11)
     RETURNING tenant_id
 )
 INSERT INTO tenant_signing_secrets (secret_id, tenant_id, secret, created_at)
@@ -354,13 +355,13 @@ SELECT $6, tenant_id, $5, $7 FROM tenant;
 
 -- name: get_tenant
 SELECT tenant_id, name, max_jobs, max_concurrent_runs, created_at, updated_at,
-       max_calendars, max_waiting_requested_runs, revisions_per_job
+       max_calendars, max_waiting_requested_runs, revisions_per_job, fair_weight
   FROM tenants
  WHERE tenant_id = $1;
 
 -- name: list_tenants
 SELECT tenant_id, name, max_jobs, max_concurrent_runs, created_at, updated_at,
-       max_calendars, max_waiting_requested_runs, revisions_per_job
+       max_calendars, max_waiting_requested_runs, revisions_per_job, fair_weight
   FROM tenants
  WHERE tenant_id > $1
  ORDER BY tenant_id
@@ -376,7 +377,8 @@ SELECT tenant_id, secret_id, created_at, expires_at
 -- name: update_tenant
 -- Changes the fields of tenant $1 that are not NULL ($2 name, $3 max_jobs,
 -- $4 max_concurrent_runs) at $5; $6 max_calendars, $7 max_waiting_requested_runs,
--- $8 revisions_per_job likewise, 0 setting one back to the operator's default (NULL).
+-- $8 revisions_per_job, $9 fair_weight likewise, 0 setting one back to the operator's
+-- default (NULL).
 UPDATE tenants
    SET name = coalesce($2, name),
        max_jobs = coalesce($3, max_jobs),
@@ -387,6 +389,8 @@ UPDATE tenants
                                          ELSE nullif($7::bigint, 0) END,
        revisions_per_job = CASE WHEN $8::integer IS NULL THEN revisions_per_job
                                 ELSE nullif($8::integer, 0) END,
+       fair_weight = CASE WHEN $9::integer IS NULL THEN fair_weight
+                          ELSE nullif($9::integer, 0) END,
        updated_at = $5
  WHERE tenant_id = $1
 RETURNING tenant_id;
@@ -631,6 +635,91 @@ UPDATE jobs j
   FROM defs
   JOIN unnest($1::uuid[], $3::timestamptz[]) AS u(job_id, next_run_at) ON u.job_id = defs.job_id
  WHERE j.job_id = defs.job_id;
+
+-- --- flow control (migration 0019, docs/design.md section 7 "Flow control") ------------
+
+-- fragment: flow_limit_state
+-- Follows a CTE "page" (flow_limits rows of tenant $1): each limit with its state. The
+-- waiting runs of a key are its run_waits rows (the rate key the dispatcher resolved, or
+-- the job's concurrency key) and, for a concurrency key, its runs published and not
+-- leased yet (held at lease by the key's max_running, or not taken yet); its running
+-- runs are those of the jobs naming it as their concurrency or rate-limit key (a job
+-- whose rate key is its target's origin names none: the origin is resolved at
+-- dispatch). One pass over the tenant's waiting runs and one over its runs in flight
+-- (job_runs_tenant_inflight_idx), each grouped by key before the page's keys pick.
+waits AS MATERIALIZED (
+    SELECT w.rate_key, d.policies->'flow'->>'concurrency_key' AS concurrency_key,
+           count(*) AS runs
+      FROM run_waits w
+      JOIN job_definitions d ON d.job_id = w.job_id
+     WHERE w.tenant_id = $1
+     GROUP BY 1, 2
+), flights AS MATERIALIZED (
+    SELECT r.status, d.policies->'flow'->>'rate_limit_key' AS rate_key,
+           d.policies->'flow'->>'concurrency_key' AS concurrency_key, count(*) AS runs
+      FROM job_runs r
+      JOIN job_definitions d ON d.job_id = r.job_id
+     WHERE r.tenant_id = $1
+       AND (r.status = 'running' OR (r.status = 'queued' AND r.dispatch_seq > 0))
+     GROUP BY 1, 2, 3
+)
+SELECT p.key, p.rate_per_s, p.burst, p.max_running, p.tokens, p.refilled_at,
+       p.blocked_until, p.created_at, p.updated_at,
+       (coalesce((SELECT sum(w.runs) FROM waits w
+                   WHERE w.rate_key = p.key OR w.concurrency_key = p.key), 0)
+      + coalesce((SELECT sum(f.runs) FROM flights f
+                   WHERE f.status = 'queued' AND f.concurrency_key = p.key), 0)
+       )::bigint AS waiting_runs,
+       coalesce((SELECT sum(f.runs) FROM flights f
+                  WHERE f.status = 'running'
+                    AND (f.concurrency_key = p.key OR f.rate_key = p.key)), 0
+       )::bigint AS running_runs
+  FROM page p
+ ORDER BY p.key COLLATE "C"
+
+-- name: list_flow_limits
+-- A page of tenant $1's limits by key (byte order) after $2, $3 rows, with their state.
+WITH page AS (
+    SELECT * FROM flow_limits
+     WHERE tenant_id = $1 AND key COLLATE "C" > $2
+     ORDER BY key COLLATE "C"
+     LIMIT $3
+), {flow_limit_state};
+
+-- name: get_flow_limit
+-- Tenant $1's limit of key $2 with its state.
+WITH page AS (
+    SELECT * FROM flow_limits WHERE tenant_id = $1 AND key = $2
+), {flow_limit_state};
+
+-- name: count_flow_limits
+-- Tenant $1's limits, and whether key $2 is among them; run after lock_tenant_row (held
+-- until the commit), so concurrent SetFlowLimit calls of new keys cannot pass the quota.
+SELECT count(*) AS limits, coalesce(bool_or(key = $2), false) AS known
+  FROM flow_limits
+ WHERE tenant_id = $1;
+
+-- name: set_flow_limit
+-- Tenant $1's limits of key $2 at $6: rate $3 per second, bucket $4, max running $5.
+-- The bucket starts full (tokens = its size, refilled at $6) when the key is new or its
+-- rate or size changed; otherwise the schedulers' bucket and a target's Retry-After
+-- (blocked_until) stay as they are.
+INSERT INTO flow_limits AS f (tenant_id, key, rate_per_s, burst, max_running, tokens,
+                              refilled_at, created_at, updated_at)
+VALUES ($1, $2, $3, $4::integer, $5, $4::integer, $6, $6, $6)
+ON CONFLICT (tenant_id, key) DO UPDATE
+   SET rate_per_s = EXCLUDED.rate_per_s,
+       burst = EXCLUDED.burst,
+       max_running = EXCLUDED.max_running,
+       tokens = CASE WHEN (f.rate_per_s, f.burst) = (EXCLUDED.rate_per_s, EXCLUDED.burst)
+                     THEN f.tokens ELSE EXCLUDED.tokens END,
+       refilled_at = CASE WHEN (f.rate_per_s, f.burst) = (EXCLUDED.rate_per_s, EXCLUDED.burst)
+                          THEN f.refilled_at ELSE EXCLUDED.refilled_at END,
+       updated_at = EXCLUDED.updated_at;
+
+-- name: delete_flow_limit
+-- Tenant $1's limit of key $2; returns the key when there was one.
+DELETE FROM flow_limits WHERE tenant_id = $1 AND key = $2 RETURNING key;
 
 -- name: count_notification_channels
 -- Tenant $1's channels, counted after locking its tenants row (FOR UPDATE, held until

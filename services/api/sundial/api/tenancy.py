@@ -56,6 +56,7 @@ class TenantManager:
         cluster: The cluster's name.
         default_max_jobs: max_jobs of a tenant created without one.
         default_max_concurrent_runs: max_concurrent_runs of a tenant created without one.
+        default_fair_weight: The fair weight of a tenant without its own.
     """
 
     def __init__(
@@ -67,6 +68,7 @@ class TenantManager:
         cluster: str,
         default_max_jobs: int,
         default_max_concurrent_runs: int,
+        default_fair_weight: int = 1,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -74,6 +76,8 @@ class TenantManager:
         self._cluster = cluster
         self._default_max_jobs = default_max_jobs
         self._default_max_concurrent_runs = default_max_concurrent_runs
+        self.default_fair_weight = default_fair_weight
+        """What a tenant's fair weight is while it has none of its own (reads show it)."""
 
     # --- tenants --------------------------------------------------------------------------
 
@@ -90,7 +94,7 @@ class TenantManager:
         A max_jobs or max_concurrent_runs of 0 takes the cluster default at creation;
         the effective value is stored, so later changes of the default do not move
         existing tenants. The other quotas (``overrides``: calendars, waiting requested
-        runs, revisions per job) follow the operator's default while 0.
+        runs, revisions per job, fair weight) follow the operator's default while 0.
         """
         validation.check_tenant_id(tenant_id)
         validation.check_display_name(display_name, "tenant.display_name")
@@ -246,4 +250,5 @@ def _overrides_of(changes: TenantChanges) -> dict[str, int | None]:
         "max_calendars": changes.max_calendars,
         "max_waiting_requested_runs": changes.max_waiting_requested_runs,
         "revisions_per_job": changes.revisions_per_job,
+        "fair_weight": changes.fair_weight,
     }

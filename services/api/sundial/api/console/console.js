@@ -618,6 +618,16 @@
     ].join(", ");
   }
 
+  // A job's flow policy (job.proto FlowPolicy), defaults spelled out.
+  function flowText(policies) {
+    const flow = (policies || {}).flow || {};
+    return [
+      `priority ${flow.priority || 3} (1 first, 5 last)`,
+      `rate-limit key ${flow.rateLimitKey || "the target's origin"}`,
+      `concurrency key ${flow.concurrencyKey || "none"}`,
+    ].join(", ");
+  }
+
   const targetText = (target) => target && target.http
     ? `${target.http.method || "POST"} ${target.http.url}`
     : target && target.grpc ? `gRPC ${target.grpc.address}` : "—";
@@ -822,6 +832,7 @@
         ...fact("Target", job.target && job.target.http ? job.target.http.url
           : job.target && job.target.grpc ? `gRPC ${job.target.grpc.address}` : "—"),
         ...fact("Policies", h("span", { id: "job-policies" }, policyText(job.policies))),
+        ...fact("Flow", h("span", { id: "job-flow" }, flowText(job.policies))),
         ...fact("Version", String(job.version || "")),
         ...fact("Job id", h("code", {}, job.jobId)));
       sections.slo.replaceChildren(sloTable(described.slo || []));
@@ -969,6 +980,45 @@
     return poll(refresh, 5000);
   }
 
+  // --- flow limits -------------------------------------------------------------------------
+
+  // Calls a second as people set them: 50/s, or 30/min below one a second.
+  function fmtRate(rate) {
+    const value = Number(rate || 0);
+    if (!value) return "—";
+    if (value >= 1) return `${Number(value.toFixed(3))}/s`;
+    const perMinute = value * 60;
+    return perMinute >= 1 ? `${Number(perMinute.toFixed(3))}/min`
+      : `${Number((value * 3600).toFixed(3))}/h`;
+  }
+
+  function showFlow() {
+    const box = h("div", { id: "flow" });
+    mount(h("h1", {}, "Flow"),
+      h("p", { class: "muted" }, "Limits per key: how fast the runs of a rate-limit key " +
+        "start and how many runs of a concurrency key run at once. Runs over a limit wait " +
+        "(queued) and are never dropped. Set them with sundial flow set."), box);
+
+    async function refresh() {
+      const listed = await jobApi("ListFlowLimits", { pageSize: LIST_PAGE });
+      const rows = (listed.limits || []).map((f) => h("tr", { "data-flow-key": f.key },
+        h("td", {}, h("code", {}, f.key)),
+        h("td", { "data-count": "rate" }, fmtRate(f.ratePerSecond)),
+        h("td", { class: "num" }, f.ratePerSecond ? count(f.burst) : "—"),
+        h("td", { class: "num", "data-count": "max-running" }, count(f.maxRunning) || "—"),
+        h("td", { class: "num", "data-count": "waiting" }, count(f.waitingRuns)),
+        h("td", { class: "num", "data-count": "running" }, count(f.runningRuns)),
+        h("td", { class: "num" }, f.ratePerSecond ? count(f.availableTokens).toFixed(1) : "—"),
+        f.blockedUntil ? timeCell(f.blockedUntil) : h("td", { class: "muted" }, "—")));
+      box.replaceChildren(table("flow-table", "Limits, ordered by key",
+        ["Key", "Rate", "Burst", "Max running", "Waiting", "Running", "Tokens",
+          "Blocked until (Retry-After)"], rows, "No flow limits yet."),
+      moreThan(listed, "limits"));
+    }
+
+    return poll(refresh, 5000);
+  }
+
   // --- admin -------------------------------------------------------------------------------
 
   function showAdmin() {
@@ -983,10 +1033,12 @@
         h("td", {}, t.displayName || ""),
         h("td", { class: "num" }, (t.quotas && t.quotas.maxJobs) || "default"),
         h("td", { class: "num" }, (t.quotas && t.quotas.maxConcurrentRuns) || "default"),
+        h("td", { class: "num" }, (t.quotas && t.quotas.fairWeight) || "default"),
         h("td", {}, fmtTime(t.createTime))));
       tenants.replaceChildren(h("table", { id: "tenants-table" },
-        h("thead", {}, h("tr", {}, ["Tenant", "Name", "Max jobs", "Max running", "Created"].map(
-          (title) => h("th", { scope: "col" }, title)))),
+        h("thead", {}, h("tr", {},
+          ["Tenant", "Name", "Max jobs", "Max running", "Fair weight", "Created"].map(
+            (title) => h("th", { scope: "col" }, title)))),
         h("tbody", {}, rows)),
       listed.nextPageToken ? h("p", { class: "muted" }, "Showing the first 100 tenants.") : "");
       try {
@@ -1022,7 +1074,7 @@
     if (!sessionStorage.getItem(TOKEN_KEY)) return renderLogin();
     const role = sessionStorage.getItem(ROLE_KEY) || "tenant";
     $("#nav").hidden = false;
-    for (const id of ["#nav-jobs", "#nav-calendars", "#nav-channels"]) {
+    for (const id of ["#nav-jobs", "#nav-calendars", "#nav-channels", "#nav-flow"]) {
       $(id).hidden = role === "admin";
     }
     $("#nav-admin").hidden = role !== "admin";
@@ -1040,6 +1092,7 @@
     if (calendar) return showCalendar(decodeURIComponent(calendar[1]));
     if (hash === "#/calendars") return showCalendars();
     if (hash === "#/channels") return showChannels();
+    if (hash === "#/flow") return showFlow();
     return showJobs();
   }
 

@@ -12,7 +12,7 @@ and the run vocabulary's enums are converted by :mod:`sundial.core.wire`, as in 
 service.
 
 One module per resource, re-exported here: ``_jobs``, ``_schedule`` (schedules and
-policies), ``_runs``, ``_previews`` (fire times, SLOs), ``_calendars``, ``_channels``;
+policies), ``_runs``, ``_previews`` (fire times, SLOs), ``_calendars``, ``_channels``, ``_flow``;
 ``_enums`` holds the enum tables they share.
 """
 
@@ -23,6 +23,7 @@ from sundial.api.convert._channels import (
     event_kind_in,
     event_kind_out,
 )
+from sundial.api.convert._flow import flow_limit_in, flow_limit_out
 from sundial.api.convert._jobs import (
     basic_view,
     egress_out,
@@ -50,6 +51,8 @@ __all__ = [
     "event_kind_in",
     "event_kind_out",
     "fire_time_out",
+    "flow_limit_in",
+    "flow_limit_out",
     "job_filter_in",
     "job_out",
     "job_ref_in",

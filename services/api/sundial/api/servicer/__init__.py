@@ -6,13 +6,14 @@ named by its client id is resolved to its uid first (``JobManager.resolve``). Er
 raised as :class:`~sundial.core.errors.SundialError` and mapped by the interceptor.
 
 One part per resource, composed into :class:`JobServicer`: ``_jobs`` (with UpdateJob's
-mask and merge), ``_runs``, ``_calendars``, ``_channels``, ``_tenant`` (the caller's
+mask and merge), ``_runs``, ``_calendars``, ``_channels``, ``_flow``, ``_tenant`` (the caller's
 audit log, egress policy, signing secret), ``_secrets``, on ``_base`` (the managers, naming a job or
 a run).
 """
 
 from sundial.api.servicer._calendars import CalendarHandlers
 from sundial.api.servicer._channels import ChannelHandlers
+from sundial.api.servicer._flow import FlowHandlers
 from sundial.api.servicer._jobs import (
     JOB_MASK,
     JobHandlers,
@@ -28,7 +29,13 @@ __all__ = ["JOB_MASK", "JobServicer", "check_update_mask", "client_id_in", "merg
 
 
 class JobServicer(
-    JobHandlers, RunHandlers, CalendarHandlers, ChannelHandlers, TenantHandlers, SecretHandlers
+    JobHandlers,
+    RunHandlers,
+    CalendarHandlers,
+    ChannelHandlers,
+    FlowHandlers,
+    TenantHandlers,
+    SecretHandlers,
 ):
     """JobService on top of :class:`~sundial.api.jobs.JobManager`,
     :class:`~sundial.api.runs.RunManager` and the other resources' managers (the

@@ -9,6 +9,7 @@ from sundial.api import convert
 from sundial.api.audit import AuditLog
 from sundial.api.calendars import CalendarManager
 from sundial.api.egress import EgressPolicies
+from sundial.api.flow import FlowLimits
 from sundial.api.jobs import JobManager
 from sundial.api.notifications import NotificationChannels
 from sundial.api.runs import RunManager
@@ -32,10 +33,12 @@ class ServicerBase(job_service_pb2_grpc.JobServiceServicer):
         calendars: CalendarManager,
         channels: NotificationChannels,
         secrets: SecretManager,
+        flow: FlowLimits,
     ) -> None:
         self._secrets = secrets
         self._calendars = calendars
         self._channels = channels
+        self._flow = flow
         self._jobs = jobs
         self._runs = runs
         self._egress = egress

@@ -203,4 +203,5 @@ def tenant_from_row(row: Row, secrets: Sequence[SigningSecretInfo]) -> Tenant:
         max_calendars=row["max_calendars"],
         max_waiting_requested_runs=row["max_waiting_requested_runs"],
         revisions_per_job=row["revisions_per_job"],
+        fair_weight=row["fair_weight"],
     )

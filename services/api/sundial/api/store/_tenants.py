@@ -75,6 +75,7 @@ class TenantStore:
                 (overrides.max_calendars or None) if overrides else None,
                 (overrides.max_waiting_requested_runs or None) if overrides else None,
                 (overrides.revisions_per_job or None) if overrides else None,
+                (overrides.fair_weight or None) if overrides else None,
             )
             row = one(await conn.fetchrow(queries.get_tenant, tenant_id))
             return tenant_from_row(row, (await self._secrets(conn, [tenant_id]))[tenant_id])
@@ -110,6 +111,7 @@ class TenantStore:
                 changes.max_calendars,
                 changes.max_waiting_requested_runs,
                 changes.revisions_per_job,
+                changes.fair_weight,
             )
             if updated is None:
                 return None

@@ -13,7 +13,7 @@ applies again per call.
 
 One module per subject, re-exported here: ``_fields`` (the limits, field paths, free
 text, request fields), ``_job``, ``_target`` (forms, and :class:`TargetGuard`),
-``_tenant``, ``_calendar``.
+``_tenant``, ``_calendar``, ``_flow``.
 """
 
 from sundial.api.validation._calendar import check_calendar, check_calendar_name
@@ -48,6 +48,15 @@ from sundial.api.validation._fields import (
     check_text,
     field_prefix,
     page_size,
+)
+from sundial.api.validation._flow import (
+    MAX_FLOW_BURST,
+    MAX_FLOW_KEY,
+    MAX_FLOW_RATE,
+    MAX_FLOW_RUNNING,
+    check_flow_key,
+    check_flow_limit,
+    effective_burst,
 )
 from sundial.api.validation._job import (
     MAX_PAUSE_AFTER_DEAD,
@@ -89,6 +98,10 @@ __all__ = [
     "MAX_BATCH",
     "MAX_CRON_CHARS",
     "MAX_DESCRIPTION_CHARS",
+    "MAX_FLOW_BURST",
+    "MAX_FLOW_KEY",
+    "MAX_FLOW_RATE",
+    "MAX_FLOW_RUNNING",
     "MAX_HEADERS",
     "MAX_HEADER_BYTES",
     "MAX_INTERVAL",
@@ -114,6 +127,8 @@ __all__ = [
     "check_calendar_name",
     "check_client_job_id",
     "check_display_name",
+    "check_flow_key",
+    "check_flow_limit",
     "check_grpc_target",
     "check_host",
     "check_http_target",
@@ -130,6 +145,7 @@ __all__ = [
     "check_tenant_id",
     "check_tenant_ref",
     "check_text",
+    "effective_burst",
     "field_prefix",
     "is_client_job_id",
     "page_size",

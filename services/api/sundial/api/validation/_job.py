@@ -28,6 +28,7 @@ from sundial.api.validation._fields import (
     _has_control,
     check_text,
 )
+from sundial.api.validation._flow import check_flow_key
 from sundial.api.validation._target import check_target
 from sundial.job import JobPolicies, JobSpec
 from sundial.run import Target
@@ -237,9 +238,6 @@ def _check_cron_jitter(compiled: CompiledSchedule, jitter: timedelta, after: dat
 MAX_PAUSE_AFTER_DEAD = 1000
 """Largest Policies.failure.pause_after_consecutive_dead (job.proto)."""
 
-MAX_FLOW_KEY = 200
-"""Longest flow key (job.proto FlowPolicy, flow.proto FlowLimit.key), in characters."""
-
 
 def check_policies(policies: JobPolicies) -> None:
     """Ranges of job.proto ``Policies`` (defaults are always in range)."""
@@ -267,9 +265,8 @@ def check_policies(policies: JobPolicies) -> None:
             "policies.flow.priority", f"must be 0 (default) or 1 to 5, got {policies.priority}"
         )
     for name in ("rate_limit_key", "concurrency_key"):
-        key: str = getattr(policies, name)
-        if key and (len(key) > MAX_FLOW_KEY or not key.isprintable()):
-            raise _fail(f"policies.flow.{name}", f"must be 1-{MAX_FLOW_KEY} printable characters")
+        if key := getattr(policies, name):  # empty: the default
+            check_flow_key(key, f"policies.flow.{name}")
     base, cap = policies.retry_base_delay, policies.retry_max_delay
     if not timedelta(seconds=1) <= base <= timedelta(hours=1):
         raise _fail("policies.retry.base_delay", f"must be 1s to 1h, got {_duration(base)}")

@@ -43,6 +43,7 @@ _QUOTA_RANGES = {
     "max_calendars": 100_000,
     "max_waiting_requested_runs": 10_000_000,
     "revisions_per_job": 100_000,
+    "fair_weight": 100,
 }
 """The highest value of each quota overriding an operator's default (admin.proto)."""
 
