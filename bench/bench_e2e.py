@@ -484,6 +484,7 @@ async def herd(
 
 
 _KINDS = (
+    ("bench_bare", "bare"),
     ("sundial.executor", "executor"),
     ("sundial.scheduler", "scheduler"),
     ("sundial.api", "api"),
@@ -590,6 +591,8 @@ async def sundial_phases(
                 ),
             },
         )
+        if args.bare and args.herd:
+            results["bare"] = await bare_pipeline(database_url, url, args.herd)
         try:
             await asyncio.to_thread(services.start)
             for _ in range(args.executors - 1):
@@ -608,6 +611,37 @@ async def sundial_phases(
                         results["herd"]["spans_per_run"] = round(spans / args.herd, 2)  # type: ignore[index]
         finally:
             await asyncio.to_thread(services.stop)
+
+
+async def bare_pipeline(database_url: str, url: str, count: int) -> dict[str, object]:
+    """The bare pipeline's herd (``bench_bare.py``) on the same PostgreSQL and target:
+    its runs/s, its own CPU per run and PostgreSQL's over the same span."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(Path(__file__).with_name("bench_bare.py")),
+        database_url,
+        url,
+        str(count),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    ready = await asyncio.wait_for(process.stdout.readline(), 300)
+    if ready.strip() != b"ready":
+        await process.wait()
+        return {"failed": ready.decode(errors="replace")}
+    before = cpu_by_process()
+    await asyncio.wait_for(process.stdout.readline(), 900)  # "done"
+    after = cpu_by_process()
+    line = await asyncio.wait_for(process.stdout.readline(), 300)
+    await process.wait()
+    values: dict[str, object] = json.loads(line)
+    values.pop("due", None)
+    values["cpu_us_per_run"] = {
+        kind: round((after[kind] - before.get(kind, 0.0)) / count * 1e6)
+        for kind in ("bare", "postgres")
+        if kind in after
+    }
+    return values
 
 
 class SpanSink(trace_service_pb2_grpc.TraceServiceServicer):
@@ -680,6 +714,9 @@ def report(results: dict[str, object], args: argparse.Namespace) -> None:
     own = results.get(f"client_{EXECUTOR_CLIENT}")
     for setting in args.settings:
         herd_values = results.get(f"{setting}.herd")
+        bare = results.get(f"{setting}.bare")
+        if isinstance(herd_values, dict) and isinstance(bare, dict) and "runs_per_s" in bare:
+            print(f"  herd ({setting}) beside the bare pipeline: " + bare_ratios(herd_values, bare))
         if best is None or not isinstance(herd_values, dict):
             continue
         rate = float(herd_values["runs_per_s"])
@@ -690,6 +727,24 @@ def report(results: dict[str, object], args: argparse.Namespace) -> None:
         if isinstance(own, dict) and "calls_per_s" in own:
             line += f", {rate / float(own['calls_per_s']):.2f} x {EXECUTOR_CLIENT} alone"
         print(line)
+
+
+def bare_ratios(herd_values: dict[str, typing.Any], bare: dict[str, typing.Any]) -> str:
+    """Sundial's herd beside the bare pipeline's (issue 29's targets: runs/s >= 0.70x,
+    CPU per run <= 1.6x, PostgreSQL's <= 1.5x)."""
+    ours = herd_values["cpu_us_per_run"]
+    theirs = bare["cpu_us_per_run"]
+    sundial_cpu = sum(
+        v for k, v in ours.items() if k in ("api", "scheduler", "executor", "postgres", "nats")
+    )
+    bare_cpu = theirs.get("bare", 0) + theirs.get("postgres", 0)
+    return (
+        f"runs/s {herd_values['runs_per_s']} vs {bare['runs_per_s']} "
+        f"({herd_values['runs_per_s'] / bare['runs_per_s']:.2f}x); CPU per run "
+        f"{sundial_cpu} vs {bare_cpu} us ({sundial_cpu / max(bare_cpu, 1):.2f}x); "
+        f"PostgreSQL {ours.get('postgres', 0)} vs {theirs.get('postgres', 0)} us "
+        f"({ours.get('postgres', 0) / max(theirs.get('postgres', 1), 1):.2f}x)"
+    )
 
 
 def parse_args() -> argparse.Namespace:
@@ -704,6 +759,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--settings", default="fast,durable")
     parser.add_argument("--tracing", default="off")
     parser.add_argument("--clients-only", action="store_true")
+    parser.add_argument(
+        "--no-bare",
+        dest="bare",
+        action="store_false",
+        help="skip the bare-pipeline reference (bench_bare.py) before each herd",
+    )
     parser.add_argument("--json", action="store_true")
     # Internal: the target process, and one plain client's process.
     parser.add_argument("--serve-target", action="store_true", help=argparse.SUPPRESS)

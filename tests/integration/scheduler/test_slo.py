@@ -296,7 +296,9 @@ async def test_a_run_late_by_the_tenants_own_rate_limit_is_counted_throttled_not
 
     async def admit(at: datetime) -> int:
         async with store.transaction() as tx:
-            done = await tx.admit_waiting(ALL, window=256, default_weight=1, limit=500, now=at)
+            done = await tx.admit_waiting(
+                ALL, window=256, default_weight=1, limit=500, now=at, confirm_until=at + 10 * s
+            )
         return sum(done.admitted.values())
 
     assert await admit(first + 10 * s) == 0  # still blocked

@@ -648,7 +648,7 @@ SELECT tenant_id FROM t WHERE tenant_id IS NOT NULL LIMIT $2;
 -- Up to $4 waiting runs of tenant $1 in partitions $2, the highest priority and oldest
 -- due first: of rate-limit key $3 when it is not NULL, else of any key but the held
 -- ones $5.
-SELECT job_id, scheduled_at
+SELECT job_id, scheduled_at, partition_id
   FROM run_waits
  WHERE tenant_id = $1 AND partition_id = ANY($2::smallint[])
    AND (CASE WHEN $3::text IS NULL THEN rate_key <> ALL($5::text[]) ELSE rate_key = $3 END)
@@ -656,27 +656,32 @@ SELECT job_id, scheduled_at
  LIMIT $4;
 
 -- name: admit_runs
--- Admits the waiting runs $1/$2: their waiting rows go, and each run still waiting
--- (queued, never published: not cancelled meanwhile) is due for publish at $3, which
--- the same sweep pass does (lock_due_checks); throttled (migration 0022) when its
--- rate-limit key held it at dispatch (run_waits.throttled) or holds it now ($4[i]).
--- Returns the runs admitted.
+-- Admits and publishes the waiting runs $1/$2: their waiting rows go, and each run
+-- still waiting (queued, never published: not cancelled meanwhile) gets its dispatch
+-- sequence $3[i] and check_at $5, the publish-confirm deadline, as a dispatch writes
+-- them: the sweep publishes them after its commit. Its lateness is measured now ($4),
+-- from its due time; throttled (migration 0022) when its rate-limit key held it at
+-- dispatch (run_waits.throttled) or holds it now ($6[i]). Returns the runs admitted.
 WITH k AS (
-    SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $4::boolean[])
-                  AS k(job_id, scheduled_at, throttled)
+    SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $6::boolean[])
+                  AS k(job_id, scheduled_at, dispatch_seq, throttled)
 ), gone AS (
     DELETE FROM run_waits w
      USING k
      WHERE w.job_id = k.job_id AND w.scheduled_at = k.scheduled_at
-    RETURNING w.job_id, w.scheduled_at, w.throttled
+    RETURNING w.job_id, w.scheduled_at, w.due_at, w.throttled
 )
 UPDATE job_runs r
-   SET check_at = $3, updated_at = $3, throttled = k.throttled OR g.throttled
+   SET dispatch_seq = k.dispatch_seq, check_at = $5, updated_at = $4,
+       throttled = k.throttled OR g.throttled,
+       lateness_ms = CASE WHEN r.kind = 'scheduled'
+                          THEN greatest(0, (extract(epoch FROM $4 - g.due_at) * 1000)::bigint)
+                          ELSE r.lateness_ms END
   FROM gone g
   JOIN k ON k.job_id = g.job_id AND k.scheduled_at = g.scheduled_at
  WHERE r.job_id = g.job_id AND r.scheduled_at = g.scheduled_at
    AND r.status = 'queued' AND r.dispatch_seq = 0 AND r.check_at IS NULL
-RETURNING r.tenant_id;
+RETURNING r.job_id, r.scheduled_at, r.tenant_id, r.partition_id, r.dispatch_seq;
 
 -- name: spend_tokens
 -- The token buckets of (tenant $1[i], key $2[i]) after an admission took from them:

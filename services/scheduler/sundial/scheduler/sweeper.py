@@ -111,13 +111,14 @@ class Sweeper(PassLoop):
         async with self._store.transaction() as tx:
             # Released first, so they are published by the next pass.
             released = await tx.release_pending(owned, limit, now)
-            # Admitted next (flow control): due at once, so published by this pass.
+            # Admitted next (flow control): published by this pass, as a dispatch's runs.
             admission = await tx.admit_waiting(
                 owned,
                 window=self._config.tenant_window,
                 default_weight=self._config.fair_weight,
                 limit=limit,
                 now=now,
+                confirm_until=confirm_until,
                 after=self._admission_cursor,
             )
             self._admission_cursor = admission.cursor
@@ -151,7 +152,7 @@ class Sweeper(PassLoop):
         spans = _check_spans(checked, transitions) if tracing.enabled() else []
         cancelled = sum(t.status is RunStatus.CANCELLED for t, _ in transitions)
         outcome = SweepOutcome(
-            batches,
+            admission.batches + batches,
             cancelled,
             released,
             letters,

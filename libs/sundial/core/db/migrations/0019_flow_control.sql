@@ -38,8 +38,9 @@ CREATE TABLE run_waits (
     created_at   timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (job_id, scheduled_at)
 );
+-- Serves the admission's choice (tenant, then priority and due time; the owned
+-- partitions filtered) and its skip scan of the tenants with waiting runs.
 CREATE INDEX run_waits_order_idx ON run_waits (tenant_id, priority, due_at);
-CREATE INDEX run_waits_partition_idx ON run_waits (partition_id, tenant_id);
 
 -- A tenant's window counts its runs in flight: published and not yet leased, or running.
 CREATE INDEX job_runs_tenant_inflight_idx ON job_runs (tenant_id)

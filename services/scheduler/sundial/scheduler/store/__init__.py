@@ -6,8 +6,9 @@ callbacks, and no asyncpg row leaves this package.
 """
 
 from sundial.scheduler.store._queries import queries
+from sundial.scheduler.store._rows import MAX_RUNS_PER_MESSAGE
 from sundial.scheduler.store._store import TRANSIENT_ERRORS, HeldLease, HeldRun, SchedulerStore
-from sundial.scheduler.store._tx import MAX_RUNS_PER_MESSAGE, DocumentCache, Transaction
+from sundial.scheduler.store._tx import DocumentCache, Transaction
 
 __all__ = [
     "MAX_RUNS_PER_MESSAGE",

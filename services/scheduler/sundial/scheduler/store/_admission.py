@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import asyncpg
@@ -21,9 +21,9 @@ from asyncpg.pool import PoolConnectionProxy
 from sundial.core.db import translate_db_errors
 from sundial.run import RunRef
 from sundial.scheduler.admission import KeyBucket, TenantFlow, origin_of, take_tokens
-from sundial.scheduler.model import PlannedRun
+from sundial.scheduler.model import PlannedRun, PublishBatch
 from sundial.scheduler.store._queries import queries
-from sundial.scheduler.store._rows import target_of, unzip
+from sundial.scheduler.store._rows import chunks, target_of, unzip
 
 __all__ = ["AdmissionSteps", "Admitted"]
 
@@ -42,6 +42,8 @@ class Admitted:
     """Runs still wait somewhere (the sweeper looks again soon)."""
     cursor: str = ""
     """The tenant the next pass starts after (empty: from the first)."""
+    batches: list[PublishBatch] = field(default_factory=list)
+    """The admitted runs' RunDispatch messages, to publish after the commit."""
 
 
 class AdmissionSteps:
@@ -121,14 +123,17 @@ class AdmissionSteps:
         default_weight: int,
         limit: int,
         now: datetime,
+        confirm_until: datetime,
         after: str = "",
     ) -> Admitted:
         """Admit waiting runs of partitions ``owned``, at most ``limit``: per tenant
         with waiting runs, as many as its window's free room takes (the highest priority
         and oldest due first), those of a rate-limited key as its bucket allows, none
-        of a key blocked by a Retry-After. Admitted runs are due for publish at
-        ``now``. Tenants are taken from the first after ``after`` on (the previous
-        pass's :attr:`Admitted.cursor`)."""
+        of a key blocked by a Retry-After. Admitted runs get their dispatch sequences
+        and ``check_at = confirm_until`` in this transaction, as a dispatch's: the
+        caller publishes :attr:`Admitted.batches` after the commit, then confirms them.
+        Tenants are taken from the first after ``after`` on (the previous pass's
+        :attr:`Admitted.cursor`)."""
         rows = await self._conn.fetch(queries.waiting_tenants, after, WAITING_TENANTS_PER_PASS)
         tenants = [r["tenant_id"] for r in rows]
         # A short page reached the end: the next pass starts over from the first.
@@ -136,8 +141,7 @@ class AdmissionSteps:
         if not tenants:
             return Admitted({}, bool(after), cursor)
         flows = await self.lock_admission(tenants, window, default_weight, now)
-        chosen: list[RunRef] = []
-        throttled: list[bool] = []  # per chosen run: it waited for its rate-limit key
+        chosen: list[tuple[RunRef, int, bool]] = []  # the run, its partition, throttled
         spent: list[tuple[str, str, float]] = []
         for tenant in sorted(flows):
             flow = flows[tenant]
@@ -149,27 +153,44 @@ class AdmissionSteps:
                 taken, left = take_tokens(flow.keys[key], free, now)
                 if taken <= 0:
                     continue
-                refs = await self._next_waiting(tenant, owned, key, taken, held)
-                chosen.extend(refs)
-                throttled.extend([True] * len(refs))
-                free -= len(refs)
-                if refs and flow.keys[key].rate_per_s > 0:
-                    spent.append((tenant, key, left + (taken - len(refs))))
+                found = await self._next_waiting(tenant, owned, key, taken, held)
+                chosen.extend((ref, partition, True) for ref, partition in found)
+                free -= len(found)
+                if found and flow.keys[key].rate_per_s > 0:
+                    spent.append((tenant, key, left + (taken - len(found))))
             if free > 0:
-                refs = await self._next_waiting(tenant, owned, None, free, held)
-                chosen.extend(refs)
-                throttled.extend([False] * len(refs))
+                found = await self._next_waiting(tenant, owned, None, free, held)
+                chosen.extend((ref, partition, False) for ref, partition in found)
         if spent:
             tenants_of, keys_of, tokens_of = zip(*spent, strict=True)
             await self._conn.execute(
                 queries.spend_tokens, list(tenants_of), list(keys_of), list(tokens_of), now
             )
-        admitted: Counter[str] = Counter()
-        if chosen:
-            job_ids, times = unzip(chosen)
-            rows = await self._conn.fetch(queries.admit_runs, job_ids, times, now, throttled)
-            admitted.update(r["tenant_id"] for r in rows)
-        return Admitted(admitted, True, cursor)
+        if not chosen:
+            return Admitted({}, True, cursor)
+        # One message per 500 admitted runs, whatever their partitions (the subject
+        # names the first run's): a pass admits a few runs of many partitions, and a
+        # message per partition would cost a publish, a fetch and an ack per run.
+        first = chosen[0][1]
+        planned = chunks({first: [ref for ref, _, _ in chosen]})
+        seqs = [r["seq"] for r in await self._conn.fetch(queries.next_dispatch_seqs, len(planned))]
+        seq_of = {ref: seq for (_, refs), seq in zip(planned, seqs, strict=True) for ref in refs}
+        job_ids, times = unzip([ref for ref, _, _ in chosen])
+        rows = await self._conn.fetch(
+            queries.admit_runs,
+            job_ids,
+            times,
+            [seq_of[ref] for ref, _, _ in chosen],
+            now,
+            confirm_until,
+            [throttled for _, _, throttled in chosen],
+        )
+        admitted: Counter[str] = Counter(r["tenant_id"] for r in rows)
+        published: dict[int, list[RunRef]] = defaultdict(list)
+        for r in rows:
+            published[r["dispatch_seq"]].append(RunRef(r["job_id"], r["scheduled_at"]))
+        batches = [PublishBatch(first, seq, tuple(refs)) for seq, refs in sorted(published.items())]
+        return Admitted(admitted, True, cursor, batches)
 
     async def _next_waiting(
         self,
@@ -178,11 +199,11 @@ class AdmissionSteps:
         key: str | None,
         count: int,
         held: Collection[str],
-    ) -> list[RunRef]:
+    ) -> list[tuple[RunRef, int]]:
         rows = await self._conn.fetch(
             queries.next_waiting, tenant, list(owned), key, count, sorted(held)
         )
-        return [RunRef(r["job_id"], r["scheduled_at"]) for r in rows]
+        return [(RunRef(r["job_id"], r["scheduled_at"]), r["partition_id"]) for r in rows]
 
     @translate_db_errors()
     async def block_keys(self, until: Mapping[uuid.UUID, datetime]) -> None:

@@ -158,3 +158,16 @@ def unzip(refs: Iterable[RunRef]) -> tuple[list[uuid.UUID], list[datetime]]:
     """Parallel job_id and scheduled_at arrays of ``refs`` (for unnest)."""
     pairs = [(r.job_id, r.scheduled_at) for r in refs]
     return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+MAX_RUNS_PER_MESSAGE = 500
+"""Runs of one RunDispatch message (LeaseRuns takes up to 500)."""
+
+
+def chunks(by_partition: dict[int, list[RunRef]]) -> list[tuple[int, list[RunRef]]]:
+    """One publish per (partition, 500 runs), partitions in order."""
+    return [
+        (partition, refs[i : i + MAX_RUNS_PER_MESSAGE])
+        for partition, refs in sorted(by_partition.items())
+        for i in range(0, len(refs), MAX_RUNS_PER_MESSAGE)
+    ]

@@ -36,6 +36,9 @@ from sundial.scheduler.model import (
 from sundial.scheduler.store._admission import AdmissionSteps
 from sundial.scheduler.store._queries import queries
 from sundial.scheduler.store._rows import (
+    chunks as _chunks,
+)
+from sundial.scheduler.store._rows import (
     dead_letter_run,
     lease_candidate,
     ref_of,
@@ -45,7 +48,6 @@ from sundial.scheduler.store._rows import (
     with_key_cap,
 )
 
-MAX_RUNS_PER_MESSAGE = 500
 """RunDispatch carries 1-500 runs (events.proto)."""
 
 _ENDED = (RunStatus.SUCCEEDED, RunStatus.DEAD, RunStatus.CANCELLED)
@@ -54,17 +56,6 @@ _ENDED = (RunStatus.SUCCEEDED, RunStatus.DEAD, RunStatus.CANCELLED)
 def _text(value: Any) -> str | None:
     """An enum's stored text (None stays NULL)."""
     return None if value is None else value.value
-
-
-def _chunks(
-    by_partition: dict[int, list[RunRef]],
-) -> list[tuple[int, list[RunRef]]]:
-    """One publish per (partition, 500 runs), partitions in order."""
-    return [
-        (partition, refs[i : i + MAX_RUNS_PER_MESSAGE])
-        for partition, refs in sorted(by_partition.items())
-        for i in range(0, len(refs), MAX_RUNS_PER_MESSAGE)
-    ]
 
 
 class DocumentCache:
