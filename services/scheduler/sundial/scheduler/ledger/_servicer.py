@@ -62,7 +62,7 @@ from sundial.scheduler.ledger._auth import current_token_id
 from sundial.scheduler.ledger._budget import wire_sizes, within_budget
 from sundial.scheduler.ledger._dead_letters import send_dead_letters
 from sundial.scheduler.ledger._secrets import SecretResolver
-from sundial.scheduler.ledger._signing import signature
+from sundial.scheduler.ledger._signing import call_headers, run_signature
 from sundial.scheduler.model import LeaseCandidate, WrittenLease
 from sundial.scheduler.store import HeldLease, SchedulerStore
 from sundial.v1 import job_pb2, run_pb2
@@ -362,7 +362,7 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
             run_timeout=wire.duration(candidate.run_timeout),
             tenant_id=candidate.state.tenant_id,
             run_key=key,
-            signature=signature(candidate.signing_secrets, now, key, attempt, candidate.payload),
+            signature=run_signature(candidate, attempt, now),
             kind=wire.enum_out(candidate.kind),
             job_name=candidate.job_name,
             lease_id=lease.lease_id,
@@ -370,6 +370,8 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
         )
         if candidate.egress is not None:
             grant.egress.CopyFrom(wire.egress_policy(candidate.egress))
+        if candidate.target is not None and candidate.target.auth:
+            grant.headers.update(call_headers(candidate, now))
         return grant
 
     # --- Heartbeat ------------------------------------------------------------------
