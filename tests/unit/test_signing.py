@@ -22,9 +22,7 @@ SECRETS = ["new-secret-" + "n" * 32, "old-secret-" + "o" * 32]
 
 
 def signed(purpose: Purpose, to: str, secrets: list[str] = SECRETS) -> str:
-    return signature(
-        [s.encode() for s in secrets], AT, KEY, 3, b'{"a": 1}', purpose=purpose, to=to
-    )
+    return signature([s.encode() for s in secrets], AT, KEY, 3, b'{"a": 1}', purpose=purpose, to=to)
 
 
 def verify(header: str, **kwargs: object) -> None:

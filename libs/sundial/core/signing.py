@@ -72,7 +72,7 @@ def key_id(secret: bytes) -> str:
 
 
 def _v2_message(
-    purpose: str, to: str, kid: str, t: str, key: str, attempt: int, payload: bytes
+    purpose: str, to: str, *, kid: str, t: str, key: str, attempt: int, payload: bytes
 ) -> bytes:
     return f"sundial-v2\n{purpose}\n{to}\n{kid}\n{t}\n{key}\n{attempt}\n".encode() + payload
 
@@ -106,7 +106,9 @@ def signature(
     for secret in secrets:
         kid = key_id(secret)
         mac = hmac.digest(
-            secret, _v2_message(purpose, to, kid, t, key, attempt, payload), hashlib.sha256
+            secret,
+            _v2_message(purpose, to, kid=kid, t=t, key=key, attempt=attempt, payload=payload),
+            hashlib.sha256,
         )
         parts.append(f"v2={kid}:{mac.hex()}")
     return ",".join(parts)

@@ -23,6 +23,7 @@ from sundial.api.store._calendars import (
     CalendarStore,
     CalendarTransaction,
 )
+from sundial.api.store._identity import IdentityKeyStore
 from sundial.api.store._jobs import JobStore
 from sundial.api.store._runs import RunStore
 from sundial.api.store._secrets import SecretStore
@@ -42,7 +43,9 @@ __all__ = [
 ]
 
 
-class Store(JobStore, RunStore, SloStore, TenantStore, CalendarStore, SecretStore):
+class Store(
+    JobStore, RunStore, SloStore, TenantStore, CalendarStore, SecretStore, IdentityKeyStore
+):
     """Named-query access for the API service.
 
     Args:

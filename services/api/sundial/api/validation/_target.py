@@ -141,9 +141,7 @@ def check_auth(auth: TargetAuth, names: dict[str, str], field: str) -> None:
     if token is None:
         return
     if "authorization" in names:
-        raise _fail(
-            names["authorization"], "is set by Sundial when auth.identity_token is set"
-        )
+        raise _fail(names["authorization"], "is set by Sundial when auth.identity_token is set")
     where = f"{field}.auth.identity_token"
     if len(token.audience) > MAX_AUDIENCE_CHARS:
         raise _fail(f"{where}.audience", f"longer than {MAX_AUDIENCE_CHARS} characters")

@@ -20,8 +20,8 @@ from sundial.run import Grant, Rejection, RejectReason, RunRef
 from sundial.scheduler.model import LeaseCandidate
 
 __all__ = [
-    "GRANT_FIXED_BYTES",
     "AUTH_HEADER_BYTES",
+    "GRANT_FIXED_BYTES",
     "SIGNATURE_BYTES_PER_SECRET",
     "grant_bytes",
     "wire_sizes",
