@@ -1,12 +1,15 @@
 """An idempotent HTTP target for Sundial in Python (Starlette, the ASGI toolkit FastAPI is
 built on; the same handler body works as a FastAPI route).
 
-Every call is checked with :func:`sundial.client.verify_signature` (401 when it does not
-verify: a permanent failure, so a forged call is never retried) and each run's work is
+Every call is checked with :func:`sundial.client.verify_signature` for purpose ``run``
+and this target's URL as the job names it (``SUNDIAL_TARGET_URL``): 401 when it does not
+verify (a permanent failure, so a forged call is never retried; a notification or a call
+signed for another target of the tenant does not verify here), and each run's work is
 done once per ``Idempotency-Key``, however often Sundial delivers it (at least once: a
 retry after a timeout, an executor crash, a replay)::
 
-    SUNDIAL_SIGNING_SECRET=... uvicorn examples.http_target:app --port 8090
+    SUNDIAL_SIGNING_SECRET=... SUNDIAL_TARGET_URL=https://host/hook \
+        uvicorn examples.http_target:app --port 8090
 
 Keep ``done`` in your database in production (a unique key on the idempotency key,
 written in the same transaction as the work), not in memory.
@@ -25,8 +28,9 @@ from starlette.routing import Route
 from sundial.client import SignatureError, verify_signature
 
 
-def make_app(secrets: list[str], work: Callable[[str, bytes], str]) -> Starlette:
-    """The target: ``POST /hook`` does ``work(idempotency_key, body)`` once per key."""
+def make_app(secrets: list[str], url: str, work: Callable[[str, bytes], str]) -> Starlette:
+    """The target: ``POST /hook`` does ``work(idempotency_key, body)`` once per key;
+    ``url`` is this endpoint's URL as the job's target names it."""
     done: dict[str, str] = {}
 
     async def hook(request: Request) -> Response:
@@ -39,6 +43,8 @@ def make_app(secrets: list[str], work: Callable[[str, bytes], str]) -> Starlette
                 idempotency_key=key,
                 attempt=request.headers.get("sundial-attempt", ""),
                 body=body,
+                purpose="run",
+                destination=url,
             )
         except SignatureError as exc:
             return JSONResponse({"error": str(exc)}, status_code=401)
@@ -52,5 +58,7 @@ def make_app(secrets: list[str], work: Callable[[str, bytes], str]) -> Starlette
 
 
 app = make_app(
-    [os.environ.get("SUNDIAL_SIGNING_SECRET", "")], lambda key, body: f"{len(body)} bytes done"
+    [os.environ.get("SUNDIAL_SIGNING_SECRET", "")],
+    os.environ.get("SUNDIAL_TARGET_URL", ""),
+    lambda key, body: f"{len(body)} bytes done",
 )

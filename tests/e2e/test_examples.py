@@ -14,19 +14,22 @@ from datetime import UTC, datetime
 import uvicorn
 
 from examples.http_target import make_app
-from sundial.scheduler.ledger._signing import signature
+from sundial.core.signing import Purpose, signature
 from sundial.v1 import job_pb2, run_pb2
 from sundial.v1 import job_service_pb2 as pb
 from tests.helpers.cluster import Cluster
 from tests.helpers.eventually import assert_eventually
 
 
-@contextlib.asynccontextmanager
-async def serving(app: object) -> AsyncIterator[int]:
-    """``app`` on a free loopback port, served by uvicorn until the block ends."""
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+        return int(sock.getsockname()[1])
+
+
+@contextlib.asynccontextmanager
+async def serving(app: object, port: int) -> AsyncIterator[int]:
+    """``app`` on loopback ``port``, served by uvicorn until the block ends."""
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
     )
@@ -42,13 +45,15 @@ async def serving(app: object) -> AsyncIterator[int]:
 async def test_the_example_http_target_verifies_and_does_each_run_once(cluster: Cluster) -> None:
     tenant = await cluster.tenant()
     calls: list[str] = []
-    app = make_app([tenant.signing_secret], lambda key, body: calls.append(key) or "done")
-    async with serving(app) as port:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/hook"
+    app = make_app([tenant.signing_secret], url, lambda key, body: calls.append(key) or "done")
+    async with serving(app, port):
         job = await tenant.create_job(
             job_pb2.Job(
                 name="example",
                 schedule=job_pb2.Schedule(cron="0 3 * * *"),
-                target=job_pb2.Target(http=job_pb2.HttpTarget(url=f"http://127.0.0.1:{port}/hook")),
+                target=job_pb2.Target(http=job_pb2.HttpTarget(url=url)),
                 payload=b'{"report": "usage"}',
             )
         )
@@ -62,12 +67,19 @@ async def test_the_example_http_target_verifies_and_does_each_run_once(cluster: 
         assert calls == [run.run_key]
         # The same run delivered again (a retry, a replay): a genuine signature, no work.
         body = b'{"report": "usage"}'
-        again = signature([tenant.signing_secret.encode()], datetime.now(UTC), run.run_key, 2, body)
+        secret = [tenant.signing_secret.encode()]
+        now = datetime.now(UTC)
+        again = signature(secret, now, run.run_key, 2, body, purpose=Purpose.RUN, to=url)
         assert await asyncio.to_thread(post, port, again, run.run_key, body) == 200
         assert calls == [run.run_key]
         # A forged call: refused with 401 (a permanent failure for Sundial), no work.
-        forged = signature([b"not-the-secret"], datetime.now(UTC), "x@2026-01-01T00:00:00Z", 1, b"")
-        assert await asyncio.to_thread(post, port, forged, "x@2026-01-01T00:00:00Z", b"") == 401
+        key = "x@2026-01-01T00:00:00Z"
+        forged = signature([b"not-the-secret"], now, key, 2, b"", purpose=Purpose.RUN, to=url)
+        assert await asyncio.to_thread(post, port, forged, key, b"") == 401
+        # Genuine, but signed as a notification or for another target: refused too.
+        for purpose, to in ((Purpose.NOTIFICATION, url), (Purpose.RUN, url + "/other")):
+            replayed = signature(secret, now, key, 2, b"", purpose=purpose, to=to)
+            assert await asyncio.to_thread(post, port, replayed, key, b"") == 401
         assert calls == [run.run_key]
 
 

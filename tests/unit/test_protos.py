@@ -89,6 +89,7 @@ EXPECTED_METHODS = {
         "RevokeApiToken",
         "RotateSigningSecret",
         "RewrapSecrets",
+        "RotateIdentityKey",
         "ClusterStatus",
         "SetTenantEgressPolicy",
         "GetTenantEgressPolicy",

@@ -1,6 +1,9 @@
 """The TypeScript SDK (sdk/typescript, built by `make setup`) verifies signatures made by
-Sundial's own ledger code, run by Node's test runner: one vector per secret count and
-body kind, written here with the ledger's `signature` and checked there."""
+Sundial's own signing code, run by Node's test runner: one vector per secret count and
+body kind, written here with `sundial.core.signing` and checked there: v2 bound to its
+purpose and destination (a replay to another target or as another purpose refused), v1
+during the transition, and the Standard Webhooks headers with the npm `standardwebhooks`
+library."""
 
 from __future__ import annotations
 
@@ -15,22 +18,25 @@ from pathlib import Path
 import pytest
 
 from sundial.client import verify_signature
-from sundial.scheduler.ledger._signing import signature
+from sundial.core.signing import Purpose, signature, standard_webhook_headers
 
 SDK = Path(__file__).resolve().parents[2] / "sdk" / "typescript"
+DESTINATION = "https://hooks.example.com/sundial?team=ops"
 
 
 def vectors() -> list[dict[str, object]]:
-    at = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
+    # Now: the standardwebhooks library judges webhook-timestamp by its own clock.
+    at = datetime.now(UTC).replace(microsecond=0)
     key = "8f1c2e4a-7b3d-4c5e-9f60-1a2b3c4d5e6f@2026-12-01T09:30:00Z"
     cases = [
-        (["whsec-current"], b'{"kind": "usage"}', 1),
-        (["whsec-new", "whsec-old"], b"", 2),  # a rotation's overlap: two v1 values
-        (["s\u00e9cret-\u00fcnicode"], bytes(range(256)), 7),  # binary body, UTF-8 secret
+        (["whsec-current"], b'{"kind": "usage"}', 1, Purpose.RUN),
+        (["whsec-new", "whsec-old"], b"", 2, Purpose.NOTIFICATION),  # a rotation's overlap
+        (["s\u00e9cret-\u00fcnicode"], bytes(range(256)), 7, Purpose.RUN),  # binary body
     ]
     made = []
-    for secrets, body, attempt in cases:
-        header = signature([s.encode() for s in secrets], at, key, attempt, body)
+    for secrets, body, attempt, purpose in cases:
+        keys = [s.encode() for s in secrets]
+        header = signature(keys, at, key, attempt, body, purpose=purpose, to=DESTINATION)
         # The Python verifier agrees (both implement target.proto's rule).
         verify_signature(
             header,
@@ -38,6 +44,8 @@ def vectors() -> list[dict[str, object]]:
             idempotency_key=key,
             attempt=attempt,
             body=body,
+            purpose=purpose,
+            destination=DESTINATION,
             now=at.timestamp(),
         )
         made.append(
@@ -46,8 +54,16 @@ def vectors() -> list[dict[str, object]]:
                 "secrets": secrets,
                 "idempotency_key": key,
                 "attempt": attempt,
+                "purpose": str(purpose),
+                "destination": DESTINATION,
                 "body_base64": base64.b64encode(body).decode(),
                 "t": int(at.timestamp()),
+                # The standardwebhooks libraries read the body as UTF-8 text.
+                "webhook_headers": standard_webhook_headers(
+                    keys, at, key, body, purpose=purpose, to=DESTINATION
+                )
+                if body.isascii()
+                else None,
             }
         )
     return made
@@ -69,3 +85,4 @@ def test_the_typescript_verifier_accepts_the_ledgers_signatures(tmp_path: Path) 
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "# fail 0" in done.stdout and "# skipped 0" in done.stdout, done.stdout
+    assert "# pass 4" in done.stdout, done.stdout

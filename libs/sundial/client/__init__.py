@@ -6,7 +6,10 @@
   (:mod:`sundial.client._client`).
 - :func:`error_details`: the ``google.rpc.Status`` details of a failed call.
 - :func:`verify_signature`: check the ``Sundial-Signature`` of a call your target got
-  (HTTP header or gRPC metadata), as ``target.proto`` specifies it.
+  (HTTP header or gRPC metadata), as ``target.proto`` specifies it, bound to its
+  purpose and destination (v2); :func:`key_id` names a signing secret as v2 does;
+  :func:`standard_webhook_secret` is the ``whsec_`` secret of a Standard Webhooks
+  verifier at one destination.
 """
 
 from __future__ import annotations
@@ -23,7 +26,12 @@ from sundial.client._client import (
     from_timestamp,
     timestamp,
 )
-from sundial.client._signature import SignatureError, verify_signature
+from sundial.client._signature import (
+    SignatureError,
+    key_id,
+    standard_webhook_secret,
+    verify_signature,
+)
 
 __all__ = [
     "CHANNEL_OPTIONS",
@@ -36,6 +44,8 @@ __all__ = [
     "duration",
     "error_details",
     "from_timestamp",
+    "key_id",
+    "standard_webhook_secret",
     "timestamp",
     "verify_signature",
 ]

@@ -25,10 +25,12 @@ from sundial.core import egress
 from sundial.core.errors import InvalidArgument
 from sundial.internal.v1 import ledger_pb2
 from sundial.run import (
+    DEFAULT_TOKEN_LIFETIME_S,
     ErrorClass,
     FenceReason,
     GrpcTarget,
     HttpTarget,
+    IdentityToken,
     OutcomeStatus,
     RejectReason,
     RunKind,
@@ -36,6 +38,7 @@ from sundial.run import (
     RunStatus,
     SkipReason,
     Target,
+    TargetAuth,
 )
 from sundial.v1 import egress_pb2, job_pb2, run_pb2
 
@@ -182,16 +185,53 @@ def run_ref_in(ref: run_pb2.RunRef, field: str) -> RunRef:
 # --- targets --------------------------------------------------------------------------
 
 
+def target_auth(value: TargetAuth) -> job_pb2.TargetAuth | None:
+    """A target's auth as its wire form (None when it asks for nothing)."""
+    if not value:
+        return None
+    message = job_pb2.TargetAuth(standard_webhooks=value.standard_webhooks)
+    if value.identity_token is not None:
+        message.identity_token.audience = value.identity_token.audience
+        message.identity_token.lifetime.CopyFrom(
+            duration(timedelta(seconds=value.identity_token.lifetime_s))
+        )
+    return message
+
+
+def target_auth_in(message: job_pb2.TargetAuth) -> TargetAuth:
+    """A wire target's auth (the lifetime's range is checked with the target)."""
+    token = None
+    if message.HasField("identity_token"):
+        lifetime = message.identity_token.lifetime
+        token = IdentityToken(
+            audience=message.identity_token.audience,
+            lifetime_s=(
+                lifetime.seconds + lifetime.nanos / 1e9
+                if message.identity_token.HasField("lifetime")
+                else DEFAULT_TOKEN_LIFETIME_S
+            ),
+        )
+    return TargetAuth(standard_webhooks=message.standard_webhooks, identity_token=token)
+
+
 def target(value: Target | None) -> job_pb2.Target:
     """A target as its wire form (an empty Target for None)."""
     if isinstance(value, HttpTarget):
         return job_pb2.Target(
-            http=job_pb2.HttpTarget(url=value.url, method=value.method, headers=dict(value.headers))
+            http=job_pb2.HttpTarget(
+                url=value.url,
+                method=value.method,
+                headers=dict(value.headers),
+                auth=target_auth(value.auth),
+            )
         )
     if isinstance(value, GrpcTarget):
         return job_pb2.Target(
             grpc=job_pb2.GrpcTarget(
-                address=value.address, plaintext=value.plaintext, metadata=dict(value.metadata)
+                address=value.address,
+                plaintext=value.plaintext,
+                metadata=dict(value.metadata),
+                auth=target_auth(value.auth),
             )
         )
     return job_pb2.Target()
@@ -202,13 +242,19 @@ def target_in(message: job_pb2.Target) -> Target | None:
     which = message.WhichOneof("kind")
     if which == "http":
         http = message.http
-        return HttpTarget(url=http.url, method=http.method, headers=dict(http.headers))
+        return HttpTarget(
+            url=http.url,
+            method=http.method,
+            headers=dict(http.headers),
+            auth=target_auth_in(http.auth),
+        )
     if which == "grpc":
         grpc_target = message.grpc
         return GrpcTarget(
             address=grpc_target.address,
             plaintext=grpc_target.plaintext,
             metadata=dict(grpc_target.metadata),
+            auth=target_auth_in(grpc_target.auth),
         )
     return None
 

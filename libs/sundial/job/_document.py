@@ -30,7 +30,15 @@ from typing import Any, Protocol
 
 from sundial.job._policies import JobPolicies, OverlapPolicy
 from sundial.job._spec import JobSpec
-from sundial.run import GrpcTarget, HttpTarget, Target, format_timestamp
+from sundial.run import (
+    DEFAULT_TOKEN_LIFETIME_S,
+    GrpcTarget,
+    HttpTarget,
+    IdentityToken,
+    Target,
+    TargetAuth,
+    format_timestamp,
+)
 from sundial.schedule import (
     Calendar,
     CalendarKind,
@@ -302,20 +310,57 @@ def policies_to_json(policies: JobPolicies) -> dict[str, Any]:
     }
 
 
+def auth_to_json(auth: TargetAuth) -> dict[str, Any]:
+    """A target's ``auth`` as its document (proto JSON: ``json_format.ParseDict`` reads it)."""
+    doc: dict[str, Any] = {"standard_webhooks": auth.standard_webhooks}
+    if auth.identity_token is not None:
+        doc["identity_token"] = {
+            "audience": auth.identity_token.audience,
+            "lifetime": duration_to_json(timedelta(seconds=auth.identity_token.lifetime_s)),
+        }
+    return doc
+
+
+def auth_from_json(doc: Mapping[str, Any] | None) -> TargetAuth:
+    """A target document's ``auth`` (absent: none)."""
+    if not doc:
+        return TargetAuth()
+    token = doc.get("identity_token")
+    return TargetAuth(
+        standard_webhooks=bool(doc.get("standard_webhooks", False)),
+        identity_token=None
+        if token is None
+        else IdentityToken(
+            audience=str(token.get("audience") or ""),
+            lifetime_s=duration_from_json(
+                token.get("lifetime") or DEFAULT_TOKEN_LIFETIME_S, "lifetime"
+            ).total_seconds(),
+        ),
+    )
+
+
 def target_to_json(target: Target) -> dict[str, Any]:
     """Encode a target as ``job_definitions.target`` (every field written, so a reader
-    needs no defaults; ``json_format.ParseDict`` reads it into the wire message too)."""
+    needs no defaults; ``json_format.ParseDict`` reads it into the wire message too),
+    except ``auth``, written only when set so the documents of targets without it stay
+    as they were."""
     if isinstance(target, HttpTarget):
-        return {
-            "http": {"url": target.url, "method": target.method, "headers": dict(target.headers)}
+        http: dict[str, Any] = {
+            "url": target.url,
+            "method": target.method,
+            "headers": dict(target.headers),
         }
-    return {
-        "grpc": {
-            "address": target.address,
-            "plaintext": target.plaintext,
-            "metadata": dict(target.metadata),
-        }
+        if target.auth:
+            http["auth"] = auth_to_json(target.auth)
+        return {"http": http}
+    grpc: dict[str, Any] = {
+        "address": target.address,
+        "plaintext": target.plaintext,
+        "metadata": dict(target.metadata),
     }
+    if target.auth:
+        grpc["auth"] = auth_to_json(target.auth)
+    return {"grpc": grpc}
 
 
 def target_from_json(doc: Mapping[str, Any] | None) -> Target | None:
@@ -327,6 +372,7 @@ def target_from_json(doc: Mapping[str, Any] | None) -> Target | None:
             url=str(http.get("url", "")),
             method=str(http.get("method") or "POST").upper(),
             headers={str(k): str(v) for k, v in (http.get("headers") or {}).items()},
+            auth=auth_from_json(http.get("auth")),
         )
     if "grpc" in doc:
         grpc = doc["grpc"] or {}
@@ -334,6 +380,7 @@ def target_from_json(doc: Mapping[str, Any] | None) -> Target | None:
             address=str(grpc.get("address", "")),
             plaintext=bool(grpc.get("plaintext", False)),
             metadata={str(k): str(v) for k, v in (grpc.get("metadata") or {}).items()},
+            auth=auth_from_json(grpc.get("auth")),
         )
     return None
 

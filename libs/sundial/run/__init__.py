@@ -41,7 +41,14 @@ from sundial.run._secrets import (
     resolve_target,
     target_references,
 )
-from sundial.run._target import GrpcTarget, HttpTarget, Target
+from sundial.run._target import (
+    DEFAULT_TOKEN_LIFETIME_S,
+    GrpcTarget,
+    HttpTarget,
+    IdentityToken,
+    Target,
+    TargetAuth,
+)
 from sundial.run._vocab import (
     ACTIVE_STATUSES,
     CANCELLED_AT_ONCE,
@@ -64,6 +71,7 @@ __all__ = [
     "ACTIVE_STATUSES",
     "CANCELLED_AT_ONCE",
     "CHECKED_STATUSES",
+    "DEFAULT_TOKEN_LIFETIME_S",
     "ENDED_STATUSES",
     "FINISHED_STATUSES",
     "MAX_ERROR_BYTES",
@@ -81,6 +89,7 @@ __all__ = [
     "Grant",
     "GrpcTarget",
     "HttpTarget",
+    "IdentityToken",
     "Outcome",
     "OutcomeStatus",
     "RejectReason",
@@ -93,6 +102,7 @@ __all__ = [
     "SecretReferenceError",
     "SkipReason",
     "Target",
+    "TargetAuth",
     "Transition",
     "backoff",
     "cancel",

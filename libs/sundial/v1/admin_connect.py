@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .admin_pb2 import ClusterStatusRequest, ClusterStatusResponse, CreateApiTokenRequest, CreateApiTokenResponse, CreateTenantRequest, CreateTenantResponse, GetTenantEgressPolicyRequest, GetTenantEgressPolicyResponse, GetTenantRequest, GetTenantResponse, ListApiTokensRequest, ListApiTokensResponse, ListTenantsRequest, ListTenantsResponse, RevokeApiTokenRequest, RevokeApiTokenResponse, RewrapSecretsRequest, RewrapSecretsResponse, RotateSigningSecretRequest, RotateSigningSecretResponse, SetTenantEgressPolicyRequest, SetTenantEgressPolicyResponse, UpdateTenantRequest, UpdateTenantResponse
+from .admin_pb2 import ClusterStatusRequest, ClusterStatusResponse, CreateApiTokenRequest, CreateApiTokenResponse, CreateTenantRequest, CreateTenantResponse, GetTenantEgressPolicyRequest, GetTenantEgressPolicyResponse, GetTenantRequest, GetTenantResponse, ListApiTokensRequest, ListApiTokensResponse, ListTenantsRequest, ListTenantsResponse, RevokeApiTokenRequest, RevokeApiTokenResponse, RewrapSecretsRequest, RewrapSecretsResponse, RotateIdentityKeyRequest, RotateIdentityKeyResponse, RotateSigningSecretRequest, RotateSigningSecretResponse, SetTenantEgressPolicyRequest, SetTenantEgressPolicyResponse, UpdateTenantRequest, UpdateTenantResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -95,6 +95,15 @@ class AdminService(Protocol):
         Re-wraps the data keys of tenants' secrets that are not under the primary
         key-encryption key (the first of SUNDIAL_SECRET_KEYS), up to 1,000 per call: the step
         of a key-encryption-key rotation after which the old key can be retired.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def rotate_identity_key(self, request: RotateIdentityKeyRequest, ctx: RequestContext[RotateIdentityKeyRequest, RotateIdentityKeyResponse], /) -> RotateIdentityKeyResponse:
+        """
+        Makes a new identity-token signing key (Ed25519), which signs every identity token
+        from now on; the previous keys stay published at /.well-known/jwks.json for the
+        overlap, so tokens they signed keep verifying until they expire. FAILED_PRECONDITION
+        without key-encryption keys (SUNDIAL_SECRET_KEYS), which seal the private key.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -231,6 +240,17 @@ class AdminServiceASGIApplication(ConnectASGIApplication[AdminService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.rewrap_secrets,
+                ),
+                "/sundial.v1.AdminService/RotateIdentityKey": Endpoint.unary(
+                    method=MethodInfo(
+                        name="RotateIdentityKey",
+                        service_name="sundial.v1.AdminService",
+                        input=RotateIdentityKeyRequest,
+                        output=RotateIdentityKeyResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.rotate_identity_key,
                 ),
                 "/sundial.v1.AdminService/ClusterStatus": Endpoint.unary(
                     method=MethodInfo(
@@ -516,6 +536,32 @@ class AdminServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def rotate_identity_key(
+        self,
+        request: RotateIdentityKeyRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> RotateIdentityKeyResponse:
+        """
+        Makes a new identity-token signing key (Ed25519), which signs every identity token
+        from now on; the previous keys stay published at /.well-known/jwks.json for the
+        overlap, so tokens they signed keep verifying until they expire. FAILED_PRECONDITION
+        without key-encryption keys (SUNDIAL_SECRET_KEYS), which seal the private key.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="RotateIdentityKey",
+                service_name="sundial.v1.AdminService",
+                input=RotateIdentityKeyRequest,
+                output=RotateIdentityKeyResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
     async def cluster_status(
         self,
         request: ClusterStatusRequest,
@@ -650,6 +696,15 @@ class AdminServiceSync(Protocol):
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
+    def rotate_identity_key(self, request: RotateIdentityKeyRequest, ctx: RequestContext[RotateIdentityKeyRequest, RotateIdentityKeyResponse], /) -> RotateIdentityKeyResponse:
+        """
+        Makes a new identity-token signing key (Ed25519), which signs every identity token
+        from now on; the previous keys stay published at /.well-known/jwks.json for the
+        overlap, so tokens they signed keep verifying until they expire. FAILED_PRECONDITION
+        without key-encryption keys (SUNDIAL_SECRET_KEYS), which seal the private key.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
     def cluster_status(self, request: ClusterStatusRequest, ctx: RequestContext[ClusterStatusRequest, ClusterStatusResponse], /) -> ClusterStatusResponse:
         """
         Scheduler members, partition owners and dispatch lag.
@@ -781,6 +836,17 @@ class AdminServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.rewrap_secrets,
+                ),
+                "/sundial.v1.AdminService/RotateIdentityKey": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="RotateIdentityKey",
+                        service_name="sundial.v1.AdminService",
+                        input=RotateIdentityKeyRequest,
+                        output=RotateIdentityKeyResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.rotate_identity_key,
                 ),
                 "/sundial.v1.AdminService/ClusterStatus": EndpointSync.unary(
                     method=MethodInfo(
@@ -1060,6 +1126,32 @@ class AdminServiceClientSync(ConnectClientSync):
                 service_name="sundial.v1.AdminService",
                 input=RewrapSecretsRequest,
                 output=RewrapSecretsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def rotate_identity_key(
+        self,
+        request: RotateIdentityKeyRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> RotateIdentityKeyResponse:
+        """
+        Makes a new identity-token signing key (Ed25519), which signs every identity token
+        from now on; the previous keys stay published at /.well-known/jwks.json for the
+        overlap, so tokens they signed keep verifying until they expire. FAILED_PRECONDITION
+        without key-encryption keys (SUNDIAL_SECRET_KEYS), which seal the private key.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="RotateIdentityKey",
+                service_name="sundial.v1.AdminService",
+                input=RotateIdentityKeyRequest,
+                output=RotateIdentityKeyResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

@@ -315,3 +315,15 @@ class RewrapSecretsResponse(_message.Message):
     remaining: int
     key_id: str
     def __init__(self, rewrapped: _Optional[int] = ..., remaining: _Optional[int] = ..., key_id: _Optional[str] = ...) -> None: ...
+
+class RotateIdentityKeyRequest(_message.Message):
+    __slots__ = ("overlap",)
+    OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    overlap: _duration_pb2.Duration
+    def __init__(self, overlap: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class RotateIdentityKeyResponse(_message.Message):
+    __slots__ = ("kid",)
+    KID_FIELD_NUMBER: _ClassVar[int]
+    kid: str
+    def __init__(self, kid: _Optional[str] = ...) -> None: ...

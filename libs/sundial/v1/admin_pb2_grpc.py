@@ -80,6 +80,11 @@ class AdminServiceStub:
                 request_serializer=sundial_dot_v1_dot_admin__pb2.RewrapSecretsRequest.SerializeToString,
                 response_deserializer=sundial_dot_v1_dot_admin__pb2.RewrapSecretsResponse.FromString,
                 _registered_method=True)
+        self.RotateIdentityKey = channel.unary_unary(
+                '/sundial.v1.AdminService/RotateIdentityKey',
+                request_serializer=sundial_dot_v1_dot_admin__pb2.RotateIdentityKeyRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_admin__pb2.RotateIdentityKeyResponse.FromString,
+                _registered_method=True)
         self.ClusterStatus = channel.unary_unary(
                 '/sundial.v1.AdminService/ClusterStatus',
                 request_serializer=sundial_dot_v1_dot_admin__pb2.ClusterStatusRequest.SerializeToString,
@@ -167,6 +172,16 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RotateIdentityKey(self, request, context):
+        """Makes a new identity-token signing key (Ed25519), which signs every identity token
+        from now on; the previous keys stay published at /.well-known/jwks.json for the
+        overlap, so tokens they signed keep verifying until they expire. FAILED_PRECONDITION
+        without key-encryption keys (SUNDIAL_SECRET_KEYS), which seal the private key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ClusterStatus(self, request, context):
         """Scheduler members, partition owners and dispatch lag.
         """
@@ -238,6 +253,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.RewrapSecrets,
                     request_deserializer=sundial_dot_v1_dot_admin__pb2.RewrapSecretsRequest.FromString,
                     response_serializer=sundial_dot_v1_dot_admin__pb2.RewrapSecretsResponse.SerializeToString,
+            ),
+            'RotateIdentityKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.RotateIdentityKey,
+                    request_deserializer=sundial_dot_v1_dot_admin__pb2.RotateIdentityKeyRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_admin__pb2.RotateIdentityKeyResponse.SerializeToString,
             ),
             'ClusterStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.ClusterStatus,
@@ -499,6 +519,33 @@ class AdminService:
             '/sundial.v1.AdminService/RewrapSecrets',
             sundial_dot_v1_dot_admin__pb2.RewrapSecretsRequest.SerializeToString,
             sundial_dot_v1_dot_admin__pb2.RewrapSecretsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RotateIdentityKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.AdminService/RotateIdentityKey',
+            sundial_dot_v1_dot_admin__pb2.RotateIdentityKeyRequest.SerializeToString,
+            sundial_dot_v1_dot_admin__pb2.RotateIdentityKeyResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -242,7 +242,7 @@ class Target(_message.Message):
     def __init__(self, http: _Optional[_Union[HttpTarget, _Mapping]] = ..., grpc: _Optional[_Union[GrpcTarget, _Mapping]] = ...) -> None: ...
 
 class HttpTarget(_message.Message):
-    __slots__ = ("url", "method", "headers")
+    __slots__ = ("url", "method", "headers", "auth")
     class HeadersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -253,13 +253,15 @@ class HttpTarget(_message.Message):
     URL_FIELD_NUMBER: _ClassVar[int]
     METHOD_FIELD_NUMBER: _ClassVar[int]
     HEADERS_FIELD_NUMBER: _ClassVar[int]
+    AUTH_FIELD_NUMBER: _ClassVar[int]
     url: str
     method: str
     headers: _containers.ScalarMap[str, str]
-    def __init__(self, url: _Optional[str] = ..., method: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    auth: TargetAuth
+    def __init__(self, url: _Optional[str] = ..., method: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., auth: _Optional[_Union[TargetAuth, _Mapping]] = ...) -> None: ...
 
 class GrpcTarget(_message.Message):
-    __slots__ = ("address", "plaintext", "metadata")
+    __slots__ = ("address", "plaintext", "metadata", "auth")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -270,7 +272,25 @@ class GrpcTarget(_message.Message):
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     PLAINTEXT_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    AUTH_FIELD_NUMBER: _ClassVar[int]
     address: str
     plaintext: bool
     metadata: _containers.ScalarMap[str, str]
-    def __init__(self, address: _Optional[str] = ..., plaintext: _Optional[bool] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    auth: TargetAuth
+    def __init__(self, address: _Optional[str] = ..., plaintext: _Optional[bool] = ..., metadata: _Optional[_Mapping[str, str]] = ..., auth: _Optional[_Union[TargetAuth, _Mapping]] = ...) -> None: ...
+
+class TargetAuth(_message.Message):
+    __slots__ = ("standard_webhooks", "identity_token")
+    STANDARD_WEBHOOKS_FIELD_NUMBER: _ClassVar[int]
+    IDENTITY_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    standard_webhooks: bool
+    identity_token: IdentityToken
+    def __init__(self, standard_webhooks: _Optional[bool] = ..., identity_token: _Optional[_Union[IdentityToken, _Mapping]] = ...) -> None: ...
+
+class IdentityToken(_message.Message):
+    __slots__ = ("audience", "lifetime")
+    AUDIENCE_FIELD_NUMBER: _ClassVar[int]
+    LIFETIME_FIELD_NUMBER: _ClassVar[int]
+    audience: str
+    lifetime: _duration_pb2.Duration
+    def __init__(self, audience: _Optional[str] = ..., lifetime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...

@@ -5,7 +5,9 @@
 //   SUNDIAL_SIGNING_SECRET=... PROTO_PATH=path/to/sundial/proto node examples/grpc-target.mjs
 //
 // Then give a job `target: {grpc: {address: "<host>:50061"}}` (TLS in production; here
-// plaintext, for a target on the same machine).
+// plaintext, for a target on the same machine). The signature is checked for purpose
+// "run" and the address the job names (TARGET_DESTINATION, default: the listening
+// address), so a call signed for another target or a notification is refused.
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 
@@ -16,7 +18,9 @@ import { SignatureError, verifySignature } from "../dist/index.js";
  * Resolves to `{ server, port, done }`: `done` maps each idempotency key to the first
  * result, so a run delivered twice is done once.
  */
-export async function startTarget({ address, protoPath, secrets, work }) {
+export async function startTarget({ address, protoPath, secrets, work, destination }) {
+  let signedFor = destination; // the address as the job names it; set once bound
+
   const definition = protoLoader.loadSync("sundial/v1/target.proto", {
     includeDirs: [protoPath],
     keepCase: true,
@@ -37,7 +41,7 @@ export async function startTarget({ address, protoPath, secrets, work }) {
             attempt: call.request.attempt,
             body: call.request.payload,
           },
-          { secrets },
+          { secrets, purpose: "run", destination: signedFor },
         );
       } catch (error) {
         // Not from Sundial (or altered): a permanent failure, never retried.
@@ -57,6 +61,7 @@ export async function startTarget({ address, protoPath, secrets, work }) {
       error ? reject(error) : resolve(bound),
     ),
   );
+  signedFor ??= address.replace(/:\d+$/, `:${port}`);
   return { server, port, done };
 }
 
@@ -65,6 +70,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     address: process.env.TARGET_ADDRESS ?? "127.0.0.1:50061",
     protoPath: process.env.PROTO_PATH ?? new URL("../../../proto", import.meta.url).pathname,
     secrets: [process.env.SUNDIAL_SIGNING_SECRET],
+    destination: process.env.TARGET_DESTINATION,
     work: (request) => `report for ${request.scheduled_at?.seconds ?? "?"} sent`,
   });
   console.log(`TargetService listening on port ${port}`);

@@ -128,6 +128,13 @@ test("a Node client uses Sundial end to end", { skip: !configured, timeout: 60_0
     };
     verifySignature(signed, { secrets: [env.SUNDIAL_SIGNING_SECRET] });
     assert.throws(() => verifySignature(signed, { secrets: ["not-the-secret"] }), /matches none/);
+    // Bound to the run's purpose and this target: refused as sent anywhere else.
+    const bound = { secrets: [env.SUNDIAL_SIGNING_SECRET], purpose: "run" };
+    verifySignature(signed, { ...bound, destination: url });
+    assert.throws(
+      () => verifySignature(signed, { ...bound, destination: `${url}/elsewhere` }),
+      /matches none/,
+    );
 
     // The example gRPC target (examples/grpc-target.mjs): a run called there succeeds,
     // its signature checked and its work done once per idempotency key.

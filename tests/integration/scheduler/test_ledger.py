@@ -17,6 +17,7 @@ from google.protobuf import duration_pb2
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
+from sundial.client import key_id, verify_signature
 from sundial.core import wire
 from sundial.core.auth import Role, Tokens
 from sundial.core.bus import Bus
@@ -335,7 +336,7 @@ async def test_cancel_between_beats_is_pushed_on_the_stream(
     await call.done_writing()
 
 
-async def test_signature_has_one_v1_per_valid_secret(
+async def test_signature_has_one_v1_and_one_v2_per_valid_secret(
     pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerServiceStub
 ) -> None:
     # A rotation in progress: the new secret and the old one until it expires.
@@ -354,10 +355,25 @@ async def test_signature_has_one_v1_per_valid_secret(
     grant = result.grant
     t, *macs = grant.signature.split(",")
     message = f"{t[2:]}.{grant.run_key}.1.".encode() + b"body"
-    assert macs == [
+    assert [m for m in macs if m.startswith("v1=")] == [
         "v1=" + hmac.new(secret, message, hashlib.sha256).hexdigest()
         for secret in (b"n" * 32, b"o" * 32)
     ]
+    # And one v2 each, bound to the run's purpose and its target (the secrets' key ids).
+    assert [m.split(":")[0] for m in macs if m.startswith("v2=")] == [
+        f"v2={key_id(secret.decode())}" for secret in (b"n" * 32, b"o" * 32)
+    ]
+    for secret in ("n" * 32, "o" * 32):
+        verify_signature(
+            grant.signature,
+            secrets=[secret],
+            idempotency_key=grant.run_key,
+            attempt=1,
+            body=b"body",
+            purpose="run",
+            destination=grant.target.http.url,
+            now=int(t[2:]),  # the ledger's clock is the test's
+        )
 
 
 async def test_dead_letter_the_ledger_could_not_publish_is_sent_by_the_sweeper(

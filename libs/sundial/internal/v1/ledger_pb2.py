@@ -29,19 +29,21 @@ from sundial.v1 import job_pb2 as sundial_dot_v1_dot_job__pb2
 from sundial.v1 import run_pb2 as sundial_dot_v1_dot_run__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n sundial/internal/v1/ledger.proto\x12\x13sundial.internal.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17sundial/v1/egress.proto\x1a\x14sundial/v1/job.proto\x1a\x14sundial/v1/run.proto\"w\n\x10LeaseRunsRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12 \n\x04runs\x18\x02 \x03(\x0b\x32\x12.sundial.v1.RunRef\x12,\n\tlease_ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"F\n\x11LeaseRunsResponse\x12\x31\n\x07results\x18\x01 \x03(\x0b\x32 .sundial.internal.v1.LeaseResult\"\x9a\x01\n\x0bLeaseResult\x12\x1f\n\x03run\x18\x01 \x01(\x0b\x32\x12.sundial.v1.RunRef\x12+\n\x05grant\x18\x02 \x01(\x0b\x32\x1a.sundial.internal.v1.GrantH\x00\x12\x33\n\trejection\x18\x03 \x01(\x0b\x32\x1e.sundial.internal.v1.RejectionH\x00\x42\x08\n\x06result\"\xeb\x02\n\x05Grant\x12\x0f\n\x07\x61ttempt\x18\x01 \x01(\x05\x12/\n\x0blease_until\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\"\n\x06target\x18\x03 \x01(\x0b\x32\x12.sundial.v1.Target\x12\x0f\n\x07payload\x18\x04 \x01(\x0c\x12.\n\x0brun_timeout\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\ttenant_id\x18\x06 \x01(\t\x12\x0f\n\x07run_key\x18\x07 \x01(\t\x12\x11\n\tsignature\x18\x08 \x01(\t\x12!\n\x04kind\x18\t \x01(\x0e\x32\x13.sundial.v1.RunKind\x12\x10\n\x08job_name\x18\n \x01(\t\x12\x10\n\x08lease_id\x18\x0b \x01(\t\x12(\n\x06\x65gress\x18\x0c \x01(\x0b\x32\x18.sundial.v1.EgressPolicy\x12\x13\n\x0btraceparent\x18\r \x01(\t\"~\n\tRejection\x12\x31\n\x06reason\x18\x01 \x01(\x0e\x32!.sundial.internal.v1.RejectReason\x12.\n\x0bretry_after\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\"\x93\x01\n\x10HeartbeatRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12*\n\x04runs\x18\x02 \x03(\x0b\x32\x1c.sundial.internal.v1.HeldRun\x12,\n\tlease_ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x10\n\x08\x64raining\x18\x04 \x01(\x08\"M\n\x07HeldRun\x12\x1f\n\x03run\x18\x01 \x01(\x0b\x32\x12.sundial.v1.RunRef\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x10\n\x08lease_id\x18\x03 \x01(\t\"\xdf\x01\n\x11HeartbeatResponse\x12\x35\n\x08\x65xtended\x18\x01 \x03(\x0b\x32#.sundial.internal.v1.LeaseExtension\x12\x30\n\x06\x63\x61ncel\x18\x02 \x03(\x0b\x32 .sundial.internal.v1.CancelOrder\x12*\n\x04lost\x18\x03 \x03(\x0b\x32\x1c.sundial.internal.v1.HeldRun\x12\x35\n\x12heartbeat_interval\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"s\n\x0eLeaseExtension\x12\x1f\n\x03run\x18\x01 \x01(\x0b\x32\x12.sundial.v1.RunRef\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12/\n\x0blease_until\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"O\n\x0b\x43\x61ncelOrder\x12\x1f\n\x03run\x18\x01 \x01(\x0b\x32\x12.sundial.v1.RunRef\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x0e\n\x06reason\x18\x03 \x01(\t\"Z\n\x13\x43ompleteRunsRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12.\n\x08outcomes\x18\x02 \x03(\x0b\x32\x1c.sundial.internal.v1.Outcome\"\x89\x03\n\x07Outcome\x12\x1f\n\x03run\x18\x01 \x01(\x0b\x32\x12.sundial.v1.RunRef\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x10\n\x08lease_id\x18\x0b \x01(\t\x12\x32\n\x06status\x18\x03 \x01(\x0e\x32\".sundial.internal.v1.OutcomeStatus\x12\r\n\x05\x65rror\x18\x04 \x01(\t\x12+\n\x0b\x65rror_class\x18\x05 \x01(\x0e\x32\x16.sundial.v1.ErrorClass\x12.\n\x0bretry_after\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12.\n\nstarted_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0bhttp_status\x18\t \x01(\x05\x12\x16\n\tgrpc_code\x18\n \x01(\x05H\x00\x88\x01\x01\x42\x0c\n\n_grpc_code\"N\n\x14\x43ompleteRunsResponse\x12\x36\n\x07results\x18\x01 \x03(\x0b\x32%.sundial.internal.v1.CompletionResult\"\xde\x01\n\x10\x43ompletionResult\x12\x1f\n\x03run\x18\x01 \x01(\x0b\x32\x12.sundial.v1.RunRef\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x08\x12\x36\n\x0c\x66\x65nce_reason\x18\x03 \x01(\x0e\x32 .sundial.internal.v1.FenceReason\x12*\n\x0bnext_status\x18\x04 \x01(\x0e\x32\x15.sundial.v1.RunStatus\x12\x33\n\x0fnext_attempt_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*\xaa\x02\n\x0cRejectReason\x12\x1d\n\x19REJECT_REASON_UNSPECIFIED\x10\x00\x12\x1a\n\x16REJECT_REASON_FINISHED\x10\x01\x12\"\n\x1eREJECT_REASON_LEASED_ELSEWHERE\x10\x02\x12$\n REJECT_REASON_TENANT_AT_CAPACITY\x10\x03\x12\x1b\n\x17REJECT_REASON_NOT_FOUND\x10\x04\x12\x1b\n\x17REJECT_REASON_CANCELLED\x10\x05\x12\x19\n\x15REJECT_REASON_NOT_DUE\x10\x06\x12\x1d\n\x19REJECT_REASON_ANSWER_FULL\x10\x07\x12!\n\x1dREJECT_REASON_KEY_AT_CAPACITY\x10\x08*\xcf\x01\n\rOutcomeStatus\x12\x1e\n\x1aOUTCOME_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n\x18OUTCOME_STATUS_SUCCEEDED\x10\x01\x12#\n\x1fOUTCOME_STATUS_FAILED_RETRYABLE\x10\x02\x12\x1f\n\x1bOUTCOME_STATUS_FAILED_FINAL\x10\x03\x12\x1c\n\x18OUTCOME_STATUS_CANCELLED\x10\x04\x12\x1c\n\x18OUTCOME_STATUS_TIMED_OUT\x10\x05*\xa2\x01\n\x0b\x46\x65nceReason\x12\x1c\n\x18\x46\x45NCE_REASON_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x46\x45NCE_REASON_STALE_ATTEMPT\x10\x01\x12\x1c\n\x18\x46\x45NCE_REASON_NOT_RUNNING\x10\x02\x12\x1a\n\x16\x46\x45NCE_REASON_NOT_FOUND\x10\x03\x12\x1b\n\x17\x46\x45NCE_REASON_NOT_HOLDER\x10\x04\x32\xb3\x02\n\x10RunLedgerService\x12Z\n\tLeaseRuns\x12%.sundial.internal.v1.LeaseRunsRequest\x1a&.sundial.internal.v1.LeaseRunsResponse\x12^\n\tHeartbeat\x12%.sundial.internal.v1.HeartbeatRequest\x1a&.sundial.internal.v1.HeartbeatResponse(\x01\x30\x01\x12\x63\n\x0c\x43ompleteRuns\x12(.sundial.internal.v1.CompleteRunsRequest\x1a).sundial.internal.v1.CompleteRunsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n sundial/internal/v1/ledger.proto\x12\x13sundial.internal.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17sundial/v1/egress.proto\x1a\x14sundial/v1/job.proto\x1a\x14sundial/v1/run.proto\"w\n\x10LeaseRunsRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12 \n\x04runs\x18\x02 \x03(\x0b\x32\x12.sundial.v1.RunRef\x12,\n\tlease_ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"F\n\x11LeaseRunsResponse\x12\x31\n\x07results\x18\x01 \x03(\x0b\x32 .sundial.internal.v1.LeaseResult\"\x9a\x01\n\x0bLeaseResult\x12\x1f\n\x03run\x18\x01 \x01(\x0b\x32\x12.sundial.v1.RunRef\x12+\n\x05grant\x18\x02 \x01(\x0b\x32\x1a.sundial.internal.v1.GrantH\x00\x12\x33\n\trejection\x18\x03 \x01(\x0b\x32\x1e.sundial.internal.v1.RejectionH\x00\x42\x08\n\x06result\"\xd5\x03\n\x05Grant\x12\x0f\n\x07\x61ttempt\x18\x01 \x01(\x05\x12/\n\x0blease_until\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\"\n\x06target\x18\x03 \x01(\x0b\x32\x12.sundial.v1.Target\x12\x0f\n\x07payload\x18\x04 \x01(\x0c\x12.\n\x0brun_timeout\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\ttenant_id\x18\x06 \x01(\t\x12\x0f\n\x07run_key\x18\x07 \x01(\t\x12\x11\n\tsignature\x18\x08 \x01(\t\x12!\n\x04kind\x18\t \x01(\x0e\x32\x13.sundial.v1.RunKind\x12\x10\n\x08job_name\x18\n \x01(\t\x12\x10\n\x08lease_id\x18\x0b \x01(\t\x12(\n\x06\x65gress\x18\x0c \x01(\x0b\x32\x18.sundial.v1.EgressPolicy\x12\x13\n\x0btraceparent\x18\r \x01(\t\x12\x38\n\x07headers\x18\x0e \x03(\x0b\x32\'.sundial.internal.v1.Grant.HeadersEntry\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"~\n\tRejection\x12\x31\n\x06reason\x18\x01 \x01(\x0e\x32!.sundial.internal.v1.RejectReason\x12.\n\x0bretry_after\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\"\x93\x01\n\x10HeartbeatRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12*\n\x04runs\x18\x02 \x03(\x0b\x32\x1c.sundial.internal.v1.HeldRun\x12,\n\tlease_ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x10\n\x08\x64raining\x18\x04 \x01(\x08\"M\n\x07HeldRun\x12\x1f\n\x03run\x18\x01 \x01(\x0b\x32\x12.sundial.v1.RunRef\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x10\n\x08lease_id\x18\x03 \x01(\t\"\xdf\x01\n\x11HeartbeatResponse\x12\x35\n\x08\x65xtended\x18\x01 \x03(\x0b\x32#.sundial.internal.v1.LeaseExtension\x12\x30\n\x06\x63\x61ncel\x18\x02 \x03(\x0b\x32 .sundial.internal.v1.CancelOrder\x12*\n\x04lost\x18\x03 \x03(\x0b\x32\x1c.sundial.internal.v1.HeldRun\x12\x35\n\x12heartbeat_interval\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"s\n\x0eLeaseExtension\x12\x1f\n\x03run\x18\x01 \x01(\x0b\x32\x12.sundial.v1.RunRef\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12/\n\x0blease_until\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"O\n\x0b\x43\x61ncelOrder\x12\x1f\n\x03run\x18\x01 \x01(\x0b\x32\x12.sundial.v1.RunRef\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x0e\n\x06reason\x18\x03 \x01(\t\"Z\n\x13\x43ompleteRunsRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12.\n\x08outcomes\x18\x02 \x03(\x0b\x32\x1c.sundial.internal.v1.Outcome\"\x89\x03\n\x07Outcome\x12\x1f\n\x03run\x18\x01 \x01(\x0b\x32\x12.sundial.v1.RunRef\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x10\n\x08lease_id\x18\x0b \x01(\t\x12\x32\n\x06status\x18\x03 \x01(\x0e\x32\".sundial.internal.v1.OutcomeStatus\x12\r\n\x05\x65rror\x18\x04 \x01(\t\x12+\n\x0b\x65rror_class\x18\x05 \x01(\x0e\x32\x16.sundial.v1.ErrorClass\x12.\n\x0bretry_after\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12.\n\nstarted_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0bhttp_status\x18\t \x01(\x05\x12\x16\n\tgrpc_code\x18\n \x01(\x05H\x00\x88\x01\x01\x42\x0c\n\n_grpc_code\"N\n\x14\x43ompleteRunsResponse\x12\x36\n\x07results\x18\x01 \x03(\x0b\x32%.sundial.internal.v1.CompletionResult\"\xde\x01\n\x10\x43ompletionResult\x12\x1f\n\x03run\x18\x01 \x01(\x0b\x32\x12.sundial.v1.RunRef\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x08\x12\x36\n\x0c\x66\x65nce_reason\x18\x03 \x01(\x0e\x32 .sundial.internal.v1.FenceReason\x12*\n\x0bnext_status\x18\x04 \x01(\x0e\x32\x15.sundial.v1.RunStatus\x12\x33\n\x0fnext_attempt_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*\xaa\x02\n\x0cRejectReason\x12\x1d\n\x19REJECT_REASON_UNSPECIFIED\x10\x00\x12\x1a\n\x16REJECT_REASON_FINISHED\x10\x01\x12\"\n\x1eREJECT_REASON_LEASED_ELSEWHERE\x10\x02\x12$\n REJECT_REASON_TENANT_AT_CAPACITY\x10\x03\x12\x1b\n\x17REJECT_REASON_NOT_FOUND\x10\x04\x12\x1b\n\x17REJECT_REASON_CANCELLED\x10\x05\x12\x19\n\x15REJECT_REASON_NOT_DUE\x10\x06\x12\x1d\n\x19REJECT_REASON_ANSWER_FULL\x10\x07\x12!\n\x1dREJECT_REASON_KEY_AT_CAPACITY\x10\x08*\xcf\x01\n\rOutcomeStatus\x12\x1e\n\x1aOUTCOME_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n\x18OUTCOME_STATUS_SUCCEEDED\x10\x01\x12#\n\x1fOUTCOME_STATUS_FAILED_RETRYABLE\x10\x02\x12\x1f\n\x1bOUTCOME_STATUS_FAILED_FINAL\x10\x03\x12\x1c\n\x18OUTCOME_STATUS_CANCELLED\x10\x04\x12\x1c\n\x18OUTCOME_STATUS_TIMED_OUT\x10\x05*\xa2\x01\n\x0b\x46\x65nceReason\x12\x1c\n\x18\x46\x45NCE_REASON_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x46\x45NCE_REASON_STALE_ATTEMPT\x10\x01\x12\x1c\n\x18\x46\x45NCE_REASON_NOT_RUNNING\x10\x02\x12\x1a\n\x16\x46\x45NCE_REASON_NOT_FOUND\x10\x03\x12\x1b\n\x17\x46\x45NCE_REASON_NOT_HOLDER\x10\x04\x32\xb3\x02\n\x10RunLedgerService\x12Z\n\tLeaseRuns\x12%.sundial.internal.v1.LeaseRunsRequest\x1a&.sundial.internal.v1.LeaseRunsResponse\x12^\n\tHeartbeat\x12%.sundial.internal.v1.HeartbeatRequest\x1a&.sundial.internal.v1.HeartbeatResponse(\x01\x30\x01\x12\x63\n\x0c\x43ompleteRuns\x12(.sundial.internal.v1.CompleteRunsRequest\x1a).sundial.internal.v1.CompleteRunsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sundial.internal.v1.ledger_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_REJECTREASON']._serialized_start=2482
-  _globals['_REJECTREASON']._serialized_end=2780
-  _globals['_OUTCOMESTATUS']._serialized_start=2783
-  _globals['_OUTCOMESTATUS']._serialized_end=2990
-  _globals['_FENCEREASON']._serialized_start=2993
-  _globals['_FENCEREASON']._serialized_end=3155
+  _globals['_GRANT_HEADERSENTRY']._loaded_options = None
+  _globals['_GRANT_HEADERSENTRY']._serialized_options = b'8\001'
+  _globals['_REJECTREASON']._serialized_start=2588
+  _globals['_REJECTREASON']._serialized_end=2886
+  _globals['_OUTCOMESTATUS']._serialized_start=2889
+  _globals['_OUTCOMESTATUS']._serialized_end=3096
+  _globals['_FENCEREASON']._serialized_start=3099
+  _globals['_FENCEREASON']._serialized_end=3261
   _globals['_LEASERUNSREQUEST']._serialized_start=191
   _globals['_LEASERUNSREQUEST']._serialized_end=310
   _globals['_LEASERUNSRESPONSE']._serialized_start=312
@@ -49,27 +51,29 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LEASERESULT']._serialized_start=385
   _globals['_LEASERESULT']._serialized_end=539
   _globals['_GRANT']._serialized_start=542
-  _globals['_GRANT']._serialized_end=905
-  _globals['_REJECTION']._serialized_start=907
-  _globals['_REJECTION']._serialized_end=1033
-  _globals['_HEARTBEATREQUEST']._serialized_start=1036
-  _globals['_HEARTBEATREQUEST']._serialized_end=1183
-  _globals['_HELDRUN']._serialized_start=1185
-  _globals['_HELDRUN']._serialized_end=1262
-  _globals['_HEARTBEATRESPONSE']._serialized_start=1265
-  _globals['_HEARTBEATRESPONSE']._serialized_end=1488
-  _globals['_LEASEEXTENSION']._serialized_start=1490
-  _globals['_LEASEEXTENSION']._serialized_end=1605
-  _globals['_CANCELORDER']._serialized_start=1607
-  _globals['_CANCELORDER']._serialized_end=1686
-  _globals['_COMPLETERUNSREQUEST']._serialized_start=1688
-  _globals['_COMPLETERUNSREQUEST']._serialized_end=1778
-  _globals['_OUTCOME']._serialized_start=1781
-  _globals['_OUTCOME']._serialized_end=2174
-  _globals['_COMPLETERUNSRESPONSE']._serialized_start=2176
-  _globals['_COMPLETERUNSRESPONSE']._serialized_end=2254
-  _globals['_COMPLETIONRESULT']._serialized_start=2257
-  _globals['_COMPLETIONRESULT']._serialized_end=2479
-  _globals['_RUNLEDGERSERVICE']._serialized_start=3158
-  _globals['_RUNLEDGERSERVICE']._serialized_end=3465
+  _globals['_GRANT']._serialized_end=1011
+  _globals['_GRANT_HEADERSENTRY']._serialized_start=965
+  _globals['_GRANT_HEADERSENTRY']._serialized_end=1011
+  _globals['_REJECTION']._serialized_start=1013
+  _globals['_REJECTION']._serialized_end=1139
+  _globals['_HEARTBEATREQUEST']._serialized_start=1142
+  _globals['_HEARTBEATREQUEST']._serialized_end=1289
+  _globals['_HELDRUN']._serialized_start=1291
+  _globals['_HELDRUN']._serialized_end=1368
+  _globals['_HEARTBEATRESPONSE']._serialized_start=1371
+  _globals['_HEARTBEATRESPONSE']._serialized_end=1594
+  _globals['_LEASEEXTENSION']._serialized_start=1596
+  _globals['_LEASEEXTENSION']._serialized_end=1711
+  _globals['_CANCELORDER']._serialized_start=1713
+  _globals['_CANCELORDER']._serialized_end=1792
+  _globals['_COMPLETERUNSREQUEST']._serialized_start=1794
+  _globals['_COMPLETERUNSREQUEST']._serialized_end=1884
+  _globals['_OUTCOME']._serialized_start=1887
+  _globals['_OUTCOME']._serialized_end=2280
+  _globals['_COMPLETERUNSRESPONSE']._serialized_start=2282
+  _globals['_COMPLETERUNSRESPONSE']._serialized_end=2360
+  _globals['_COMPLETIONRESULT']._serialized_start=2363
+  _globals['_COMPLETIONRESULT']._serialized_end=2585
+  _globals['_RUNLEDGERSERVICE']._serialized_start=3264
+  _globals['_RUNLEDGERSERVICE']._serialized_end=3571
 # @@protoc_insertion_point(module_scope)

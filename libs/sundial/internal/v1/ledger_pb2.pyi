@@ -90,7 +90,14 @@ class LeaseResult(_message.Message):
     def __init__(self, run: _Optional[_Union[_run_pb2.RunRef, _Mapping]] = ..., grant: _Optional[_Union[Grant, _Mapping]] = ..., rejection: _Optional[_Union[Rejection, _Mapping]] = ...) -> None: ...
 
 class Grant(_message.Message):
-    __slots__ = ("attempt", "lease_until", "target", "payload", "run_timeout", "tenant_id", "run_key", "signature", "kind", "job_name", "lease_id", "egress", "traceparent")
+    __slots__ = ("attempt", "lease_until", "target", "payload", "run_timeout", "tenant_id", "run_key", "signature", "kind", "job_name", "lease_id", "egress", "traceparent", "headers")
+    class HeadersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     LEASE_UNTIL_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
@@ -104,6 +111,7 @@ class Grant(_message.Message):
     LEASE_ID_FIELD_NUMBER: _ClassVar[int]
     EGRESS_FIELD_NUMBER: _ClassVar[int]
     TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
     attempt: int
     lease_until: _timestamp_pb2.Timestamp
     target: _job_pb2.Target
@@ -117,7 +125,8 @@ class Grant(_message.Message):
     lease_id: str
     egress: _egress_pb2.EgressPolicy
     traceparent: str
-    def __init__(self, attempt: _Optional[int] = ..., lease_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., target: _Optional[_Union[_job_pb2.Target, _Mapping]] = ..., payload: _Optional[bytes] = ..., run_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., tenant_id: _Optional[str] = ..., run_key: _Optional[str] = ..., signature: _Optional[str] = ..., kind: _Optional[_Union[_run_pb2.RunKind, str]] = ..., job_name: _Optional[str] = ..., lease_id: _Optional[str] = ..., egress: _Optional[_Union[_egress_pb2.EgressPolicy, _Mapping]] = ..., traceparent: _Optional[str] = ...) -> None: ...
+    headers: _containers.ScalarMap[str, str]
+    def __init__(self, attempt: _Optional[int] = ..., lease_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., target: _Optional[_Union[_job_pb2.Target, _Mapping]] = ..., payload: _Optional[bytes] = ..., run_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., tenant_id: _Optional[str] = ..., run_key: _Optional[str] = ..., signature: _Optional[str] = ..., kind: _Optional[_Union[_run_pb2.RunKind, str]] = ..., job_name: _Optional[str] = ..., lease_id: _Optional[str] = ..., egress: _Optional[_Union[_egress_pb2.EgressPolicy, _Mapping]] = ..., traceparent: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Rejection(_message.Message):
     __slots__ = ("reason", "retry_after", "detail")

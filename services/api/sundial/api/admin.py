@@ -13,12 +13,13 @@ import grpc
 
 from sundial.api.convert import egress_out
 from sundial.api.egress import EgressPolicies
+from sundial.api.identity import IdentityKeys
 from sundial.api.kit import UpdateMask
 from sundial.api.model import ApiToken, ClusterSnapshot, Role, Scope, Tenant, TenantChanges
 from sundial.api.tenancy import TenantManager
 from sundial.api.vault import SecretManager
 from sundial.core import wire
-from sundial.core.errors import InvalidArgument
+from sundial.core.errors import FailedPrecondition, InvalidArgument
 from sundial.core.partition import PARTITION_COUNT
 from sundial.v1 import admin_pb2 as pb
 from sundial.v1 import admin_pb2_grpc
@@ -131,11 +132,26 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     """AdminService on top of :class:`TenantManager`."""
 
     def __init__(
-        self, tenants: TenantManager, egress: EgressPolicies, secrets: SecretManager
+        self,
+        tenants: TenantManager,
+        egress: EgressPolicies,
+        secrets: SecretManager,
+        identity_keys: IdentityKeys | None = None,
     ) -> None:
         self._tenants = tenants
         self._egress = egress
         self._secrets = secrets
+        self._identity_keys = identity_keys
+
+    async def RotateIdentityKey(
+        self, request: pb.RotateIdentityKeyRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RotateIdentityKeyResponse:
+        overlap = (
+            wire.timedelta_in(request.overlap, "overlap") if request.HasField("overlap") else None
+        )
+        if self._identity_keys is None:
+            raise FailedPrecondition("identity keys are not served by this API")
+        return pb.RotateIdentityKeyResponse(kid=await self._identity_keys.rotate(overlap))
 
     async def RewrapSecrets(
         self, request: pb.RewrapSecretsRequest, context: grpc.aio.ServicerContext

@@ -13,6 +13,7 @@ from sundial.api.cluster import EtcdMembership, MembershipSource, UnconfiguredMe
 from sundial.api.config import ApiConfig
 from sundial.api.egress import EgressPolicies
 from sundial.api.flow import FlowLimits
+from sundial.api.identity import IdentityKeys
 from sundial.api.jobs import JobManager
 from sundial.api.notifications import NotificationChannels
 from sundial.api.notifier import Notifier
@@ -79,7 +80,10 @@ async def build(
             allow_private=config.allow_private_targets,
             resolver=resolver,
         )
-        secrets = SecretManager(store, clock, config.keyring(), max_secrets=config.max_secrets)
+        keyring = config.keyring()
+        secrets = SecretManager(store, clock, keyring, max_secrets=config.max_secrets)
+        identity_keys = IdentityKeys(store, clock, keyring)
+        await identity_keys.ensure()
         guard = TargetGuard(
             operator,
             resolve_timeout_s=config.target_resolve_timeout_s,
@@ -127,7 +131,7 @@ async def build(
                 ),
                 (
                     admin_pb2_grpc.add_AdminServiceServicer_to_server,
-                    AdminServicer(tenants, egress, secrets),
+                    AdminServicer(tenants, egress, secrets, identity_keys),
                 ),
             ],
             interceptors=[
@@ -167,7 +171,9 @@ async def build(
         if config.http_listen:
             # The same servicers over Connect, through the gRPC server's interceptors.
             apps = connect_apps(server, max_bytes=config.max_message_bytes)
-            app = web_app(apps, SERVICES, cors_origins=config.http_cors_origins)
+            app = web_app(
+                apps, SERVICES, cors_origins=config.http_cors_origins, jwks=identity_keys.jwks
+            )
             components.append(HttpServer(config, app))
         # Built: hand the resources to the service, which closes them after it stops.
         return Service(

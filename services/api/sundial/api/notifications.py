@@ -32,7 +32,7 @@ from sundial.core.db import translate_db_errors
 from sundial.core.errors import InvalidArgument, NotFound, ResourceExhausted, version_mismatch
 from sundial.job import target_from_json, target_to_json
 from sundial.notify import EventKind
-from sundial.run import Target
+from sundial.run import HttpTarget, Target
 
 __all__ = [
     "MAX_CHANNELS_PER_TENANT",
@@ -123,6 +123,12 @@ def check_spec(spec: ChannelSpec, prefix: str = "channel.") -> ChannelSpec:
         )
     with validation.field_prefix(prefix):
         target = validation.check_target(spec.target)
+    if target.auth.identity_token is not None:
+        kind = "http" if isinstance(target, HttpTarget) else "grpc"
+        raise InvalidArgument(
+            f"{prefix}target.{kind}.auth.identity_token",
+            "notification channels do not get identity tokens: verify Sundial-Signature",
+        )
     if not spec.event_kinds:
         raise InvalidArgument(f"{prefix}event_kinds", "name at least one event kind")
     if len(set(spec.event_kinds)) != len(spec.event_kinds):

@@ -13,9 +13,11 @@ Every API replica runs one; they share the work through the database
    attempt, move their next attempt to the claim's end, and commit: a notifier that dies
    while sending leaves them due again then (at least once).
 3. **Send** each outside any transaction, at most ``concurrency`` at once and each
-   bounded by ``timeout_s``, signed like a run's call (``Sundial-Signature`` over
-   ``<t>.<notification_id>.<attempt>.`` and the body, with the tenant's valid signing
-   secrets), ``Idempotency-Key: <notification_id>`` the same on every retry, through
+   bounded by ``timeout_s``, signed like a run's call (``Sundial-Signature`` with the
+   tenant's valid signing secrets, the notification id as key, purpose
+   ``notification`` and the channel's target as destination; the Standard Webhooks
+   headers where the target asks), ``Idempotency-Key: <notification_id>`` the same on
+   every retry, through
    the executor's target callers (:mod:`sundial.targets`): the tenant's egress policy is
    checked again at every connection.
 4. **Record** each as its send completes (not after the batch): delivered, due again
@@ -48,7 +50,7 @@ from sundial.api.store import queries
 from sundial.core.clock import Clock
 from sundial.core.egress import EgressPolicy, policy_from_document
 from sundial.core.errors import SundialError
-from sundial.core.signing import signature
+from sundial.core.signing import Purpose, destination, signature, standard_webhook_headers
 from sundial.core.telemetry import NOTIFICATIONS_DELIVERED, NOTIFICATIONS_FAILED
 from sundial.job import target_from_json
 from sundial.notify import (
@@ -358,17 +360,41 @@ class Notifier:
     # --- sending --------------------------------------------------------------------
 
     def _headers(self, delivery: Delivery) -> dict[str, str]:
+        """Signed as a notification to the channel's target (docs/design.md section 7,
+        "Signatures"): replayed to a job's target, it does not verify there."""
         key = str(delivery.notification_id)
-        return {
+        target = delivery.target
+        assert target is not None
+        now = self._clock.now()
+        to = destination(target)
+        headers = {
             "Content-Type": "application/json",
             "Idempotency-Key": key,
             "Sundial-Attempt": str(delivery.attempt),
             "Sundial-Signature": signature(
-                delivery.secrets, self._clock.now(), key, delivery.attempt, delivery.body
+                delivery.secrets,
+                now,
+                key,
+                delivery.attempt,
+                delivery.body,
+                purpose=Purpose.NOTIFICATION,
+                to=to,
             ),
             "Sundial-Notification-Id": key,
             "User-Agent": USER_AGENT,
         }
+        if target.auth.standard_webhooks:
+            headers.update(
+                standard_webhook_headers(
+                    delivery.secrets,
+                    now,
+                    key,
+                    delivery.body,
+                    purpose=Purpose.NOTIFICATION,
+                    to=to,
+                )
+            )
+        return headers
 
     async def _send(self, delivery: Delivery, latest_start: float) -> SendResult | None:
         if delivery.target is None:

@@ -1022,3 +1022,38 @@ UPDATE tenant_secrets SET kek_id = $3, wrapped_key = $4 WHERE tenant_id = $1 AND
 
 -- name: count_to_rewrap
 SELECT count(*) FROM tenant_secrets WHERE kek_id <> $1;
+
+-- name: insert_identity_key
+-- A new identity-token signing key (migration 0023): $1 kid, $2 algorithm, $3 public
+-- JWK, $4 kek_id, $5 wrapped_key, $6 nonce, $7 ciphertext, $8 now; with $9 true only
+-- when no key signs yet (the API's start: every replica tries, one inserts). Returns
+-- the kid when inserted.
+INSERT INTO identity_keys
+    (kid, algorithm, public_jwk, kek_id, wrapped_key, nonce, ciphertext, created_at)
+SELECT $1, $2, $3::jsonb, $4, $5, $6, $7, $8
+ WHERE NOT $9::boolean
+    OR (pg_try_advisory_xact_lock(hashtext('sundial.identity_keys'))
+        AND NOT EXISTS (SELECT 1 FROM identity_keys
+                         WHERE retire_at IS NULL OR retire_at > $8))
+RETURNING kid;
+
+-- name: retire_identity_keys
+-- A rotation: every key other than $1 (the new one) that is not retired yet stops
+-- signing now and stays published until $2 (now + the overlap); one that retires
+-- earlier keeps its time. Keys retired more than a day before $3 (now) are deleted.
+WITH retired AS (
+    UPDATE identity_keys
+       SET retire_at = least(coalesce(retire_at, $2), $2)
+     WHERE kid <> $1 AND (retire_at IS NULL OR retire_at > $3)
+    RETURNING kid
+)
+DELETE FROM identity_keys
+ WHERE retire_at < $3 - interval '1 day' AND kid NOT IN (SELECT kid FROM retired);
+
+-- name: published_identity_keys
+-- The public JWKs of the keys a token may still be signed with at $1 (now): not
+-- retired, or retired after $1; newest first.
+SELECT public_jwk
+  FROM identity_keys
+ WHERE retire_at IS NULL OR retire_at > $1
+ ORDER BY created_at DESC, kid;

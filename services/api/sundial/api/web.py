@@ -26,7 +26,7 @@ import contextlib
 import logging
 import socket
 import ssl
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from sundial.api.config import ApiConfig
 from sundial.core.connect import CODECS, GrpcBridge
 from sundial.core.grpc import Server
+from sundial.core.identity import JWKS_PATH
 from sundial.v1 import admin_connect, job_service_connect
 
 log = logging.getLogger(__name__)
@@ -111,7 +112,8 @@ class _SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        api = not scope["path"].startswith("/console/")
+        # The console's files and the public keys may be cached; API answers not.
+        api = not scope["path"].startswith("/console/") and scope["path"] != JWKS_PATH
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -183,9 +185,11 @@ def web_app(
     services: Sequence[ServiceDescriptor],
     *,
     cors_origins: Sequence[str] = (),
+    jwks: Callable[[], Awaitable[dict[str, Any]]] | None = None,
 ) -> ASGIApp:
     """The HTTP port's application: the Connect ``apps``, the API description of
-    ``services``, the console; CORS only for ``cors_origins``."""
+    ``services``, the console, the identity-token keys (``jwks``, at
+    ``/.well-known/jwks.json``); CORS only for ``cors_origins``."""
     index = api_index(services)
     descriptors = descriptor_set(services)
 
@@ -197,6 +201,15 @@ def web_app(
 
     async def home(_request: Request) -> Response:
         return RedirectResponse("/console/")
+
+    async def keys(_request: Request) -> Response:
+        # Public keys, read per request (a rotation shows at once); verifiers cache them.
+        document = await jwks() if jwks is not None else {"keys": []}
+        return JSONResponse(
+            document,
+            media_type="application/jwk-set+json",
+            headers={"Cache-Control": "public, max-age=300"},
+        )
 
     middleware = [Middleware(_SecurityHeaders)]
     if cors_origins:
@@ -215,6 +228,7 @@ def web_app(
             Route("/", home),
             Route("/api", describe),
             Route(DESCRIPTOR_SET_PATH, descriptor),
+            Route(JWKS_PATH, keys),
             Mount("/console", StaticFiles(directory=CONSOLE_DIR, html=True)),
             *(Mount(app.path, app=app) for app in apps),
         ],

@@ -252,6 +252,7 @@ def lease_from_grant(
         egress=egress,
         traceparent=grant.traceparent,
         lease_span=lease_span,
+        headers=dict(grant.headers) if grant.headers else {},
     )
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from opentelemetry.trace import SpanContext
@@ -64,6 +64,9 @@ class Lease:
     """The run's trace context from the grant (empty: the run has none)."""
     lease_span: SpanContext | None = None
     """The span of the LeaseRuns batch that granted it (the attempt span links to it)."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Further headers the ledger computed for this call (``Grant.headers``: Standard
+    Webhooks, an identity token): credentials of this attempt, never logged."""
 
     @property
     def execution_id(self) -> str:

@@ -78,6 +78,8 @@ def sundial_headers(lease: Lease) -> dict[str, str]:
         headers["Sundial-Execution-Id"] = lease.execution_id
     if lease.signature:
         headers["Sundial-Signature"] = lease.signature
+    if lease.headers:
+        headers.update(lease.headers)
     return headers
 
 

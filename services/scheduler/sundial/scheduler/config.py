@@ -96,6 +96,11 @@ class SchedulerConfig(
     """Seconds between admission passes while runs of owned partitions wait (the sweeper
     admits them as their tenants' windows free and their keys' rate limits allow)."""
 
+    identity_issuer: str = "sundial"
+    """The ``iss`` claim of the identity tokens the ledger mints (docs/design.md section
+    7, "Identity tokens"): e.g. the API's public HTTP URL, where targets fetch the keys
+    (``/.well-known/jwks.json``). 1-256 printable ASCII characters."""
+
     lease_answer_max_bytes: int = 2 * 1024 * 1024
     """Byte budget of one LeaseRuns answer's grants (payloads, targets, signatures): the
     runs past it are answered REJECT_REASON_ANSWER_FULL and leased in the executor's next
@@ -150,6 +155,10 @@ class SchedulerConfig(
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(name, "must be > 0")
+        if not 1 <= len(self.identity_issuer) <= 256 or not all(
+            " " < ch <= "~" for ch in self.identity_issuer
+        ):
+            raise ConfigError("identity_issuer", "must be 1-256 printable ASCII characters")
         if not 64 * 1024 <= self.lease_answer_max_bytes <= 64 * 1024 * 1024:
             raise ConfigError("lease_answer_max_bytes", "must be between 64 KiB and 64 MiB")
         if not 1 <= self.tenant_window <= 1_000_000:

@@ -717,3 +717,12 @@ SELECT s.tenant_id, s.name, s.kek_id, s.wrapped_key, s.nonce, s.ciphertext
   FROM tenant_secrets s
   JOIN unnest($1::text[], $2::text[]) AS wanted (tenant_id, name)
     ON s.tenant_id = wanted.tenant_id AND s.name = wanted.name;
+
+-- name: signing_identity_key
+-- The identity-token key that signs at $1 (now): the newest not retired (migration
+-- 0023); none when no key was made yet.
+SELECT kid, kek_id, wrapped_key, nonce, ciphertext
+  FROM identity_keys
+ WHERE retire_at IS NULL OR retire_at > $1
+ ORDER BY (retire_at IS NULL) DESC, created_at DESC, kid
+ LIMIT 1;

@@ -24,6 +24,7 @@ from sundial.api.store._calendars import (
     CalendarTransaction,
 )
 from sundial.api.store._flow import FlowStore
+from sundial.api.store._identity import IdentityKeyStore
 from sundial.api.store._jobs import JobStore
 from sundial.api.store._runs import RunStore
 from sundial.api.store._secrets import SecretStore
@@ -43,7 +44,16 @@ __all__ = [
 ]
 
 
-class Store(JobStore, RunStore, SloStore, TenantStore, CalendarStore, SecretStore, FlowStore):
+class Store(
+    JobStore,
+    RunStore,
+    SloStore,
+    TenantStore,
+    CalendarStore,
+    SecretStore,
+    FlowStore,
+    IdentityKeyStore,
+):
     """Named-query access for the API service.
 
     Args:

@@ -36,6 +36,7 @@ from sundial.run import (
     HttpTarget,
     SecretReferenceError,
     Target,
+    TargetAuth,
     inline_credential,
     references,
 )
@@ -124,6 +125,32 @@ async def check_credentials(
                     )
 
 
+_STANDARD_WEBHOOK_HEADERS = frozenset({"webhook-id", "webhook-timestamp", "webhook-signature"})
+MAX_AUDIENCE_CHARS = 1024
+MIN_TOKEN_LIFETIME_S = 60
+MAX_TOKEN_LIFETIME_S = 3600
+
+
+def check_auth(auth: TargetAuth, names: dict[str, str], field: str) -> None:
+    """A target's ``auth``, and the headers (lower-cased name -> path) it would clash
+    with: the Standard Webhooks headers, Authorization with an identity token."""
+    if auth.standard_webhooks:
+        for name in sorted(_STANDARD_WEBHOOK_HEADERS & names.keys()):
+            raise _fail(names[name], "is set by Sundial when auth.standard_webhooks is on")
+    token = auth.identity_token
+    if token is None:
+        return
+    if "authorization" in names:
+        raise _fail(names["authorization"], "is set by Sundial when auth.identity_token is set")
+    where = f"{field}.auth.identity_token"
+    if len(token.audience) > MAX_AUDIENCE_CHARS:
+        raise _fail(f"{where}.audience", f"longer than {MAX_AUDIENCE_CHARS} characters")
+    if not all(" " < ch <= "~" for ch in token.audience):
+        raise _fail(f"{where}.audience", "must be printable ASCII without spaces")
+    if not MIN_TOKEN_LIFETIME_S <= token.lifetime_s <= MAX_TOKEN_LIFETIME_S:
+        raise _fail(f"{where}.lifetime", "must be between 1m and 60m")
+
+
 def check_http_target(target: HttpTarget, field: str = "target.http") -> HttpTarget:
     """Check an HTTP target; returns it with the method upper-cased (POST when empty)."""
     url = target.url
@@ -181,6 +208,7 @@ def check_http_target(target: HttpTarget, field: str = "target.http") -> HttpTar
             raise _fail(where, "value must not contain control characters")
         _check_references(where, value)
         _check_kv_size(where, name, value)
+    check_auth(target.auth, {k: f"{field}.headers[{v!r}]" for k, v in seen.items()}, field)
     return dataclasses.replace(target, method=method)
 
 
@@ -224,6 +252,7 @@ def check_grpc_target(target: GrpcTarget, field: str = "target.grpc") -> GrpcTar
             raise _fail(where, "value must be printable ASCII")
         _check_references(where, value)
         _check_kv_size(where, key, value)
+    check_auth(target.auth, {k: f"{field}.metadata[{k!r}]" for k in target.metadata}, field)
     return target
 
 

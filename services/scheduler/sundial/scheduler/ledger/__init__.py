@@ -18,7 +18,7 @@ from sundial.scheduler.ledger._servicer import (
     lease_ttl_in,
     rejection_out,
 )
-from sundial.scheduler.ledger._signing import signature
+from sundial.scheduler.ledger._signing import call_headers, run_signature, signature
 
 # The request parsing and answer encoding are public so the test double of RunLedgerService
 # (tests/helpers/ledger_double.py) refuses and answers exactly as this servicer does.
@@ -27,6 +27,7 @@ __all__ = [
     "MAX_HELD",
     "LedgerAuthInterceptor",
     "RunLedgerServiceServicer",
+    "call_headers",
     "completion_in",
     "completion_result",
     "current_token_id",
@@ -34,5 +35,6 @@ __all__ = [
     "lease_id_in",
     "lease_ttl_in",
     "rejection_out",
+    "run_signature",
     "signature",
 ]

@@ -20,6 +20,7 @@ from sundial.run import Grant, Rejection, RejectReason, RunRef
 from sundial.scheduler.model import LeaseCandidate
 
 __all__ = [
+    "AUTH_HEADER_BYTES",
     "GRANT_FIXED_BYTES",
     "SIGNATURE_BYTES_PER_SECRET",
     "grant_bytes",
@@ -31,8 +32,13 @@ GRANT_FIXED_BYTES = 512
 """A grant's fields that do not grow with tenant input (attempt, lease id, times, enums,
 the run reference, framing), rounded up."""
 
-SIGNATURE_BYTES_PER_SECRET = 68
-"""``,v1=`` and 64 hex digits: what each valid signing secret adds to the signature."""
+SIGNATURE_BYTES_PER_SECRET = 68 + 85
+"""``,v1=`` and 64 hex digits, ``,v2=``, a 16-digit key id, ``:`` and 64 hex digits: what
+each valid signing secret adds to the signature."""
+
+AUTH_HEADER_BYTES = 2048
+"""The further headers of a target with ``auth`` (Standard Webhooks: about 200 bytes and
+50 per secret besides the run key; an identity token: well under 1 KiB), rounded up."""
 
 ANSWER_FULL = Rejection(
     RejectReason.ANSWER_FULL, "the answer reached its byte budget: lease again", timedelta(0)
@@ -52,6 +58,7 @@ def grant_bytes(candidate: LeaseCandidate, extra_bytes: int) -> int:
         + len(candidate.state.tenant_id)
         + 2 * len(candidate.state.ref.key)  # the run key in the grant and in the result's ref
         + SIGNATURE_BYTES_PER_SECRET * len(candidate.signing_secrets)
+        + (AUTH_HEADER_BYTES if candidate.target is not None and candidate.target.auth else 0)
     )
 
 

@@ -61,8 +61,9 @@ from sundial.scheduler.config import SchedulerConfig
 from sundial.scheduler.ledger._auth import current_token_id
 from sundial.scheduler.ledger._budget import wire_sizes, within_budget
 from sundial.scheduler.ledger._dead_letters import send_dead_letters
+from sundial.scheduler.ledger._identity import IdentityMinter
 from sundial.scheduler.ledger._secrets import SecretResolver
-from sundial.scheduler.ledger._signing import signature
+from sundial.scheduler.ledger._signing import call_headers, run_signature
 from sundial.scheduler.model import LeaseCandidate, WrittenLease
 from sundial.scheduler.store import HeldLease, SchedulerStore
 from sundial.v1 import job_pb2, run_pb2
@@ -239,7 +240,9 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
         meter: metrics.Meter | None = None,
     ) -> None:
         self._store = store
-        self._secrets = SecretResolver(store, config.keyring())
+        keyring = config.keyring()
+        self._secrets = SecretResolver(store, keyring)
+        self._identity = IdentityMinter(store, keyring, config.identity_issuer)
         self._js = jetstream
         self._config = config
         self._clock = clock or SystemClock()
@@ -308,6 +311,11 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
         resolved = await self._secrets.targets(
             [lock.candidates[g.ref] for g in grants if g.ref in leases]
         )
+        # Identity tokens too: minted here, never by an executor (section 7).
+        tokens = await self._identity.tokens(
+            [(lock.candidates[g.ref], leases[g.ref].attempt) for g in grants if g.ref in leases],
+            now,
+        )
         results = []
         logged = log.isEnabledFor(logging.INFO)  # one line per grant: only when read
         lease_until_wire = wire.timestamp(lease_until)
@@ -320,7 +328,9 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
                     target = targets.get(id(candidate.target))
                 if target is None:
                     target = targets[id(candidate.target)] = wire.target(candidate.target)
-                grant = self._grant(candidate, leases[ref], lease_until_wire, target, now)
+                grant = self._grant(
+                    candidate, leases[ref], lease_until_wire, target, now, token=tokens.get(ref)
+                )
                 results.append(ledger_pb2.LeaseResult(run=wire_ref, grant=grant))
                 if logged:
                     log.info(
@@ -361,6 +371,8 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
         lease_until: timestamp_pb2.Timestamp,
         target: job_pb2.Target,
         now: datetime,
+        *,
+        token: str | None = None,
     ) -> ledger_pb2.Grant:
         """What an executor needs to call the target of one granted attempt (the lease's
         end and the target already in wire form: the same for every grant of a call)."""
@@ -374,7 +386,7 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
             run_timeout=wire.duration(candidate.run_timeout),
             tenant_id=candidate.state.tenant_id,
             run_key=key,
-            signature=signature(candidate.signing_secrets, now, key, attempt, candidate.payload),
+            signature=run_signature(candidate, attempt, now),
             kind=wire.enum_out(candidate.kind),
             job_name=candidate.job_name,
             lease_id=lease.lease_id,
@@ -382,6 +394,8 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
         )
         if candidate.egress is not None:
             grant.egress.CopyFrom(wire.egress_policy(candidate.egress))
+        if candidate.target is not None and candidate.target.auth:
+            grant.headers.update(call_headers(candidate, now, token))
         return grant
 
     # --- Heartbeat ------------------------------------------------------------------

@@ -139,6 +139,16 @@ class SchedulerStore:
         }
 
     @translate_db_errors()
+    async def signing_identity_key(self, now: datetime) -> tuple[str, Sealed] | None:
+        """The id and sealed private half of the identity key that signs at ``now``."""
+        row = await self._pool.fetchrow(queries.signing_identity_key, now)
+        if row is None:
+            return None
+        return row["kid"], Sealed(
+            row["kek_id"], row["wrapped_key"], row["nonce"], row["ciphertext"]
+        )
+
+    @translate_db_errors()
     async def cancel_requested(self, held: Sequence[HeldLease]) -> set[HeldLease]:
         """The held leases still RUNNING whose cancellation was requested."""
         if not held:
