@@ -365,6 +365,10 @@ def test_the_metrics_variable_ahead_of_the_services_is_not_spelt_otherwise(confi
             assert setting.env_var in AHEAD_OF_THE_SERVICES, setting.env_var
 
 
+# A Secret's value as its service parses it (a user name, a key-encryption key list).
+_PLACEHOLDERS = {"user": "sundial", "keys": "k1:" + "A" * 43 + "="}
+
+
 def _environment(package: Package, name: str) -> dict[str, str]:
     """The environment a container gets, Secret values replaced by placeholders."""
     environ = {}
@@ -372,7 +376,7 @@ def _environment(package: Package, name: str) -> dict[str, str]:
         source = entry.get("valueFrom", {})
         if "secretKeyRef" in source:
             key = source["secretKeyRef"]["key"]
-            environ[entry["name"]] = "sundial" if key == "user" else "placeholder-" + "x" * 24
+            environ[entry["name"]] = _PLACEHOLDERS.get(key, "placeholder-" + "x" * 24)
         elif "fieldRef" in source:
             environ[entry["name"]] = f"{name}-5d8f7c9b4-x2x7q"
         else:
