@@ -40,6 +40,12 @@ EXPECTED_METHODS = {
         "CreateJob",
         "BatchCreateJobs",
         "ApplyJob",
+        "BatchApplyJobs",
+        "CountJobs",
+        "PauseJobs",
+        "ResumeJobs",
+        "DeleteJobs",
+        "TriggerJobs",
         "GetJob",
         "DescribeJob",
         "ListJobs",
@@ -203,7 +209,16 @@ def test_every_file_is_in_the_package() -> None:
     assert {f.name: f.package for f in files} == {
         **{
             f"sundial/v1/{name}.proto": PACKAGE
-            for name in ("admin", "calendar", "egress", "job", "job_service", "run", "target")
+            for name in (
+                "admin",
+                "bulk",
+                "calendar",
+                "egress",
+                "job",
+                "job_service",
+                "run",
+                "target",
+            )
         },
         **{f"sundial/internal/v1/{name}.proto": INTERNAL for name in ("events", "ledger")},
     }

@@ -27,7 +27,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14sundial/v1/job.proto\x12\nsundial.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe2\x04\n\x03Job\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x17\n\ttenant_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x12\n\x04name\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12,\n\x08schedule\x18\x05 \x01(\x0b\x32\x14.sundial.v1.ScheduleB\x04\xe2\x41\x01\x02\x12(\n\x06target\x18\x06 \x01(\x0b\x32\x12.sundial.v1.TargetB\x04\xe2\x41\x01\x02\x12\x0f\n\x07payload\x18\x07 \x01(\x0c\x12&\n\x08policies\x18\x08 \x01(\x0b\x32\x14.sundial.v1.Policies\x12+\n\x06labels\x18\t \x03(\x0b\x32\x1b.sundial.v1.Job.LabelsEntry\x12\x0e\n\x06paused\x18\n \x01(\x08\x12\x12\n\npause_note\x18\x0b \x01(\t\x12\x35\n\x0bnext_run_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x15\n\x07version\x18\r \x01(\x03\x42\x04\xe2\x41\x01\x03\x12\x35\n\x0b\x63reate_time\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x35\n\x0bupdate_time\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12)\n\x05stats\x18\x10 \x01(\x0b\x32\x14.sundial.v1.JobStatsB\x04\xe2\x41\x01\x03\x12\x11\n\x03uid\x18\x11 \x01(\tB\x04\xe2\x41\x01\x03\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xfb\x02\n\x08JobStats\x12\x32\n\x0elast_fire_time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x35\n\x11last_success_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x35\n\x11last_failure_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ntotal_runs\x18\x04 \x01(\x03\x12\x11\n\tsucceeded\x18\x05 \x01(\x03\x12\x0e\n\x06\x66\x61iled\x18\x06 \x01(\x03\x12\x18\n\x10skipped_misfires\x18\x07 \x01(\x03\x12\x30\n\rlast_lateness\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x18\n\x10skipped_overlaps\x18\t \x01(\x03\x12\x11\n\tcancelled\x18\n \x01(\x03\x12\x1d\n\x15scheduled_occurrences\x18\x0b \x01(\x03\"\x8e\x03\n\x08Schedule\x12\x0e\n\x04\x63ron\x18\x01 \x01(\tH\x00\x12\x30\n\x08interval\x18\x02 \x01(\x0b\x32\x1c.sundial.v1.IntervalScheduleH\x00\x12*\n\x04once\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x00\x12\x11\n\ttime_zone\x18\x04 \x01(\t\x12.\n\nstart_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nd_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x06jitter\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\"\n\x03\x64st\x18\x08 \x01(\x0b\x32\x15.sundial.v1.DstPolicy\x12\x10\n\x08max_runs\x18\t \x01(\x03\x12\'\n\x05specs\x18\n \x03(\x0b\x32\x18.sundial.v1.ScheduleSpec\x12\x11\n\tcalendars\x18\x0b \x03(\tB\x06\n\x04spec\"\x84\x01\n\x0cScheduleSpec\x12\x0e\n\x04\x63ron\x18\x01 \x01(\tH\x00\x12\x30\n\x08interval\x18\x02 \x01(\x0b\x32\x1c.sundial.v1.IntervalScheduleH\x00\x12*\n\x04once\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x00\x42\x06\n\x04kind\"m\n\x10IntervalSchedule\x12.\n\x05\x65very\x18\x01 \x01(\x0b\x32\x19.google.protobuf.DurationB\x04\xe2\x41\x01\x02\x12)\n\x06offset\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"U\n\tDstPolicy\x12\"\n\x03gap\x18\x01 \x01(\x0e\x32\x15.sundial.v1.GapPolicy\x12$\n\x04\x66old\x18\x02 \x01(\x0e\x32\x16.sundial.v1.FoldPolicy\"\x9b\x03\n\x08Policies\x12*\n\x07misfire\x18\x01 \x01(\x0e\x32\x19.sundial.v1.MisfirePolicy\x12\x34\n\x11misfire_threshold\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x31\n\x0e\x63\x61tchup_window\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x13\n\x0bmax_catchup\x18\x04 \x01(\x05\x12*\n\x07overlap\x18\x05 \x01(\x0e\x32\x19.sundial.v1.OverlapPolicy\x12&\n\x05retry\x18\x06 \x01(\x0b\x32\x17.sundial.v1.RetryPolicy\x12.\n\x0brun_timeout\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x35\n\x12lateness_threshold\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12*\n\x07\x66\x61ilure\x18\t \x01(\x0b\x32\x19.sundial.v1.FailurePolicy\"5\n\rFailurePolicy\x12$\n\x1cpause_after_consecutive_dead\x18\x01 \x01(\x05\"\x80\x01\n\x0bRetryPolicy\x12\x14\n\x0cmax_attempts\x18\x01 \x01(\x05\x12-\n\nbase_delay\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12,\n\tmax_delay\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"`\n\x06Target\x12&\n\x04http\x18\x01 \x01(\x0b\x32\x16.sundial.v1.HttpTargetH\x00\x12&\n\x04grpc\x18\x02 \x01(\x0b\x32\x16.sundial.v1.GrpcTargetH\x00\x42\x06\n\x04kind\"\x95\x01\n\nHttpTarget\x12\x11\n\x03url\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x0e\n\x06method\x18\x02 \x01(\t\x12\x34\n\x07headers\x18\x03 \x03(\x0b\x32#.sundial.v1.HttpTarget.HeadersEntry\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x9f\x01\n\nGrpcTarget\x12\x15\n\x07\x61\x64\x64ress\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x11\n\tplaintext\x18\x02 \x01(\x08\x12\x36\n\x08metadata\x18\x03 \x03(\x0b\x32$.sundial.v1.GrpcTarget.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01*g\n\tGapPolicy\x12\x1a\n\x16GAP_POLICY_UNSPECIFIED\x10\x00\x12\x13\n\x0fGAP_POLICY_AUTO\x10\x01\x12\x14\n\x10GAP_POLICY_SHIFT\x10\x02\x12\x13\n\x0fGAP_POLICY_SKIP\x10\x03*l\n\nFoldPolicy\x12\x1b\n\x17\x46OLD_POLICY_UNSPECIFIED\x10\x00\x12\x14\n\x10\x46OLD_POLICY_AUTO\x10\x01\x12\x14\n\x10\x46OLD_POLICY_ONCE\x10\x02\x12\x15\n\x11\x46OLD_POLICY_TWICE\x10\x03*\x82\x01\n\rMisfirePolicy\x12\x1e\n\x1aMISFIRE_POLICY_UNSPECIFIED\x10\x00\x12\x1b\n\x17MISFIRE_POLICY_RUN_ONCE\x10\x01\x12\x17\n\x13MISFIRE_POLICY_SKIP\x10\x02\x12\x1b\n\x17MISFIRE_POLICY_CATCH_UP\x10\x03*\xc5\x01\n\rOverlapPolicy\x12\x1e\n\x1aOVERLAP_POLICY_UNSPECIFIED\x10\x00\x12\x17\n\x13OVERLAP_POLICY_SKIP\x10\x01\x12\x1d\n\x19OVERLAP_POLICY_BUFFER_ONE\x10\x02\x12\x1d\n\x19OVERLAP_POLICY_BUFFER_ALL\x10\x03\x12\x1c\n\x18OVERLAP_POLICY_ALLOW_ALL\x10\x04\x12\x1f\n\x1bOVERLAP_POLICY_CANCEL_OTHER\x10\x05\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14sundial/v1/job.proto\x12\nsundial.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x99\x05\n\x03Job\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x17\n\ttenant_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x12\n\x04name\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12,\n\x08schedule\x18\x05 \x01(\x0b\x32\x14.sundial.v1.ScheduleB\x04\xe2\x41\x01\x02\x12(\n\x06target\x18\x06 \x01(\x0b\x32\x12.sundial.v1.TargetB\x04\xe2\x41\x01\x02\x12\x0f\n\x07payload\x18\x07 \x01(\x0c\x12&\n\x08policies\x18\x08 \x01(\x0b\x32\x14.sundial.v1.Policies\x12+\n\x06labels\x18\t \x03(\x0b\x32\x1b.sundial.v1.Job.LabelsEntry\x12\x0e\n\x06paused\x18\n \x01(\x08\x12\x12\n\npause_note\x18\x0b \x01(\t\x12\x35\n\x0bnext_run_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x15\n\x07version\x18\r \x01(\x03\x42\x04\xe2\x41\x01\x03\x12\x35\n\x0b\x63reate_time\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x35\n\x0bupdate_time\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12)\n\x05stats\x18\x10 \x01(\x0b\x32\x14.sundial.v1.JobStatsB\x04\xe2\x41\x01\x03\x12\x11\n\x03uid\x18\x11 \x01(\tB\x04\xe2\x41\x01\x03\x12\x35\n\x0bpause_until\x18\x1e \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xfb\x02\n\x08JobStats\x12\x32\n\x0elast_fire_time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x35\n\x11last_success_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x35\n\x11last_failure_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ntotal_runs\x18\x04 \x01(\x03\x12\x11\n\tsucceeded\x18\x05 \x01(\x03\x12\x0e\n\x06\x66\x61iled\x18\x06 \x01(\x03\x12\x18\n\x10skipped_misfires\x18\x07 \x01(\x03\x12\x30\n\rlast_lateness\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x18\n\x10skipped_overlaps\x18\t \x01(\x03\x12\x11\n\tcancelled\x18\n \x01(\x03\x12\x1d\n\x15scheduled_occurrences\x18\x0b \x01(\x03\"\x8e\x03\n\x08Schedule\x12\x0e\n\x04\x63ron\x18\x01 \x01(\tH\x00\x12\x30\n\x08interval\x18\x02 \x01(\x0b\x32\x1c.sundial.v1.IntervalScheduleH\x00\x12*\n\x04once\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x00\x12\x11\n\ttime_zone\x18\x04 \x01(\t\x12.\n\nstart_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nd_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x06jitter\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\"\n\x03\x64st\x18\x08 \x01(\x0b\x32\x15.sundial.v1.DstPolicy\x12\x10\n\x08max_runs\x18\t \x01(\x03\x12\'\n\x05specs\x18\n \x03(\x0b\x32\x18.sundial.v1.ScheduleSpec\x12\x11\n\tcalendars\x18\x0b \x03(\tB\x06\n\x04spec\"\x84\x01\n\x0cScheduleSpec\x12\x0e\n\x04\x63ron\x18\x01 \x01(\tH\x00\x12\x30\n\x08interval\x18\x02 \x01(\x0b\x32\x1c.sundial.v1.IntervalScheduleH\x00\x12*\n\x04once\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x00\x42\x06\n\x04kind\"m\n\x10IntervalSchedule\x12.\n\x05\x65very\x18\x01 \x01(\x0b\x32\x19.google.protobuf.DurationB\x04\xe2\x41\x01\x02\x12)\n\x06offset\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"U\n\tDstPolicy\x12\"\n\x03gap\x18\x01 \x01(\x0e\x32\x15.sundial.v1.GapPolicy\x12$\n\x04\x66old\x18\x02 \x01(\x0e\x32\x16.sundial.v1.FoldPolicy\"\x9b\x03\n\x08Policies\x12*\n\x07misfire\x18\x01 \x01(\x0e\x32\x19.sundial.v1.MisfirePolicy\x12\x34\n\x11misfire_threshold\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x31\n\x0e\x63\x61tchup_window\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x13\n\x0bmax_catchup\x18\x04 \x01(\x05\x12*\n\x07overlap\x18\x05 \x01(\x0e\x32\x19.sundial.v1.OverlapPolicy\x12&\n\x05retry\x18\x06 \x01(\x0b\x32\x17.sundial.v1.RetryPolicy\x12.\n\x0brun_timeout\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x35\n\x12lateness_threshold\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12*\n\x07\x66\x61ilure\x18\t \x01(\x0b\x32\x19.sundial.v1.FailurePolicy\"5\n\rFailurePolicy\x12$\n\x1cpause_after_consecutive_dead\x18\x01 \x01(\x05\"\x80\x01\n\x0bRetryPolicy\x12\x14\n\x0cmax_attempts\x18\x01 \x01(\x05\x12-\n\nbase_delay\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12,\n\tmax_delay\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"`\n\x06Target\x12&\n\x04http\x18\x01 \x01(\x0b\x32\x16.sundial.v1.HttpTargetH\x00\x12&\n\x04grpc\x18\x02 \x01(\x0b\x32\x16.sundial.v1.GrpcTargetH\x00\x42\x06\n\x04kind\"\x95\x01\n\nHttpTarget\x12\x11\n\x03url\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x0e\n\x06method\x18\x02 \x01(\t\x12\x34\n\x07headers\x18\x03 \x03(\x0b\x32#.sundial.v1.HttpTarget.HeadersEntry\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x9f\x01\n\nGrpcTarget\x12\x15\n\x07\x61\x64\x64ress\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x11\n\tplaintext\x18\x02 \x01(\x08\x12\x36\n\x08metadata\x18\x03 \x03(\x0b\x32$.sundial.v1.GrpcTarget.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01*g\n\tGapPolicy\x12\x1a\n\x16GAP_POLICY_UNSPECIFIED\x10\x00\x12\x13\n\x0fGAP_POLICY_AUTO\x10\x01\x12\x14\n\x10GAP_POLICY_SHIFT\x10\x02\x12\x13\n\x0fGAP_POLICY_SKIP\x10\x03*l\n\nFoldPolicy\x12\x1b\n\x17\x46OLD_POLICY_UNSPECIFIED\x10\x00\x12\x14\n\x10\x46OLD_POLICY_AUTO\x10\x01\x12\x14\n\x10\x46OLD_POLICY_ONCE\x10\x02\x12\x15\n\x11\x46OLD_POLICY_TWICE\x10\x03*\x82\x01\n\rMisfirePolicy\x12\x1e\n\x1aMISFIRE_POLICY_UNSPECIFIED\x10\x00\x12\x1b\n\x17MISFIRE_POLICY_RUN_ONCE\x10\x01\x12\x17\n\x13MISFIRE_POLICY_SKIP\x10\x02\x12\x1b\n\x17MISFIRE_POLICY_CATCH_UP\x10\x03*\xc5\x01\n\rOverlapPolicy\x12\x1e\n\x1aOVERLAP_POLICY_UNSPECIFIED\x10\x00\x12\x17\n\x13OVERLAP_POLICY_SKIP\x10\x01\x12\x1d\n\x19OVERLAP_POLICY_BUFFER_ONE\x10\x02\x12\x1d\n\x19OVERLAP_POLICY_BUFFER_ALL\x10\x03\x12\x1c\n\x18OVERLAP_POLICY_ALLOW_ALL\x10\x04\x12\x1f\n\x1bOVERLAP_POLICY_CANCEL_OTHER\x10\x05\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -56,6 +56,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_JOB'].fields_by_name['stats']._serialized_options = b'\342A\001\003'
   _globals['_JOB'].fields_by_name['uid']._loaded_options = None
   _globals['_JOB'].fields_by_name['uid']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['pause_until']._loaded_options = None
+  _globals['_JOB'].fields_by_name['pause_until']._serialized_options = b'\342A\001\003'
   _globals['_INTERVALSCHEDULE'].fields_by_name['every']._loaded_options = None
   _globals['_INTERVALSCHEDULE'].fields_by_name['every']._serialized_options = b'\342A\001\002'
   _globals['_HTTPTARGET_HEADERSENTRY']._loaded_options = None
@@ -66,42 +68,42 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GRPCTARGET_METADATAENTRY']._serialized_options = b'8\001'
   _globals['_GRPCTARGET'].fields_by_name['address']._loaded_options = None
   _globals['_GRPCTARGET'].fields_by_name['address']._serialized_options = b'\342A\001\002'
-  _globals['_GAPPOLICY']._serialized_start=2875
-  _globals['_GAPPOLICY']._serialized_end=2978
-  _globals['_FOLDPOLICY']._serialized_start=2980
-  _globals['_FOLDPOLICY']._serialized_end=3088
-  _globals['_MISFIREPOLICY']._serialized_start=3091
-  _globals['_MISFIREPOLICY']._serialized_end=3221
-  _globals['_OVERLAPPOLICY']._serialized_start=3224
-  _globals['_OVERLAPPOLICY']._serialized_end=3421
+  _globals['_GAPPOLICY']._serialized_start=2930
+  _globals['_GAPPOLICY']._serialized_end=3033
+  _globals['_FOLDPOLICY']._serialized_start=3035
+  _globals['_FOLDPOLICY']._serialized_end=3143
+  _globals['_MISFIREPOLICY']._serialized_start=3146
+  _globals['_MISFIREPOLICY']._serialized_end=3276
+  _globals['_OVERLAPPOLICY']._serialized_start=3279
+  _globals['_OVERLAPPOLICY']._serialized_end=3476
   _globals['_JOB']._serialized_start=135
-  _globals['_JOB']._serialized_end=745
-  _globals['_JOB_LABELSENTRY']._serialized_start=700
-  _globals['_JOB_LABELSENTRY']._serialized_end=745
-  _globals['_JOBSTATS']._serialized_start=748
-  _globals['_JOBSTATS']._serialized_end=1127
-  _globals['_SCHEDULE']._serialized_start=1130
-  _globals['_SCHEDULE']._serialized_end=1528
-  _globals['_SCHEDULESPEC']._serialized_start=1531
-  _globals['_SCHEDULESPEC']._serialized_end=1663
-  _globals['_INTERVALSCHEDULE']._serialized_start=1665
-  _globals['_INTERVALSCHEDULE']._serialized_end=1774
-  _globals['_DSTPOLICY']._serialized_start=1776
-  _globals['_DSTPOLICY']._serialized_end=1861
-  _globals['_POLICIES']._serialized_start=1864
-  _globals['_POLICIES']._serialized_end=2275
-  _globals['_FAILUREPOLICY']._serialized_start=2277
-  _globals['_FAILUREPOLICY']._serialized_end=2330
-  _globals['_RETRYPOLICY']._serialized_start=2333
-  _globals['_RETRYPOLICY']._serialized_end=2461
-  _globals['_TARGET']._serialized_start=2463
-  _globals['_TARGET']._serialized_end=2559
-  _globals['_HTTPTARGET']._serialized_start=2562
-  _globals['_HTTPTARGET']._serialized_end=2711
-  _globals['_HTTPTARGET_HEADERSENTRY']._serialized_start=2665
-  _globals['_HTTPTARGET_HEADERSENTRY']._serialized_end=2711
-  _globals['_GRPCTARGET']._serialized_start=2714
-  _globals['_GRPCTARGET']._serialized_end=2873
-  _globals['_GRPCTARGET_METADATAENTRY']._serialized_start=2826
-  _globals['_GRPCTARGET_METADATAENTRY']._serialized_end=2873
+  _globals['_JOB']._serialized_end=800
+  _globals['_JOB_LABELSENTRY']._serialized_start=755
+  _globals['_JOB_LABELSENTRY']._serialized_end=800
+  _globals['_JOBSTATS']._serialized_start=803
+  _globals['_JOBSTATS']._serialized_end=1182
+  _globals['_SCHEDULE']._serialized_start=1185
+  _globals['_SCHEDULE']._serialized_end=1583
+  _globals['_SCHEDULESPEC']._serialized_start=1586
+  _globals['_SCHEDULESPEC']._serialized_end=1718
+  _globals['_INTERVALSCHEDULE']._serialized_start=1720
+  _globals['_INTERVALSCHEDULE']._serialized_end=1829
+  _globals['_DSTPOLICY']._serialized_start=1831
+  _globals['_DSTPOLICY']._serialized_end=1916
+  _globals['_POLICIES']._serialized_start=1919
+  _globals['_POLICIES']._serialized_end=2330
+  _globals['_FAILUREPOLICY']._serialized_start=2332
+  _globals['_FAILUREPOLICY']._serialized_end=2385
+  _globals['_RETRYPOLICY']._serialized_start=2388
+  _globals['_RETRYPOLICY']._serialized_end=2516
+  _globals['_TARGET']._serialized_start=2518
+  _globals['_TARGET']._serialized_end=2614
+  _globals['_HTTPTARGET']._serialized_start=2617
+  _globals['_HTTPTARGET']._serialized_end=2766
+  _globals['_HTTPTARGET_HEADERSENTRY']._serialized_start=2720
+  _globals['_HTTPTARGET_HEADERSENTRY']._serialized_end=2766
+  _globals['_GRPCTARGET']._serialized_start=2769
+  _globals['_GRPCTARGET']._serialized_end=2928
+  _globals['_GRPCTARGET_METADATAENTRY']._serialized_start=2881
+  _globals['_GRPCTARGET_METADATAENTRY']._serialized_end=2928
 # @@protoc_insertion_point(module_scope)

@@ -9,6 +9,7 @@ from datetime import timedelta
 from sundial.api.admin import AdminServicer
 from sundial.api.audit import AuditInterceptor, AuditLog
 from sundial.api.auth import AuthInterceptor
+from sundial.api.bulk import BulkActions, TimedPauses
 from sundial.api.calendars import CalendarManager
 from sundial.api.cluster import EtcdMembership, MembershipSource, UnconfiguredMembership
 from sundial.api.config import ApiConfig
@@ -94,6 +95,9 @@ async def build(
             max_waiting=config.max_waiting_requested_runs,
             offload=offload,
         )
+        bulk = BulkActions(
+            store, clock, offload=offload, max_waiting=config.max_waiting_requested_runs
+        )
         if membership is None and config.etcd_endpoints:
             etcd_membership = EtcdMembership(config.etcd(), pool, config.cluster)
             resources.push_async_callback(etcd_membership.close)
@@ -118,6 +122,7 @@ async def build(
                         AuditLog(pool),
                         calendars=CalendarManager(store, clock, max_calendars=config.max_calendars),
                         channels=NotificationChannels(pool, guard, egress, clock),
+                        bulk=bulk,
                     ),
                 ),
                 (
@@ -157,7 +162,8 @@ async def build(
             timeout_s=config.notify_timeout_s,
             concurrency=config.notify_concurrency,
         )
-        components: list[Component] = [purger, notifier]
+        resumer = TimedPauses(bulk, store, clock, interval_s=config.pause_until_check_s)
+        components: list[Component] = [purger, notifier, resumer]
         if config.http_listen:
             # The same servicers over Connect, through the gRPC server's interceptors.
             apps = connect_apps(server, max_bytes=config.max_message_bytes)

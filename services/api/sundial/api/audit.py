@@ -51,7 +51,8 @@ def is_write(method: str) -> bool:
 
 def _resource(request: Any) -> str:
     """What the request names, the first of: a job id, a run key, a tenant, a token, a
-    calendar (``calendars/<name>``)."""
+    calendar (``calendars/<name>``), a bulk action's filters (its selector, search or
+    name prefix)."""
     calendar = getattr(request, "calendar", None)
     if type(request).__name__.endswith("CalendarRequest"):
         name = calendar.name if calendar is not None else getattr(request, "name", "")
@@ -68,6 +69,9 @@ def _resource(request: Any) -> str:
         ("channel", "channel_id"),
         ("job", "name"),
         ("channel", "display_name"),
+        ("selector",),
+        ("search",),
+        ("name_prefix",),
     ):
         value: Any = request
         for name in path:

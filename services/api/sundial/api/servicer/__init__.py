@@ -6,11 +6,12 @@ named by its client id is resolved to its uid first (``JobManager.resolve``). Er
 raised as :class:`~sundial.core.errors.SundialError` and mapped by the interceptor.
 
 One part per resource, composed into :class:`JobServicer`: ``_jobs`` (with UpdateJob's
-mask and merge), ``_runs``, ``_calendars``, ``_channels``, ``_tenant`` (the caller's
-audit log, egress policy, signing secret), on ``_base`` (the managers, naming a job or
-a run).
+mask and merge), ``_bulk`` (many jobs at once: counts, bulk actions, BatchApplyJobs),
+``_runs``, ``_calendars``, ``_channels``, ``_tenant`` (the caller's audit log, egress
+policy, signing secret), on ``_base`` (the managers, naming a job or a run).
 """
 
+from sundial.api.servicer._bulk import BulkHandlers
 from sundial.api.servicer._calendars import CalendarHandlers
 from sundial.api.servicer._channels import ChannelHandlers
 from sundial.api.servicer._jobs import (
@@ -26,7 +27,9 @@ from sundial.api.servicer._tenant import TenantHandlers
 __all__ = ["JOB_MASK", "JobServicer", "check_update_mask", "client_id_in", "merge_update"]
 
 
-class JobServicer(JobHandlers, RunHandlers, CalendarHandlers, ChannelHandlers, TenantHandlers):
+class JobServicer(
+    JobHandlers, BulkHandlers, RunHandlers, CalendarHandlers, ChannelHandlers, TenantHandlers
+):
     """JobService on top of :class:`~sundial.api.jobs.JobManager`,
     :class:`~sundial.api.runs.RunManager` and the other resources' managers (the
     constructor is :class:`~sundial.api.servicer._base.ServicerBase`'s)."""

@@ -7,6 +7,7 @@ from typing import Any
 
 from sundial.api import convert
 from sundial.api.audit import AuditLog
+from sundial.api.bulk import BulkActions
 from sundial.api.calendars import CalendarManager
 from sundial.api.egress import EgressPolicies
 from sundial.api.jobs import JobManager
@@ -30,7 +31,9 @@ class ServicerBase(job_service_pb2_grpc.JobServiceServicer):
         *,
         calendars: CalendarManager,
         channels: NotificationChannels,
+        bulk: BulkActions,
     ) -> None:
+        self._bulk = bulk
         self._calendars = calendars
         self._channels = channels
         self._jobs = jobs

@@ -24,6 +24,7 @@ from sundial.api.store._calendars import (
     CalendarTransaction,
 )
 from sundial.api.store._jobs import JobStore
+from sundial.api.store._operations import OperationStore, RunScan, Selected
 from sundial.api.store._runs import RunStore
 from sundial.api.store._slo import SloStore
 from sundial.api.store._tenants import TenantStore
@@ -36,12 +37,14 @@ __all__ = [
     "RequestClaim",
     "RequestRecord",
     "RequestTaken",
+    "RunScan",
+    "Selected",
     "Store",
     "queries",
 ]
 
 
-class Store(JobStore, RunStore, SloStore, TenantStore, CalendarStore):
+class Store(JobStore, OperationStore, RunStore, SloStore, TenantStore, CalendarStore):
     """Named-query access for the API service.
 
     Args:
