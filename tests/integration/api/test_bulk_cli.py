@@ -34,7 +34,9 @@ async def create(api: Api, tenant: Tenant, name: str, *labels: str) -> str:
 
 async def test_pause_by_selector_with_a_dry_run_then_resume(api: Api, tenant: Tenant) -> None:
     other = await api.tenant("other")
-    ids = [await create(api, tenant, f"job-{i}", f"customer={42 if i < 3 else 7}") for i in range(5)]
+    ids = [
+        await create(api, tenant, f"job-{i}", f"customer={42 if i < 3 else 7}") for i in range(5)
+    ]
     await create(api, other, "job-0", "customer=42")
 
     dry = await run_cli(api, tenant, "jobs", "pause", "-l", "customer=42", "--dry-run")
