@@ -13,6 +13,7 @@ from sundial.notify._event import (
     dead_run,
     late_run,
     misfire_skipped,
+    recovered,
 )
 from sundial.notify._notification import (
     MAX_ATTEMPTS,
@@ -35,6 +36,7 @@ __all__ = [
     "group_events",
     "late_run",
     "misfire_skipped",
+    "recovered",
     "notification_body",
     "retry_delay",
 ]

@@ -40,3 +40,9 @@ CREATE FUNCTION sundial_json_seconds(text) RETURNS double precision
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT rtrim($1, 's')::double precision
 $$;
+
+-- RECOVERED notifications (docs/design.md section 12): the dead runs in a row a success
+-- ended, written by the completion-stats upsert that every ending run makes (0 when the
+-- last completion ended no streak), so the ledger tells RECOVERED without reading the
+-- row again. Not indexed: the upsert stays a HOT update.
+ALTER TABLE job_stats ADD COLUMN recovered_streak integer NOT NULL DEFAULT 0;
