@@ -259,7 +259,7 @@ class RunManager:
         scan = await self._store.list_tenant_runs(
             tenant_id,
             run_filter,
-            after=cursor.after,  # type: ignore[arg-type]
+            after=cursor.after,
             job_filter=job_filter,
             now=self._clock.now(),
             share=share,
