@@ -36,7 +36,7 @@ __all__ = [
     "group_events",
     "late_run",
     "misfire_skipped",
-    "recovered",
     "notification_body",
+    "recovered",
     "retry_delay",
 ]
