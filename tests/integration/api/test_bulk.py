@@ -316,3 +316,21 @@ async def test_trigger_jobs_runs_each_once_within_limit(
     )
     assert audited == [(3,)]
     assert other.tenant_id not in {row["tenant_id"] for row in rows}
+
+
+async def test_a_definition_written_without_its_tenant_is_still_found(
+    api: Api, tenant: Tenant
+) -> None:
+    """Migration 0040's trigger: a writer that leaves job_definitions.tenant_id out (as
+    every writer before it did) still has its job found by label."""
+    await api.sql(
+        "INSERT INTO jobs (job_id, tenant_id, name, partition_id)"
+        " VALUES ('00000000-0000-4000-8000-000000000001', $1, 'raw', 1)",
+        tenant.tenant_id,
+    )
+    await api.sql(
+        "INSERT INTO job_definitions (job_id, schedule, target, labels)"
+        " VALUES ('00000000-0000-4000-8000-000000000001', '{\"cron\": \"0 3 * * *\"}',"
+        " '{\"http\": {\"url\": \"http://127.0.0.1:9/\"}}', '{\"source\": \"sql\"}')"
+    )
+    assert await count(api, tenant, "source=sql") == 1

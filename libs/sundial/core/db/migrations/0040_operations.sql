@@ -17,6 +17,23 @@ ALTER TABLE job_definitions ADD COLUMN tenant_id text;
 
 UPDATE job_definitions d SET tenant_id = j.tenant_id FROM jobs j WHERE j.job_id = d.job_id;
 
+-- A definition written without its tenant (a writer other than insert_jobs, after the
+-- jobs row exists) gets it from the job: the label index never misses a job. insert_jobs
+-- names it, so its rows only pay the NULL test.
+CREATE FUNCTION sundial_definition_tenant() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.tenant_id IS NULL THEN
+        SELECT tenant_id INTO NEW.tenant_id FROM jobs WHERE job_id = NEW.job_id;
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER job_definition_tenant
+    BEFORE INSERT ON job_definitions
+    FOR EACH ROW EXECUTE FUNCTION sundial_definition_tenant();
+
 -- jsonb_set, not jsonb_build_object: the index expression must be immutable throughout.
 CREATE FUNCTION sundial_tenant_labels(tenant_id text, labels jsonb) RETURNS jsonb
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
