@@ -882,6 +882,14 @@ SELECT count(*) FROM gone;
 
 -- --- operating many jobs (migration 0040, docs/design.md section 13) ------------------
 
+-- name: custom_plans
+-- For the rest of the transaction, plan each statement with its parameters' values: the
+-- filters of job_filters and list_tenant_runs are optional (`$n IS NULL OR ...`), and a
+-- plan cached for any values (PostgreSQL's generic plan, chosen after five runs of a
+-- prepared statement) cannot use the label index for them, which a 1M-job count showed
+-- as a scan of every definition.
+SET LOCAL plan_cache_mode = force_custom_plan;
+
 -- name: count_jobs
 -- Tenant $1's jobs matching the filters $2-$7 (job_filters).
 SELECT count(*)

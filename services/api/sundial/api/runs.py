@@ -268,6 +268,11 @@ class RunManager:
         compiled: dict[uuid.UUID, CompiledSchedule] = {}
         runs = []
         for run, doc in scan.runs:
+            if doc.get("jitter", "0s") == "0s" or run.kind is RunKind.MANUAL:
+                # Due at its nominal time (as with_due would say), with no schedule
+                # compiled: a page may hold runs of 50 different jobs.
+                runs.append(dataclasses.replace(run, due_at=run.scheduled_at))
+                continue
             if run.job_id not in compiled:
                 schedule, calendars = stored_schedule(doc)
                 compiled[run.job_id] = compile_schedule(

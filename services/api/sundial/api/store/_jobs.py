@@ -25,7 +25,7 @@ from sundial.api.store._base import (
     translate,
 )
 from sundial.api.store._calendars import check_calendar_versions
-from sundial.api.store._operations import filter_args
+from sundial.api.store._operations import filter_args, filtered
 from sundial.api.store._params import InsertJobs, calendars_doc, distinct_calendars, writer
 from sundial.api.store._requests import RequestStore
 from sundial.core.errors import AlreadyExists, ResourceExhausted
@@ -75,7 +75,8 @@ class JobStore(RequestStore):
         limit: int,
     ) -> list[Job]:
         """Up to ``limit`` jobs by name after ``after`` matching the filter."""
-        rows = await self._pool.fetch(
+        rows = await filtered(
+            self._pool,
             queries.list_jobs,
             tenant_id,
             *filter_args(tenant_id, job_filter, name_upper_bound),

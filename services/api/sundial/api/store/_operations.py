@@ -24,6 +24,14 @@ ALL_STATUSES = tuple(status.value for status in RunStatus)
 """Every run status: what a tenant-wide ListRuns without a status filter reads."""
 
 
+async def filtered(pool: asyncpg.Pool, query: str, *args: Any) -> list[asyncpg.Record]:
+    """``query``'s rows, planned for these values of its optional filters
+    (``custom_plans``, queries.sql): one transaction, two round trips more."""
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute(queries.custom_plans)
+        return await conn.fetch(query, *args)
+
+
 def filter_args(tenant_id: str, job_filter: JobFilter, upper: str | None) -> list[Any]:
     """job_filters' parameters $2-$7 (queries.sql): the tenant-keyed label document, the
     selector's path predicate, the lower-case search text, the name range, paused."""
@@ -85,17 +93,22 @@ class OperationStore:
     @translate
     async def count_jobs(self, tenant_id: str, job_filter: JobFilter, upper: str | None) -> int:
         """The tenant's jobs matching ``job_filter`` (``upper``: its prefix's bound)."""
-        return await self._pool.fetchval(
-            queries.count_jobs, tenant_id, *filter_args(tenant_id, job_filter, upper)
+        rows = await filtered(
+            self._pool, queries.count_jobs, tenant_id, *filter_args(tenant_id, job_filter, upper)
         )
+        return int(rows[0][0])
 
     @translate
     async def select_jobs(
         self, tenant_id: str, job_filter: JobFilter, upper: str | None, limit: int
     ) -> list[Selected]:
         """Up to ``limit`` of the tenant's jobs matching ``job_filter``, by name."""
-        rows = await self._pool.fetch(
-            queries.select_jobs, tenant_id, *filter_args(tenant_id, job_filter, upper), limit
+        rows = await filtered(
+            self._pool,
+            queries.select_jobs,
+            tenant_id,
+            *filter_args(tenant_id, job_filter, upper),
+            limit,
         )
         return [_selected(row) for row in rows]
 
@@ -250,7 +263,8 @@ class OperationStore:
         ``share`` runs (see queries.sql list_tenant_runs)."""
         statuses = sorted(s.value for s in run_filter.statuses) or list(ALL_STATUSES)
         document, path = job_filter.label_filters()
-        rows = await self._pool.fetch(
+        rows = await filtered(
+            self._pool,
             queries.list_tenant_runs,
             tenant_id,
             statuses,
