@@ -331,6 +331,6 @@ async def test_a_definition_written_without_its_tenant_is_still_found(
     await api.sql(
         "INSERT INTO job_definitions (job_id, schedule, target, labels)"
         " VALUES ('00000000-0000-4000-8000-000000000001', '{\"cron\": \"0 3 * * *\"}',"
-        " '{\"http\": {\"url\": \"http://127.0.0.1:9/\"}}', '{\"source\": \"sql\"}')"
+        ' \'{"http": {"url": "http://127.0.0.1:9/"}}\', \'{"source": "sql"}\')'
     )
     assert await count(api, tenant, "source=sql") == 1
