@@ -18,7 +18,8 @@ setup: $(BIN)/python ## Create .venv, install Sundial with its dev and stack ext
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@if command -v npm >/dev/null; then \
 		(cd sdk/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build) && \
-		(cd tools/buf && npm ci --no-audit --no-fund --loglevel=error); \
+		(cd tools/buf && npm ci --no-audit --no-fund --loglevel=error) && \
+		(cd tools/openapi && npm ci --no-audit --no-fund --loglevel=error); \
 	else echo "npm not found: sdk/typescript not built (its tests are skipped), no buf"; fi
 
 run: setup ## Start PostgreSQL, NATS, etcd and the three services locally, with a demo schedule
@@ -27,12 +28,14 @@ run: setup ## Start PostgreSQL, NATS, etcd and the three services locally, with 
 test: setup ## Run the whole test suite against real servers started by the fixtures
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-generate: setup ## Regenerate libs/sundial/v1 from proto/ and README's config tables
+generate: setup ## Regenerate libs/sundial/v1 and the OpenAPI document from proto/, README's config tables
 	$(BIN)/python scripts/gen_protos.py
+	$(BIN)/python scripts/gen_openapi.py
 	$(BIN)/python scripts/config_docs.py
 
-verify: setup ## Fail when generated code (protos, README config tables) is stale
+verify: setup ## Fail when generated code (protos, openapi.json, README config tables) is stale
 	$(BIN)/python scripts/gen_protos.py --check
+	$(BIN)/python scripts/gen_openapi.py --check
 	$(BIN)/python scripts/config_docs.py --check
 
 lint: setup typecheck proto-check ## Ruff lint and format check, the type check, buf lint and breaking

@@ -611,3 +611,110 @@ def _keep_screenshots(shots: Path) -> None:
         Path(keep).mkdir(parents=True, exist_ok=True)
         for shot in sorted(shots.iterdir()):
             shutil.copyfile(shot, Path(keep) / shot.name)
+
+
+def author(driver: WebDriver, base: str, tenant: Tenant, url: str, shots: Path) -> None:
+    """Create a job in the form (a refused cron first, its error on the cron field), see
+    its first run succeed on the Runs page, pause it and resume it by selector."""
+    driver.get(f"{base}/console/")
+    token = until(driver, lambda d: d.find_element(By.ID, "token"), "the login form")
+    token.send_keys(tenant.token + Keys.ENTER)
+    click(driver, "#new-job", "the New job link")
+    until(driver, lambda d: d.find_element(By.ID, "job-form"), "the job form")
+    assert unlabelled(driver) == []
+    driver.find_element(By.ID, "job-name").send_keys("authored")
+    driver.find_element(By.ID, "job-cron").send_keys("61 * * * *")
+    driver.find_element(By.ID, "job-url").send_keys(url)
+    driver.find_element(By.ID, "job-labels").send_keys("team=web")
+    driver.find_element(By.ID, "job-save").click()
+    error = until(
+        driver, lambda d: d.find_element(By.ID, "job-cron-error").text, "the cron field's error"
+    )
+    assert "out of range" in error
+    assert driver.find_element(By.ID, "job-cron").get_attribute("aria-invalid") == "true"
+    # A schedule firing every second; the preview shows its next times as it is typed.
+    cron = driver.find_element(By.ID, "job-cron")
+    cron.clear()
+    cron.send_keys("* * * * * *")
+    until(
+        driver,
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, "#form-preview li")) == 5,
+        "the live preview",
+    )
+    driver.save_screenshot(str(shots / "6-new-job.png"))
+    driver.find_element(By.ID, "job-save").click()
+    until(
+        driver,
+        lambda d: (
+            "#/jobs/" in d.current_url and "authored" in d.find_element(By.TAG_NAME, "h1").text
+        ),
+        "the new job's page",
+    )
+
+    # Its first run succeeds, seen on the tenant-wide Runs page.
+    driver.find_element(By.ID, "nav-runs").click()
+    status = until(driver, lambda d: d.find_element(By.ID, "runs-status"), "the Runs page")
+    status.send_keys("succeeded")
+    selector = driver.find_element(By.ID, "runs-selector")
+    selector.send_keys("team=web")
+    driver.find_element(By.ID, "runs-search").click()
+    until(
+        driver,
+        lambda d: d.find_elements(
+            By.CSS_SELECTOR, '#tenant-runs-table tr[data-status="succeeded"]'
+        ),
+        "a succeeded run of the new job",
+    )
+    assert unlabelled(driver) == []
+    driver.save_screenshot(str(shots / "7-runs.png"))
+
+    # Pause it by selector: the dialog shows the count first.
+    driver.find_element(By.ID, "nav-jobs").click()
+    until(driver, lambda d: d.find_element(By.ID, "search-selector"), "the jobs list")
+    driver.find_element(By.ID, "search-selector").send_keys("team=web")
+    click(driver, "#bulk-pause", "Pause matching")
+    until(
+        driver,
+        lambda d: d.find_element(By.ID, "confirm").get_attribute("open") is not None,
+        "the confirmation",
+    )
+    assert "Pause 1 of the 1 jobs matching team=web" in text_of(driver, "confirm-text")
+    driver.find_element(By.ID, "confirm-ok").click()
+    until(driver, lambda d: "Paused 1 jobs." in status_text(d), "the jobs paused")
+    click(driver, "#bulk-resume", "Resume matching")
+    until(
+        driver,
+        lambda d: d.find_element(By.ID, "confirm").get_attribute("open") is not None,
+        "the confirmation",
+    )
+    driver.find_element(By.ID, "confirm-ok").click()
+    until(driver, lambda d: "Resumed 1 jobs." in status_text(d), "the jobs resumed")
+
+
+async def test_the_console_authors_a_job_and_acts_on_jobs_by_selector(
+    cluster: Cluster, target: RecordingTarget, browser: WebDriver, tmp_path: Path
+) -> None:
+    tenant = await cluster.tenant()
+    other = await cluster.tenant()
+    theirs = await other.create_job(
+        job("web", f"{target.url}/ok", {"team": "web"}, cron="0 3 * * *")
+    )
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    base = cluster.services.processes["api"].http_url
+    assert base is not None
+    await asyncio.to_thread(author, browser, base, tenant, f"{target.url}/ok", shots)
+    listed = await tenant.call("ListJobs", job_service_pb2.ListJobsRequest(selector="team=web"))
+    [made] = listed.jobs
+    assert made.name == "authored" and not made.paused
+    revisions = await tenant.call(
+        "ListJobRevisions", job_service_pb2.ListJobRevisionsRequest(job_id=made.job_id)
+    )
+    assert [r.version for r in revisions.revisions] == [3, 2, 1]  # created, paused, resumed
+    assert any(r.status == run_pb2.RUN_STATUS_SUCCEEDED for r in await tenant.runs(made.job_id))
+    untouched = await other.call("GetJob", job_service_pb2.GetJobRequest(job_id=theirs.job_id))
+    assert untouched.job.version == 1 and not untouched.job.paused
+    copy_to = os.environ.get("SUNDIAL_SCREENSHOTS_DIR")
+    if copy_to:
+        for shot in shots.iterdir():
+            shutil.copy(shot, Path(copy_to) / shot.name)

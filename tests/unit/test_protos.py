@@ -40,6 +40,12 @@ EXPECTED_METHODS = {
         "CreateJob",
         "BatchCreateJobs",
         "ApplyJob",
+        "BatchApplyJobs",
+        "CountJobs",
+        "PauseJobs",
+        "ResumeJobs",
+        "DeleteJobs",
+        "TriggerJobs",
         "GetJob",
         "DescribeJob",
         "ListJobs",
@@ -214,6 +220,7 @@ def test_every_file_is_in_the_package() -> None:
             f"sundial/v1/{name}.proto": PACKAGE
             for name in (
                 "admin",
+                "bulk",
                 "calendar",
                 "egress",
                 "flow",

@@ -15,7 +15,7 @@ def test_every_method_has_its_scope_and_no_stale_entry() -> None:
 
 def test_reads_are_read_and_an_unknown_method_needs_manage() -> None:
     for method, scope in METHOD_SCOPES.items():
-        is_read = method.startswith(("Get", "List", "Describe", "Preview"))
+        is_read = method.startswith(("Get", "List", "Describe", "Preview", "Count"))
         if method == "ListSecrets":  # secret names are the manage scope's business
             assert scope is Scope.MANAGE
         else:

@@ -10,8 +10,9 @@ it) or the uid of an existing job. Output-only fields are ignored. ``paused`` an
 ApplyJob does; ``export`` leaves them out with the output-only fields, so what it writes
 is what apply compares and ``export`` then ``apply`` changes nothing.
 
-``apply`` asks the server to validate every job first (ApplyJob with validate_only) and
-applies only when all are valid, then prunes: with ``--prune -l KEY=VALUE`` the jobs
+``apply`` asks the server to validate every job first (BatchApplyJobs with
+validate_only, 1,000 jobs a call) and applies only when all are valid (BatchApplyJobs
+again, each job as ApplyJob applies it), then prunes: with ``--prune -l KEY=VALUE`` the jobs
 carrying those labels that the file does not name are deleted. ``--dry-run`` writes
 nothing and prints what would happen, with a unified diff of each job's YAML (current
 against wanted, both as the server normalises them).
@@ -169,6 +170,35 @@ def _call(job_id: str, call: Any, *args: Any, **kwargs: Any) -> Any:
         fail(f"{job_id}: {exc.code().name}: {exc.details()}")
 
 
+def _batches(
+    stub: job_service_pb2_grpc.JobServiceStub,
+    md: Any,
+    jobs: Sequence[job_pb2.Job],
+    *,
+    validate_only: bool,
+) -> list[pb.BatchApplyJobsResult]:
+    """Every job applied (or validated) by BatchApplyJobs, 1,000 a call; the first item
+    that failed ends the command, naming its job (items before it stay applied, as
+    they would have one ApplyJob call at a time)."""
+    results: list[pb.BatchApplyJobsResult] = []
+    for start in range(0, len(jobs), _PAGE):
+        batch = jobs[start : start + _PAGE]
+        answer = _call(
+            batch[0].job_id,
+            stub.BatchApplyJobs,
+            pb.BatchApplyJobsRequest(jobs=batch, validate_only=validate_only),
+            metadata=md,
+        )
+        for job, result in zip(batch, answer.results, strict=True):
+            if result.HasField("error"):
+                message = result.error.message.split(": ", 1)[-1] if result.error.field else ""
+                where = result.error.field.split(".", 1)[-1] if result.error.field else ""
+                detail = f"{where}: {message}" if where else result.error.message
+                fail(f"{job.job_id}: {result.error.code}: {detail}")
+            results.append(result)
+    return results
+
+
 def _diff(job_id: str, current: str, wanted: str) -> str:
     return "".join(
         difflib.unified_diff(
@@ -215,23 +245,15 @@ def apply(
     text, source = _read(file)
     jobs = parse_jobs(text, source)
     with jobs_client(conn, token) as (stub, md):
-        # The server validates everything before anything is written.
-        planned = [
-            _call(
-                job.job_id,
-                stub.ApplyJob,
-                pb.ApplyJobRequest(job=job, validate_only=True),
-                metadata=md,
-            )
-            for job in jobs
-        ]
+        # The server validates everything before anything is written: BatchApplyJobs
+        # with validate_only, 1,000 jobs a call, then the same batches applied.
+        planned = _batches(stub, md, jobs, validate_only=True)
         named = {job.job_id for job in jobs}
         for job, plan in zip(jobs, planned, strict=True):
             named.update((plan.job.job_id, plan.job.uid))
             if dry_run:
                 _show_plan(stub, md, job.job_id, plan, report)
-                continue
-            done = _call(job.job_id, stub.ApplyJob, pb.ApplyJobRequest(job=job), metadata=md)
+        for done in [] if dry_run else _batches(stub, md, jobs, validate_only=False):
             word = _OUTCOME_WORDS[done.outcome][1]
             report.add(done.job.job_id, word, f"(version {done.job.version})", done.job.version)
         for job in list(_listed(stub, md, labels)) if prune else []:
@@ -285,7 +307,7 @@ def _show_plan(
     stub: job_service_pb2_grpc.JobServiceStub,
     md: Any,
     job_id: str,
-    plan: pb.ApplyJobResponse,
+    plan: pb.BatchApplyJobsResult,
     report: _Report,
 ) -> None:
     shown = plan.job.job_id or job_id

@@ -18,6 +18,7 @@ from sundial.cli._client import (
 )
 from sundial.cli._output import Output, OutputOption, emit
 from sundial.cli.jobs import print_runs
+from sundial.cli.jobs._bulk import Selector
 from sundial.core import wire
 from sundial.run import RunKind, RunStatus
 from sundial.v1 import job_service_pb2 as pb
@@ -47,7 +48,9 @@ def _chosen(names: list[str] | None, known: dict[str, int], option: str) -> list
 @app.command("list")
 @connected
 def list_runs(
-    job_id: Annotated[str, typer.Argument(help="The job's id.", show_default=False)],
+    job_id: Annotated[
+        str, typer.Argument(help="The job's id (none: every job's runs).", show_default=False)
+    ] = "",
     *,
     status: Annotated[
         list[str] | None,
@@ -61,19 +64,36 @@ def list_runs(
         str, typer.Option(help="Only runs scheduled at or after this ISO 8601 instant.")
     ] = "",
     before: Annotated[str, typer.Option(help="Only runs scheduled before this instant.")] = "",
+    started_after: Annotated[
+        str, typer.Option(help="Only runs that started at or after this instant (no job id).")
+    ] = "",
+    started_before: Annotated[
+        str, typer.Option(help="Only runs that started before this instant (no job id).")
+    ] = "",
+    selector: Selector = "",
+    late: Annotated[
+        bool, typer.Option("--late", help="Only scheduled runs that started or wait late.")
+    ] = False,
     limit: Annotated[int, typer.Option(help="Show at most this many (0: all).", min=0)] = 20,
     page_token: Annotated[str, typer.Option(help="Continue from a previous listing.")] = "",
     conn: Connection,
     token: TokenOption = "",
     output: OutputOption = Output.TABLE,
 ) -> None:
-    """A job's runs, newest first, with status, attempt and lateness."""
+    """A job's runs, or every job's (no job id; -l selects the jobs), newest first, with
+    status, attempt and lateness."""
     request = pb.ListRunsRequest(
         job_id=job_id,
         statuses=_chosen(status, _STATUSES, "--status"),  # type: ignore[arg-type]
         kinds=_chosen(kind, _KINDS, "--kind"),  # type: ignore[arg-type]
         page_token=page_token,
+        selector=selector,
+        late_only=late,
     )
+    if started_after:
+        request.started_after.CopyFrom(parse_time(started_after, "--started-after"))
+    if started_before:
+        request.started_before.CopyFrom(parse_time(started_before, "--started-before"))
     if after:
         request.scheduled_after.CopyFrom(parse_time(after, "--after"))
     if before:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Generic, TypeVar
 
@@ -34,7 +34,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from sundial.core.tls import ClientTls, dial_sync
-from sundial.v1 import calendar_pb2, job_pb2, job_service_pb2_grpc, run_pb2
+from sundial.v1 import bulk_pb2, calendar_pb2, job_pb2, job_service_pb2_grpc, run_pb2
 from sundial.v1 import job_service_pb2 as pb
 
 __all__ = [
@@ -82,6 +82,10 @@ CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("grpc.service_config", RETRY_SERVICE_CONFIG),
 )
 """Channel options that turn :data:`RETRY_SERVICE_CONFIG` on."""
+
+
+BATCH_APPLY_MAX = 1000
+"""Jobs one BatchApplyJobs call takes (job_service.proto)."""
 
 
 def timestamp(value: datetime) -> timestamp_pb2.Timestamp:
@@ -259,6 +263,40 @@ class Client:
         )
         answer = self._call("ApplyJob", request)
         return answer.job, answer.outcome
+
+    def batch_apply_jobs(
+        self, jobs: Sequence[job_pb2.Job], *, validate_only: bool = False
+    ) -> list[pb.BatchApplyJobsResult]:
+        """Apply ``jobs`` by their ``job_id`` (``BatchApplyJobs``), 1,000 per call; one
+        result per job, in order (an item's error is in its result). Safe to retry:
+        applied items answer UNCHANGED."""
+        results: list[pb.BatchApplyJobsResult] = []
+        for start in range(0, len(jobs), BATCH_APPLY_MAX):
+            request = pb.BatchApplyJobsRequest(
+                jobs=jobs[start : start + BATCH_APPLY_MAX], validate_only=validate_only
+            )
+            results.extend(self._call("BatchApplyJobs", request).results)
+        return results
+
+    def count_jobs(self, selector: str = "", *, search: str = "", name_prefix: str = "") -> int:
+        """How many of the tenant's jobs the filters match (``CountJobs``)."""
+        request = bulk_pb2.CountJobsRequest(
+            selector=selector, search=search, name_prefix=name_prefix
+        )
+        return int(self._call("CountJobs", request).count)
+
+    def bulk(self, method: str, request: Any) -> Any:
+        """A bulk action (``PauseJobs``, ``ResumeJobs``, ``DeleteJobs``) over every job
+        its filters match: called again while jobs remain (each call acts on at most its
+        ``limit``), once with ``dry_run``. The answer sums the calls: ``affected`` and
+        ``job_ids`` over all of them, ``matched`` and ``remaining`` from the last."""
+        answer = self._call(method, request)
+        while not request.dry_run and answer.remaining and answer.affected:
+            more = self._call(method, request)
+            more.affected += answer.affected
+            more.job_ids[:0] = list(answer.job_ids)
+            answer = more
+        return answer
 
     def get_job(self, job: str) -> job_pb2.Job:
         """The job with this id, or else the one with this exact name.

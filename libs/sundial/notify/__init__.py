@@ -13,6 +13,7 @@ from sundial.notify._event import (
     dead_run,
     late_run,
     misfire_skipped,
+    recovered,
 )
 from sundial.notify._notification import (
     MAX_ATTEMPTS,
@@ -36,5 +37,6 @@ __all__ = [
     "late_run",
     "misfire_skipped",
     "notification_body",
+    "recovered",
     "retry_delay",
 ]

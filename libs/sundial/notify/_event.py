@@ -20,6 +20,7 @@ class EventKind(enum.Enum):
     AUTO_PAUSED = "auto_paused"
     MISFIRE_SKIPPED = "misfire_skipped"
     LATE_RUN = "late_run"
+    RECOVERED = "recovered"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +47,14 @@ def dead_run(
         job_id,
         EventKind.DEAD_RUN,
         {"run_key": run_key, "error": (error or "")[:1000], "error_class": error_class or ""},
+    )
+
+
+def recovered(job_id: uuid.UUID, run_key: str, dead_in_a_row: int) -> JobEvent:
+    """A run of ``job_id`` succeeded after ``dead_in_a_row`` runs in a row had died (each
+    of them told as a DEAD_RUN): the first success after that streak."""
+    return JobEvent(
+        job_id, EventKind.RECOVERED, {"run_key": run_key, "dead_in_a_row": dead_in_a_row}
     )
 
 

@@ -61,7 +61,7 @@ OVERLAP_POLICY_ALLOW_ALL: OverlapPolicy
 OVERLAP_POLICY_CANCEL_OTHER: OverlapPolicy
 
 class Job(_message.Message):
-    __slots__ = ("job_id", "tenant_id", "name", "description", "schedule", "target", "payload", "policies", "labels", "paused", "pause_note", "next_run_at", "version", "create_time", "update_time", "stats", "uid")
+    __slots__ = ("job_id", "tenant_id", "name", "description", "schedule", "target", "payload", "policies", "labels", "paused", "pause_note", "next_run_at", "version", "create_time", "update_time", "stats", "uid", "pause_until")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -86,6 +86,7 @@ class Job(_message.Message):
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     STATS_FIELD_NUMBER: _ClassVar[int]
     UID_FIELD_NUMBER: _ClassVar[int]
+    PAUSE_UNTIL_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     tenant_id: str
     name: str
@@ -103,7 +104,8 @@ class Job(_message.Message):
     update_time: _timestamp_pb2.Timestamp
     stats: JobStats
     uid: str
-    def __init__(self, job_id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., schedule: _Optional[_Union[Schedule, _Mapping]] = ..., target: _Optional[_Union[Target, _Mapping]] = ..., payload: _Optional[bytes] = ..., policies: _Optional[_Union[Policies, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., paused: _Optional[bool] = ..., pause_note: _Optional[str] = ..., next_run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., stats: _Optional[_Union[JobStats, _Mapping]] = ..., uid: _Optional[str] = ...) -> None: ...
+    pause_until: _timestamp_pb2.Timestamp
+    def __init__(self, job_id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., schedule: _Optional[_Union[Schedule, _Mapping]] = ..., target: _Optional[_Union[Target, _Mapping]] = ..., payload: _Optional[bytes] = ..., policies: _Optional[_Union[Policies, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., paused: _Optional[bool] = ..., pause_note: _Optional[str] = ..., next_run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., stats: _Optional[_Union[JobStats, _Mapping]] = ..., uid: _Optional[str] = ..., pause_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class JobStats(_message.Message):
     __slots__ = ("last_fire_time", "last_success_time", "last_failure_time", "total_runs", "succeeded", "failed", "skipped_misfires", "last_lateness", "skipped_overlaps", "cancelled", "scheduled_occurrences")

@@ -20,10 +20,11 @@ from connectrpc.method import IdempotencyLevel, MethodInfo, StreamType
 from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
+from sundial.v1.bulk_pb2 import CountJobsRequest, CountJobsResponse, DeleteJobsRequest, DeleteJobsResponse, PauseJobsRequest, PauseJobsResponse, ResumeJobsRequest, ResumeJobsResponse, TriggerJobsRequest, TriggerJobsResponse
 from sundial.v1.flow_pb2 import DeleteFlowLimitRequest, DeleteFlowLimitResponse, ListFlowLimitsRequest, ListFlowLimitsResponse, SetFlowLimitRequest, SetFlowLimitResponse
 from sundial.v1.secret_pb2 import CreateSecretRequest, CreateSecretResponse, DeleteSecretRequest, DeleteSecretResponse, ListSecretsRequest, ListSecretsResponse, UpdateSecretRequest, UpdateSecretResponse
 
-from .job_service_pb2 import ApplyJobRequest, ApplyJobResponse, BackfillJobRequest, BackfillJobResponse, BatchCreateJobsRequest, BatchCreateJobsResponse, CancelRunRequest, CancelRunResponse, CreateCalendarRequest, CreateCalendarResponse, CreateJobRequest, CreateJobResponse, CreateNotificationChannelRequest, CreateNotificationChannelResponse, DeleteCalendarRequest, DeleteCalendarResponse, DeleteJobRequest, DeleteJobResponse, DeleteNotificationChannelRequest, DeleteNotificationChannelResponse, DescribeJobRequest, DescribeJobResponse, GetCalendarRequest, GetCalendarResponse, GetEgressPolicyRequest, GetEgressPolicyResponse, GetJobRequest, GetJobResponse, GetNotificationChannelRequest, GetNotificationChannelResponse, GetRunRequest, GetRunResponse, ListAuditEventsRequest, ListAuditEventsResponse, ListCalendarsRequest, ListCalendarsResponse, ListJobRevisionsRequest, ListJobRevisionsResponse, ListJobsRequest, ListJobsResponse, ListNotificationChannelsRequest, ListNotificationChannelsResponse, ListRunsRequest, ListRunsResponse, PauseJobRequest, PauseJobResponse, PreviewScheduleRequest, PreviewScheduleResponse, ReplayRunRequest, ReplayRunResponse, ResumeJobRequest, ResumeJobResponse, RollbackJobRequest, RollbackJobResponse, RotateOwnSigningSecretRequest, RotateOwnSigningSecretResponse, TriggerJobRequest, TriggerJobResponse, UpdateCalendarRequest, UpdateCalendarResponse, UpdateJobRequest, UpdateJobResponse, UpdateNotificationChannelRequest, UpdateNotificationChannelResponse
+from .job_service_pb2 import ApplyJobRequest, ApplyJobResponse, BackfillJobRequest, BackfillJobResponse, BatchApplyJobsRequest, BatchApplyJobsResponse, BatchCreateJobsRequest, BatchCreateJobsResponse, CancelRunRequest, CancelRunResponse, CreateCalendarRequest, CreateCalendarResponse, CreateJobRequest, CreateJobResponse, CreateNotificationChannelRequest, CreateNotificationChannelResponse, DeleteCalendarRequest, DeleteCalendarResponse, DeleteJobRequest, DeleteJobResponse, DeleteNotificationChannelRequest, DeleteNotificationChannelResponse, DescribeJobRequest, DescribeJobResponse, GetCalendarRequest, GetCalendarResponse, GetEgressPolicyRequest, GetEgressPolicyResponse, GetJobRequest, GetJobResponse, GetNotificationChannelRequest, GetNotificationChannelResponse, GetRunRequest, GetRunResponse, ListAuditEventsRequest, ListAuditEventsResponse, ListCalendarsRequest, ListCalendarsResponse, ListJobRevisionsRequest, ListJobRevisionsResponse, ListJobsRequest, ListJobsResponse, ListNotificationChannelsRequest, ListNotificationChannelsResponse, ListRunsRequest, ListRunsResponse, PauseJobRequest, PauseJobResponse, PreviewScheduleRequest, PreviewScheduleResponse, ReplayRunRequest, ReplayRunResponse, ResumeJobRequest, ResumeJobResponse, RollbackJobRequest, RollbackJobResponse, RotateOwnSigningSecretRequest, RotateOwnSigningSecretResponse, TriggerJobRequest, TriggerJobResponse, UpdateCalendarRequest, UpdateCalendarResponse, UpdateJobRequest, UpdateJobResponse, UpdateNotificationChannelRequest, UpdateNotificationChannelResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -60,6 +61,43 @@ class JobService(Protocol):
         Makes the job named by job.job_id match the given definition: creates it when the
         tenant has no such job, replaces its definition when it differs, and changes nothing
         when it is equal. Idempotent by construction (infrastructure as code).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def batch_apply_jobs(self, request: BatchApplyJobsRequest, ctx: RequestContext[BatchApplyJobsRequest, BatchApplyJobsResponse], /) -> BatchApplyJobsResponse:
+        """
+        Creates or updates up to 1,000 jobs by id, each as ApplyJob would, each with its own
+        result (created, updated, unchanged, or its error); repeating the call is harmless.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def count_jobs(self, request: CountJobsRequest, ctx: RequestContext[CountJobsRequest, CountJobsResponse], /) -> CountJobsResponse:
+        """
+        Counts the jobs a label selector, a search and the other filters match (bulk.proto).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def pause_jobs(self, request: PauseJobsRequest, ctx: RequestContext[PauseJobsRequest, PauseJobsResponse], /) -> PauseJobsResponse:
+        """
+        Pauses the jobs the filters match, up to a limit per call; dry_run counts them.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def resume_jobs(self, request: ResumeJobsRequest, ctx: RequestContext[ResumeJobsRequest, ResumeJobsResponse], /) -> ResumeJobsResponse:
+        """
+        Resumes the paused jobs the filters match, up to a limit per call; dry_run counts.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def delete_jobs(self, request: DeleteJobsRequest, ctx: RequestContext[DeleteJobsRequest, DeleteJobsResponse], /) -> DeleteJobsResponse:
+        """
+        Deletes the jobs the filters match, up to a limit per call; dry_run counts them.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def trigger_jobs(self, request: TriggerJobsRequest, ctx: RequestContext[TriggerJobsRequest, TriggerJobsResponse], /) -> TriggerJobsResponse:
+        """
+        Triggers each job the filters match once (a MANUAL run each); dry_run counts them.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -126,7 +164,8 @@ class JobService(Protocol):
 
     async def list_runs(self, request: ListRunsRequest, ctx: RequestContext[ListRunsRequest, ListRunsResponse], /) -> ListRunsResponse:
         """
-        Lists a job's runs, newest scheduled_at first.
+        Lists a job's runs, or every run of the tenant's jobs (no job_id), newest
+        scheduled_at first.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -339,6 +378,72 @@ class JobServiceASGIApplication(ConnectASGIApplication[JobService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.apply_job,
+                ),
+                "/sundial.v1.JobService/BatchApplyJobs": Endpoint.unary(
+                    method=MethodInfo(
+                        name="BatchApplyJobs",
+                        service_name="sundial.v1.JobService",
+                        input=BatchApplyJobsRequest,
+                        output=BatchApplyJobsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.batch_apply_jobs,
+                ),
+                "/sundial.v1.JobService/CountJobs": Endpoint.unary(
+                    method=MethodInfo(
+                        name="CountJobs",
+                        service_name="sundial.v1.JobService",
+                        input=CountJobsRequest,
+                        output=CountJobsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.count_jobs,
+                ),
+                "/sundial.v1.JobService/PauseJobs": Endpoint.unary(
+                    method=MethodInfo(
+                        name="PauseJobs",
+                        service_name="sundial.v1.JobService",
+                        input=PauseJobsRequest,
+                        output=PauseJobsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.pause_jobs,
+                ),
+                "/sundial.v1.JobService/ResumeJobs": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ResumeJobs",
+                        service_name="sundial.v1.JobService",
+                        input=ResumeJobsRequest,
+                        output=ResumeJobsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.resume_jobs,
+                ),
+                "/sundial.v1.JobService/DeleteJobs": Endpoint.unary(
+                    method=MethodInfo(
+                        name="DeleteJobs",
+                        service_name="sundial.v1.JobService",
+                        input=DeleteJobsRequest,
+                        output=DeleteJobsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.delete_jobs,
+                ),
+                "/sundial.v1.JobService/TriggerJobs": Endpoint.unary(
+                    method=MethodInfo(
+                        name="TriggerJobs",
+                        service_name="sundial.v1.JobService",
+                        input=TriggerJobsRequest,
+                        output=TriggerJobsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.trigger_jobs,
                 ),
                 "/sundial.v1.JobService/GetJob": Endpoint.unary(
                     method=MethodInfo(
@@ -848,6 +953,145 @@ class JobServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def batch_apply_jobs(
+        self,
+        request: BatchApplyJobsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> BatchApplyJobsResponse:
+        """
+        Creates or updates up to 1,000 jobs by id, each as ApplyJob would, each with its own
+        result (created, updated, unchanged, or its error); repeating the call is harmless.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="BatchApplyJobs",
+                service_name="sundial.v1.JobService",
+                input=BatchApplyJobsRequest,
+                output=BatchApplyJobsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def count_jobs(
+        self,
+        request: CountJobsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> CountJobsResponse:
+        """
+        Counts the jobs a label selector, a search and the other filters match (bulk.proto).
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="CountJobs",
+                service_name="sundial.v1.JobService",
+                input=CountJobsRequest,
+                output=CountJobsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def pause_jobs(
+        self,
+        request: PauseJobsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> PauseJobsResponse:
+        """
+        Pauses the jobs the filters match, up to a limit per call; dry_run counts them.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="PauseJobs",
+                service_name="sundial.v1.JobService",
+                input=PauseJobsRequest,
+                output=PauseJobsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def resume_jobs(
+        self,
+        request: ResumeJobsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ResumeJobsResponse:
+        """
+        Resumes the paused jobs the filters match, up to a limit per call; dry_run counts.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ResumeJobs",
+                service_name="sundial.v1.JobService",
+                input=ResumeJobsRequest,
+                output=ResumeJobsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def delete_jobs(
+        self,
+        request: DeleteJobsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> DeleteJobsResponse:
+        """
+        Deletes the jobs the filters match, up to a limit per call; dry_run counts them.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="DeleteJobs",
+                service_name="sundial.v1.JobService",
+                input=DeleteJobsRequest,
+                output=DeleteJobsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def trigger_jobs(
+        self,
+        request: TriggerJobsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> TriggerJobsResponse:
+        """
+        Triggers each job the filters match once (a MANUAL run each); dry_run counts them.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="TriggerJobs",
+                service_name="sundial.v1.JobService",
+                input=TriggerJobsRequest,
+                output=TriggerJobsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
     async def get_job(
         self,
         request: GetJobRequest,
@@ -1087,7 +1331,8 @@ class JobServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> ListRunsResponse:
         """
-        Lists a job's runs, newest scheduled_at first.
+        Lists a job's runs, or every run of the tenant's jobs (no job_id), newest
+        scheduled_at first.
         """
         return await self.execute_unary(
             request=request,
@@ -1715,6 +1960,43 @@ class JobServiceSync(Protocol):
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
+    def batch_apply_jobs(self, request: BatchApplyJobsRequest, ctx: RequestContext[BatchApplyJobsRequest, BatchApplyJobsResponse], /) -> BatchApplyJobsResponse:
+        """
+        Creates or updates up to 1,000 jobs by id, each as ApplyJob would, each with its own
+        result (created, updated, unchanged, or its error); repeating the call is harmless.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def count_jobs(self, request: CountJobsRequest, ctx: RequestContext[CountJobsRequest, CountJobsResponse], /) -> CountJobsResponse:
+        """
+        Counts the jobs a label selector, a search and the other filters match (bulk.proto).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def pause_jobs(self, request: PauseJobsRequest, ctx: RequestContext[PauseJobsRequest, PauseJobsResponse], /) -> PauseJobsResponse:
+        """
+        Pauses the jobs the filters match, up to a limit per call; dry_run counts them.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def resume_jobs(self, request: ResumeJobsRequest, ctx: RequestContext[ResumeJobsRequest, ResumeJobsResponse], /) -> ResumeJobsResponse:
+        """
+        Resumes the paused jobs the filters match, up to a limit per call; dry_run counts.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def delete_jobs(self, request: DeleteJobsRequest, ctx: RequestContext[DeleteJobsRequest, DeleteJobsResponse], /) -> DeleteJobsResponse:
+        """
+        Deletes the jobs the filters match, up to a limit per call; dry_run counts them.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def trigger_jobs(self, request: TriggerJobsRequest, ctx: RequestContext[TriggerJobsRequest, TriggerJobsResponse], /) -> TriggerJobsResponse:
+        """
+        Triggers each job the filters match once (a MANUAL run each); dry_run counts them.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
     def get_job(self, request: GetJobRequest, ctx: RequestContext[GetJobRequest, GetJobResponse], /) -> GetJobResponse:
         """
         Returns one job.
@@ -1778,7 +2060,8 @@ class JobServiceSync(Protocol):
 
     def list_runs(self, request: ListRunsRequest, ctx: RequestContext[ListRunsRequest, ListRunsResponse], /) -> ListRunsResponse:
         """
-        Lists a job's runs, newest scheduled_at first.
+        Lists a job's runs, or every run of the tenant's jobs (no job_id), newest
+        scheduled_at first.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -1989,6 +2272,72 @@ class JobServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.apply_job,
+                ),
+                "/sundial.v1.JobService/BatchApplyJobs": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="BatchApplyJobs",
+                        service_name="sundial.v1.JobService",
+                        input=BatchApplyJobsRequest,
+                        output=BatchApplyJobsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.batch_apply_jobs,
+                ),
+                "/sundial.v1.JobService/CountJobs": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="CountJobs",
+                        service_name="sundial.v1.JobService",
+                        input=CountJobsRequest,
+                        output=CountJobsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.count_jobs,
+                ),
+                "/sundial.v1.JobService/PauseJobs": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="PauseJobs",
+                        service_name="sundial.v1.JobService",
+                        input=PauseJobsRequest,
+                        output=PauseJobsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.pause_jobs,
+                ),
+                "/sundial.v1.JobService/ResumeJobs": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ResumeJobs",
+                        service_name="sundial.v1.JobService",
+                        input=ResumeJobsRequest,
+                        output=ResumeJobsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.resume_jobs,
+                ),
+                "/sundial.v1.JobService/DeleteJobs": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="DeleteJobs",
+                        service_name="sundial.v1.JobService",
+                        input=DeleteJobsRequest,
+                        output=DeleteJobsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.delete_jobs,
+                ),
+                "/sundial.v1.JobService/TriggerJobs": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="TriggerJobs",
+                        service_name="sundial.v1.JobService",
+                        input=TriggerJobsRequest,
+                        output=TriggerJobsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.trigger_jobs,
                 ),
                 "/sundial.v1.JobService/GetJob": EndpointSync.unary(
                     method=MethodInfo(
@@ -2498,6 +2847,145 @@ class JobServiceClientSync(ConnectClientSync):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    def batch_apply_jobs(
+        self,
+        request: BatchApplyJobsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> BatchApplyJobsResponse:
+        """
+        Creates or updates up to 1,000 jobs by id, each as ApplyJob would, each with its own
+        result (created, updated, unchanged, or its error); repeating the call is harmless.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="BatchApplyJobs",
+                service_name="sundial.v1.JobService",
+                input=BatchApplyJobsRequest,
+                output=BatchApplyJobsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def count_jobs(
+        self,
+        request: CountJobsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> CountJobsResponse:
+        """
+        Counts the jobs a label selector, a search and the other filters match (bulk.proto).
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="CountJobs",
+                service_name="sundial.v1.JobService",
+                input=CountJobsRequest,
+                output=CountJobsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def pause_jobs(
+        self,
+        request: PauseJobsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> PauseJobsResponse:
+        """
+        Pauses the jobs the filters match, up to a limit per call; dry_run counts them.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="PauseJobs",
+                service_name="sundial.v1.JobService",
+                input=PauseJobsRequest,
+                output=PauseJobsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def resume_jobs(
+        self,
+        request: ResumeJobsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ResumeJobsResponse:
+        """
+        Resumes the paused jobs the filters match, up to a limit per call; dry_run counts.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ResumeJobs",
+                service_name="sundial.v1.JobService",
+                input=ResumeJobsRequest,
+                output=ResumeJobsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def delete_jobs(
+        self,
+        request: DeleteJobsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> DeleteJobsResponse:
+        """
+        Deletes the jobs the filters match, up to a limit per call; dry_run counts them.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="DeleteJobs",
+                service_name="sundial.v1.JobService",
+                input=DeleteJobsRequest,
+                output=DeleteJobsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def trigger_jobs(
+        self,
+        request: TriggerJobsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> TriggerJobsResponse:
+        """
+        Triggers each job the filters match once (a MANUAL run each); dry_run counts them.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="TriggerJobs",
+                service_name="sundial.v1.JobService",
+                input=TriggerJobsRequest,
+                output=TriggerJobsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
     def get_job(
         self,
         request: GetJobRequest,
@@ -2737,7 +3225,8 @@ class JobServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> ListRunsResponse:
         """
-        Lists a job's runs, newest scheduled_at first.
+        Lists a job's runs, or every run of the tenant's jobs (no job_id), newest
+        scheduled_at first.
         """
         return self.execute_unary(
             request=request,

@@ -4,6 +4,7 @@ from google.api import field_behavior_pb2 as _field_behavior_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from sundial.v1 import bulk_pb2 as _bulk_pb2
 from sundial.v1 import calendar_pb2 as _calendar_pb2
 from sundial.v1 import egress_pb2 as _egress_pb2
 from sundial.v1 import flow_pb2 as _flow_pb2
@@ -49,6 +50,7 @@ class NotificationEventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     NOTIFICATION_EVENT_KIND_AUTO_PAUSED: _ClassVar[NotificationEventKind]
     NOTIFICATION_EVENT_KIND_MISFIRE_SKIPPED: _ClassVar[NotificationEventKind]
     NOTIFICATION_EVENT_KIND_LATE_RUN: _ClassVar[NotificationEventKind]
+    NOTIFICATION_EVENT_KIND_RECOVERED: _ClassVar[NotificationEventKind]
 APPLY_OUTCOME_UNSPECIFIED: ApplyOutcome
 APPLY_OUTCOME_CREATED: ApplyOutcome
 APPLY_OUTCOME_UPDATED: ApplyOutcome
@@ -68,6 +70,7 @@ NOTIFICATION_EVENT_KIND_DEAD_RUN: NotificationEventKind
 NOTIFICATION_EVENT_KIND_AUTO_PAUSED: NotificationEventKind
 NOTIFICATION_EVENT_KIND_MISFIRE_SKIPPED: NotificationEventKind
 NOTIFICATION_EVENT_KIND_LATE_RUN: NotificationEventKind
+NOTIFICATION_EVENT_KIND_RECOVERED: NotificationEventKind
 
 class CreateCalendarRequest(_message.Message):
     __slots__ = ("calendar",)
@@ -189,6 +192,44 @@ class ApplyJobResponse(_message.Message):
     outcome: ApplyOutcome
     def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., outcome: _Optional[_Union[ApplyOutcome, str]] = ...) -> None: ...
 
+class BatchApplyJobsRequest(_message.Message):
+    __slots__ = ("jobs", "validate_only")
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[_job_pb2.Job]
+    validate_only: bool
+    def __init__(self, jobs: _Optional[_Iterable[_Union[_job_pb2.Job, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class BatchApplyJobsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[BatchApplyJobsResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[BatchApplyJobsResult, _Mapping]]] = ...) -> None: ...
+
+class BatchApplyJobsResult(_message.Message):
+    __slots__ = ("job_id", "outcome", "job", "error")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    outcome: ApplyOutcome
+    job: _job_pb2.Job
+    error: BatchApplyJobsError
+    def __init__(self, job_id: _Optional[str] = ..., outcome: _Optional[_Union[ApplyOutcome, str]] = ..., job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., error: _Optional[_Union[BatchApplyJobsError, _Mapping]] = ...) -> None: ...
+
+class BatchApplyJobsError(_message.Message):
+    __slots__ = ("code", "message", "reason", "field")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    FIELD_FIELD_NUMBER: _ClassVar[int]
+    code: str
+    message: str
+    reason: str
+    field: str
+    def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ..., reason: _Optional[str] = ..., field: _Optional[str] = ...) -> None: ...
+
 class GetJobRequest(_message.Message):
     __slots__ = ("job_id", "version")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -252,7 +293,7 @@ class JobSlo(_message.Message):
     def __init__(self, window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., window_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lateness_threshold: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., due: _Optional[int] = ..., on_time: _Optional[int] = ..., late: _Optional[int] = ..., missed: _Optional[int] = ..., skipped: _Optional[int] = ..., failed: _Optional[int] = ..., throttled: _Optional[int] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("page_size", "page_token", "labels", "name_prefix", "paused", "target_forbidden", "view")
+    __slots__ = ("page_size", "page_token", "labels", "name_prefix", "paused", "target_forbidden", "view", "selector", "search")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -267,6 +308,8 @@ class ListJobsRequest(_message.Message):
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     TARGET_FORBIDDEN_FIELD_NUMBER: _ClassVar[int]
     VIEW_FIELD_NUMBER: _ClassVar[int]
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_FIELD_NUMBER: _ClassVar[int]
     page_size: int
     page_token: str
     labels: _containers.ScalarMap[str, str]
@@ -274,7 +317,9 @@ class ListJobsRequest(_message.Message):
     paused: bool
     target_forbidden: bool
     view: JobView
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., name_prefix: _Optional[str] = ..., paused: _Optional[bool] = ..., target_forbidden: _Optional[bool] = ..., view: _Optional[_Union[JobView, str]] = ...) -> None: ...
+    selector: str
+    search: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., name_prefix: _Optional[str] = ..., paused: _Optional[bool] = ..., target_forbidden: _Optional[bool] = ..., view: _Optional[_Union[JobView, str]] = ..., selector: _Optional[str] = ..., search: _Optional[str] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs", "next_page_token")
@@ -315,14 +360,16 @@ class DeleteJobResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class PauseJobRequest(_message.Message):
-    __slots__ = ("job_id", "note", "expected_version")
+    __slots__ = ("job_id", "note", "expected_version", "pause_until")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     NOTE_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    PAUSE_UNTIL_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     note: str
     expected_version: int
-    def __init__(self, job_id: _Optional[str] = ..., note: _Optional[str] = ..., expected_version: _Optional[int] = ...) -> None: ...
+    pause_until: _timestamp_pb2.Timestamp
+    def __init__(self, job_id: _Optional[str] = ..., note: _Optional[str] = ..., expected_version: _Optional[int] = ..., pause_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class PauseJobResponse(_message.Message):
     __slots__ = ("job",)
@@ -423,7 +470,7 @@ class FireTime(_message.Message):
     def __init__(self, at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., local_time: _Optional[str] = ..., annotation: _Optional[_Union[DstAnnotation, str]] = ..., note: _Optional[str] = ..., dropped: _Optional[bool] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., spec_index: _Optional[int] = ..., calendar: _Optional[str] = ...) -> None: ...
 
 class ListRunsRequest(_message.Message):
-    __slots__ = ("job_id", "statuses", "scheduled_after", "scheduled_before", "page_size", "page_token", "kinds")
+    __slots__ = ("job_id", "statuses", "scheduled_after", "scheduled_before", "page_size", "page_token", "kinds", "started_after", "started_before", "selector", "late_only")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     STATUSES_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_AFTER_FIELD_NUMBER: _ClassVar[int]
@@ -431,6 +478,10 @@ class ListRunsRequest(_message.Message):
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     KINDS_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    STARTED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    LATE_ONLY_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     statuses: _containers.RepeatedScalarFieldContainer[_run_pb2.RunStatus]
     scheduled_after: _timestamp_pb2.Timestamp
@@ -438,7 +489,11 @@ class ListRunsRequest(_message.Message):
     page_size: int
     page_token: str
     kinds: _containers.RepeatedScalarFieldContainer[_run_pb2.RunKind]
-    def __init__(self, job_id: _Optional[str] = ..., statuses: _Optional[_Iterable[_Union[_run_pb2.RunStatus, str]]] = ..., scheduled_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., scheduled_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., kinds: _Optional[_Iterable[_Union[_run_pb2.RunKind, str]]] = ...) -> None: ...
+    started_after: _timestamp_pb2.Timestamp
+    started_before: _timestamp_pb2.Timestamp
+    selector: str
+    late_only: bool
+    def __init__(self, job_id: _Optional[str] = ..., statuses: _Optional[_Iterable[_Union[_run_pb2.RunStatus, str]]] = ..., scheduled_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., scheduled_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., kinds: _Optional[_Iterable[_Union[_run_pb2.RunKind, str]]] = ..., started_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., selector: _Optional[str] = ..., late_only: _Optional[bool] = ...) -> None: ...
 
 class ListRunsResponse(_message.Message):
     __slots__ = ("runs", "next_page_token")

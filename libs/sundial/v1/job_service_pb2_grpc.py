@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from sundial.v1 import bulk_pb2 as sundial_dot_v1_dot_bulk__pb2
 from sundial.v1 import flow_pb2 as sundial_dot_v1_dot_flow__pb2
 from sundial.v1 import job_service_pb2 as sundial_dot_v1_dot_job__service__pb2
 from sundial.v1 import secret_pb2 as sundial_dot_v1_dot_secret__pb2
@@ -51,6 +52,36 @@ class JobServiceStub:
                 '/sundial.v1.JobService/ApplyJob',
                 request_serializer=sundial_dot_v1_dot_job__service__pb2.ApplyJobRequest.SerializeToString,
                 response_deserializer=sundial_dot_v1_dot_job__service__pb2.ApplyJobResponse.FromString,
+                _registered_method=True)
+        self.BatchApplyJobs = channel.unary_unary(
+                '/sundial.v1.JobService/BatchApplyJobs',
+                request_serializer=sundial_dot_v1_dot_job__service__pb2.BatchApplyJobsRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_job__service__pb2.BatchApplyJobsResponse.FromString,
+                _registered_method=True)
+        self.CountJobs = channel.unary_unary(
+                '/sundial.v1.JobService/CountJobs',
+                request_serializer=sundial_dot_v1_dot_bulk__pb2.CountJobsRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_bulk__pb2.CountJobsResponse.FromString,
+                _registered_method=True)
+        self.PauseJobs = channel.unary_unary(
+                '/sundial.v1.JobService/PauseJobs',
+                request_serializer=sundial_dot_v1_dot_bulk__pb2.PauseJobsRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_bulk__pb2.PauseJobsResponse.FromString,
+                _registered_method=True)
+        self.ResumeJobs = channel.unary_unary(
+                '/sundial.v1.JobService/ResumeJobs',
+                request_serializer=sundial_dot_v1_dot_bulk__pb2.ResumeJobsRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_bulk__pb2.ResumeJobsResponse.FromString,
+                _registered_method=True)
+        self.DeleteJobs = channel.unary_unary(
+                '/sundial.v1.JobService/DeleteJobs',
+                request_serializer=sundial_dot_v1_dot_bulk__pb2.DeleteJobsRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_bulk__pb2.DeleteJobsResponse.FromString,
+                _registered_method=True)
+        self.TriggerJobs = channel.unary_unary(
+                '/sundial.v1.JobService/TriggerJobs',
+                request_serializer=sundial_dot_v1_dot_bulk__pb2.TriggerJobsRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_bulk__pb2.TriggerJobsResponse.FromString,
                 _registered_method=True)
         self.GetJob = channel.unary_unary(
                 '/sundial.v1.JobService/GetJob',
@@ -261,6 +292,49 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BatchApplyJobs(self, request, context):
+        """Creates or updates up to 1,000 jobs by id, each as ApplyJob would, each with its own
+        result (created, updated, unchanged, or its error); repeating the call is harmless.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CountJobs(self, request, context):
+        """Counts the jobs a label selector, a search and the other filters match (bulk.proto).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseJobs(self, request, context):
+        """Pauses the jobs the filters match, up to a limit per call; dry_run counts them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeJobs(self, request, context):
+        """Resumes the paused jobs the filters match, up to a limit per call; dry_run counts.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteJobs(self, request, context):
+        """Deletes the jobs the filters match, up to a limit per call; dry_run counts them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TriggerJobs(self, request, context):
+        """Triggers each job the filters match once (a MANUAL run each); dry_run counts them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetJob(self, request, context):
         """Returns one job.
         """
@@ -333,7 +407,8 @@ class JobServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListRuns(self, request, context):
-        """Lists a job's runs, newest scheduled_at first.
+        """Lists a job's runs, or every run of the tenant's jobs (no job_id), newest
+        scheduled_at first.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -544,6 +619,36 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.ApplyJob,
                     request_deserializer=sundial_dot_v1_dot_job__service__pb2.ApplyJobRequest.FromString,
                     response_serializer=sundial_dot_v1_dot_job__service__pb2.ApplyJobResponse.SerializeToString,
+            ),
+            'BatchApplyJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.BatchApplyJobs,
+                    request_deserializer=sundial_dot_v1_dot_job__service__pb2.BatchApplyJobsRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_job__service__pb2.BatchApplyJobsResponse.SerializeToString,
+            ),
+            'CountJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.CountJobs,
+                    request_deserializer=sundial_dot_v1_dot_bulk__pb2.CountJobsRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_bulk__pb2.CountJobsResponse.SerializeToString,
+            ),
+            'PauseJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseJobs,
+                    request_deserializer=sundial_dot_v1_dot_bulk__pb2.PauseJobsRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_bulk__pb2.PauseJobsResponse.SerializeToString,
+            ),
+            'ResumeJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeJobs,
+                    request_deserializer=sundial_dot_v1_dot_bulk__pb2.ResumeJobsRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_bulk__pb2.ResumeJobsResponse.SerializeToString,
+            ),
+            'DeleteJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteJobs,
+                    request_deserializer=sundial_dot_v1_dot_bulk__pb2.DeleteJobsRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_bulk__pb2.DeleteJobsResponse.SerializeToString,
+            ),
+            'TriggerJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.TriggerJobs,
+                    request_deserializer=sundial_dot_v1_dot_bulk__pb2.TriggerJobsRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_bulk__pb2.TriggerJobsResponse.SerializeToString,
             ),
             'GetJob': grpc.unary_unary_rpc_method_handler(
                     servicer.GetJob,
@@ -808,6 +913,168 @@ class JobService:
             '/sundial.v1.JobService/ApplyJob',
             sundial_dot_v1_dot_job__service__pb2.ApplyJobRequest.SerializeToString,
             sundial_dot_v1_dot_job__service__pb2.ApplyJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BatchApplyJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/BatchApplyJobs',
+            sundial_dot_v1_dot_job__service__pb2.BatchApplyJobsRequest.SerializeToString,
+            sundial_dot_v1_dot_job__service__pb2.BatchApplyJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CountJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/CountJobs',
+            sundial_dot_v1_dot_bulk__pb2.CountJobsRequest.SerializeToString,
+            sundial_dot_v1_dot_bulk__pb2.CountJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/PauseJobs',
+            sundial_dot_v1_dot_bulk__pb2.PauseJobsRequest.SerializeToString,
+            sundial_dot_v1_dot_bulk__pb2.PauseJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/ResumeJobs',
+            sundial_dot_v1_dot_bulk__pb2.ResumeJobsRequest.SerializeToString,
+            sundial_dot_v1_dot_bulk__pb2.ResumeJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/DeleteJobs',
+            sundial_dot_v1_dot_bulk__pb2.DeleteJobsRequest.SerializeToString,
+            sundial_dot_v1_dot_bulk__pb2.DeleteJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TriggerJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.JobService/TriggerJobs',
+            sundial_dot_v1_dot_bulk__pb2.TriggerJobsRequest.SerializeToString,
+            sundial_dot_v1_dot_bulk__pb2.TriggerJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,

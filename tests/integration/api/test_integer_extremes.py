@@ -17,6 +17,7 @@ from typing import Any
 import grpc
 import pytest
 import pytest_asyncio
+from google.protobuf import message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
@@ -103,7 +104,9 @@ async def world(shared_api: Api) -> tuple[Api, Tenant, str]:
 def _request(method: str, service: str, job_id: str, tenant_id: str) -> Message:
     """A request of ``method`` naming the test's job or tenant where it names one."""
     module = job_service_pb2 if service == "JobService" else admin_pb2
-    request: Message = getattr(module, f"{method}Request")()
+    # The input type as the service declares it (some live in other files: bulk.proto).
+    declared = module.DESCRIPTOR.services_by_name[service].methods_by_name[method].input_type
+    request: Message = message_factory.GetMessageClass(declared)()
     fields = request.DESCRIPTOR.fields_by_name
     if "job_id" in fields and fields["job_id"].type == FieldDescriptor.TYPE_STRING:
         request.job_id = job_id  # type: ignore[attr-defined]

@@ -671,7 +671,7 @@ async def test_request_ids_expire_after_retention(start_api: StartApi) -> None:
     assert len(await api.sql("SELECT * FROM job_requests")) == 1  # taken over, not added
     await create(api, tenant, make_job("c"), request_id="other")
     clock.advance(25 * 3600)
-    purger, _notifier = api.service.components
+    purger = api.service.components[0]
     assert (await purger.purge_once())["requests"] == 2  # type: ignore[attr-defined]
     assert await api.sql("SELECT * FROM job_requests") == []
 

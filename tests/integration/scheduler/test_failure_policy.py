@@ -199,6 +199,38 @@ async def test_a_success_resets_the_count_and_zero_never_pauses(
     assert (state["paused"], state["consecutive_dead"]) == (False, 3)
 
 
+async def test_the_first_success_after_dead_runs_is_one_recovered_event(
+    pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerServiceStub
+) -> None:
+    """RECOVERED: told once per streak, by the success that ended it, to the channels
+    that want it; a success with no streak before it tells nothing."""
+    await add_channel(pool, ["dead_run", "recovered"])
+    await add_channel(pool, ["dead_run"])  # does not want RECOVERED
+    [job] = await insert_jobs(pool, DAILY, first_due=T0)
+    [healthy] = await insert_jobs(pool, DAILY, first_due=T0)
+    await insert_queued_runs(pool, job, [T0 + timedelta(minutes=k) for k in range(5)])
+    await insert_queued_runs(pool, healthy, [T0])
+    await die(ledger, healthy, 0, SUCCEEDED)
+    await die(ledger, job, 0)
+    await die(ledger, job, 1)
+    await die(ledger, job, 2, SUCCEEDED)
+    await die(ledger, job, 3, SUCCEEDED)  # no streak before it: nothing
+    keys = [f"{job}@2030-01-01T12:0{k}:00Z" for k in range(3)]
+    assert await events(pool) == [
+        ("dead_run", keys[0]),
+        ("dead_run", keys[0]),
+        ("dead_run", keys[1]),
+        ("dead_run", keys[1]),
+        ("recovered", keys[2]),
+    ]
+    detail = await pool.fetchval(
+        "SELECT detail::text FROM notification_events WHERE kind = 'recovered'"
+    )
+    assert json.loads(detail)["dead_in_a_row"] == 2
+    await die(ledger, job, 4)
+    assert [kind for kind, _ in await events(pool)].count("recovered") == 1
+
+
 async def test_a_locked_job_is_paused_by_the_next_sweep(
     pool: asyncpg.Pool, ledger: ledger_pb2_grpc.RunLedgerServiceStub, sweeper: Sweeper
 ) -> None:

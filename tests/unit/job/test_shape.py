@@ -42,6 +42,7 @@ OUTPUT_ONLY = frozenset(
         "create_time",
         "update_time",
         "stats",
+        "pause_until",
     }
 )
 """Top-level fields of ``Job`` this test leaves out: output-only, not a job's definition."""
@@ -222,6 +223,7 @@ def round_trip(wanted: job_pb2.Job) -> job_pb2.Job:
         last_lateness_ms=None,
         client_job_id=client_id,
         calendars=None,
+        pause_until=None,
     )
     job = job_from_row(row)
     assert job.spec == spec

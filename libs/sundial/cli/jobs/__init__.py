@@ -1,7 +1,8 @@
 """``sundial jobs ...``: create, list, inspect and operate jobs over gRPC.
 
 One module per use, the commands registered here in the order ``--help`` lists them:
-``_define`` (create, update), ``_read`` (list, get, slo, describe, preview),
+``_define`` (create, update), ``_read`` (list, get, slo, describe, preview), ``_bulk``
+(count; the options by which pause, resume, delete and trigger act on many jobs),
 ``_operate`` (pause, resume, delete, trigger, backfill), ``_revisions`` (history,
 rollback; the top-level ``sundial audit``); ``_options`` holds the options and what
 they build, ``_show`` how a job, runs and fire times are shown.
@@ -9,6 +10,7 @@ they build, ``_show`` how a job, runs and fire times are shown.
 
 import typer
 
+from sundial.cli.jobs._bulk import count
 from sundial.cli.jobs._define import create, update
 from sundial.cli.jobs._operate import backfill, delete, pause, resume, trigger
 from sundial.cli.jobs._options import GrpcAddress, Header, Url, target_from_options
@@ -35,6 +37,7 @@ for _name, _command in (
     (None, create),
     (None, update),
     ("list", list_jobs),
+    (None, count),
     (None, get),
     (None, slo),
     (None, describe),

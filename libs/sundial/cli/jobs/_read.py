@@ -19,6 +19,7 @@ from sundial.cli._client import (
     when,
 )
 from sundial.cli._output import Column, Output, OutputOption, emit, print_table
+from sundial.cli.jobs._bulk import Search, Selector
 from sundial.cli.jobs._options import JobId
 from sundial.cli.jobs._show import (
     emit_job,
@@ -58,6 +59,8 @@ def list_jobs(
         bool,
         typer.Option("--forbidden", help="Only jobs whose target your egress policy forbids now."),
     ] = False,
+    selector: Selector = "",
+    search: Search = "",
     limit: Annotated[int, typer.Option(help="Show at most this many (0: all).")] = 100,
     page_token: Annotated[str, typer.Option(help="Continue from a previous listing.")] = "",
     output: OutputOption = Output.TABLE,
@@ -68,6 +71,8 @@ def list_jobs(
         name_prefix=prefix,
         page_token=page_token,
         target_forbidden=forbidden,
+        selector=selector,
+        search=search,
     )
     if paused is not None:
         request.paused = paused

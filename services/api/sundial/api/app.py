@@ -8,6 +8,7 @@ from datetime import timedelta
 from sundial.api.admin import AdminServicer
 from sundial.api.audit import AuditInterceptor, AuditLog
 from sundial.api.auth import AuthInterceptor
+from sundial.api.bulk import BulkActions, TimedPauses
 from sundial.api.calendars import CalendarManager
 from sundial.api.cluster import EtcdMembership, MembershipSource, UnconfiguredMembership
 from sundial.api.config import ApiConfig
@@ -100,6 +101,9 @@ async def build(
             max_waiting=config.max_waiting_requested_runs,
             offload=offload,
         )
+        bulk = BulkActions(
+            store, clock, offload=offload, max_waiting=config.max_waiting_requested_runs
+        )
         if membership is None and config.etcd_endpoints:
             etcd_membership = EtcdMembership(config.etcd(), pool, config.cluster)
             resources.push_async_callback(etcd_membership.close)
@@ -127,6 +131,7 @@ async def build(
                         channels=NotificationChannels(pool, guard, egress, clock),
                         secrets=secrets,
                         flow=FlowLimits(store, clock, max_limits=config.max_flow_limits),
+                        bulk=bulk,
                     ),
                 ),
                 (
@@ -167,7 +172,8 @@ async def build(
             concurrency=config.notify_concurrency,
             secrets=secrets.values,
         )
-        components: list[Component] = [purger, notifier]
+        resumer = TimedPauses(bulk, store, clock, interval_s=config.pause_until_check_s)
+        components: list[Component] = [purger, notifier, resumer]
         if config.http_listen:
             # The same servicers over Connect, through the gRPC server's interceptors.
             apps = connect_apps(server, max_bytes=config.max_message_bytes)

@@ -39,7 +39,7 @@ __all__ = ["AuditEvent", "AuditInterceptor", "AuditLog", "is_write"]
 log = logging.getLogger(__name__)
 
 _SERVICES = ("/sundial.v1.JobService/", "/sundial.v1.AdminService/")
-_READS = ("Get", "List", "Describe", "Preview")
+_READS = ("Get", "List", "Describe", "Preview", "Count")
 
 
 def is_write(method: str) -> bool:
@@ -52,7 +52,8 @@ def is_write(method: str) -> bool:
 def _resource(request: Any) -> str:
     """What the request names, the first of: a job id, a run key, a tenant, a token, a
     calendar (``calendars/<name>``), a secret (``secrets/<name>``), a flow limit's key
-    (``flow_limits/<key>``)."""
+    (``flow_limits/<key>``), a bulk action's filters (its selector, search or name
+    prefix)."""
     if type(request).__name__.endswith("SecretRequest"):  # the name, never the value
         secret = getattr(request, "secret", None)
         name = secret.name if secret is not None else getattr(request, "name", "")
@@ -77,6 +78,9 @@ def _resource(request: Any) -> str:
         ("channel", "channel_id"),
         ("job", "name"),
         ("channel", "display_name"),
+        ("selector",),
+        ("search",),
+        ("name_prefix",),
     ):
         value: Any = request
         for name in path:

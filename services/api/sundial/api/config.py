@@ -123,6 +123,11 @@ class ApiConfig(
     """Seconds between retention passes: request ids, revisions and audit events older
     than their retention are deleted."""
 
+    pause_until_check_s: float = 1.0
+    """Seconds between looks for jobs whose timed pause (pause_until) ended: such a job
+    resumes up to this late (each look is one probe of an index that is nearly always
+    empty)."""
+
     http_listen: str = ""
     """Address (host:port) of the HTTP port: JobService and AdminService over the Connect
     protocol (JSON over HTTP/1.1 for curl and browsers, gRPC-Web) and the web console at
@@ -196,6 +201,8 @@ class ApiConfig(
             raise ConfigError("request_id_purge_interval_s", "must be > 0")
         if self.notify_interval_s <= 0:
             raise ConfigError("notify_interval_s", "must be > 0")
+        if not 0 < self.pause_until_check_s <= 3600:
+            raise ConfigError("pause_until_check_s", "must be > 0 and at most 3600")
         if not 0 < self.notify_timeout_s <= 300:
             raise ConfigError("notify_timeout_s", "must be > 0 and at most 300")
         if not 1 <= self.notify_concurrency <= 1024:

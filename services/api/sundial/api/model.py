@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -82,6 +83,8 @@ class Job:
     calendars: Mapping[str, Calendar] = field(default_factory=dict)
     """The calendars its schedule names, as its definition row holds them (kept current
     by UpdateCalendar, migration 0015)."""
+    pause_until: datetime | None = None
+    """While paused with a time limit: when it resumes by itself (migration 0024)."""
 
     @property
     def fired_count(self) -> int:
@@ -123,14 +126,90 @@ class Applied:
 
 
 @dataclass(frozen=True, slots=True)
+class Requirement:
+    """One requirement: ``op`` is ``in``, ``notin``, ``exists`` or ``!exists``
+    (``=`` is a one-value ``in``, ``!=`` a one-value ``notin``)."""
+
+    key: str
+    op: str
+    values: tuple[str, ...] = ()
+
+    def path(self) -> str:
+        """The requirement as an SQL/JSON path predicate on a job's labels."""
+        key = f"$.{json.dumps(self.key)}"
+        if self.op in ("exists", "!exists"):
+            test = f"exists({key})"
+        else:
+            alternatives = " || ".join(f"@ == {json.dumps(v)}" for v in self.values)
+            test = f"exists({key} ? ({alternatives}))"
+        return f"!({test})" if self.op in ("notin", "!exists") else test
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A parsed selector: every requirement must hold (none: every job)."""
+
+    requirements: tuple[Requirement, ...] = ()
+
+    def split(self, fixed: Mapping[str, str] | None = None) -> tuple[dict[str, str], str | None]:
+        """The labels a matching job carries with one value (index-served; ``fixed``
+        first, then the selector's first equality per key), and the other requirements
+        as one path predicate (None when there are none)."""
+        document = dict(fixed or {})
+        rest: list[str] = []
+        for r in self.requirements:
+            if r.op == "in" and len(r.values) == 1 and r.key not in document:
+                document[r.key] = r.values[0]
+            else:
+                rest.append(r.path())
+        return document, " && ".join(rest) if rest else None
+
+    def __bool__(self) -> bool:
+        return bool(self.requirements)
+
+
+@dataclass(frozen=True, slots=True)
 class JobFilter:
-    """ListJobs' filters (combined with AND)."""
+    """Which of a tenant's jobs a list, a count or a bulk action covers (combined with
+    AND; docs/design.md section 13)."""
 
     labels: Mapping[str, str] = field(default_factory=dict)
+    """Labels every job has with exactly these values (ListJobs' map)."""
     name_prefix: str = ""
     paused: bool | None = None
     target_forbidden: bool = False
     """Only jobs whose target the tenant's current egress policy forbids."""
+    selector: LabelSelector = LabelSelector()
+    """A label selector (sundial.api.selector parses one)."""
+    search: str = ""
+    """A substring of the name or description, case-insensitive."""
+
+    def narrows(self) -> bool:
+        """Whether any filter but ``paused`` is given (a bulk action needs one)."""
+        return bool(self.selector or self.labels or self.search or self.name_prefix)
+
+    def label_filters(self) -> tuple[dict[str, str] | None, str | None]:
+        """The labels every job must carry (a document for ``@>``; None: none) and the
+        rest of the selector (a path predicate for ``@@``; None: none)."""
+        document, path = self.selector.split(self.labels)
+        return document or None, path
+
+    def fingerprint(self) -> dict[str, object]:
+        """The filters as a page token's fingerprint takes them (the selector and the
+        search only when given, so tokens issued before they existed stay valid)."""
+        filters: dict[str, object] = {
+            "labels": dict(self.labels),
+            "prefix": self.name_prefix,
+            "paused": self.paused,
+            "forbidden": self.target_forbidden,
+        }
+        if self.selector:
+            filters["selector"] = [
+                [r.key, r.op, list(r.values)] for r in self.selector.requirements
+            ]
+        if self.search:
+            filters["search"] = self.search
+        return filters
 
 
 # --- runs ---------------------------------------------------------------------------------
@@ -180,6 +259,10 @@ class RunFilter:
     kinds: frozenset[RunKind] = frozenset()
     scheduled_after: datetime | None = None
     scheduled_before: datetime | None = None
+    started_after: datetime | None = None
+    started_before: datetime | None = None
+    late_only: bool = False
+    """Only SCHEDULED runs surely late (ListRunsRequest.late_only)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@
 -- fragment: job_select
 -- A job as the store's job_from_row reads it: its row, its definition, its stats.
 SELECT j.job_id, j.tenant_id, j.name, j.partition_id, j.next_run_at, j.paused, j.version,
-       j.fired_count, j.created_at, j.updated_at, j.client_job_id,
+       j.fired_count, j.created_at, j.updated_at, j.client_job_id, j.pause_until,
        d.schedule, d.target, d.policies, d.payload, d.labels, d.description, d.pause_note,
        d.calendars,
        j.last_fire_at, s.last_success_at, s.last_failure_at, j.last_lateness_ms,
@@ -28,6 +28,22 @@ r.job_id, r.scheduled_at, r.kind, r.status, r.attempt, r.lease_until, r.executor
 r.started_at, r.finished_at, r.next_attempt_at, r.lateness_ms, r.last_error, r.error_class,
 r.skip_reason, r.cancel_requested, r.created_at, r.replay_count, r.last_http_status,
 r.last_grpc_code
+
+-- fragment: job_filters
+-- Which of tenant $1's jobs a list, a count or a bulk action covers (sundial.api.selector,
+-- docs/design.md section 13), the query naming jobs "j" and job_definitions "d"; each
+-- filter only when given: $2 labels every job carries (a document keyed by the tenant,
+-- {"<tenant>": {...}}, for the tenant-keyed GIN index of migration 0024), $3 the rest of
+-- a label selector (an SQL/JSON path predicate on the labels), $4 a lower-case substring
+-- of the name or description, $5 and $6 a name range [$5, $6) (a prefix), $7 paused.
+d.tenant_id = $1
+   AND ($2::jsonb IS NULL OR sundial_tenant_labels(d.tenant_id, d.labels) @> $2::jsonb)
+   AND ($3::jsonpath IS NULL OR d.labels @@ $3::jsonpath)
+   AND ($4::text IS NULL
+        OR strpos(lower(j.name), $4::text) > 0 OR strpos(lower(d.description), $4::text) > 0)
+   AND ($5::text IS NULL OR j.name >= $5::text)
+   AND ($6::text IS NULL OR j.name < $6::text)
+   AND ($7::boolean IS NULL OR j.paused = $7::boolean)
 
 -- fragment: calendar_columns
 -- A calendar as calendar_from_row reads it.
@@ -47,18 +63,16 @@ name, description, kind, dates, version, created_at, updated_at
 SELECT job_id FROM jobs WHERE tenant_id = $1 AND client_job_id = $2;
 
 -- name: list_jobs
--- A page of tenant $1's jobs by name after $2, name in [$3, $4) when given, paused = $5
--- when given, labels containing $6 when given. The (tenant_id, name) unique index (byte
--- order, "C" collation) serves the order, the cursor and the prefix range.
+-- A page of tenant $1's jobs by name after $8 matching the filters $2-$7 (job_filters),
+-- $9 rows. The (tenant_id, name) unique index (byte order, "C" collation) serves the
+-- order, the cursor and the prefix range; a label document probes the tenant-keyed GIN
+-- index (migration 0024) instead when it is the more selective.
 {job_select}
  WHERE j.tenant_id = $1
-   AND j.name > $2
-   AND ($3::text IS NULL OR j.name >= $3)
-   AND ($4::text IS NULL OR j.name < $4)
-   AND ($5::boolean IS NULL OR j.paused = $5)
-   AND ($6::jsonb IS NULL OR d.labels @> $6::jsonb)
+   AND {job_filters}
+   AND j.name > $8
  ORDER BY j.name
- LIMIT $7;
+ LIMIT $9;
 
 -- name: existing_names
 -- Which of the names $2 tenant $1 already uses (to name the clashing batch entry).
@@ -118,10 +132,11 @@ WITH quota AS (
 ), new_definitions AS (
     INSERT INTO job_definitions (job_id, schedule, target, policies, payload, labels,
                                  description, pause_note, changed_by, change_request_id,
-                                 calendars, calendar_keys)
+                                 calendars, calendar_keys, tenant_id)
     SELECT job_id, schedule, target, policies, payload, labels, description, pause_note,
            $18::text, $19::text, calendars,
-           sundial_calendar_keys($1, schedule)  -- migration 0017
+           sundial_calendar_keys($1, schedule),  -- migration 0017
+           $1  -- migration 0024
       FROM input
 ), new_stats AS (
     INSERT INTO job_stats (job_id, updated_at) SELECT job_id, $15 FROM input
@@ -192,11 +207,11 @@ UPDATE job_definitions d
 RETURNING d.job_id;
 
 -- name: pause_job
--- Pauses job $1 of tenant $2 (when $3 is 0 or its version) with note $4 at $5; $6, $7:
--- who and the request id (the revision).
+-- Pauses job $1 of tenant $2 (when $3 is 0 or its version) with note $4 at $5 until $8
+-- (NULL: until resumed; migration 0024); $6, $7: who and the request id (the revision).
 WITH changed AS (
     UPDATE jobs
-       SET paused = true, version = version + 1, updated_at = $5
+       SET paused = true, pause_until = $8::timestamptz, version = version + 1, updated_at = $5
      WHERE job_id = $1 AND tenant_id = $2 AND ($3::bigint = 0 OR version = $3)
     RETURNING job_id
 )
@@ -213,6 +228,7 @@ RETURNING d.job_id;
 WITH changed AS (
     UPDATE jobs
        SET paused = false,
+           pause_until = NULL,
            next_run_at = CASE WHEN paused THEN $6::timestamptz ELSE next_run_at END,
            dispatch_not_before = NULL,  -- resuming means: try now, quarantine or not
            version = version + 1,
@@ -240,12 +256,12 @@ SELECT version FROM jobs
    FOR UPDATE;
 
 -- name: cancel_runs_of_job
--- DeleteJob: unfinished runs of job $1 cancelled at $2 with reason $3 (sundial.run.cancel,
--- the shared SET list of sundial/run/cancel.sql).
+-- DeleteJob, DeleteJobs: unfinished runs of the jobs $1 cancelled at $2 with reason $3
+-- (sundial.run.cancel, the shared SET list of sundial/run/cancel.sql).
 UPDATE job_runs AS r
    SET {cancel_set}
   FROM (SELECT $2::timestamptz AS at, $3::text AS reason) AS c
- WHERE r.job_id = $1 AND r.status IN ('pending', 'queued', 'running', 'retrying');
+ WHERE r.job_id = ANY($1::uuid[]) AND r.status IN ('pending', 'queued', 'running', 'retrying');
 
 -- name: delete_job
 DELETE FROM jobs WHERE job_id = $1 AND tenant_id = $2;
@@ -1057,3 +1073,227 @@ SELECT public_jwk
   FROM identity_keys
  WHERE retire_at IS NULL OR retire_at > $1
  ORDER BY created_at DESC, kid;
+
+-- --- operating many jobs (migration 0024, docs/design.md section 13) ------------------
+
+-- name: custom_plans
+-- For the rest of the transaction, plan each statement with its parameters' values: the
+-- filters of job_filters and list_tenant_runs are optional (`$n IS NULL OR ...`), and a
+-- plan cached for any values (PostgreSQL's generic plan, chosen after five runs of a
+-- prepared statement) cannot use the label index for them, which a 1M-job count showed
+-- as a scan of every definition.
+SET LOCAL plan_cache_mode = force_custom_plan;
+
+-- name: count_jobs
+-- Tenant $1's jobs matching the filters $2-$7 (job_filters).
+SELECT count(*)
+  FROM jobs j
+  JOIN job_definitions d ON d.job_id = j.job_id
+ WHERE j.tenant_id = $1
+   AND {job_filters};
+
+-- name: select_jobs
+-- Up to $8 of tenant $1's jobs matching the filters $2-$7 (job_filters; $7 is the state
+-- the action changes: a pause takes the unpaused ones), by name: what a bulk action acts
+-- on, with what it needs (version, stored schedule and calendars for a resume's next fire
+-- time; shown: the id the job is named by).
+SELECT j.job_id, coalesce(j.client_job_id, j.job_id::text) AS shown, j.name, j.version,
+       j.fired_count, j.last_fire_at, d.schedule, d.calendars
+  FROM jobs j
+  JOIN job_definitions d ON d.job_id = j.job_id
+ WHERE j.tenant_id = $1
+   AND {job_filters}
+ ORDER BY j.name
+ LIMIT $8;
+
+-- name: pause_jobs
+-- PauseJobs: tenant $2's jobs $1 not paused yet, locked in job id order (concurrent bulk
+-- actions on overlapping jobs wait rather than deadlock), paused with note $3 until $4
+-- (NULL: until resumed) at $5; $6, $7: who and the request id (each job's revision, by
+-- the trigger of migration 0012). Returns the jobs paused, by name.
+WITH locked AS (
+    SELECT job_id FROM jobs
+     WHERE job_id = ANY($1::uuid[]) AND tenant_id = $2 AND NOT paused
+     ORDER BY job_id
+       FOR UPDATE
+), changed AS (
+    UPDATE jobs j
+       SET paused = true, pause_until = $4::timestamptz, version = j.version + 1,
+           updated_at = $5
+      FROM locked
+     WHERE j.job_id = locked.job_id
+    RETURNING j.job_id, coalesce(j.client_job_id, j.job_id::text) AS shown, j.name
+), noted AS (
+    UPDATE job_definitions d SET pause_note = $3, changed_by = $6, change_request_id = $7
+      FROM changed
+     WHERE d.job_id = changed.job_id
+)
+SELECT shown FROM changed ORDER BY name;
+
+-- name: resume_jobs
+-- ResumeJobs and the timed pause's resumer: tenant $1's jobs $2 still paused at the
+-- versions $3 they were read at, resumed at $5 with next_run_at $4 (computed from $5),
+-- note $6 (NULL: each keeps its own); $7, $8: who and the request id (the revisions).
+-- The failure policy counts dead runs in a row afresh from a resume, as resume_job does.
+-- Returns the jobs resumed, by name.
+WITH input AS (
+    SELECT u.job_id, u.version, u.next_run_at
+      FROM unnest($2::uuid[], $3::bigint[], $4::timestamptz[]) AS u(job_id, version, next_run_at)
+), locked AS (
+    SELECT j.job_id FROM jobs j JOIN input i ON i.job_id = j.job_id
+     WHERE j.tenant_id = $1 AND j.paused AND j.version = i.version
+     ORDER BY j.job_id
+       FOR UPDATE OF j
+), changed AS (
+    UPDATE jobs j
+       SET paused = false, pause_until = NULL, next_run_at = i.next_run_at,
+           dispatch_not_before = NULL, version = j.version + 1, updated_at = $5
+      FROM locked JOIN input i ON i.job_id = locked.job_id
+     WHERE j.job_id = locked.job_id
+    RETURNING j.job_id, coalesce(j.client_job_id, j.job_id::text) AS shown, j.name
+), recount AS (
+    UPDATE job_stats s
+       SET consecutive_dead = 0, pause_due = false, pause_reason = NULL
+      FROM changed
+     WHERE s.job_id = changed.job_id AND (s.consecutive_dead > 0 OR s.pause_due)
+), noted AS (
+    UPDATE job_definitions d
+       SET pause_note = coalesce($6::text, d.pause_note), changed_by = $7,
+           change_request_id = $8
+      FROM changed
+     WHERE d.job_id = changed.job_id
+)
+SELECT shown FROM changed ORDER BY name;
+
+-- name: lock_jobs_for_delete
+-- DeleteJobs: tenant $2's jobs $1, locked in job id order; the ids they are shown by.
+SELECT job_id, coalesce(client_job_id, job_id::text) AS shown, name
+  FROM jobs
+ WHERE job_id = ANY($1::uuid[]) AND tenant_id = $2
+ ORDER BY job_id
+   FOR UPDATE;
+
+-- name: delete_jobs
+-- The jobs $1 of tenant $2 (locked by lock_jobs_for_delete), their quota slots released
+-- (the tenant row last, as DeleteJob locks it).
+WITH gone AS (
+    DELETE FROM jobs WHERE job_id = ANY($1::uuid[]) AND tenant_id = $2 RETURNING job_id
+)
+UPDATE tenants SET job_count = greatest(job_count - (SELECT count(*) FROM gone), 0)
+ WHERE tenant_id = $2;
+
+-- name: lock_jobs_for_runs
+-- TriggerJobs: tenant $2's jobs $1 share-locked (as lock_job_for_runs), with their
+-- partitions.
+SELECT job_id, partition_id
+  FROM jobs
+ WHERE job_id = ANY($1::uuid[]) AND tenant_id = $2
+ ORDER BY job_id
+   FOR KEY SHARE;
+
+-- name: insert_manual_runs
+-- TriggerJobs: one QUEUED MANUAL run per job $1 (partition $3) of tenant $2 at the
+-- instants $4, created at $5 (check_at = $5 hands them to the scheduler). An instant
+-- another run has already is left out (the caller moves it by 1 µs and tries again).
+INSERT INTO job_runs AS r (job_id, scheduled_at, tenant_id, partition_id, kind, status,
+                           check_at, created_at, updated_at)
+SELECT u.job_id, u.at, $2, u.partition_id, 'manual', 'queued', $5, $5, $5
+  FROM unnest($1::uuid[], $3::smallint[], $4::timestamptz[]) AS u(job_id, partition_id, at)
+ON CONFLICT (job_id, scheduled_at) DO NOTHING
+RETURNING r.job_id, r.scheduled_at;
+
+-- name: insert_audit_events
+-- One audit event per job a bulk action changed: tenant $1, at $2, by $3, method $4, the
+-- jobs' ids $5, request id $6 (audit_events, migration 0013).
+INSERT INTO audit_events (tenant_id, at, actor, method, resource, code, request_id)
+SELECT $1, $2, $3, $4, u.resource, 'OK', $6
+  FROM unnest($5::text[]) AS u(resource);
+
+-- name: due_timed_pauses
+-- Up to $2 paused jobs of any tenant whose pause_until passed at $1, oldest first
+-- (jobs_pause_until_idx), with what resuming them needs (select_jobs' columns and the
+-- tenant). Not locked: resume_jobs writes only at the version read here, so two
+-- replicas resuming the same job write it once.
+SELECT j.job_id, j.tenant_id, coalesce(j.client_job_id, j.job_id::text) AS shown, j.name,
+       j.version, j.fired_count, j.last_fire_at, d.schedule, d.calendars
+  FROM jobs j
+  JOIN job_definitions d ON d.job_id = j.job_id
+ WHERE j.pause_until IS NOT NULL AND j.pause_until <= $1 AND j.paused
+ ORDER BY j.pause_until
+ LIMIT $2;
+
+-- fragment: tenant_run_range
+-- One status's range of tenant $1's runs for list_tenant_runs (job_runs_tenant_status_idx,
+-- migration 0024): newest first, before the cursor ($3, $4), scheduled in [$5, $6).
+r.tenant_id = $1
+   AND ($3::timestamptz IS NULL OR r.scheduled_at <= $3::timestamptz)
+   AND ($3::timestamptz IS NULL OR (r.scheduled_at, r.job_id) < ($3::timestamptz, $4::uuid))
+   AND ($5::timestamptz IS NULL OR r.scheduled_at >= $5::timestamptz)
+   AND ($6::timestamptz IS NULL OR r.scheduled_at < $6::timestamptz)
+
+-- name: list_tenant_runs
+-- Tenant-wide ListRuns: a page of tenant $1's runs in the statuses $2 (every status when
+-- no filter), newest scheduled_at first, then by job uid descending, after the cursor
+-- ($3, $4), scheduled in [$5, $6). Each status's range of job_runs_tenant_status_idx is
+-- read in order (a lateral subquery: the status a constant of its own level, so the
+-- index gives the order and no sort is needed), at most $15 runs each (the page's scan
+-- budget shared by the statuses). Where a status used its whole share, runs past it are
+-- not known yet: the scan keeps only the runs at or above the highest such cut (the
+-- boundary, returned with every row), so the next page starts after it and none is
+-- skipped. Of the runs kept, those passing the filters the index does not serve are the
+-- page: kinds $7, first start in [$8, $9), their job's labels ($10: the tenant-keyed
+-- document, $11: a path predicate, as job_filters' $2 and $3), late only ($12, judged
+-- at $13: see ListRunsRequest.late_only). Runs of deleted jobs are left out. The page
+-- is at most $14 runs; a scan that kept none answers one row with NULL run columns.
+WITH per_status AS (
+    SELECT x.*
+      FROM unnest($2::text[]) AS s(status)
+     CROSS JOIN LATERAL (
+         SELECT {run_columns}
+           FROM job_runs r
+          WHERE {tenant_run_range} AND r.status = s.status
+          ORDER BY r.scheduled_at DESC, r.job_id DESC
+          LIMIT $15) AS x
+), lowest AS (
+    SELECT DISTINCT ON (status) status, scheduled_at, job_id
+      FROM per_status
+     ORDER BY status, scheduled_at, job_id
+), boundary AS (
+    SELECT l.scheduled_at, l.job_id
+      FROM lowest l
+     WHERE (SELECT count(*) FROM per_status p WHERE p.status = l.status) >= $15
+     ORDER BY l.scheduled_at DESC, l.job_id DESC
+     LIMIT 1
+), scanned AS (
+    SELECT p.*
+      FROM per_status p
+      LEFT JOIN boundary b ON true
+     WHERE b.scheduled_at IS NULL OR (p.scheduled_at, p.job_id) >= (b.scheduled_at, b.job_id)
+), judged AS (
+    SELECT s.*, row_number() OVER (ORDER BY s.scheduled_at DESC, s.job_id DESC) AS n,
+           d.job_id IS NOT NULL
+           AND ($7::text[] IS NULL OR s.kind = ANY($7::text[]))
+           AND ($8::timestamptz IS NULL OR s.started_at >= $8::timestamptz)
+           AND ($9::timestamptz IS NULL OR s.started_at < $9::timestamptz)
+           AND ($10::jsonb IS NULL
+                OR sundial_tenant_labels(d.tenant_id, d.labels) @> $10::jsonb)
+           AND ($11::jsonpath IS NULL OR d.labels @@ $11::jsonpath)
+           AND (NOT $12::boolean OR (
+                s.kind = 'scheduled'
+                AND coalesce(s.started_at, CASE WHEN s.status IN ('pending', 'queued')
+                                               THEN $13::timestamptz END)
+                    > s.scheduled_at
+                      + make_interval(secs => sundial_json_seconds(d.schedule ->> 'jitter')
+                          + sundial_json_seconds(d.policies ->> 'lateness_threshold'))))
+           AS hit,
+           sundial_dispatch_schedule(d.schedule, d.calendars) AS schedule
+      FROM scanned s
+      LEFT JOIN job_definitions d ON d.job_id = s.job_id AND d.tenant_id = $1
+), summary AS (
+    SELECT count(*) AS scanned FROM judged
+)
+SELECT sm.scanned, b.scheduled_at AS last_at, b.job_id AS last_job, page.*
+  FROM summary sm
+  LEFT JOIN boundary b ON true
+  LEFT JOIN LATERAL (SELECT * FROM judged WHERE hit ORDER BY n LIMIT $14) page ON true
+ ORDER BY page.n;

@@ -18,10 +18,11 @@ from opentelemetry import trace
 
 from sundial.api import validation
 from sundial.api.kit import Pager, RequestKey, Requests
-from sundial.api.kit.paging import INSTANT
-from sundial.api.model import BackfillResult, Page, Run, RunFilter
+from sundial.api.kit.paging import INSTANT, UUID
+from sundial.api.model import BackfillResult, JobFilter, Page, Run, RunFilter
 from sundial.api.offload import Offload
 from sundial.api.store import RequestClaim, RequestRecord, Store
+from sundial.api.store._runs import stored_schedule
 from sundial.core import tracing
 from sundial.core.clock import Clock
 from sundial.core.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
@@ -33,6 +34,13 @@ MAX_BACKFILL = 1000
 
 _US = timedelta(microseconds=1)
 _RUNS = Pager("runs", (INSTANT,))
+_TENANT_RUNS = Pager("tenant_runs", (INSTANT, UUID))
+
+SCAN_BUDGET = 10_000
+"""Runs one page of a tenant-wide ListRuns looks at when a filter the run index does not
+serve is given (kinds, start times, a selector, late only): a page may then hold fewer
+runs than asked before the last one, and each call stays bounded however rare its
+matches are."""
 # last_error of a run cancelled without a reason: the word its status is stored as.
 _NO_REASON = RunStatus.CANCELLED.value
 
@@ -107,7 +115,7 @@ class RunManager:
 
         async def work(claim: RequestClaim | None) -> Run:
             now = self._clock.now()
-            at = _off_schedule(await self._compiled(tenant_id, job_id), now)
+            at = off_schedule(await self._compiled(tenant_id, job_id), now)
             # The run continues the caller's trace: its context is this call's span (the
             # gRPC instrumentation's, a child of any traceparent the caller sent).
             traceparent = tracing.traceparent_of(trace.get_current_span())
@@ -212,6 +220,76 @@ class RunManager:
         )
         return Page([with_due(run, compiled) for run in page.items], page.next_page_token)
 
+    async def list_tenant_runs(
+        self,
+        tenant_id: str,
+        run_filter: RunFilter,
+        job_filter: JobFilter,
+        *,
+        page_size: int,
+        page_token: str,
+    ) -> Page[Run]:
+        """A page of every run of the tenant's jobs, newest scheduled_at first, then by
+        job uid descending (docs/design.md section 13)."""
+        cursor = _TENANT_RUNS.open(
+            page_size,
+            page_token,
+            {
+                "statuses": sorted(s.value for s in run_filter.statuses),
+                "kinds": sorted(k.value for k in run_filter.kinds),
+                "after": run_filter.scheduled_after,
+                "before": run_filter.scheduled_before,
+                "started_after": run_filter.started_after,
+                "started_before": run_filter.started_before,
+                "late": run_filter.late_only,
+                "jobs": job_filter.fingerprint(),
+            },
+        )
+        post_filtered = bool(
+            run_filter.kinds
+            or run_filter.started_after
+            or run_filter.started_before
+            or run_filter.late_only
+            or job_filter.selector
+        )
+        # Each status's range reads its share of the budget (without a post-filter, a
+        # page: every run it reads is on the page unless its job was deleted).
+        statuses = len(run_filter.statuses) or len(RunStatus)
+        share = max(cursor.limit, -(-SCAN_BUDGET // statuses)) if post_filtered else cursor.limit
+        scan = await self._store.list_tenant_runs(
+            tenant_id,
+            run_filter,
+            after=cursor.after,
+            job_filter=job_filter,
+            now=self._clock.now(),
+            share=share,
+            limit=cursor.limit,
+        )
+        compiled: dict[uuid.UUID, CompiledSchedule] = {}
+        runs = []
+        for run, doc in scan.runs:
+            if doc.get("jitter", "0s") == "0s" or run.kind is RunKind.MANUAL:
+                # Due at its nominal time (as with_due would say), with no schedule
+                # compiled: a page may hold runs of 50 different jobs.
+                runs.append(dataclasses.replace(run, due_at=run.scheduled_at))
+                continue
+            if run.job_id not in compiled:
+                schedule, calendars = stored_schedule(doc)
+                compiled[run.job_id] = compile_schedule(
+                    schedule, job_id=str(run.job_id), calendars=calendars
+                )
+            runs.append(with_due(run, compiled[run.job_id]))
+        page = cursor.page(
+            runs,
+            lambda run: [run.scheduled_at, run.job_id],
+            size_of=lambda run: 512 + 4 * len(run.last_error),
+        )
+        if page.next_page_token or len(runs) > cursor.size or scan.boundary is None:
+            return page
+        # A status's share of the scan ran out before its history did: go on after what
+        # every status was read down to.
+        return Page(page.items, cursor.token(list(scan.boundary)))
+
     async def get_run(self, tenant_id: str, ref: RunRef) -> Run:
         """One run of the tenant's job."""
         found = await self._store.get_run(tenant_id, ref.job_id, ref.scheduled_at)
@@ -257,7 +335,7 @@ class RunManager:
         return with_due(run, await self._compiled(tenant_id, ref.job_id))
 
 
-def _off_schedule(compiled: CompiledSchedule, at: datetime) -> datetime:
+def off_schedule(compiled: CompiledSchedule, at: datetime) -> datetime:
     """``at``, moved by 1 µs steps until it is not one of the schedule's fire times.
 
     A manual run keyed at a nominal fire time would take that occurrence's run key and

@@ -16,13 +16,14 @@ __all__ = ["METHOD_SCOPES", "check_scope", "required_scope"]
 _READ = (
     "GetJob DescribeJob ListJobs PreviewSchedule ListRuns GetRun GetEgressPolicy "
     "ListJobRevisions ListAuditEvents GetCalendar ListCalendars GetNotificationChannel "
-    "ListNotificationChannels ListFlowLimits"
+    "ListNotificationChannels ListFlowLimits CountJobs"
 )
 _WRITE = (
     "CreateJob BatchCreateJobs ApplyJob UpdateJob DeleteJob PauseJob ResumeJob TriggerJob "
     "BackfillJob ReplayRun CancelRun RollbackJob CreateCalendar UpdateCalendar "
     "DeleteCalendar CreateNotificationChannel UpdateNotificationChannel "
-    "DeleteNotificationChannel SetFlowLimit DeleteFlowLimit"
+    "DeleteNotificationChannel SetFlowLimit DeleteFlowLimit PauseJobs ResumeJobs DeleteJobs "
+    "TriggerJobs BatchApplyJobs"
 )
 _MANAGE = "RotateOwnSigningSecret CreateSecret UpdateSecret ListSecrets DeleteSecret"
 

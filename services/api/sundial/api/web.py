@@ -10,6 +10,8 @@ port's certificate files when they are set):
 - ``GET /api``: the services, their methods' URLs and message types, as JSON;
   ``GET /api/descriptors.binpb``: the protos as a ``FileDescriptorSet`` (for
   ``buf curl --schema`` and generated clients).
+- ``GET /openapi.json``: the OpenAPI 3.1 document of these endpoints (generated from the
+  protos by ``scripts/gen_openapi.py``), for client generators.
 - ``GET /console/``: the console, static files committed under ``console/``.
 
 Security (docs/design.md section 7): the token travels only in the ``authorization``
@@ -55,6 +57,10 @@ CONSOLE_DIR = Path(__file__).parent / "console"
 """The console's static files (HTML, CSS, JavaScript), committed; no build step."""
 
 DESCRIPTOR_SET_PATH = "/api/descriptors.binpb"
+
+OPENAPI_PATH = Path(__file__).parent / "openapi.json"
+"""The OpenAPI 3.1 document of the HTTP/JSON API, generated from the protos by
+scripts/gen_openapi.py (make generate; make verify fails when it is stale)."""
 
 # The page may load its own scripts, styles and images and call its own origin; nothing
 # inline, nothing from elsewhere, never framed.
@@ -162,6 +168,7 @@ def api_index(services: Sequence[ServiceDescriptor]) -> dict[str, Any]:
             '{"code", "message", "details"} with the google.rpc details gRPC sends.'
         ),
         "descriptor_set": DESCRIPTOR_SET_PATH,
+        "openapi": "/openapi.json",
         "services": [
             {
                 "name": service.full_name,
@@ -192,12 +199,16 @@ def web_app(
     ``/.well-known/jwks.json``); CORS only for ``cors_origins``."""
     index = api_index(services)
     descriptors = descriptor_set(services)
+    openapi = OPENAPI_PATH.read_bytes()
 
     async def describe(_request: Request) -> Response:
         return JSONResponse(index)
 
     async def descriptor(_request: Request) -> Response:
         return Response(descriptors, media_type="application/x-protobuf")
+
+    async def openapi_document(_request: Request) -> Response:
+        return Response(openapi, media_type="application/json")
 
     async def home(_request: Request) -> Response:
         return RedirectResponse("/console/")
@@ -229,6 +240,7 @@ def web_app(
             Route("/api", describe),
             Route(DESCRIPTOR_SET_PATH, descriptor),
             Route(JWKS_PATH, keys),
+            Route("/openapi.json", openapi_document),
             Mount("/console", StaticFiles(directory=CONSOLE_DIR, html=True)),
             *(Mount(app.path, app=app) for app in apps),
         ],

@@ -492,7 +492,10 @@ RETURNING r.job_id;
 -- name: record_completion_stats
 -- Per-job completion counters, for jobs that still exist. consecutive_dead counts the
 -- dead runs in a row (the failure policy's count): a success resets it (one in the same
--- batch as dead runs of the job wins: their order within a batch is not known).
+-- batch as dead runs of the job wins: their order within a batch is not known). The
+-- streak a success ended is kept in recovered_streak (migration 0024; 0 otherwise) and
+-- returned, so the caller tells RECOVERED for it: one more column of a row this
+-- statement writes anyway (no index: the update stays HOT).
 INSERT INTO job_stats AS s (job_id, succeeded_count, dead_count, cancelled_count,
                             last_success_at, last_failure_at, updated_at, consecutive_dead)
 SELECT u.job_id, sum(u.succeeded), sum(u.dead), sum(u.cancelled), max(u.success_at),
@@ -511,7 +514,10 @@ ON CONFLICT (job_id) DO UPDATE
        last_failure_at = greatest(s.last_failure_at, EXCLUDED.last_failure_at),
        consecutive_dead = CASE WHEN EXCLUDED.succeeded_count > 0 THEN 0
                                ELSE s.consecutive_dead + EXCLUDED.dead_count END,
-       updated_at = EXCLUDED.updated_at;
+       recovered_streak = CASE WHEN EXCLUDED.succeeded_count > 0 THEN s.consecutive_dead
+                               ELSE 0 END,
+       updated_at = EXCLUDED.updated_at
+RETURNING s.job_id, s.recovered_streak;
 
 -- name: record_job_events
 -- The notification outbox (migration 0014): events $2 (kinds) about jobs $1, with

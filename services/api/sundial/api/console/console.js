@@ -385,7 +385,9 @@
 
   // --- jobs list ---------------------------------------------------------------------------
 
-  const list = { namePrefix: "", label: "", paused: "", tokens: [""], page: 0 };
+  const list = {
+    namePrefix: "", label: "", paused: "", selector: "", text: "", tokens: [""], page: 0,
+  };
 
   function jobsRequest() {
     const body = { pageSize: JOBS_PAGE, pageToken: list.tokens[list.page] };
@@ -396,7 +398,47 @@
       body.labels = { [list.label.slice(0, at).trim()]: list.label.slice(at + 1).trim() };
     }
     if (list.paused) body.paused = list.paused === "paused";
+    if (list.selector) body.selector = list.selector;
+    if (list.text) body.search = list.text;
     return body;
+  }
+
+  // A bulk action over the jobs the search form's selector and text match: count them
+  // with a dry run, show the count and the first ids, then act (repeated until none is
+  // left: each call acts on at most 1,000), as `sundial jobs pause -l ...` does.
+  async function bulkAct(method, verb, refresh) {
+    const selector = $("#search-selector").value.trim();
+    const search = $("#search-text").value.trim();
+    if (!selector && !search) {
+      fail(new ApiError("invalid_argument", "give a selector or a text to act on many jobs"));
+      return;
+    }
+    try {
+      const dry = await jobApi(method, { selector, search, dryRun: true });
+      const affected = Number(dry.affected || 0);
+      const matched = Number(dry.matched || 0);
+      const first = (dry.jobIds || []).slice(0, 10);
+      const fields = method === "PauseJobs"
+        ? [h("label", { for: "bulk-note" }, "Note (optional)",
+          h("input", { id: "bulk-note", name: "note", maxlength: 500 }))]
+        : [];
+      const form = await confirmAction(`${verb} matching jobs`,
+        `${verb} ${affected} of the ${matched} jobs matching ` +
+        `${[selector, search && `"${search}"`].filter(Boolean).join(" and ")}?` +
+        (first.length ? ` (${first.join(", ")}${affected > first.length ? ", …" : ""})` : ""),
+        fields, `${verb} ${affected}`);
+      if (form === null) return;
+      let done = 0;
+      for (let call = 0; call < 100; call += 1) {
+        const answer = await jobApi(method, { selector, search, note: form.get("note") || "" });
+        done += Number(answer.affected || 0);
+        if (!Number(answer.remaining || 0) || !Number(answer.affected || 0)) break;
+      }
+      say(`${verb === "Pause" ? "Paused" : "Resumed"} ${done} jobs.`);
+      await refresh();
+    } catch (error) {
+      fail(error);
+    }
   }
 
   function showJobs() {
@@ -418,9 +460,18 @@
     const form = h("form", { class: "inline", id: "search-form", role: "search" },
       field("search-name", "Name starts with", list.namePrefix),
       field("search-label", "Label", list.label, "key=value"),
+      field("search-selector", "Selector", list.selector, "team=ops,tier in (a,b)"),
+      field("search-text", "Name or description contains", list.text),
       h("label", { for: "search-paused" }, "Paused", paused),
       h("button", { type: "submit", class: "primary", id: "search" }, "Search"));
-    mount(h("h1", {}, "Jobs"), form, table, h("div", { class: "pager" }, prev, where, next));
+    const bulk = h("div", { class: "actions", id: "bulk-actions" },
+      h("a", { href: "#/new", id: "new-job", class: "button" }, "New job"),
+      h("button", { type: "button", id: "bulk-pause", class: "danger",
+        onclick: () => bulkAct("PauseJobs", "Pause", load) }, "Pause matching…"),
+      h("button", { type: "button", id: "bulk-resume",
+        onclick: () => bulkAct("ResumeJobs", "Resume", load) }, "Resume matching…"));
+    mount(h("h1", {}, "Jobs"), form, bulk, table,
+      h("div", { class: "pager" }, prev, where, next));
 
     async function load() {
       const answer = await jobApi("ListJobs", jobsRequest());
@@ -445,6 +496,8 @@
       event.preventDefault();
       list.namePrefix = $("#search-name").value.trim();
       list.label = $("#search-label").value.trim();
+      list.selector = $("#search-selector").value.trim();
+      list.text = $("#search-text").value.trim();
       list.paused = paused.value;
       list.tokens = [""];
       list.page = 0;
@@ -773,6 +826,8 @@
       const button = (id, label, onclick, cls) =>
         h("button", { type: "button", id, class: cls || "", onclick }, label);
       sections.actions.replaceChildren(
+        h("a", { href: `#/jobs/${encodeURIComponent(jobId)}/edit`, id: "action-edit",
+          class: "button" }, "Edit"),
         button("action-trigger", "Trigger now", () => act("Trigger a run",
           `Start a manual run of ${job.name} now?`, [], "Trigger",
           () => jobApi("TriggerJob", { jobId, requestId: newRequestId() }),
@@ -1068,13 +1123,23 @@
 
   // --- routing -----------------------------------------------------------------------------
 
+  // Pages defined by the console's other scripts (operate.js: the Runs page, the job
+  // form), which reach these helpers through window.sundialConsole.
+  const extraRoutes = [];
+  window.sundialConsole = {
+    ApiError, confirmAction, enumName, fail, fmtSeconds, fmtTime, h, jobApi, mount,
+    newRequestId, pill, poll, runStatus, say, seconds, timeCell, $,
+    route: (pattern, show) => extraRoutes.push([pattern, show]),
+    go: (hash) => { location.hash = hash; },
+  };
+
   function route() {
     stopPolling();
     say("");
     if (!sessionStorage.getItem(TOKEN_KEY)) return renderLogin();
     const role = sessionStorage.getItem(ROLE_KEY) || "tenant";
     $("#nav").hidden = false;
-    for (const id of ["#nav-jobs", "#nav-calendars", "#nav-channels", "#nav-flow"]) {
+    for (const id of ["#nav-jobs", "#nav-runs", "#nav-calendars", "#nav-channels", "#nav-flow"]) {
       $(id).hidden = role === "admin";
     }
     $("#nav-admin").hidden = role !== "admin";
@@ -1086,6 +1151,10 @@
       else link.removeAttribute("aria-current");
     }
     if (role === "admin") return showAdmin();
+    for (const [pattern, show] of extraRoutes) {
+      const found = hash.match(pattern);
+      if (found) return show(...found.slice(1).map(decodeURIComponent));
+    }
     const job = hash.match(/^#\/jobs\/([^/]+)$/);
     if (job) return showJob(decodeURIComponent(job[1]));
     const calendar = hash.match(/^#\/calendars\/([^/]+)$/);

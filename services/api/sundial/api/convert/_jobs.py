@@ -19,6 +19,7 @@ from sundial.api.model import (
     TenantEgress,
     as_revised,
 )
+from sundial.api.selector import parse_selector
 from sundial.api.validation import is_client_job_id
 from sundial.core import wire
 from sundial.core.errors import InvalidArgument
@@ -148,6 +149,8 @@ def job_out(job: Job, memo: dict[object, Any] | None = None, *, shown: bool = Tr
     )
     if job.next_run_at is not None:
         message.next_run_at.CopyFrom(once(wire.timestamp, job.next_run_at))
+    if job.pause_until is not None:
+        message.pause_until.CopyFrom(wire.timestamp(job.pause_until))
     return message
 
 
@@ -215,13 +218,18 @@ def outcome_out(outcome: ApplyOutcome) -> job_service_pb2.ApplyOutcome:
     return _OUTCOME[outcome]
 
 
-def job_filter_in(request: job_service_pb2.ListJobsRequest) -> JobFilter:
-    """ListJobs' filters."""
+def job_filter_in(request: Any) -> JobFilter:
+    """The job filters of ListJobs, CountJobs or a bulk action (each has the fields it
+    has: selector, search, name_prefix, and ListJobs' labels, paused, target_forbidden);
+    the selector parsed (INVALID_ARGUMENT naming ``selector``)."""
+    fields = request.DESCRIPTOR.fields_by_name
     return JobFilter(
-        labels=dict(request.labels),
+        labels=dict(request.labels) if "labels" in fields else {},
         name_prefix=request.name_prefix,
-        paused=request.paused if request.HasField("paused") else None,
-        target_forbidden=request.target_forbidden,
+        paused=request.paused if "paused" in fields and request.HasField("paused") else None,
+        target_forbidden=request.target_forbidden if "target_forbidden" in fields else False,
+        selector=parse_selector(request.selector),
+        search=request.search,
     )
 
 

@@ -90,4 +90,7 @@ def run_filter_in(request: job_service_pb2.ListRunsRequest) -> RunFilter:
         kinds=frozenset(kind for kind in kinds if kind is not None),
         scheduled_after=wire.optional_timestamp(request, "scheduled_after", "scheduled_after"),
         scheduled_before=wire.optional_timestamp(request, "scheduled_before", "scheduled_before"),
+        started_after=wire.optional_timestamp(request, "started_after", "started_after"),
+        started_before=wire.optional_timestamp(request, "started_before", "started_before"),
+        late_only=request.late_only,
     )

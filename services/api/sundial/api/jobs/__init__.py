@@ -12,19 +12,20 @@ UpdateJob of the whole definition unless it is already equal.
 
 One use case per module, one class each, composed into :class:`JobManager`:
 ``_base`` (what they share), ``_create``, ``_read``, ``_update`` (UpdateJob,
-RollbackJob, ApplyJob), ``_lifecycle`` (delete, pause, resume, preview); ``_schedule``
-computes fire times and previews.
+RollbackJob, ApplyJob), ``_batch`` (BatchApplyJobs), ``_lifecycle`` (delete, pause,
+resume, preview); ``_schedule`` computes fire times and previews.
 """
 
 from sundial.api.jobs._base import APPLY_JOB, BATCH_CREATE_JOBS, CREATE_JOB
+from sundial.api.jobs._batch import MAX_BATCH_APPLY, JobBatches
 from sundial.api.jobs._lifecycle import JobLifecycle
 from sundial.api.jobs._schedule import PREVIEW_KEY, compiled_of, first_fire, preview
-from sundial.api.jobs._update import JobUpdates
 
 __all__ = [
     "APPLY_JOB",
     "BATCH_CREATE_JOBS",
     "CREATE_JOB",
+    "MAX_BATCH_APPLY",
     "PREVIEW_KEY",
     "JobManager",
     "compiled_of",
@@ -33,7 +34,7 @@ __all__ = [
 ]
 
 
-class JobManager(JobUpdates, JobLifecycle):
+class JobManager(JobBatches, JobLifecycle):
     """CreateJob, BatchCreateJobs, GetJob, DescribeJob, ListJobs, UpdateJob, RollbackJob,
-    ApplyJob, DeleteJob, PauseJob, ResumeJob and PreviewSchedule for one tenant at a time
-    (the constructor is :class:`~sundial.api.jobs._base.JobsBase`'s)."""
+    ApplyJob, BatchApplyJobs, DeleteJob, PauseJob, ResumeJob and PreviewSchedule for one
+    tenant at a time (the constructor is :class:`~sundial.api.jobs._base.JobsBase`'s)."""

@@ -48,13 +48,22 @@ class JobLifecycle(JobsBase):
         raise error
 
     async def pause_job(
-        self, tenant_id: str, job_id: uuid.UUID, *, note: str, expected_version: int
+        self,
+        tenant_id: str,
+        job_id: uuid.UUID,
+        *,
+        note: str,
+        expected_version: int,
+        until: datetime | None = None,
     ) -> Job:
-        """Pause a job (or replace the note of a paused one)."""
+        """Pause a job (or replace the note and end of a paused one) until ``until``
+        (None: until resumed; the timed pauses' resumer resumes it then)."""
         check_expected_version(expected_version)
         validation.check_note(note, "note")
+        now = self._clock.now()
+        validation.check_pause_until(until, now)
         if not await self._store.pause_job(
-            tenant_id, job_id, expected_version, note, self._clock.now()
+            tenant_id, job_id, expected_version, note, now, until=until
         ):
             raise await self._conflict(tenant_id, job_id, expected_version)
         return await self.get_job(tenant_id, job_id)

@@ -23,6 +23,7 @@ from sundial.api.model import (
     as_revised,
 )
 from sundial.api.runs import with_due
+from sundial.api.selector import check_search
 from sundial.core.errors import (
     InvalidArgument,
     NotFound,
@@ -130,17 +131,9 @@ class JobReading(JobsBase):
         self, tenant_id: str, job_filter: JobFilter, *, page_size: int, page_token: str
     ) -> Page[Job]:
         """A page of the tenant's jobs ordered by name."""
-        cursor = _JOBS.open(
-            page_size,
-            page_token,
-            {
-                "labels": dict(job_filter.labels),
-                "prefix": job_filter.name_prefix,
-                "paused": job_filter.paused,
-                "forbidden": job_filter.target_forbidden,
-            },
-        )
+        cursor = _JOBS.open(page_size, page_token, job_filter.fingerprint())
         validation.check_labels(job_filter.labels, "labels", limit=validation.MAX_LABEL_FILTERS)
+        check_search(job_filter.search)
         validation.check_text(
             job_filter.name_prefix, "name_prefix", validation.MAX_NAME_PREFIX_CHARS
         )

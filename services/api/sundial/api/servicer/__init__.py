@@ -6,11 +6,13 @@ named by its client id is resolved to its uid first (``JobManager.resolve``). Er
 raised as :class:`~sundial.core.errors.SundialError` and mapped by the interceptor.
 
 One part per resource, composed into :class:`JobServicer`: ``_jobs`` (with UpdateJob's
-mask and merge), ``_runs``, ``_calendars``, ``_channels``, ``_flow``, ``_tenant`` (the caller's
-audit log, egress policy, signing secret), ``_secrets``, on ``_base`` (the managers, naming a job or
+mask and merge), ``_bulk`` (many jobs at once: counts, bulk actions, BatchApplyJobs),
+``_runs``, ``_calendars``, ``_channels``, ``_flow``, ``_tenant`` (the caller's audit log,
+egress policy, signing secret), ``_secrets``, on ``_base`` (the managers, naming a job or
 a run).
 """
 
+from sundial.api.servicer._bulk import BulkHandlers
 from sundial.api.servicer._calendars import CalendarHandlers
 from sundial.api.servicer._channels import ChannelHandlers
 from sundial.api.servicer._flow import FlowHandlers
@@ -30,6 +32,7 @@ __all__ = ["JOB_MASK", "JobServicer", "check_update_mask", "client_id_in", "merg
 
 class JobServicer(
     JobHandlers,
+    BulkHandlers,
     RunHandlers,
     CalendarHandlers,
     ChannelHandlers,

@@ -7,6 +7,7 @@ from typing import Any
 
 from sundial.api import convert
 from sundial.api.audit import AuditLog
+from sundial.api.bulk import BulkActions
 from sundial.api.calendars import CalendarManager
 from sundial.api.egress import EgressPolicies
 from sundial.api.flow import FlowLimits
@@ -34,8 +35,10 @@ class ServicerBase(job_service_pb2_grpc.JobServiceServicer):
         channels: NotificationChannels,
         secrets: SecretManager,
         flow: FlowLimits,
+        bulk: BulkActions,
     ) -> None:
         self._secrets = secrets
+        self._bulk = bulk
         self._calendars = calendars
         self._channels = channels
         self._flow = flow

@@ -291,6 +291,7 @@ class JobHandlers(ServicerBase):
             await self._job(tenant, request.job_id),
             note=request.note,
             expected_version=request.expected_version,
+            until=wire.optional_timestamp(request, "pause_until", "pause_until"),
         )
         return pb.PauseJobResponse(job=convert.job_out(job))
 

@@ -7,8 +7,11 @@ import grpc
 from sundial.api import convert
 from sundial.api.auth import current_tenant
 from sundial.api.kit import request_hash
+from sundial.api.model import JobFilter
+from sundial.api.selector import parse_selector
 from sundial.api.servicer._base import ServicerBase
 from sundial.core import wire
+from sundial.core.errors import InvalidArgument
 from sundial.v1 import job_service_pb2 as pb
 
 
@@ -51,13 +54,30 @@ class RunHandlers(ServicerBase):
         self, request: pb.ListRunsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListRunsResponse:
         tenant = current_tenant()
-        page = await self._runs.list_runs(
-            tenant,
-            await self._job(tenant, request.job_id),
-            convert.run_filter_in(request),
-            page_size=request.page_size,
-            page_token=request.page_token,
-        )
+        run_filter = convert.run_filter_in(request)
+        if not request.job_id:
+            page = await self._runs.list_tenant_runs(
+                tenant,
+                run_filter,
+                JobFilter(selector=parse_selector(request.selector)),
+                page_size=request.page_size,
+                page_token=request.page_token,
+            )
+        else:
+            if request.selector:
+                raise InvalidArgument("selector", "is for runs of every job: leave job_id empty")
+            if run_filter.late_only or run_filter.started_after or run_filter.started_before:
+                raise InvalidArgument(
+                    "job_id",
+                    "late_only and started_after/before list every job's runs: leave it empty",
+                )
+            page = await self._runs.list_runs(
+                tenant,
+                await self._job(tenant, request.job_id),
+                run_filter,
+                page_size=request.page_size,
+                page_token=request.page_token,
+            )
         return pb.ListRunsResponse(
             runs=[convert.run_out(run) for run in page.items],
             next_page_token=page.next_page_token,

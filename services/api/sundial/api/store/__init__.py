@@ -26,6 +26,7 @@ from sundial.api.store._calendars import (
 from sundial.api.store._flow import FlowStore
 from sundial.api.store._identity import IdentityKeyStore
 from sundial.api.store._jobs import JobStore
+from sundial.api.store._operations import OperationStore, RunScan, Selected
 from sundial.api.store._runs import RunStore
 from sundial.api.store._secrets import SecretStore
 from sundial.api.store._slo import SloStore
@@ -39,6 +40,8 @@ __all__ = [
     "RequestClaim",
     "RequestRecord",
     "RequestTaken",
+    "RunScan",
+    "Selected",
     "Store",
     "queries",
 ]
@@ -46,6 +49,7 @@ __all__ = [
 
 class Store(
     JobStore,
+    OperationStore,
     RunStore,
     SloStore,
     TenantStore,

@@ -128,6 +128,7 @@ def job_from_row(row: Row) -> Job:
         stats=stats,
         client_id=row["client_job_id"],
         calendars=calendars_from_json(row["calendars"]),
+        pause_until=row["pause_until"],
     )
 
 

@@ -25,6 +25,7 @@ from sundial.api.store._base import (
     translate,
 )
 from sundial.api.store._calendars import check_calendar_versions
+from sundial.api.store._operations import filter_args, filtered
 from sundial.api.store._params import InsertJobs, calendars_doc, distinct_calendars, writer
 from sundial.api.store._requests import RequestStore
 from sundial.core.errors import AlreadyExists, ResourceExhausted
@@ -74,14 +75,12 @@ class JobStore(RequestStore):
         limit: int,
     ) -> list[Job]:
         """Up to ``limit`` jobs by name after ``after`` matching the filter."""
-        rows = await self._pool.fetch(
+        rows = await filtered(
+            self._pool,
             queries.list_jobs,
             tenant_id,
+            *filter_args(tenant_id, job_filter, name_upper_bound),
             after,
-            job_filter.name_prefix or None,
-            name_upper_bound,
-            job_filter.paused,
-            dict(job_filter.labels) if job_filter.labels else None,
             limit,
         )
         return [job_from_row(row) for row in rows]
@@ -273,11 +272,19 @@ class JobStore(RequestStore):
 
     @translate
     async def pause_job(
-        self, tenant_id: str, job_id: uuid.UUID, expected_version: int, note: str, now: datetime
+        self,
+        tenant_id: str,
+        job_id: uuid.UUID,
+        expected_version: int,
+        note: str,
+        now: datetime,
+        *,
+        until: datetime | None = None,
     ) -> bool:
-        """Pause the job (at ``expected_version`` unless 0); False when not matched."""
+        """Pause the job (at ``expected_version`` unless 0) until ``until`` (None: until
+        resumed); False when not matched."""
         changed = await self._pool.fetchval(
-            queries.pause_job, job_id, tenant_id, expected_version, note, now, *writer()
+            queries.pause_job, job_id, tenant_id, expected_version, note, now, *writer(), until
         )
         return changed is not None
 
@@ -331,7 +338,7 @@ class JobStore(RequestStore):
             )
             if version is None:
                 return False
-            await conn.execute(queries.cancel_runs_of_job, job_id, now, "job deleted")
+            await conn.execute(queries.cancel_runs_of_job, [job_id], now, "job deleted")
             await conn.execute(queries.delete_job, job_id, tenant_id)
             await conn.execute(queries.remove_job_from_quota, tenant_id)
             return True

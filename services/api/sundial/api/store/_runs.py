@@ -43,7 +43,7 @@ class RunStore(RequestStore):
         """The job's schedule and the calendars it names, or None when the job does not
         exist (for this tenant)."""
         doc = await self._pool.fetchval(queries.job_schedule, job_id, tenant_id)
-        return None if doc is None else _stored_schedule(doc)
+        return None if doc is None else stored_schedule(doc)
 
     @translate
     async def insert_runs(
@@ -72,7 +72,7 @@ class RunStore(RequestStore):
             job = await conn.fetchrow(queries.lock_job_for_runs, job_id, tenant_id)
             if job is None:
                 return None
-            await _check_waiting(conn, tenant_id, len(instants), waiting_limit)
+            await check_waiting(conn, tenant_id, len(instants), waiting_limit)
             rows = await conn.fetch(
                 queries.insert_runs,
                 job_id,
@@ -111,7 +111,7 @@ class RunStore(RequestStore):
             job = await conn.fetchrow(queries.lock_job_for_runs, job_id, tenant_id)
             if job is None:
                 return None
-            await _check_waiting(conn, tenant_id, 1, waiting_limit)
+            await check_waiting(conn, tenant_id, 1, waiting_limit)
             if claim is not None:
                 await self._claim(conn, tenant_id, claim, now, job_id=job_id)
             for _ in range(max_collisions):
@@ -144,7 +144,7 @@ class RunStore(RequestStore):
         row = await self._pool.fetchrow(queries.get_run, job_id, scheduled_at, tenant_id)
         if row is None:
             return None
-        return run_from_row(row), *_stored_schedule(row["schedule"])
+        return run_from_row(row), *stored_schedule(row["schedule"])
 
     @translate
     async def list_runs(
@@ -208,12 +208,12 @@ class RunStore(RequestStore):
         return run
 
 
-def _stored_schedule(doc: dict[str, Any]) -> tuple[Schedule, dict[str, Calendar]]:
+def stored_schedule(doc: dict[str, Any]) -> tuple[Schedule, dict[str, Calendar]]:
     """A dispatch schedule document (migration 0015): the schedule and its calendars."""
     return schedule_from_json(doc), calendars_from_json(doc.get(RESOLVED_CALENDARS_KEY))
 
 
-async def _check_waiting(conn: Conn, tenant_id: str, adding: int, limit: int | None) -> None:
+async def check_waiting(conn: Conn, tenant_id: str, adding: int, limit: int | None) -> None:
     """Refuse ``adding`` more requested runs when the tenant's not started yet would pass
     its own ``max_waiting_requested_runs``, else ``limit``. Under the tenant's row lock
     (taken after the job's, as every job write does), so concurrent calls cannot pass it

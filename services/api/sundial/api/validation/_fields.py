@@ -154,3 +154,17 @@ def page_size(requested: int, field: str = "page_size") -> int:
     if requested == 0:
         return DEFAULT_PAGE_SIZE
     return min(requested, MAX_PAGE_SIZE)
+
+
+MAX_PAUSE = timedelta(days=366)
+"""The furthest ahead a timed pause (``pause_until``) may end."""
+
+
+def check_pause_until(until: datetime | None, now: datetime, field: str = "pause_until") -> None:
+    """A timed pause's end: in the future, within :data:`MAX_PAUSE` (None: no end)."""
+    if until is None:
+        return
+    if until <= now:
+        raise _fail(field, f"must be in the future (now is {now.isoformat()})")
+    if until - now > MAX_PAUSE:
+        raise _fail(field, "must be within 366 days")

@@ -21,7 +21,7 @@ import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from sundial.core.db import translate_db_errors
-from sundial.notify import JobEvent, dead_run, misfire_skipped
+from sundial.notify import JobEvent, dead_run, misfire_skipped, recovered
 from sundial.run import Grant, RunRef, RunState, RunStatus, Transition
 from sundial.scheduler.model import (
     ClaimedJob,
@@ -575,7 +575,7 @@ class Transaction(AdmissionSteps):
             return
         succeeded = [t.status is RunStatus.SUCCEEDED for t in ended]
         dead = [t.status is RunStatus.DEAD for t in ended]
-        await self._conn.execute(
+        counted = await self._conn.fetch(
             queries.record_completion_stats,
             [t.ref.job_id for t in ended],
             [int(s) for s in succeeded],
@@ -585,5 +585,17 @@ class Transaction(AdmissionSteps):
             [t.finished_at if d else None for t, d in zip(ended, dead, strict=True)],
             now,
         )
+        # Only a batch whose success ended a streak of dead runs pays for this statement.
+        streaks = {row["job_id"]: row["recovered_streak"] for row in counted}
+        if any(streaks.values()):
+            success = {t.ref.job_id: t.ref.key for t in ended if t.status is RunStatus.SUCCEEDED}
+            await self.record_events(
+                [
+                    recovered(job_id, success[job_id], streak)
+                    for job_id, streak in sorted(streaks.items())
+                    if streak and job_id in success
+                ],
+                now,
+            )
         if any(dead):
             await self._apply_failure_policy([t for t in ended if t.status is RunStatus.DEAD], now)
