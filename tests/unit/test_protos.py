@@ -90,6 +90,7 @@ EXPECTED_METHODS = {
         "RotateSigningSecret",
         "RewrapSecrets",
         "RotateIdentityKey",
+        "ListIdentityKeys",
         "ClusterStatus",
         "SetTenantEgressPolicy",
         "GetTenantEgressPolicy",
