@@ -100,8 +100,10 @@ def list_keys(
     token: AdminTokenOption = "",
     output: OutputOption = Output.TABLE,
 ) -> None:
-    """The stored keys, newest first: which signs, which are still published (until
-    when), and the key-encryption key each private key is sealed under."""
+    """The stored keys, newest first: which signs, which are published, until when.
+
+    The "sealed under" column is the key-encryption key of each private key (after
+    ``sundial admin secrets rewrap``, the primary one for every key not retired)."""
     with admin_client(conn, token) as (stub, md):
         listed = stub.ListIdentityKeys(pb.ListIdentityKeysRequest(), metadata=md)
 
@@ -133,9 +135,9 @@ def rewrap(
     token: AdminTokenOption = "",
     output: OutputOption = Output.TABLE,
 ) -> None:
-    """Re-wrap every secret's data key, and the identity keys that may sign, under the
-    primary key-encryption key (calls RewrapSecrets until nothing remains); then the
-    old key can be dropped."""
+    """Re-wrap secrets and identity keys under the primary key-encryption key.
+
+    Calls RewrapSecrets until nothing remains; then the old key can be dropped."""
     total = pb.RewrapSecretsResponse()
     with admin_client(conn, token) as (stub, md):
         for _ in range(_MAX_REWRAP_CALLS):
