@@ -5,9 +5,9 @@ scheduler, executor, and a recording target.
 It logs in with a tenant token, finds a job by name and by label (never another
 tenant's), watches its runs appear as they fire, triggers a run, replays a dead run,
 follows a job's calendar to its dates, lists the calendars and the notification channels
-and deletes one, lists the flow limits and sees a job's flow policy, pauses the job, and
-looks at the admin view; screenshots are kept under the test's
-tmp dir (the path is printed), and copied to ``$SUNDIAL_SCREENSHOTS_DIR`` when set
+and deletes one, lists the flow limits and sees a job's flow policy and its target's auth,
+pauses the job, and looks at the admin view; screenshots are kept under the test's tmp
+dir (the path is printed), and copied to ``$SUNDIAL_SCREENSHOTS_DIR`` when set
 (``SUNDIAL_SCREENSHOTS_DIR=bench/results/console`` refreshes README's picture), so a
 test run leaves the repository as it was.
 """
@@ -317,6 +317,10 @@ def browse(driver: WebDriver, visit: Visit) -> dict[str, str]:
     flow = text_of(driver, "job-flow")
     assert "priority 1" in flow and "concurrency key team=core" in flow, flow
     assert "rate-limit key the target's origin" in flow, flow
+    auth = text_of(driver, "job-auth")  # the target's auth (issue 27)
+    assert auth == (
+        "Standard Webhooks on, identity token for https://beat.example.com, valid 10.0 min"
+    ), auth
     assert "within 30.00 s" in text_of(driver, "slo-table")
 
     def slo_rows(d: WebDriver) -> list[dict[str, int]]:
@@ -495,6 +499,9 @@ async def test_the_console_in_a_browser(
     beat_job.policies.failure.pause_after_consecutive_dead = 3
     beat_job.policies.flow.priority = 1
     beat_job.policies.flow.concurrency_key = "team=core"
+    beat_job.target.http.auth.standard_webhooks = True
+    beat_job.target.http.auth.identity_token.audience = "https://beat.example.com"
+    beat_job.target.http.auth.identity_token.lifetime.FromSeconds(600)
     beat = await tenant.create_job(beat_job)
     await tenant.call(
         "UpdateJob",

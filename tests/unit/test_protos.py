@@ -96,6 +96,7 @@ EXPECTED_METHODS = {
         "RotateSigningSecret",
         "RewrapSecrets",
         "RotateIdentityKey",
+        "ListIdentityKeys",
         "ClusterStatus",
         "SetTenantEgressPolicy",
         "GetTenantEgressPolicy",

@@ -24,7 +24,7 @@ from typing import Annotated, Any
 import typer
 from google.protobuf import field_mask_pb2, timestamp_pb2
 
-from sundial.cli import egress
+from sundial.cli import egress, keys
 from sundial.cli._client import (
     AdminTokenOption,
     Connection,
@@ -61,6 +61,8 @@ app.add_typer(tenants)
 cluster = typer.Typer(name="cluster", help="The scheduler cluster.", no_args_is_help=True)
 app.add_typer(cluster)
 app.add_typer(egress.app)
+app.add_typer(keys.identity_keys)
+app.add_typer(keys.secrets)
 
 
 class Role(enum.StrEnum):

@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .admin_pb2 import ClusterStatusRequest, ClusterStatusResponse, CreateApiTokenRequest, CreateApiTokenResponse, CreateTenantRequest, CreateTenantResponse, GetTenantEgressPolicyRequest, GetTenantEgressPolicyResponse, GetTenantRequest, GetTenantResponse, ListApiTokensRequest, ListApiTokensResponse, ListTenantsRequest, ListTenantsResponse, RevokeApiTokenRequest, RevokeApiTokenResponse, RewrapSecretsRequest, RewrapSecretsResponse, RotateIdentityKeyRequest, RotateIdentityKeyResponse, RotateSigningSecretRequest, RotateSigningSecretResponse, SetTenantEgressPolicyRequest, SetTenantEgressPolicyResponse, UpdateTenantRequest, UpdateTenantResponse
+from .admin_pb2 import ClusterStatusRequest, ClusterStatusResponse, CreateApiTokenRequest, CreateApiTokenResponse, CreateTenantRequest, CreateTenantResponse, GetTenantEgressPolicyRequest, GetTenantEgressPolicyResponse, GetTenantRequest, GetTenantResponse, ListApiTokensRequest, ListApiTokensResponse, ListIdentityKeysRequest, ListIdentityKeysResponse, ListTenantsRequest, ListTenantsResponse, RevokeApiTokenRequest, RevokeApiTokenResponse, RewrapSecretsRequest, RewrapSecretsResponse, RotateIdentityKeyRequest, RotateIdentityKeyResponse, RotateSigningSecretRequest, RotateSigningSecretResponse, SetTenantEgressPolicyRequest, SetTenantEgressPolicyResponse, UpdateTenantRequest, UpdateTenantResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -92,9 +92,11 @@ class AdminService(Protocol):
 
     async def rewrap_secrets(self, request: RewrapSecretsRequest, ctx: RequestContext[RewrapSecretsRequest, RewrapSecretsResponse], /) -> RewrapSecretsResponse:
         """
-        Re-wraps the data keys of tenants' secrets that are not under the primary
-        key-encryption key (the first of SUNDIAL_SECRET_KEYS), up to 1,000 per call: the step
-        of a key-encryption-key rotation after which the old key can be retired.
+        Re-wraps the data keys of tenants' secrets, and the sealed private halves of the
+        identity-token keys that may still sign, that are not under the primary
+        key-encryption key (the first of SUNDIAL_SECRET_KEYS), up to 1,000 per call
+        (identity keys first): the step of a key-encryption-key rotation after which the old
+        key can be retired.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -104,6 +106,14 @@ class AdminService(Protocol):
         from now on; the previous keys stay published at /.well-known/jwks.json for the
         overlap, so tokens they signed keep verifying until they expire. FAILED_PRECONDITION
         without key-encryption keys (SUNDIAL_SECRET_KEYS), which seal the private key.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def list_identity_keys(self, request: ListIdentityKeysRequest, ctx: RequestContext[ListIdentityKeysRequest, ListIdentityKeysResponse], /) -> ListIdentityKeysResponse:
+        """
+        The identity-token signing keys still stored, newest first (at most 100): which one
+        signs, which are published at /.well-known/jwks.json and until when, and which
+        key-encryption key seals each private half. Never a private key.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -251,6 +261,17 @@ class AdminServiceASGIApplication(ConnectASGIApplication[AdminService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.rotate_identity_key,
+                ),
+                "/sundial.v1.AdminService/ListIdentityKeys": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ListIdentityKeys",
+                        service_name="sundial.v1.AdminService",
+                        input=ListIdentityKeysRequest,
+                        output=ListIdentityKeysResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.list_identity_keys,
                 ),
                 "/sundial.v1.AdminService/ClusterStatus": Endpoint.unary(
                     method=MethodInfo(
@@ -519,9 +540,11 @@ class AdminServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> RewrapSecretsResponse:
         """
-        Re-wraps the data keys of tenants' secrets that are not under the primary
-        key-encryption key (the first of SUNDIAL_SECRET_KEYS), up to 1,000 per call: the step
-        of a key-encryption-key rotation after which the old key can be retired.
+        Re-wraps the data keys of tenants' secrets, and the sealed private halves of the
+        identity-token keys that may still sign, that are not under the primary
+        key-encryption key (the first of SUNDIAL_SECRET_KEYS), up to 1,000 per call
+        (identity keys first): the step of a key-encryption-key rotation after which the old
+        key can be retired.
         """
         return await self.execute_unary(
             request=request,
@@ -556,6 +579,31 @@ class AdminServiceClient(ConnectClient):
                 service_name="sundial.v1.AdminService",
                 input=RotateIdentityKeyRequest,
                 output=RotateIdentityKeyResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def list_identity_keys(
+        self,
+        request: ListIdentityKeysRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListIdentityKeysResponse:
+        """
+        The identity-token signing keys still stored, newest first (at most 100): which one
+        signs, which are published at /.well-known/jwks.json and until when, and which
+        key-encryption key seals each private half. Never a private key.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListIdentityKeys",
+                service_name="sundial.v1.AdminService",
+                input=ListIdentityKeysRequest,
+                output=ListIdentityKeysResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),
@@ -690,9 +738,11 @@ class AdminServiceSync(Protocol):
 
     def rewrap_secrets(self, request: RewrapSecretsRequest, ctx: RequestContext[RewrapSecretsRequest, RewrapSecretsResponse], /) -> RewrapSecretsResponse:
         """
-        Re-wraps the data keys of tenants' secrets that are not under the primary
-        key-encryption key (the first of SUNDIAL_SECRET_KEYS), up to 1,000 per call: the step
-        of a key-encryption-key rotation after which the old key can be retired.
+        Re-wraps the data keys of tenants' secrets, and the sealed private halves of the
+        identity-token keys that may still sign, that are not under the primary
+        key-encryption key (the first of SUNDIAL_SECRET_KEYS), up to 1,000 per call
+        (identity keys first): the step of a key-encryption-key rotation after which the old
+        key can be retired.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -702,6 +752,14 @@ class AdminServiceSync(Protocol):
         from now on; the previous keys stay published at /.well-known/jwks.json for the
         overlap, so tokens they signed keep verifying until they expire. FAILED_PRECONDITION
         without key-encryption keys (SUNDIAL_SECRET_KEYS), which seal the private key.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def list_identity_keys(self, request: ListIdentityKeysRequest, ctx: RequestContext[ListIdentityKeysRequest, ListIdentityKeysResponse], /) -> ListIdentityKeysResponse:
+        """
+        The identity-token signing keys still stored, newest first (at most 100): which one
+        signs, which are published at /.well-known/jwks.json and until when, and which
+        key-encryption key seals each private half. Never a private key.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -847,6 +905,17 @@ class AdminServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.rotate_identity_key,
+                ),
+                "/sundial.v1.AdminService/ListIdentityKeys": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ListIdentityKeys",
+                        service_name="sundial.v1.AdminService",
+                        input=ListIdentityKeysRequest,
+                        output=ListIdentityKeysResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.list_identity_keys,
                 ),
                 "/sundial.v1.AdminService/ClusterStatus": EndpointSync.unary(
                     method=MethodInfo(
@@ -1115,9 +1184,11 @@ class AdminServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> RewrapSecretsResponse:
         """
-        Re-wraps the data keys of tenants' secrets that are not under the primary
-        key-encryption key (the first of SUNDIAL_SECRET_KEYS), up to 1,000 per call: the step
-        of a key-encryption-key rotation after which the old key can be retired.
+        Re-wraps the data keys of tenants' secrets, and the sealed private halves of the
+        identity-token keys that may still sign, that are not under the primary
+        key-encryption key (the first of SUNDIAL_SECRET_KEYS), up to 1,000 per call
+        (identity keys first): the step of a key-encryption-key rotation after which the old
+        key can be retired.
         """
         return self.execute_unary(
             request=request,
@@ -1152,6 +1223,31 @@ class AdminServiceClientSync(ConnectClientSync):
                 service_name="sundial.v1.AdminService",
                 input=RotateIdentityKeyRequest,
                 output=RotateIdentityKeyResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def list_identity_keys(
+        self,
+        request: ListIdentityKeysRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListIdentityKeysResponse:
+        """
+        The identity-token signing keys still stored, newest first (at most 100): which one
+        signs, which are published at /.well-known/jwks.json and until when, and which
+        key-encryption key seals each private half. Never a private key.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListIdentityKeys",
+                service_name="sundial.v1.AdminService",
+                input=ListIdentityKeysRequest,
+                output=ListIdentityKeysResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

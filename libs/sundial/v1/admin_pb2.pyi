@@ -307,14 +307,16 @@ class RewrapSecretsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class RewrapSecretsResponse(_message.Message):
-    __slots__ = ("rewrapped", "remaining", "key_id")
+    __slots__ = ("rewrapped", "remaining", "key_id", "identity_keys")
     REWRAPPED_FIELD_NUMBER: _ClassVar[int]
     REMAINING_FIELD_NUMBER: _ClassVar[int]
     KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    IDENTITY_KEYS_FIELD_NUMBER: _ClassVar[int]
     rewrapped: int
     remaining: int
     key_id: str
-    def __init__(self, rewrapped: _Optional[int] = ..., remaining: _Optional[int] = ..., key_id: _Optional[str] = ...) -> None: ...
+    identity_keys: int
+    def __init__(self, rewrapped: _Optional[int] = ..., remaining: _Optional[int] = ..., key_id: _Optional[str] = ..., identity_keys: _Optional[int] = ...) -> None: ...
 
 class RotateIdentityKeyRequest(_message.Message):
     __slots__ = ("overlap",)
@@ -327,3 +329,31 @@ class RotateIdentityKeyResponse(_message.Message):
     KID_FIELD_NUMBER: _ClassVar[int]
     kid: str
     def __init__(self, kid: _Optional[str] = ...) -> None: ...
+
+class ListIdentityKeysRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListIdentityKeysResponse(_message.Message):
+    __slots__ = ("keys",)
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    keys: _containers.RepeatedCompositeFieldContainer[IdentityKey]
+    def __init__(self, keys: _Optional[_Iterable[_Union[IdentityKey, _Mapping]]] = ...) -> None: ...
+
+class IdentityKey(_message.Message):
+    __slots__ = ("kid", "algorithm", "create_time", "retire_time", "signing", "published", "key_id")
+    KID_FIELD_NUMBER: _ClassVar[int]
+    ALGORITHM_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    RETIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    SIGNING_FIELD_NUMBER: _ClassVar[int]
+    PUBLISHED_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    kid: str
+    algorithm: str
+    create_time: _timestamp_pb2.Timestamp
+    retire_time: _timestamp_pb2.Timestamp
+    signing: bool
+    published: bool
+    key_id: str
+    def __init__(self, kid: _Optional[str] = ..., algorithm: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., retire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., signing: _Optional[bool] = ..., published: _Optional[bool] = ..., key_id: _Optional[str] = ...) -> None: ...

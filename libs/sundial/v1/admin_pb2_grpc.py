@@ -85,6 +85,11 @@ class AdminServiceStub:
                 request_serializer=sundial_dot_v1_dot_admin__pb2.RotateIdentityKeyRequest.SerializeToString,
                 response_deserializer=sundial_dot_v1_dot_admin__pb2.RotateIdentityKeyResponse.FromString,
                 _registered_method=True)
+        self.ListIdentityKeys = channel.unary_unary(
+                '/sundial.v1.AdminService/ListIdentityKeys',
+                request_serializer=sundial_dot_v1_dot_admin__pb2.ListIdentityKeysRequest.SerializeToString,
+                response_deserializer=sundial_dot_v1_dot_admin__pb2.ListIdentityKeysResponse.FromString,
+                _registered_method=True)
         self.ClusterStatus = channel.unary_unary(
                 '/sundial.v1.AdminService/ClusterStatus',
                 request_serializer=sundial_dot_v1_dot_admin__pb2.ClusterStatusRequest.SerializeToString,
@@ -164,9 +169,11 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RewrapSecrets(self, request, context):
-        """Re-wraps the data keys of tenants' secrets that are not under the primary
-        key-encryption key (the first of SUNDIAL_SECRET_KEYS), up to 1,000 per call: the step
-        of a key-encryption-key rotation after which the old key can be retired.
+        """Re-wraps the data keys of tenants' secrets, and the sealed private halves of the
+        identity-token keys that may still sign, that are not under the primary
+        key-encryption key (the first of SUNDIAL_SECRET_KEYS), up to 1,000 per call
+        (identity keys first): the step of a key-encryption-key rotation after which the old
+        key can be retired.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -177,6 +184,15 @@ class AdminServiceServicer:
         from now on; the previous keys stay published at /.well-known/jwks.json for the
         overlap, so tokens they signed keep verifying until they expire. FAILED_PRECONDITION
         without key-encryption keys (SUNDIAL_SECRET_KEYS), which seal the private key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListIdentityKeys(self, request, context):
+        """The identity-token signing keys still stored, newest first (at most 100): which one
+        signs, which are published at /.well-known/jwks.json and until when, and which
+        key-encryption key seals each private half. Never a private key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -258,6 +274,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.RotateIdentityKey,
                     request_deserializer=sundial_dot_v1_dot_admin__pb2.RotateIdentityKeyRequest.FromString,
                     response_serializer=sundial_dot_v1_dot_admin__pb2.RotateIdentityKeyResponse.SerializeToString,
+            ),
+            'ListIdentityKeys': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListIdentityKeys,
+                    request_deserializer=sundial_dot_v1_dot_admin__pb2.ListIdentityKeysRequest.FromString,
+                    response_serializer=sundial_dot_v1_dot_admin__pb2.ListIdentityKeysResponse.SerializeToString,
             ),
             'ClusterStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.ClusterStatus,
@@ -546,6 +567,33 @@ class AdminService:
             '/sundial.v1.AdminService/RotateIdentityKey',
             sundial_dot_v1_dot_admin__pb2.RotateIdentityKeyRequest.SerializeToString,
             sundial_dot_v1_dot_admin__pb2.RotateIdentityKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListIdentityKeys(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sundial.v1.AdminService/ListIdentityKeys',
+            sundial_dot_v1_dot_admin__pb2.ListIdentityKeysRequest.SerializeToString,
+            sundial_dot_v1_dot_admin__pb2.ListIdentityKeysResponse.FromString,
             options,
             channel_credentials,
             insecure,

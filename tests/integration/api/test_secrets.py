@@ -1,23 +1,32 @@
 """Tenant secrets against the API's real graph (docs/design.md section 7, "Secrets"):
 write-only values sealed at rest, references checked at write time, bounded per tenant,
 and no read, revision, audit event, export or dry run ever shows a value; a rotated
-key-encryption key still opens old secrets after re-wrapping."""
+key-encryption key still opens old secrets, and the identity key still signs, after
+re-wrapping and dropping the old key."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
+import aiohttp
+import asyncpg
 import grpc
+import jwt
 import pytest
 from google.protobuf import json_format
 from typer.testing import CliRunner, Result
 
 from sundial.api.store._secrets import sealed_from_row
 from sundial.api.vault import context_of
+from sundial.api.web import HttpServer
 from sundial.cli.app import app
+from sundial.core.identity import JWKS_PATH, mint, open_key
 from sundial.core.sealing import Keyring, parse_keys
+from sundial.scheduler.store import SchedulerStore
 from sundial.v1 import admin_pb2, job_pb2, secret_pb2
 from sundial.v1 import job_service_pb2 as pb
 from tests.helpers.eventually import assert_eventually
@@ -265,14 +274,34 @@ async def test_a_rotated_key_encryption_key_opens_old_secrets_after_rewrapping(
     other = await first.tenant("other")
     await create_secret(first, tenant, "crm-token")
     await create_secret(first, other, "crm-token", "other-tenants-value")
-    # The operator puts the new key first, keeps the old one, and re-wraps.
+    # The API made the first identity key at start; a rotation retires it (still
+    # published for the overlap): both are sealed under the old key-encryption key.
+    retired = await identity_keys(first)
+    signing = (
+        await first.admin.RotateIdentityKey(
+            admin_pb2.RotateIdentityKeyRequest(), metadata=first.admin_md
+        )
+    ).kid
+    # The operator puts the new key first, keeps the old one, and re-wraps: the signing
+    # identity key first, then the secrets; a retired key never signs again and stays.
     rotated = await start_api(secret_keys=f"{new},{old}")
     answer = await rotated.admin.RewrapSecrets(
         admin_pb2.RewrapSecretsRequest(), metadata=rotated.admin_md
     )
-    assert (answer.rewrapped, answer.remaining, answer.key_id) == (2, 0, "test-kek-2")
+    assert (answer.rewrapped, answer.identity_keys, answer.remaining, answer.key_id) == (
+        3,
+        1,
+        0,
+        "test-kek-2",
+    )
     rows = await rotated.sql("SELECT * FROM tenant_secrets ORDER BY tenant_id")
     assert {row["kek_id"] for row in rows} == {"test-kek-2"}
+    listed = await identity_keys(rotated)
+    assert [(k.kid, k.signing, k.published, k.key_id) for k in listed] == [
+        (signing, True, True, "test-kek-2"),
+        (retired[0].kid, False, True, "test-kek-1"),
+    ]
+    assert listed[1].HasField("retire_time") and not listed[0].HasField("retire_time")
     # Only the new key now: both secrets still open, each only as its own tenant's.
     keyring = Keyring(parse_keys(new))
     values = [
@@ -280,12 +309,90 @@ async def test_a_rotated_key_encryption_key_opens_old_secrets_after_rewrapping(
         for row in rows
     ]
     assert values == [VALUE.encode(), b"other-tenants-value"]
+    # ... and the identity key still signs: the ledger's path (the signing key read as
+    # the scheduler reads it, opened with the new key alone) mints a JWT that verifies
+    # against the JWKS an API holding only the new key publishes. That API made no key
+    # of its own at start: one signs already.
+    only_new = await start_api(secret_keys=new, http_listen="127.0.0.1:0")
+    token = await mint_as_the_ledger(only_new, keyring)
+    jwks = await jwks_of(only_new)
+    assert [k["kid"] for k in jwks["keys"]] == [signing, retired[0].kid]
+    claims = verify_jwt(token, jwks, audience="https://jobs.example.com/hook")
+    assert claims["sub"] == "acme/job-1"
     # New secrets are sealed under the new key; a second re-wrap has nothing to do.
-    await create_secret(rotated, tenant, "second")
-    again = await rotated.admin.RewrapSecrets(
+    await create_secret(only_new, tenant, "second")
+    again = await only_new.admin.RewrapSecrets(
+        admin_pb2.RewrapSecretsRequest(), metadata=only_new.admin_md
+    )
+    assert (again.rewrapped, again.identity_keys, again.remaining) == (0, 0, 0)
+
+
+async def test_rewrapping_refuses_an_identity_key_it_cannot_open_and_names_it(
+    start_api: StartApi,
+) -> None:
+    first = await start_api()
+    (made,) = await identity_keys(first)
+    # The key-encryption key that sealed it is gone (dropped before re-wrapping).
+    rotated = await start_api(
+        secret_keys="test-kek-2:" + "bmV3LWtleS1lbmNyeXB0aW9uLWtleS1vZi10ZXN0cyE="
+    )
+    await expect_error(
+        rotated.admin.RewrapSecrets(admin_pb2.RewrapSecretsRequest(), metadata=rotated.admin_md),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        text=f"identity key {made.kid}",
+    )
+    # The way out the message names: a rotation retires it, and the re-wrap completes.
+    await rotated.admin.RotateIdentityKey(
+        admin_pb2.RotateIdentityKeyRequest(), metadata=rotated.admin_md
+    )
+    answer = await rotated.admin.RewrapSecrets(
         admin_pb2.RewrapSecretsRequest(), metadata=rotated.admin_md
     )
-    assert (again.rewrapped, again.remaining) == (0, 0)
+    assert (answer.rewrapped, answer.remaining) == (0, 0)
+
+
+async def identity_keys(api: Api) -> list[admin_pb2.IdentityKey]:
+    answer = await api.admin.ListIdentityKeys(
+        admin_pb2.ListIdentityKeysRequest(), metadata=api.admin_md
+    )
+    return list(answer.keys)
+
+
+async def mint_as_the_ledger(api: Api, keyring: Keyring) -> str:
+    """A token minted as the scheduler's ledger mints one (scheduler/ledger/_identity.py):
+    the signing key from the scheduler's store, opened with ``keyring``."""
+    pool = await asyncpg.create_pool(api.database_url, min_size=1, max_size=1)
+    try:
+        now = datetime.now(UTC)
+        found = await SchedulerStore(pool).signing_identity_key(now)
+    finally:
+        await pool.close()
+    assert found is not None
+    kid, sealed = found
+    return mint(
+        open_key(keyring, kid, sealed),
+        issuer="sundial",
+        subject="acme/job-1",
+        audience="https://jobs.example.com/hook",
+        now=now,
+        lifetime=timedelta(minutes=5),
+    )
+
+
+async def jwks_of(api: Api) -> dict[str, Any]:
+    (server,) = [c for c in api.service.components if isinstance(c, HttpServer)]
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"{server.url}{JWKS_PATH}") as answer,
+    ):
+        assert answer.status == 200
+        return dict(json.loads(await answer.text()))
+
+
+def verify_jwt(token: str, jwks: dict[str, Any], audience: str) -> dict[str, Any]:
+    kid = jwt.get_unverified_header(token)["kid"]
+    [key] = [k for k in jwt.PyJWKSet.from_dict(jwks).keys if k.key_id == kid]
+    return dict(jwt.decode(token, key, algorithms=["EdDSA"], audience=audience, issuer="sundial"))
 
 
 async def test_a_notification_channel_gets_its_referenced_secret_on_delivery(

@@ -20,12 +20,14 @@ from sundial.cli._client import (
 from sundial.cli._output import Output, OutputOption
 from sundial.cli.jobs._options import (
     At,
+    Audience,
     Calendars,
     ConcurrencyKey,
     Cron,
     Every,
     GrpcAddress,
     Header,
+    IdentityTokenFlag,
     Jitter,
     JobId,
     Labels,
@@ -40,9 +42,12 @@ from sundial.cli.jobs._options import (
     Priority,
     RateLimitKey,
     RequestId,
+    StandardWebhooks,
     Timeout,
+    TokenLifetime,
     Url,
     Version,
+    auth_from_options,
     policies_from_options,
     read_payload,
     schedule_from_options,
@@ -70,6 +75,10 @@ def create(
     header: Header = None,
     grpc_address: GrpcAddress = "",
     plaintext: Annotated[bool, typer.Option(help="gRPC without TLS.")] = False,
+    standard_webhooks: StandardWebhooks = None,
+    identity_token: IdentityTokenFlag = None,
+    audience: Audience = None,
+    token_lifetime: TokenLifetime = "",
     payload: Payload = "",
     payload_file: PayloadFile = None,
     label: Labels = None,
@@ -94,6 +103,8 @@ def create(
     schedule_from_options(schedule, cron or [], every or [], offset, at)
     if jitter:
         schedule.jitter.CopyFrom(parse_duration(jitter, "--jitter"))
+    auth = job_pb2.TargetAuth()
+    auth_from_options(auth, standard_webhooks, identity_token, audience, token_lifetime)
     policies = job_pb2.Policies()
     policies_from_options(
         policies,
@@ -111,7 +122,7 @@ def create(
         name=name,
         description=description,
         schedule=schedule,
-        target=target_from_options(url, method, header, grpc_address, plaintext),
+        target=target_from_options(url, method, header, grpc_address, plaintext, auth),
         payload=read_payload(payload, payload_file),
         policies=policies,
         labels=parse_pairs(label or [], "--label"),
@@ -146,6 +157,10 @@ def update(
     header: Header = None,
     grpc_address: GrpcAddress = "",
     plaintext: Annotated[bool, typer.Option(help="gRPC without TLS (with --grpc).")] = False,
+    standard_webhooks: StandardWebhooks = None,
+    identity_token: IdentityTokenFlag = None,
+    audience: Audience = None,
+    token_lifetime: TokenLifetime = "",
     payload: Payload = "",
     payload_file: PayloadFile = None,
     label: Annotated[
@@ -190,11 +205,19 @@ def update(
     if jitter:
         job.schedule.jitter.CopyFrom(parse_duration(jitter, "--jitter"))
         paths.append("schedule.jitter")
+    auth = job_pb2.TargetAuth()
     if url or grpc_address:
-        job.target.CopyFrom(target_from_options(url, method, header, grpc_address, plaintext))
+        # The target is replaced as a whole: its auth is what the options say.
+        auth_from_options(auth, standard_webhooks, identity_token, audience, token_lifetime)
+        target = target_from_options(url, method, header, grpc_address, plaintext, auth)
+        job.target.CopyFrom(target)
         paths.append("target")
     elif header:
         fail("--header goes with --url or --grpc (the target is replaced as a whole)")
+    else:
+        paths += _auth_update(
+            job, conn, token, standard_webhooks, identity_token, audience, token_lifetime
+        )
     if payload or payload_file:
         job.payload = read_payload(payload, payload_file)
         paths.append("payload")
@@ -223,3 +246,29 @@ def update(
     with jobs_client(conn, token) as (stub, md):
         response = stub.UpdateJob(request, metadata=md)
     emit_job(response.job, response, output)
+
+
+def _auth_update(  # noqa: PLR0917 (one value per option)
+    job: job_pb2.Job,
+    conn: Connection,
+    token: str,
+    standard_webhooks: bool | None,
+    identity_token: bool | None,
+    audience: str | None,
+    token_lifetime: str,
+) -> list[str]:
+    """The auth options applied to the job's current target auth (read first: the
+    mask names ``target.http.auth`` or ``target.grpc.auth``, whichever it has);
+    returns the path, or none when no auth option was given."""
+    auth = job_pb2.TargetAuth()
+    if not auth_from_options(auth, standard_webhooks, identity_token, audience, token_lifetime):
+        return []
+    with tenant_client(conn, token) as client:
+        current = client.get_job(job.job_id)
+    kind = current.target.WhichOneof("kind")
+    if kind is None:
+        fail("the job has no target to authenticate calls to")
+    auth.CopyFrom(getattr(current.target, kind).auth)
+    auth_from_options(auth, standard_webhooks, identity_token, audience, token_lifetime)
+    getattr(job.target, kind).auth.CopyFrom(auth)
+    return [f"target.{kind}.auth"]

@@ -75,6 +75,47 @@ Header = Annotated[
 GrpcAddress = Annotated[str, typer.Option("--grpc", help="gRPC target host:port (TargetService).")]
 
 
+StandardWebhooks = Annotated[
+    bool | None,
+    typer.Option(
+        "--standard-webhooks/--no-standard-webhooks",
+        help="Also sign calls in the Standard Webhooks format (webhook-id, "
+        "webhook-timestamp, webhook-signature).",
+        show_default=False,
+    ),
+]
+
+
+IdentityTokenFlag = Annotated[
+    bool | None,
+    typer.Option(
+        "--identity-token/--no-identity-token",
+        help="Send a short-lived JWT signed by Sundial as Authorization: Bearer on every "
+        "call (verify it against the API's /.well-known/jwks.json).",
+        show_default=False,
+    ),
+]
+
+
+Audience = Annotated[
+    str | None,
+    typer.Option(
+        help="The identity token's aud claim (empty: the target's URL or address); "
+        "implies --identity-token.",
+        show_default=False,
+    ),
+]
+
+
+TokenLifetime = Annotated[
+    str,
+    typer.Option(
+        help="How long an identity token is valid, 1m to 60m (default 5m); implies "
+        "--identity-token."
+    ),
+]
+
+
 Payload = Annotated[str, typer.Option(help="Body sent on every run (text).")]
 
 
@@ -184,17 +225,53 @@ def schedule_from_options(
     return f"schedule.{which}"
 
 
-def target_from_options(
-    url: str, method: str, headers: list[str] | None, grpc_address: str, plaintext: bool
+def target_from_options(  # noqa: PLR0917 (one value per option)
+    url: str,
+    method: str,
+    headers: list[str] | None,
+    grpc_address: str,
+    plaintext: bool,
+    auth: job_pb2.TargetAuth | None = None,
 ) -> job_pb2.Target:
     if bool(url) == bool(grpc_address):
         fail("give exactly one of --url or --grpc")
     pairs = parse_pairs(headers or [], "--header")
     if url:
-        return job_pb2.Target(http=job_pb2.HttpTarget(url=url, method=method, headers=pairs))
+        return job_pb2.Target(
+            http=job_pb2.HttpTarget(url=url, method=method, headers=pairs, auth=auth)
+        )
     return job_pb2.Target(
-        grpc=job_pb2.GrpcTarget(address=grpc_address, plaintext=plaintext, metadata=pairs)
+        grpc=job_pb2.GrpcTarget(
+            address=grpc_address, plaintext=plaintext, metadata=pairs, auth=auth
+        )
     )
+
+
+def auth_from_options(
+    auth: job_pb2.TargetAuth,
+    standard_webhooks: bool | None,
+    identity_token: bool | None,
+    audience: str | None,
+    token_lifetime: str,
+) -> bool:
+    """Apply the target-auth options to ``auth`` (empty for a new target, the current
+    one for an update); whether any was given."""
+    wants_token = audience is not None or bool(token_lifetime)
+    if identity_token is False and wants_token:
+        fail("--audience and --token-lifetime go with an identity token, not --no-identity-token")
+    if standard_webhooks is not None:
+        auth.standard_webhooks = standard_webhooks
+    if identity_token is False:
+        auth.ClearField("identity_token")
+    elif identity_token or wants_token:
+        auth.identity_token.SetInParent()
+        if audience is not None:
+            auth.identity_token.audience = audience
+        if token_lifetime:
+            auth.identity_token.lifetime.CopyFrom(
+                parse_duration(token_lifetime, "--token-lifetime")
+            )
+    return standard_webhooks is not None or identity_token is not None or wants_token
 
 
 def policies_from_options(  # noqa: PLR0917 (one value per option)

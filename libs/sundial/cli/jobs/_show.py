@@ -55,6 +55,22 @@ def target_text(target: job_pb2.Target) -> str:
     return "-"
 
 
+def auth_text(target: job_pb2.Target) -> str:
+    """How the target's calls prove they come from Sundial beyond Sundial-Signature:
+    ``standard webhooks, identity token (aud ..., lifetime 5m)``, or ``-``."""
+    kind = target.WhichOneof("kind")
+    if kind is None:
+        return "-"
+    auth = getattr(target, kind).auth
+    parts = ["standard webhooks"] if auth.standard_webhooks else []
+    if auth.HasField("identity_token"):
+        token = auth.identity_token
+        lifetime = duration_text(token.lifetime) if token.HasField("lifetime") else "5m"
+        audience = token.audience or f"the target's {'URL' if kind == 'http' else 'address'}"
+        parts.append(f"identity token (aud {audience}, lifetime {lifetime})")
+    return ", ".join(parts) or "-"
+
+
 def failure_text(failure: job_pb2.FailurePolicy) -> str:
     """What the failure policy does, in words."""
     count = failure.pause_after_consecutive_dead
@@ -82,6 +98,7 @@ def print_job(job: job_pb2.Job) -> None:
         ("tenant", job.tenant_id),
         ("schedule", schedule_text(job.schedule)),
         ("target", target_text(job.target)),
+        ("target auth", auth_text(job.target)),
         ("next run", when(job.next_run_at, set_=job.HasField("next_run_at"))),
         ("paused", f"yes ({job.pause_note})" if job.paused else "no"),
         ("version", str(job.version)),

@@ -15,9 +15,17 @@ from sundial.api.convert import egress_out
 from sundial.api.egress import EgressPolicies
 from sundial.api.identity import IdentityKeys
 from sundial.api.kit import UpdateMask
-from sundial.api.model import ApiToken, ClusterSnapshot, Role, Scope, Tenant, TenantChanges
+from sundial.api.model import (
+    ApiToken,
+    ClusterSnapshot,
+    Role,
+    Scope,
+    StoredIdentityKey,
+    Tenant,
+    TenantChanges,
+)
 from sundial.api.tenancy import TenantManager
-from sundial.api.vault import SecretManager
+from sundial.api.vault import REWRAP_BATCH, SecretManager
 from sundial.core import wire
 from sundial.core.errors import FailedPrecondition, InvalidArgument
 from sundial.core.partition import PARTITION_COUNT
@@ -128,6 +136,21 @@ def cluster_out(snapshot: ClusterSnapshot) -> pb.ClusterStatusResponse:
     return response
 
 
+def identity_key_out(key: StoredIdentityKey) -> pb.IdentityKey:
+    """An identity key's metadata (never its private half)."""
+    message = pb.IdentityKey(
+        kid=key.kid,
+        algorithm=key.algorithm,
+        signing=key.signing,
+        published=key.published,
+        key_id=key.kek_id,
+        create_time=wire.timestamp(key.create_time),
+    )
+    if key.retire_time is not None:
+        message.retire_time.CopyFrom(wire.timestamp(key.retire_time))
+    return message
+
+
 class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     """AdminService on top of :class:`TenantManager`."""
 
@@ -153,11 +176,30 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             raise FailedPrecondition("identity keys are not served by this API")
         return pb.RotateIdentityKeyResponse(kid=await self._identity_keys.rotate(overlap))
 
+    async def ListIdentityKeys(
+        self, request: pb.ListIdentityKeysRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListIdentityKeysResponse:
+        if self._identity_keys is None:
+            raise FailedPrecondition("identity keys are not served by this API")
+        return pb.ListIdentityKeysResponse(
+            keys=[identity_key_out(k) for k in await self._identity_keys.stored()]
+        )
+
     async def RewrapSecrets(
         self, request: pb.RewrapSecretsRequest, context: grpc.aio.ServicerContext
     ) -> pb.RewrapSecretsResponse:
-        done, remaining, key_id = await self._secrets.rewrap()
-        return pb.RewrapSecretsResponse(rewrapped=done, remaining=remaining, key_id=key_id)
+        # Identity keys first (a few at most), then secrets with what is left of the
+        # batch: one bound per call, and a `remaining` of 0 covers both.
+        keys_done = keys_left = 0
+        if self._identity_keys is not None:
+            keys_done, keys_left = await self._identity_keys.rewrap(REWRAP_BATCH)
+        done, remaining, key_id = await self._secrets.rewrap(REWRAP_BATCH - keys_done)
+        return pb.RewrapSecretsResponse(
+            rewrapped=keys_done + done,
+            remaining=keys_left + remaining,
+            key_id=key_id,
+            identity_keys=keys_done,
+        )
 
     def _out(self, tenant: Tenant) -> pb.Tenant:
         return tenant_out(tenant, self._tenants.default_fair_weight)

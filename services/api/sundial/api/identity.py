@@ -10,11 +10,12 @@ import logging
 from datetime import timedelta
 from typing import Any
 
+from sundial.api.model import StoredIdentityKey
 from sundial.api.store import Store
 from sundial.core import identity
 from sundial.core.clock import Clock
 from sundial.core.errors import FailedPrecondition, InvalidArgument
-from sundial.core.sealing import Keyring
+from sundial.core.sealing import Keyring, Sealed, SealingError
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +24,9 @@ DEFAULT_OVERLAP = timedelta(hours=2)
 minutes at most), so every token it signed expires before it goes."""
 MIN_OVERLAP = timedelta(hours=1)
 MAX_OVERLAP = timedelta(days=30)
+LIST_LIMIT = 100
+"""ListIdentityKeys answers the newest this many (a rotation deletes the keys retired
+over a day before, so more are only kept by many rotations in a day)."""
 
 
 class IdentityKeys:
@@ -75,3 +79,46 @@ class IdentityKeys:
     async def jwks(self) -> dict[str, Any]:
         """The JWK Set of the published keys."""
         return identity.jwks(await self._store.published_identity_keys(self._clock.now()))
+
+    async def stored(self) -> list[StoredIdentityKey]:
+        """The stored keys, newest first (at most :data:`LIST_LIMIT`)."""
+        return await self._store.list_identity_keys(self._clock.now(), LIST_LIMIT)
+
+    async def rewrap(self, limit: int) -> tuple[int, int]:
+        """Re-wrap the private halves of up to ``limit`` keys that may still sign under the
+        primary key-encryption key (a key-encryption-key rotation: afterwards the old one
+        can be dropped and the keys still sign); returns (re-wrapped, remaining).
+
+        A retired key is left as it is: it never signs again, and its public half (all
+        the JWKS needs) is not sealed.
+
+        Raises:
+            FailedPrecondition: No key-encryption key is configured, or a key was sealed
+                under one this keyring lacks.
+        """
+        if not self._keyring.configured:
+            raise FailedPrecondition("no key-encryption key is configured (SUNDIAL_SECRET_KEYS)")
+
+        def rewrap(kid: str, sealed: Sealed) -> Sealed:
+            try:
+                return self._keyring.rewrap(sealed, context=identity.context_of(kid))
+            except SealingError as exc:
+                raise FailedPrecondition(
+                    f"identity key {kid} cannot be re-wrapped: {exc}; configure the key it "
+                    "was sealed with as a secondary key, or rotate the identity key "
+                    "(sundial admin identity-keys rotate) and re-wrap again"
+                ) from None
+
+        done, remaining = await self._store.rewrap_identity_keys(
+            self._keyring.primary_id, limit, rewrap
+        )
+        if done:
+            log.info(
+                "identity keys re-wrapped",
+                extra={
+                    "action": "identity_key",
+                    "rewrapped": done,
+                    "key_id": self._keyring.primary_id,
+                },
+            )
+        return done, remaining

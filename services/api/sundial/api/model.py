@@ -500,6 +500,20 @@ class StoredSecret:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredIdentityKey:
+    """An identity-token signing key as an operator sees it (admin.proto
+    ``IdentityKey``): never its private half."""
+
+    kid: str
+    algorithm: str
+    kek_id: str
+    create_time: datetime
+    retire_time: datetime | None
+    signing: bool
+    published: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Principal:
     """Who is calling: decided by the bearer token."""
 

@@ -1066,6 +1066,39 @@ WITH retired AS (
 DELETE FROM identity_keys
  WHERE retire_at < $3 - interval '1 day' AND kid NOT IN (SELECT kid FROM retired);
 
+-- name: identity_keys_to_rewrap
+-- Up to $2 identity keys that may still sign (not retired: a retired key never signs
+-- again, so its private half is never opened) whose data key is not wrapped by key $1,
+-- locked (SKIP LOCKED: two calls at once take disjoint rows).
+SELECT kid, kek_id, wrapped_key, nonce, ciphertext
+  FROM identity_keys
+ WHERE kek_id <> $1 AND retire_at IS NULL
+ LIMIT $2
+   FOR UPDATE SKIP LOCKED;
+
+-- name: rewrap_identity_key
+UPDATE identity_keys SET kek_id = $2, wrapped_key = $3 WHERE kid = $1;
+
+-- name: count_identity_keys_to_rewrap
+SELECT count(*) FROM identity_keys WHERE kek_id <> $1 AND retire_at IS NULL;
+
+-- name: list_identity_keys
+-- The stored identity keys at $1 (now), newest first, at most $2: whether each is
+-- published and which one signs (as the scheduler's signing_identity_key chooses).
+WITH signing AS (
+    SELECT kid
+      FROM identity_keys
+     WHERE retire_at IS NULL OR retire_at > $1
+     ORDER BY (retire_at IS NULL) DESC, created_at DESC, kid
+     LIMIT 1
+)
+SELECT k.kid, k.algorithm, k.kek_id, k.created_at, k.retire_at,
+       (k.retire_at IS NULL OR k.retire_at > $1) AS published,
+       k.kid IN (SELECT kid FROM signing) AS signing
+  FROM identity_keys k
+ ORDER BY k.created_at DESC, k.kid
+ LIMIT $2;
+
 -- name: published_identity_keys
 -- The public JWKs of the keys a token may still be signed with at $1 (now): not
 -- retired, or retired after $1; newest first.

@@ -125,9 +125,9 @@ class SecretManager:
                 continue
         return opened
 
-    async def rewrap(self) -> tuple[int, int, str]:
-        """Re-wrap up to :data:`REWRAP_BATCH` data keys under the primary key; returns
-        (re-wrapped, remaining, the primary key's id)."""
+    async def rewrap(self, limit: int = REWRAP_BATCH) -> tuple[int, int, str]:
+        """Re-wrap up to ``limit`` data keys under the primary key; returns (re-wrapped,
+        remaining, the primary key's id)."""
         if not self._keyring.configured:
             raise FailedPrecondition("no key-encryption key is configured (SUNDIAL_SECRET_KEYS)")
         primary = self._keyring.primary_id
@@ -141,5 +141,5 @@ class SecretManager:
                     "configure the key it was sealed with as a secondary key"
                 ) from None
 
-        done, remaining = await self._store.rewrap_secrets(primary, REWRAP_BATCH, rewrap)
+        done, remaining = await self._store.rewrap_secrets(primary, limit, rewrap)
         return done, remaining, primary

@@ -681,6 +681,21 @@
     ].join(", ");
   }
 
+  // How a target's calls prove they come from Sundial beyond Sundial-Signature
+  // (job.proto TargetAuth): Standard Webhooks on or off, and the identity token's
+  // audience and lifetime (their defaults spelled out).
+  function authText(target) {
+    const auth = ((target && (target.http || target.grpc)) || {}).auth || {};
+    const token = auth.identityToken;
+    const audience = token && (token.audience ||
+      (target.http ? "the target's URL" : "the target's address"));
+    return [
+      `Standard Webhooks ${auth.standardWebhooks ? "on" : "off"}`,
+      token ? `identity token for ${audience}, ` +
+        `valid ${fmtSeconds(seconds(token.lifetime) ?? 300)}` : "no identity token",
+    ].join(", ");
+  }
+
   const targetText = (target) => target && target.http
     ? `${target.http.method || "POST"} ${target.http.url}`
     : target && target.grpc ? `gRPC ${target.grpc.address}` : "—";
@@ -695,6 +710,7 @@
       ["Schedule", (j) => `${describeSchedule(j.schedule)}` +
         (j.schedule && j.schedule.cron ? ` [${j.schedule.cron}]` : "")],
       ["Target", (j) => targetText(j.target)],
+      ["Target auth", (j) => authText(j.target)],
       ["Policies", (j) => policyText(j.policies)],
       ["Labels", labels],
       ["Paused", (j) => (j.paused ? `yes${j.pauseNote ? ` (${j.pauseNote})` : ""}` : "no")],
@@ -886,6 +902,7 @@
         ...fact("Failure policy", failurePolicy(job.policies)),
         ...fact("Target", job.target && job.target.http ? job.target.http.url
           : job.target && job.target.grpc ? `gRPC ${job.target.grpc.address}` : "—"),
+        ...fact("Target auth", h("span", { id: "job-auth" }, authText(job.target))),
         ...fact("Policies", h("span", { id: "job-policies" }, policyText(job.policies))),
         ...fact("Flow", h("span", { id: "job-flow" }, flowText(job.policies))),
         ...fact("Version", String(job.version || "")),
