@@ -12,8 +12,9 @@ beside its reference measured in the same run:
   (runs / (last finish - due)) and CPU per run of every process.
 * ``herd_with_b``: A's herd again, with B's 100 due one second after it: B's lateness
   (target: p99 <= 1 s and <= 3x ``b_alone``) and A's throughput (>= 0.9x ``herd_alone``).
-* ``weights``: tenants C (weight 1) and D (weight 3), each with 1,500 jobs firing every
-  second (far more than the executor drains, so both are backlogged): the share of each
+* ``weights``: tenants C (weight 1) and D (weight 3), each with 500 jobs firing every
+  second, every occurrence a run (overlap ALLOW_ALL; more than the executor drains, so
+  both are backlogged): the share of each
   among the calls over ``--weights-seconds`` (target: 25 % / 75 %, +/- 5 points).
 * ``rate``: a rate limit of 50 calls/s on one key, two executors, a herd of 3,000 runs
   on that key: the calls per second the target sees over the drain (target: 50 +/- 10 %).
@@ -40,10 +41,10 @@ from _common import bench_env
 from bench_e2e import ADMIN_TOKEN, Api, FastTarget, Recorder, cpu_by_process, http_target
 
 from sundial.devstack import Services, Stack
-from sundial.v1 import flow_pb2, job_pb2, job_service_pb2
+from sundial.v1 import flow_pb2, job_pb2
 
 B_RUNS = 100
-WEIGHT_JOBS = 1500
+WEIGHT_JOBS = 500
 RATE = 50.0
 RATE_RUNS = 3000
 
@@ -149,9 +150,15 @@ async def weights(
         for i in range(WEIGHT_JOBS):
             schedule = job_pb2.Schedule(interval=job_pb2.IntervalSchedule())
             schedule.interval.every.FromSeconds(1)
+            # ALLOW_ALL: every occurrence is a run (the default SKIP would cap each job
+            # at one unfinished run, and the backlog with it).
+            policies = job_pb2.Policies(overlap=job_pb2.OVERLAP_POLICY_ALLOW_ALL)
             jobs.append(
                 job_pb2.Job(
-                    name=f"{name}-{i}", schedule=schedule, target=http_target(f"{url}/{name}")
+                    name=f"{name}-{i}",
+                    schedule=schedule,
+                    target=http_target(f"{url}/{name}"),
+                    policies=policies,
                 )
             )
         await api.create(md, jobs)
@@ -195,7 +202,7 @@ async def rate(api: Api, conn: asyncpg.Connection, target: FastTarget, url: str)
     tenant, md = await api.tenant()
     key = "bench-rate"
     await api.jobs.SetFlowLimit(
-        job_service_pb2.SetFlowLimitRequest(
+        flow_pb2.SetFlowLimitRequest(
             limit=flow_pb2.FlowLimit(key=key, rate_per_second=RATE, burst=int(RATE))
         ),
         metadata=md,

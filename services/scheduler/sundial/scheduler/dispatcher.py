@@ -236,7 +236,11 @@ class Dispatcher(PassLoop):
         if not due:
             return runs, {}
         flows = await tx.lock_admission(
-            {r.tenant_id for r in due}, self._config.tenant_window, self._config.fair_weight, now
+            {r.tenant_id for r in due},
+            self._config.tenant_window,
+            self._config.fair_weight,
+            now,
+            wait=False,
         )
         if any(flow.keys for flow in flows.values()):
             runs = await tx.resolve_rate_keys(runs, flows, now)

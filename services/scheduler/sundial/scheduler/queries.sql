@@ -595,6 +595,15 @@ SELECT r.job_id, r.scheduled_at, r.attempt, h.lease_id
 SELECT pg_advisory_xact_lock(hashtextextended('sundial.admit:' || t.tenant_id, 0))
   FROM (SELECT DISTINCT tenant_id FROM unnest($1::text[]) AS u(tenant_id) ORDER BY 1) AS t;
 
+-- name: try_lock_admission
+-- The dispatcher's admission locks of tenants $1: taken where free, never waited for (a
+-- dispatch holds its claimed jobs rows, which a waiting transaction would keep from
+-- PauseJob and the other dispatch workers); whether each was taken.
+SELECT t.tenant_id,
+       pg_try_advisory_xact_lock(hashtextextended('sundial.admit:' || t.tenant_id, 0))
+           AS locked
+  FROM (SELECT DISTINCT tenant_id FROM unnest($1::text[]) AS u(tenant_id) ORDER BY 1) AS t;
+
 -- name: admission_terms
 -- Per tenant $1 (locked by lock_admission): its weight (NULL: the operator's default),
 -- its runs in flight (job_runs_tenant_inflight_idx; at most about its window) and

@@ -53,28 +53,50 @@ class AdmissionSteps:
 
     @translate_db_errors()
     async def lock_admission(
-        self, tenants: Collection[str], window: int, default_weight: int, now: datetime
+        self,
+        tenants: Collection[str],
+        window: int,
+        default_weight: int,
+        now: datetime,
+        *,
+        wait: bool = True,
     ) -> dict[str, TenantFlow]:
         """Take the admission locks of ``tenants`` and read each one's flow (a tenant
-        without a row is absent: not limited)."""
+        without a row is absent: not limited). With ``wait`` False (a dispatch), a lock
+        another transaction holds is not waited for: that tenant's flow is full (every
+        due run of it waits, and the sweeper admits it within a pass)."""
         if not tenants:
             return {}
         names = sorted(tenants)
-        await self._conn.execute(queries.lock_admission, names)
+        busy: set[str] = set()
+        if wait:
+            await self._conn.execute(queries.lock_admission, names)
+        else:
+            rows = await self._conn.fetch(queries.try_lock_admission, names)
+            busy = {r["tenant_id"] for r in rows if not r["locked"]}
         keys: dict[str, dict[str, KeyBucket]] = {}
         for r in await self._conn.fetch(queries.admission_keys, names, now):
             keys.setdefault(r["tenant_id"], {})[r["key"]] = KeyBucket(
                 r["rate_per_s"], r["burst"], r["tokens"], r["refilled_at"], r["blocked_until"]
             )
-        return {
-            r["tenant_id"]: TenantFlow(
-                window=window * (r["fair_weight"] or default_weight),
-                in_flight=r["in_flight"],
-                waiting=r["waiting"],
-                keys=keys.get(r["tenant_id"], {}),
-            )
-            for r in await self._conn.fetch(queries.admission_terms, names)
+        flows = {
+            tenant: TenantFlow(window=0, in_flight=0, waiting=True, keys=keys.get(tenant, {}))
+            for tenant in busy
         }
+        locked = [name for name in names if name not in busy]
+        if locked:
+            flows.update(
+                {
+                    r["tenant_id"]: TenantFlow(
+                        window=window * (r["fair_weight"] or default_weight),
+                        in_flight=r["in_flight"],
+                        waiting=r["waiting"],
+                        keys=keys.get(r["tenant_id"], {}),
+                    )
+                    for r in await self._conn.fetch(queries.admission_terms, locked)
+                }
+            )
+        return flows
 
     @translate_db_errors()
     async def resolve_rate_keys(
