@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,25 +137,65 @@ async def running_cluster(
     *,
     client_tls: ClientTls | None = None,
     http: bool = False,
+    replicas: int = 1,
     **env: str,
 ) -> AsyncIterator[Cluster]:
-    """Start API, scheduler and executor (in that order); stop them at the end.
+    """Start API, scheduler and executor (in that order; ``replicas`` schedulers and as
+    many executors); stop them at the end.
 
     ``env`` adds or overrides service variables; when they make the services serve TLS,
     ``client_tls`` says how to dial them (the probe, the executor and ``Cluster.api``).
     ``http``: the API serves its HTTP port too (``services.processes["api"].http_url``).
     """
     await reset_streams(stack)
-    services = Services(
+    services = fast_services(stack, database_url, log_dir, client_tls=client_tls, http=http, **env)
+    await asyncio.to_thread(services.start, replicas)
+    try:
+        async with dial(services.processes["api"].address, client_tls) as channel:
+            yield Cluster(services, channel)
+    finally:
+        await asyncio.to_thread(services.stop)
+
+
+def fast_services(
+    stack: Stack,
+    database_url: str,
+    log_dir: Path,
+    *,
+    client_tls: ClientTls | None = None,
+    http: bool = False,
+    **env: str,
+) -> Services:
+    """The services of :func:`running_cluster`, not started yet."""
+    return Services(
         stack,
         log_dir=log_dir,
         extra_env={**FAST_ENV, "SUNDIAL_DATABASE_URL": database_url, **env},
         client_tls=client_tls,
         http=http,
     )
-    await asyncio.to_thread(services.start)
+
+
+@contextlib.contextmanager
+def shared_services(
+    stack: Stack, database_url: str, log_dir: Path, **env: str
+) -> Iterator[Services]:
+    """The services of :func:`running_cluster`, started and stopped synchronously: for a
+    fixture that serves several tests (a class of them), started outside any test's event
+    loop. Its processes live as long as the calling thread (``ManagedProcess``), so call
+    it from the main thread; no two such deployments may run at once (they share the
+    stack's streams). Each test dials it with :func:`connected`."""
+    asyncio.run(reset_streams(stack))
+    services = fast_services(stack, database_url, log_dir, **env)
+    services.start()
     try:
-        async with dial(services.processes["api"].address, client_tls) as channel:
-            yield Cluster(services, channel)
+        yield services
     finally:
-        await asyncio.to_thread(services.stop)
+        services.stop()
+
+
+@contextlib.asynccontextmanager
+async def connected(services: Services) -> AsyncIterator[Cluster]:
+    """A :class:`Cluster` on running (plaintext) services, for one test."""
+    async with dial(services.processes["api"].address, None) as channel:
+        yield Cluster(services, channel)
