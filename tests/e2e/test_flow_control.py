@@ -20,7 +20,6 @@ import signal
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import asyncpg
 import pytest
@@ -28,7 +27,7 @@ import pytest
 from sundial.devstack import Services, Stack
 from sundial.v1 import job_pb2, job_service_pb2
 from tests.e2e.test_executor_runs import http_job, once
-from tests.helpers.cluster import Cluster, Tenant, connected, running_cluster, shared_services
+from tests.helpers.cluster import Cluster, Tenant, connected, shared_services
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.target_server import Call, RecordingTarget
 
@@ -164,12 +163,12 @@ def deployment(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Services]:
     """The services the requesting class's tests share: its ``ENV`` on top of the e2e
-    settings, and ``EXECUTORS`` executors."""
+    settings, ``REPLICAS`` schedulers and as many executors."""
     cls = request.cls
     log_dir = tmp_path_factory.mktemp(cls.__name__)
-    with shared_services(stack, class_database_url, log_dir, **cls.ENV) as services:
-        for _ in range(cls.EXECUTORS - 1):
-            services.add("executor")
+    with shared_services(
+        stack, class_database_url, log_dir, replicas=cls.REPLICAS, **cls.ENV
+    ) as services:
         yield services
 
 
@@ -200,7 +199,7 @@ class TestContendedExecutor:
     """One scheduler with a small window, one executor with few call slots."""
 
     ENV = {"SUNDIAL_TENANT_WINDOW": str(WINDOW), "SUNDIAL_MAX_IN_FLIGHT": str(SLOTS)}
-    EXECUTORS = 1
+    REPLICAS = 1
     HERD = 300
     QUIET = 10
 
@@ -233,7 +232,10 @@ class TestContendedExecutor:
         assert a_before < self.HERD // 2, f"{a_before} of A's runs went before B's last"
         called_once_each(a_calls, self.HERD)
         called_once_each(b_calls, self.QUIET)
-        assert not await db.fetchval("SELECT count(*) FROM run_waits")
+        assert not await db.fetchval(
+            "SELECT count(*) FROM run_waits WHERE tenant_id = ANY($1::text[])",
+            [a.tenant_id, b.tenant_id],
+        )
 
     async def test_weights_1_and_3_share_the_calls_25_75(
         self, deployed: Cluster, target: RecordingTarget, db: asyncpg.Connection
@@ -285,19 +287,32 @@ class TestContendedExecutor:
         assert early_low <= WINDOW, f"{early_low} low-priority runs before the last high"
 
 
-# --- limits per key: two executors --------------------------------------------------
+# --- two schedulers and two executors: limits per key, faults --------------------------
 
 
-class TestKeyLimits:
-    """One scheduler (the default window), two executors sharing every limit."""
+class TestTwoOfEach:
+    """Two schedulers and two executors with fairness on: the limits of a key hold
+    across every process, and nothing is lost or run twice when a scheduler and an
+    executor are killed mid-herd. That test kills processes of the class's deployment,
+    so it comes last."""
 
-    ENV: dict[str, str] = {}
-    EXECUTORS = 2
+    ENV = {
+        "SUNDIAL_CLUSTER": f"flow-{uuid.uuid4().hex[:8]}",
+        "SUNDIAL_TENANT_WINDOW": "50",
+        # A killed scheduler's partitions move within 3 s; the messages a killed
+        # executor fetched and never leased come back after 4 s.
+        "SUNDIAL_LEASE_TTL_S": "3",
+        "SUNDIAL_MEMBERSHIP_POLL_S": "0.5",
+        "SUNDIAL_ACK_WAIT_S": "4",
+    }
+    REPLICAS = 2
     RATE = 20.0
     BURST = 5
     RUNS = 100
+    FAULT_HERD = 1000
+    FAULT_QUIET = 20
 
-    async def test_a_rate_limit_is_kept_across_two_executors_and_fails_no_run(
+    async def test_a_rate_limit_holds_across_the_processes_and_fails_no_run(
         self, deployed: Cluster, target: RecordingTarget, db: asyncpg.Connection
     ) -> None:
         tenant = await deployed.tenant()
@@ -370,89 +385,69 @@ class TestKeyLimits:
         called_once_each(target.calls_to("/c42"), 15)
         assert target.max_active_by_path["/c42"] == 3
 
-
-# --- faults with fairness on ----------------------------------------------------------
-
-FAULT_HERD = 1000
-FAULT_QUIET = 20
-
-
-async def test_a_scheduler_and_an_executor_killed_mid_herd_lose_nothing_and_run_nothing_twice(
-    stack: Stack, migrated_database_url: str, tmp_path: Path, target: RecordingTarget
-) -> None:
-    async with running_cluster(
-        stack,
-        migrated_database_url,
-        tmp_path,
-        replicas=2,
-        SUNDIAL_CLUSTER=f"flow-{uuid.uuid4().hex[:8]}",
-        SUNDIAL_TENANT_WINDOW="50",
-        # A killed scheduler's partitions move within 3 s; the messages a killed
-        # executor fetched and never leased come back after 4 s.
-        SUNDIAL_LEASE_TTL_S="3",
-        SUNDIAL_MEMBERSHIP_POLL_S="0.5",
-        SUNDIAL_ACK_WAIT_S="4",
-    ) as cluster:
-        db = await asyncpg.connect(migrated_database_url)
-        try:
-            await kill_mid_herd(cluster, target, db)
-        finally:
-            await db.close()
-
-
-async def kill_mid_herd(cluster: Cluster, target: RecordingTarget, db: asyncpg.Connection) -> None:
-    a, b = await cluster.tenant(), await cluster.tenant()
-    # Each call of A's takes a while, so the executors hold runs when one is killed.
-    target.script("/a", delay_s=0.1)
-    due = soon(2)
-    await asyncio.gather(
-        create_all(a, herd("a", f"{target.url}/a", due, FAULT_HERD)),
-        create_all(b, herd("b", f"{target.url}/b", due + timedelta(seconds=1), FAULT_QUIET)),
-    )
-    scheduler = cluster.services.processes["scheduler"]
-    executor = cluster.services.processes["executor"]
-    node = executor.process.env["SUNDIAL_NODE_ID"]  # type: ignore[index]
-
-    async def mid_herd() -> None:
-        assert len(target.calls_to("/a")) >= FAULT_HERD // 5
-        holds = await db.fetchval(
-            "SELECT count(*) FROM job_runs WHERE status = 'running' AND executor_id LIKE $1",
-            f"{node}/%",
+    async def test_a_scheduler_and_an_executor_killed_mid_herd_lose_nothing_run_nothing_twice(
+        self, deployed: Cluster, target: RecordingTarget, db: asyncpg.Connection
+    ) -> None:
+        a, b = await deployed.tenant(), await deployed.tenant()
+        # Each call of A's takes a while, so the executors hold runs when one is killed.
+        target.script("/a", delay_s=0.1)
+        due = soon(2)
+        await asyncio.gather(
+            create_all(a, herd("a", f"{target.url}/a", due, self.FAULT_HERD)),
+            create_all(
+                b, herd("b", f"{target.url}/b", due + timedelta(seconds=1), self.FAULT_QUIET)
+            ),
         )
-        assert holds, "the victim holds no run"
+        scheduler = deployed.services.processes["scheduler"]
+        executor = deployed.services.processes["executor"]
+        node = (executor.process.env or {})["SUNDIAL_NODE_ID"]
 
-    await assert_eventually(mid_herd, timeout_s=60, interval_s=0.02, what="A's herd under way")
-    for victim in (scheduler, executor):
-        assert victim.process.proc is not None
-        victim.process.proc.send_signal(signal.SIGKILL)
-    for victim in (scheduler, executor):
-        assert victim.process.proc is not None
-        victim.process.proc.wait(10)
-    killed_at = len(target.calls_to("/a"))
-    # The runs the killed executor held: leased, not reported. Only these may take a
-    # second attempt (their lease lapses); nothing else may run twice.
-    held = {
-        (r["job_id"], r["scheduled_at"])
-        for r in await db.fetch(
-            "SELECT job_id, scheduled_at FROM job_runs WHERE status = 'running'"
-            " AND executor_id LIKE $1",
-            f"{node}/%",
+        async def mid_herd() -> None:
+            assert len(target.calls_to("/a")) >= self.FAULT_HERD // 5
+            holds = await db.fetchval(
+                "SELECT count(*) FROM job_runs WHERE status = 'running' AND executor_id LIKE $1",
+                f"{node}/%",
+            )
+            assert holds, "the victim holds no run"
+
+        await assert_eventually(mid_herd, timeout_s=60, interval_s=0.02, what="A's herd under way")
+        for victim in (scheduler, executor):
+            assert victim.process.proc is not None
+            victim.process.proc.send_signal(signal.SIGKILL)
+        for victim in (scheduler, executor):
+            assert victim.process.proc is not None
+            victim.process.proc.wait(10)
+        killed_at = len(target.calls_to("/a"))
+        # The runs the killed executor held: leased, not reported. Only these may take a
+        # second attempt (their lease lapses); nothing else may run twice.
+        held = {
+            (r["job_id"], r["scheduled_at"])
+            for r in await db.fetch(
+                "SELECT job_id, scheduled_at FROM job_runs WHERE status = 'running'"
+                " AND executor_id LIKE $1",
+                f"{node}/%",
+            )
+        }
+        print(f"killed after {killed_at} of A's calls; the executor held {len(held)} runs")
+        await all_succeeded(db, self.FAULT_HERD + self.FAULT_QUIET, a, b, timeout_s=90)
+        tenants = [a.tenant_id, b.tenant_id]
+        assert not await db.fetchval(
+            "SELECT count(*) FROM run_waits WHERE tenant_id = ANY($1::text[])", tenants
         )
-    }
-    print(f"killed after {killed_at} of A's calls; the executor held {len(held)} runs")
-    await all_succeeded(db, FAULT_HERD + FAULT_QUIET, a, b, timeout_s=90)
-    assert not await db.fetchval("SELECT count(*) FROM run_waits")
-    runs = await db.fetch(
-        "SELECT job_id, scheduled_at, attempt FROM job_runs WHERE tenant_id = ANY($1::text[])",
-        [a.tenant_id, b.tenant_id],
-    )
-    assert held, "the killed executor held no run"
-    again = [r for r in runs if r["attempt"] != 1 and (r["job_id"], r["scheduled_at"]) not in held]
-    assert not again, f"{len(again)} runs not held by the killed executor took 2+ attempts"
-    print(f"{sum(r['attempt'] == 2 for r in runs)} runs took a second attempt")
-    assert all(r["attempt"] <= 2 for r in runs)
-    calls = target.calls_to("/a") + target.calls_to("/b")
-    assert len({c.key for c in calls}) == FAULT_HERD + FAULT_QUIET
-    # No attempt of a run was called twice (a run published twice is leased once).
-    twice = [k for k, n in collections.Counter((c.key, c.attempt) for c in calls).items() if n > 1]
-    assert not twice, twice
+        runs = await db.fetch(
+            "SELECT job_id, scheduled_at, attempt FROM job_runs WHERE tenant_id = ANY($1::text[])",
+            tenants,
+        )
+        assert held, "the killed executor held no run"
+        again = [
+            r for r in runs if r["attempt"] != 1 and (r["job_id"], r["scheduled_at"]) not in held
+        ]
+        assert not again, f"{len(again)} runs not held by the killed executor took 2+ attempts"
+        assert all(r["attempt"] <= 2 for r in runs)
+        print(f"{sum(r['attempt'] == 2 for r in runs)} runs took a second attempt")
+        calls = target.calls_to("/a") + target.calls_to("/b")
+        assert len({c.key for c in calls}) == self.FAULT_HERD + self.FAULT_QUIET
+        # No attempt of a run was called twice (a run published twice is leased once).
+        repeated = collections.Counter((c.key, c.attempt) for c in calls)
+        twice = [key for key, n in repeated.items() if n > 1]
+        assert not twice, twice

@@ -137,11 +137,9 @@ async def running_cluster(
     *,
     client_tls: ClientTls | None = None,
     http: bool = False,
-    replicas: int = 1,
     **env: str,
 ) -> AsyncIterator[Cluster]:
-    """Start API, scheduler and executor (in that order; ``replicas`` schedulers and as
-    many executors); stop them at the end.
+    """Start API, scheduler and executor (in that order); stop them at the end.
 
     ``env`` adds or overrides service variables; when they make the services serve TLS,
     ``client_tls`` says how to dial them (the probe, the executor and ``Cluster.api``).
@@ -149,7 +147,7 @@ async def running_cluster(
     """
     await reset_streams(stack)
     services = fast_services(stack, database_url, log_dir, client_tls=client_tls, http=http, **env)
-    await asyncio.to_thread(services.start, replicas)
+    await asyncio.to_thread(services.start)
     try:
         async with dial(services.processes["api"].address, client_tls) as channel:
             yield Cluster(services, channel)
@@ -178,7 +176,7 @@ def fast_services(
 
 @contextlib.contextmanager
 def shared_services(
-    stack: Stack, database_url: str, log_dir: Path, **env: str
+    stack: Stack, database_url: str, log_dir: Path, *, replicas: int = 1, **env: str
 ) -> Iterator[Services]:
     """The services of :func:`running_cluster`, started and stopped synchronously: for a
     fixture that serves several tests (a class of them), started outside any test's event
@@ -187,7 +185,7 @@ def shared_services(
     stack's streams). Each test dials it with :func:`connected`."""
     asyncio.run(reset_streams(stack))
     services = fast_services(stack, database_url, log_dir, **env)
-    services.start()
+    services.start(replicas)
     try:
         yield services
     finally:
