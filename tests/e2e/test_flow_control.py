@@ -25,7 +25,7 @@ import asyncpg
 import pytest
 
 from sundial.devstack import Services, Stack
-from sundial.v1 import job_pb2, job_service_pb2
+from sundial.v1 import flow_pb2, job_pb2, job_service_pb2
 from tests.e2e.test_executor_runs import http_job, once
 from tests.helpers.cluster import Cluster, Tenant, connected, shared_services
 from tests.helpers.eventually import assert_eventually
@@ -116,6 +116,15 @@ async def all_succeeded(
     await assert_eventually(done, timeout_s=timeout_s, interval_s=0.2, what="every run done")
 
 
+async def throttled(db: asyncpg.Connection, *tenants: Tenant) -> int:
+    """Runs of ``tenants`` marked throttled: late by their tenant's own limits (their
+    lateness is counted apart), not by Sundial's fair share."""
+    return await db.fetchval(
+        "SELECT count(*) FROM job_runs WHERE tenant_id = ANY($1::text[]) AND throttled",
+        [t.tenant_id for t in tenants],
+    )
+
+
 def called_once_each(calls: list[Call], count: int) -> None:
     """``count`` runs, each called exactly once (at attempt 1)."""
     keys = collections.Counter(c.key for c in calls)
@@ -126,33 +135,28 @@ def called_once_each(calls: list[Call], count: int) -> None:
 
 
 async def set_limit(
-    db: asyncpg.Connection,
     tenant: Tenant,
     key: str,
     *,
-    rate_per_s: float = 0.0,
+    rate_per_second: float = 0.0,
     burst: int = 0,
     max_running: int = 0,
 ) -> None:
-    """A FlowLimit row as SetFlowLimit stores it, its token bucket full (``burst``
-    tokens)."""
-    await db.execute(
-        "INSERT INTO flow_limits (tenant_id, key, rate_per_s, burst, max_running, tokens)"
-        " VALUES ($1, $2, $3, $4, $5, $6)",
-        tenant.tenant_id,
-        key,
-        rate_per_s,
-        burst,
-        max_running,
-        float(burst),
+    """The tenant's limits of ``key`` (SetFlowLimit: a new or changed rate starts with a
+    full bucket; a target's Retry-After block stays)."""
+    limit = flow_pb2.FlowLimit(
+        key=key, rate_per_second=rate_per_second, burst=burst, max_running=max_running
     )
+    await tenant.call("SetFlowLimit", flow_pb2.SetFlowLimitRequest(limit=limit))
 
 
-async def set_weight(db: asyncpg.Connection, tenant: Tenant, weight: int) -> None:
-    """The tenant's fair_weight, as AdminService's Quotas.fair_weight stores it."""
-    await db.execute(
-        "UPDATE tenants SET fair_weight = $2 WHERE tenant_id = $1", tenant.tenant_id, weight
+async def flow_limit(tenant: Tenant, key: str) -> flow_pb2.FlowLimit:
+    """The key's limit as ListFlowLimits shows it, with its state."""
+    answer = await tenant.jobs.ListFlowLimits(
+        flow_pb2.ListFlowLimitsRequest(), metadata=tenant.metadata, timeout=10
     )
+    [limit] = [x for x in answer.limits if x.key == key]
+    return limit
 
 
 @pytest.fixture(scope="class")
@@ -206,9 +210,8 @@ class TestContendedExecutor:
     async def test_a_quiet_tenants_runs_start_before_a_herd_is_half_done(
         self, deployed: Cluster, target: RecordingTarget, db: asyncpg.Connection
     ) -> None:
-        a, b = await deployed.tenant(), await deployed.tenant()
         # A's window (20) is more than the executor's slots: A alone keeps it busy.
-        await set_weight(db, a, 5)
+        a, b = await deployed.tenant(fair_weight=5), await deployed.tenant()
         await create_all(a, herd("a", f"{target.url}/a", soon(1), self.HERD))
 
         def herd_under_way() -> None:
@@ -232,6 +235,7 @@ class TestContendedExecutor:
         assert a_before < self.HERD // 2, f"{a_before} of A's runs went before B's last"
         called_once_each(a_calls, self.HERD)
         called_once_each(b_calls, self.QUIET)
+        assert await throttled(db, a, b) == 0  # the fair share held them, no limit of theirs
         assert not await db.fetchval(
             "SELECT count(*) FROM run_waits WHERE tenant_id = ANY($1::text[])",
             [a.tenant_id, b.tenant_id],
@@ -240,8 +244,7 @@ class TestContendedExecutor:
     async def test_weights_1_and_3_share_the_calls_25_75(
         self, deployed: Cluster, target: RecordingTarget, db: asyncpg.Connection
     ) -> None:
-        c, d = await deployed.tenant(), await deployed.tenant()
-        await set_weight(db, d, 3)
+        c, d = await deployed.tenant(fair_weight=1), await deployed.tenant(fair_weight=3)
         due = soon(3)
         # Equal backlogs, as long as the calls counted: both stay backlogged over the
         # range the assertion allows (D's share up to 0.9, C's up to 0.4). Without
@@ -316,7 +319,7 @@ class TestTwoOfEach:
         self, deployed: Cluster, target: RecordingTarget, db: asyncpg.Connection
     ) -> None:
         tenant = await deployed.tenant()
-        await set_limit(db, tenant, "crm", rate_per_s=self.RATE, burst=self.BURST)
+        await set_limit(tenant, "crm", rate_per_second=self.RATE, burst=self.BURST)
         await create_all(
             tenant, herd("r", f"{target.url}/r", soon(), self.RUNS, rate_limit_key="crm")
         )
@@ -332,6 +335,9 @@ class TestTwoOfEach:
         print(f"calls/s after the burst: {rate:.2f}; drain {drain:.2f} s")
         assert rate <= self.RATE * 1.1, rate
         assert drain >= (self.RUNS - self.BURST) / self.RATE * 0.9, drain
+        # Every run waited for the key (the burst's too: a limited key's runs always go
+        # through the waiting list), so none of them counts as late by Sundial.
+        assert await throttled(db, tenant) == self.RUNS
 
     async def test_a_429_with_retry_after_holds_the_keys_waiting_runs_until_then(
         self, deployed: Cluster, target: RecordingTarget, db: asyncpg.Connection
@@ -339,31 +345,24 @@ class TestTwoOfEach:
         tenant = await deployed.tenant()
         origin = target.url  # http://127.0.0.1:<port>: the default rate-limit key
         # One call every 5 s: the first run goes, the others wait for tokens.
-        await set_limit(db, tenant, origin, rate_per_s=0.2, burst=1)
+        await set_limit(tenant, origin, rate_per_second=0.2, burst=1)
         target.script("/k", status=429, headers={"Retry-After": "3"}, times=1)
         await create_all(tenant, herd("k", f"{target.url}/k", soon(), 10))
 
-        async def blocked() -> datetime:
-            until = await db.fetchval(
-                "SELECT blocked_until FROM flow_limits WHERE tenant_id = $1 AND key = $2",
-                tenant.tenant_id,
-                origin,
-            )
-            assert until is not None, "the key is not blocked"
-            return until  # type: ignore[no-any-return]
+        async def blocked() -> None:
+            limit = await flow_limit(tenant, origin)
+            assert limit.HasField("blocked_until"), "the key is not blocked"
+            assert limit.waiting_runs == 9, limit
 
         await assert_eventually(blocked, timeout_s=30, what="the 429 blocks the key")
-        [throttled] = target.calls_to("/k")
-        assert throttled.status == 429
+        [answered_429] = target.calls_to("/k")
+        assert answered_429.status == 429
         # Lift the rate limit: from now on only the target's Retry-After holds the runs.
-        await db.execute(
-            "UPDATE flow_limits SET rate_per_s = 1000, burst = 100 WHERE tenant_id = $1",
-            tenant.tenant_id,
-        )
+        await set_limit(tenant, origin, rate_per_second=1000, burst=100)
         await all_succeeded(db, 10, tenant, timeout_s=60)
         first, *later = target.calls_to("/k")
-        assert first is throttled and len(later) == 10, len(later)
-        gaps = [c.started - throttled.started for c in later]
+        assert first is answered_429 and len(later) == 10, len(later)
+        gaps = [c.started - answered_429.started for c in later]
         print(f"first call after the 429: {min(gaps):.2f} s later")
         assert min(gaps) >= 2.5, sorted(gaps)
         attempts = await db.fetch(
@@ -371,12 +370,13 @@ class TestTwoOfEach:
             tenant.tenant_id,
         )
         assert {r["attempt"]: r["n"] for r in attempts} == {1: 9, 2: 1}
+        assert await throttled(db, tenant) == 10
 
     async def test_a_concurrency_key_never_has_more_runs_at_once_than_its_limit(
         self, deployed: Cluster, target: RecordingTarget, db: asyncpg.Connection
     ) -> None:
         tenant = await deployed.tenant()
-        await set_limit(db, tenant, "customer=42", max_running=3)
+        await set_limit(tenant, "customer=42", max_running=3)
         target.script("/c42", delay_s=0.5)
         await create_all(
             tenant, herd("c", f"{target.url}/c42", soon(), 15, concurrency_key="customer=42")

@@ -100,7 +100,9 @@ class Cluster:
     def admin(self) -> admin_pb2_grpc.AdminServiceStub:
         return admin_pb2_grpc.AdminServiceStub(self.api)
 
-    async def tenant(self, tenant_id: str | None = None, *, max_concurrent_runs: int = 0) -> Tenant:
+    async def tenant(
+        self, tenant_id: str | None = None, *, max_concurrent_runs: int = 0, fair_weight: int = 0
+    ) -> Tenant:
         tenant_id = tenant_id or f"t-{uuid.uuid4().hex[:10]}"
         admin_md = (("authorization", f"Bearer {ADMIN_TOKEN}"),)
         created = await self.admin.CreateTenant(
@@ -108,7 +110,9 @@ class Cluster:
                 tenant=admin_pb2.Tenant(
                     tenant_id=tenant_id,
                     display_name=tenant_id,
-                    quotas=admin_pb2.Quotas(max_concurrent_runs=max_concurrent_runs),
+                    quotas=admin_pb2.Quotas(
+                        max_concurrent_runs=max_concurrent_runs, fair_weight=fair_weight
+                    ),
                 )
             ),
             metadata=admin_md,

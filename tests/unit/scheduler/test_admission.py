@@ -64,21 +64,24 @@ def bucket(
 def test_runs_past_the_windows_free_room_wait() -> None:
     runs = [run(due_s=-i) for i in range(5)]
     wait = admit_at_dispatch(runs, {"a": TenantFlow(window=4, in_flight=2)}, NOW)
-    # The two oldest due go (two free places), the others wait.
-    assert wait == set(runs[:3])
+    # The two oldest due go (two free places), the others wait, not throttled: it is
+    # the tenant's fair share that holds them, not a limit of its own.
+    assert wait == dict.fromkeys(runs[:3], False)
 
 
 def test_a_full_window_holds_every_run_and_an_overfull_one_too() -> None:
     runs = [run(), run()]
-    assert admit_at_dispatch(runs, {"a": TenantFlow(window=4, in_flight=4)}, NOW) == set(runs)
-    assert admit_at_dispatch(runs, {"a": TenantFlow(window=4, in_flight=9)}, NOW) == set(runs)
+    full = TenantFlow(window=4, in_flight=4)
+    assert admit_at_dispatch(runs, {"a": full}, NOW) == dict.fromkeys(runs, False)
+    overfull = TenantFlow(window=4, in_flight=9)
+    assert admit_at_dispatch(runs, {"a": overfull}, NOW) == dict.fromkeys(runs, False)
     assert TenantFlow(window=4, in_flight=9).free == 0
 
 
 def test_a_tenant_with_waiting_runs_queues_new_ones_behind_them_whatever_its_room() -> None:
     runs = [run(priority=1)]
     flow = TenantFlow(window=100, in_flight=0, waiting=True)
-    assert admit_at_dispatch(runs, {"a": flow}, NOW) == set(runs)
+    assert admit_at_dispatch(runs, {"a": flow}, NOW) == dict.fromkeys(runs, False)
 
 
 def test_each_tenant_has_its_own_window_and_one_without_flow_is_not_limited() -> None:
@@ -86,7 +89,7 @@ def test_each_tenant_has_its_own_window_and_one_without_flow_is_not_limited() ->
     quiet = [run("quiet") for _ in range(3)]
     unknown = [run("unknown") for _ in range(50)]
     flows = {"busy": TenantFlow(window=3, in_flight=3), "quiet": TenantFlow(3, 0)}
-    assert admit_at_dispatch(busy + quiet + unknown, flows, NOW) == set(busy)
+    assert admit_at_dispatch(busy + quiet + unknown, flows, NOW) == dict.fromkeys(busy, False)
 
 
 # --- priority ------------------------------------------------------------------------------
@@ -99,9 +102,9 @@ def test_the_window_takes_the_highest_priority_first_then_the_oldest_due() -> No
     middle = run(priority=3, due_s=-5)
     runs = [low_old, high_new, middle, high_old]
     wait = admit_at_dispatch(runs, {"a": TenantFlow(window=2, in_flight=0)}, NOW)
-    assert wait == {low_old, middle}
+    assert set(wait) == {low_old, middle}
     wait = admit_at_dispatch(runs, {"a": TenantFlow(window=3, in_flight=0)}, NOW)
-    assert wait == {low_old}
+    assert set(wait) == {low_old}
 
 
 # --- rate-limit keys -------------------------------------------------------------------------
@@ -111,16 +114,23 @@ def test_a_run_of_a_rate_limited_key_always_waits_and_leaves_its_room_to_others(
     limited = run(priority=1, rate_key="crm")
     other = run(priority=5, rate_key="erp")
     flow = TenantFlow(window=1, in_flight=0, keys={"crm": bucket(tokens=5)})
-    # Even with tokens in its bucket: the sweeper spends them, in priority order.
-    assert admit_at_dispatch([limited, other], {"a": flow}, NOW) == {limited}
+    # Even with tokens in its bucket: the sweeper spends them, in priority order. It
+    # waits throttled: for its tenant's own limit.
+    assert admit_at_dispatch([limited, other], {"a": flow}, NOW) == {limited: True}
+
+
+def test_a_run_of_a_held_key_is_throttled_even_when_the_window_is_full_too() -> None:
+    limited, other = run(rate_key="crm"), run(rate_key="erp")
+    flow = TenantFlow(window=1, in_flight=1, keys={"crm": bucket()})
+    assert admit_at_dispatch([limited, other], {"a": flow}, NOW) == {limited: True, other: False}
 
 
 def test_a_key_blocked_by_retry_after_holds_its_runs_until_then_only() -> None:
     blocked = TenantFlow(window=10, in_flight=0, keys={"crm": bucket(0, 0, blocked_for_s=3)})
     over = TenantFlow(window=10, in_flight=0, keys={"crm": bucket(0, 0, blocked_for_s=-1)})
     runs = [run(rate_key="crm")]
-    assert admit_at_dispatch(runs, {"a": blocked}, NOW) == set(runs)
-    assert admit_at_dispatch(runs, {"a": over}, NOW) == set()
+    assert admit_at_dispatch(runs, {"a": blocked}, NOW) == dict.fromkeys(runs, True)
+    assert admit_at_dispatch(runs, {"a": over}, NOW) == {}
     assert blocked.held_keys(NOW) == {"crm"} and over.held_keys(NOW) == frozenset()
 
 
