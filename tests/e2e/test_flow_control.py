@@ -189,6 +189,10 @@ class TestContendedExecutor:
     ) -> None:
         # A's window (20) is more than the executor's slots: A alone keeps it busy.
         a, b = await deployed.tenant(fair_weight=5), await deployed.tenant()
+        # A's calls take 0.1 s, so A's herd goes at most SLOTS / 0.1 = 80 calls a second
+        # however fast the machine: the assertion counts A's calls during B's wait,
+        # part of which (the dispatcher's poll, the sweeper's interval) is fixed time.
+        target.script("/a", delay_s=0.1)
         await create_all(a, herd("a", f"{target.url}/a", soon(1), self.HERD))
 
         def herd_under_way() -> None:
