@@ -15,6 +15,7 @@ from sundial.scheduler.admission import (
     KeyBucket,
     TenantFlow,
     admit_at_dispatch,
+    interleave,
     origin_of,
     take_tokens,
 )
@@ -219,3 +220,36 @@ def test_the_default_key_of_a_grpc_target_is_its_address_and_none_has_none() -> 
 
 def test_a_url_whose_port_does_not_parse_is_its_own_key() -> None:
     assert origin_of(HttpTarget("http://example.com:99999/x")) == "http://example.com:99999/x"
+
+
+# --- one pass's message ----------------------------------------------------------------------
+
+
+def test_interleave_spreads_each_group_evenly_and_keeps_its_order() -> None:
+    one = ["c1"]
+    three = ["d1", "d2", "d3"]
+    assert interleave([one, three]) == ["d1", "c1", "d2", "d3"]
+    assert interleave([three, one]) == ["d1", "d2", "c1", "d3"]  # a tie: the first group
+    merged = interleave([[f"c{i}" for i in range(4)], [f"d{i}" for i in range(12)]])
+    assert [x for x in merged if x[0] == "d"] == [f"d{i}" for i in range(12)]
+    # Neither tenant's runs wait at the message's tail: in every prefix each has about
+    # its proportion.
+    for n in range(1, 17):
+        assert abs(sum(x[0] == "c" for x in merged[:n]) - n / 4) <= 1
+
+
+def test_a_groups_average_place_does_not_depend_on_its_place_among_the_groups() -> None:
+    def mean_place(merged: list[str], group: str) -> float:
+        places = [i for i, x in enumerate(merged) if x[0] == group]
+        return sum(places) / len(places)
+
+    c = [f"c{i}" for i in range(4)]
+    d = [f"d{i}" for i in range(12)]
+    for merged in (interleave([c, d]), interleave([d, c])):
+        assert abs(mean_place(merged, "c") - mean_place(merged, "d")) <= 1
+
+
+def test_interleave_of_nothing_and_of_one_group() -> None:
+    assert interleave([]) == []
+    assert interleave([[], ["a", "b"]]) == ["a", "b"]
+    assert interleave([["a", "b", "c"]]) == ["a", "b", "c"]
