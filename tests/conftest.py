@@ -105,6 +105,15 @@ async def migrated_database_url(stack: Stack, template_database: str) -> AsyncIt
     await _drop_database(stack, name)
 
 
+@pytest.fixture(scope="class")
+def class_database_url(stack: Stack, template_database: str) -> Iterator[str]:
+    """A fresh database with Sundial's schema for the tests of one class, which share
+    services started once for them (each test acts through tenants of its own)."""
+    name = asyncio.run(_create_database(stack, template_database))
+    yield with_database(stack.database_url, name)
+    asyncio.run(_drop_database(stack, name))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # Only coroutine tests get the loop guard: an autouse fixture would also attach to
     # hypothesis tests, whose health check rejects function-scoped fixtures.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,7 +100,9 @@ class Cluster:
     def admin(self) -> admin_pb2_grpc.AdminServiceStub:
         return admin_pb2_grpc.AdminServiceStub(self.api)
 
-    async def tenant(self, tenant_id: str | None = None, *, max_concurrent_runs: int = 0) -> Tenant:
+    async def tenant(
+        self, tenant_id: str | None = None, *, max_concurrent_runs: int = 0, fair_weight: int = 0
+    ) -> Tenant:
         tenant_id = tenant_id or f"t-{uuid.uuid4().hex[:10]}"
         admin_md = (("authorization", f"Bearer {ADMIN_TOKEN}"),)
         created = await self.admin.CreateTenant(
@@ -108,7 +110,9 @@ class Cluster:
                 tenant=admin_pb2.Tenant(
                     tenant_id=tenant_id,
                     display_name=tenant_id,
-                    quotas=admin_pb2.Quotas(max_concurrent_runs=max_concurrent_runs),
+                    quotas=admin_pb2.Quotas(
+                        max_concurrent_runs=max_concurrent_runs, fair_weight=fair_weight
+                    ),
                 )
             ),
             metadata=admin_md,
@@ -146,16 +150,54 @@ async def running_cluster(
     ``http``: the API serves its HTTP port too (``services.processes["api"].http_url``).
     """
     await reset_streams(stack)
-    services = Services(
-        stack,
-        log_dir=log_dir,
-        extra_env={**FAST_ENV, "SUNDIAL_DATABASE_URL": database_url, **env},
-        client_tls=client_tls,
-        http=http,
-    )
+    services = fast_services(stack, database_url, log_dir, client_tls=client_tls, http=http, **env)
     await asyncio.to_thread(services.start)
     try:
         async with dial(services.processes["api"].address, client_tls) as channel:
             yield Cluster(services, channel)
     finally:
         await asyncio.to_thread(services.stop)
+
+
+def fast_services(
+    stack: Stack,
+    database_url: str,
+    log_dir: Path,
+    *,
+    client_tls: ClientTls | None = None,
+    http: bool = False,
+    **env: str,
+) -> Services:
+    """The services of :func:`running_cluster`, not started yet."""
+    return Services(
+        stack,
+        log_dir=log_dir,
+        extra_env={**FAST_ENV, "SUNDIAL_DATABASE_URL": database_url, **env},
+        client_tls=client_tls,
+        http=http,
+    )
+
+
+@contextlib.contextmanager
+def shared_services(
+    stack: Stack, database_url: str, log_dir: Path, *, replicas: int = 1, **env: str
+) -> Iterator[Services]:
+    """The services of :func:`running_cluster`, started and stopped synchronously: for a
+    fixture that serves several tests (a class of them), started outside any test's event
+    loop. Its processes live as long as the calling thread (``ManagedProcess``), so call
+    it from the main thread; no two such deployments may run at once (they share the
+    stack's streams). Each test dials it with :func:`connected`."""
+    asyncio.run(reset_streams(stack))
+    services = fast_services(stack, database_url, log_dir, **env)
+    services.start(replicas)
+    try:
+        yield services
+    finally:
+        services.stop()
+
+
+@contextlib.asynccontextmanager
+async def connected(services: Services) -> AsyncIterator[Cluster]:
+    """A :class:`Cluster` on running (plaintext) services, for one test."""
+    async with dial(services.processes["api"].address, None) as channel:
+        yield Cluster(services, channel)

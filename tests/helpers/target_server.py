@@ -50,6 +50,8 @@ class _Script:
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
     delay_s: float = 0.0
+    times: int | None = None
+    """Calls left to answer so (None: every call)."""
 
 
 class RecordingTarget:
@@ -87,9 +89,11 @@ class RecordingTarget:
         headers: dict[str, str] | None = None,
         body: bytes = b"",
         delay_s: float = 0.0,
+        times: int | None = None,
     ) -> None:
-        """Answer calls to ``path`` (the path part of the URL, no query) like this."""
-        self._scripts[path] = _Script(status, dict(headers or {}), body, delay_s)
+        """Answer calls to ``path`` (the path part of the URL, no query) like this; with
+        ``times``, only the next that many calls (later ones get 200)."""
+        self._scripts[path] = _Script(status, dict(headers or {}), body, delay_s, times)
 
     def hold(self, path: str) -> None:
         """Make calls to ``path`` wait until :meth:`release`."""
@@ -121,6 +125,10 @@ class RecordingTarget:
         )
         try:
             script = self._scripts.get(path, _Script())
+            if script.times is not None:
+                script.times -= 1
+                if script.times <= 0:
+                    del self._scripts[path]
             gate = self._gates.get(path)
             if gate is not None:
                 await gate.wait()

@@ -25,15 +25,19 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from sundial.run import GrpcTarget, HttpTarget, Target
 from sundial.scheduler.model import PlannedRun
 
+T = TypeVar("T")
+
 __all__ = [
     "KeyBucket",
     "TenantFlow",
     "admit_at_dispatch",
+    "interleave",
     "origin_of",
     "take_tokens",
 ]
@@ -146,3 +150,25 @@ def take_tokens(bucket: KeyBucket, wanted: int, now: datetime) -> tuple[int, flo
         return wanted, bucket.tokens
     taken = min(wanted, int(available))
     return taken, available - taken
+
+
+def interleave(groups: Sequence[Sequence[T]]) -> list[T]:
+    """The items of ``groups`` as one list, each group spread evenly over it and kept
+    in its own order: the ``i``-th of a group of ``n`` stands at about ``(i + 0.5) / n``
+    of the list (ties: the earlier group first).
+
+    The order of the runs one admission pass publishes in one message, a group per
+    tenant: an executor with fewer free slots than the message has runs leases them
+    from its head, so a tenant whose runs came first would get its runs started first
+    in every pass and, its runs spending less time in flight, more than its weight's
+    share (measured with weights 1 and 3 and the tenants' runs one after the other:
+    the weight 3 tenant's share was 0.80 when its id sorted first, 0.71 when it did
+    not).
+    """
+    placed = [
+        ((i + 0.5) / len(group), g, item)
+        for g, group in enumerate(groups)
+        for i, item in enumerate(group)
+    ]
+    placed.sort(key=lambda p: (p[0], p[1]))
+    return [item for _, _, item in placed]

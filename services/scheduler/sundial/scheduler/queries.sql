@@ -700,9 +700,12 @@ RETURNING r.job_id, r.scheduled_at, r.tenant_id, r.partition_id, r.dispatch_seq;
 
 -- name: spend_tokens
 -- The token buckets of (tenant $1[i], key $2[i]) after an admission took from them:
--- $3[i] tokens left at $4.
+-- $3[i] tokens left at $4. The bucket's clock never goes back: a pass that read its
+-- clock before waiting for the admission lock has an older $4 than the pass that held
+-- the lock wrote (it counted no refill, so its tokens hold as of the later instant);
+-- winding refilled_at back to it would count that refill again.
 UPDATE flow_limits f
-   SET tokens = u.tokens, refilled_at = $4
+   SET tokens = u.tokens, refilled_at = GREATEST(f.refilled_at, $4)
   FROM unnest($1::text[], $2::text[], $3::float8[]) AS u(tenant_id, key, tokens)
  WHERE f.tenant_id = u.tenant_id AND f.key = u.key;
 

@@ -20,7 +20,13 @@ from asyncpg.pool import PoolConnectionProxy
 
 from sundial.core.db import translate_db_errors
 from sundial.run import RunRef
-from sundial.scheduler.admission import KeyBucket, TenantFlow, origin_of, take_tokens
+from sundial.scheduler.admission import (
+    KeyBucket,
+    TenantFlow,
+    interleave,
+    origin_of,
+    take_tokens,
+)
 from sundial.scheduler.model import PlannedRun, PublishBatch
 from sundial.scheduler.store._queries import queries
 from sundial.scheduler.store._rows import chunks, target_of, unzip
@@ -163,26 +169,33 @@ class AdmissionSteps:
         if not tenants:
             return Admitted({}, bool(after), cursor)
         flows = await self.lock_admission(tenants, window, default_weight, now)
-        chosen: list[tuple[RunRef, int, bool]] = []  # the run, its partition, throttled
+        # Per tenant, in its order: the run, its partition, whether its key held it.
+        by_tenant: list[list[tuple[RunRef, int, bool]]] = []
         spent: list[tuple[str, str, float]] = []
+        total = 0
         for tenant in sorted(flows):
             flow = flows[tenant]
-            free = min(flow.free, limit - len(chosen))
+            free = min(flow.free, limit - total)
             if free <= 0:
                 continue
+            mine: list[tuple[RunRef, int, bool]] = []
             held = flow.held_keys(now)
             for key in sorted(held):
                 taken, left = take_tokens(flow.keys[key], free, now)
                 if taken <= 0:
                     continue
                 found = await self._next_waiting(tenant, owned, key, taken, held)
-                chosen.extend((ref, partition, True) for ref, partition in found)
+                mine.extend((ref, partition, True) for ref, partition in found)
                 free -= len(found)
                 if found and flow.keys[key].rate_per_s > 0:
                     spent.append((tenant, key, left + (taken - len(found))))
             if free > 0:
                 found = await self._next_waiting(tenant, owned, None, free, held)
-                chosen.extend((ref, partition, False) for ref, partition in found)
+                mine.extend((ref, partition, False) for ref, partition in found)
+            by_tenant.append(mine)
+            total += len(mine)
+        # The message's order: each tenant's runs spread over it (see interleave).
+        chosen = interleave(by_tenant)
         if spent:
             tenants_of, keys_of, tokens_of = zip(*spent, strict=True)
             await self._conn.execute(
@@ -208,9 +221,12 @@ class AdmissionSteps:
             [throttled for _, _, throttled in chosen],
         )
         admitted: Counter[str] = Counter(r["tenant_id"] for r in rows)
+        # In the chosen order (RETURNING has none): a run cancelled meanwhile is left out.
+        done = {RunRef(r["job_id"], r["scheduled_at"]) for r in rows}
         published: dict[int, list[RunRef]] = defaultdict(list)
-        for r in rows:
-            published[r["dispatch_seq"]].append(RunRef(r["job_id"], r["scheduled_at"]))
+        for ref, _, _ in chosen:
+            if ref in done:
+                published[seq_of[ref]].append(ref)
         batches = [PublishBatch(first, seq, tuple(refs)) for seq, refs in sorted(published.items())]
         return Admitted(admitted, True, cursor, batches)
 
