@@ -74,7 +74,10 @@ async def _create_database(stack: Stack, template: str | None) -> str:
     name = f"test_{uuid.uuid4().hex[:12]}"
     admin = await asyncpg.connect(stack.database_url)
     try:
-        clause = f' TEMPLATE "{template}"' if template else ""
+        # FILE_COPY copies the template's files whole (WAL_LOG, the default, logs each
+        # block): a few times faster for a schema this size on the stack's unsynced
+        # PostgreSQL, where the checkpoints it takes cost little.
+        clause = f' TEMPLATE "{template}" STRATEGY FILE_COPY' if template else ""
         await admin.execute(f'CREATE DATABASE "{name}"{clause}')
     finally:
         await admin.close()
@@ -109,6 +112,15 @@ async def migrated_database_url(stack: Stack, template_database: str) -> AsyncIt
 def class_database_url(stack: Stack, template_database: str) -> Iterator[str]:
     """A fresh database with Sundial's schema for the tests of one class, which share
     services started once for them (each test acts through tenants of its own)."""
+    name = asyncio.run(_create_database(stack, template_database))
+    yield with_database(stack.database_url, name)
+    asyncio.run(_drop_database(stack, name))
+
+
+@pytest.fixture(scope="module")
+def module_database_url(stack: Stack, template_database: str) -> Iterator[str]:
+    """A fresh database with Sundial's schema for the tests of one module, which share
+    it (and whatever serves it) and keep apart by tenant."""
     name = asyncio.run(_create_database(stack, template_database))
     yield with_database(stack.database_url, name)
     asyncio.run(_drop_database(stack, name))

@@ -29,9 +29,18 @@ def _calls(target: RecordingTarget, path: str, n: int) -> None:
     assert len(target.calls_to(path)) >= n, len(target.calls_to(path))
 
 
+@pytest.fixture
+def cluster(shared_cluster: Cluster) -> Cluster:
+    """The tests that leave the processes as they are share them (own tenants each); the
+    two that kill or freeze an executor come first and take their own (``own_cluster``):
+    see ``tests.helpers.cluster.shared_services``."""
+    return shared_cluster
+
+
 async def test_kill_9_of_the_executor_mid_call_another_runs_the_next_attempt(
-    cluster: Cluster, target: RecordingTarget
+    own_cluster: Cluster, target: RecordingTarget
 ) -> None:
+    cluster = own_cluster
     target.hold("/slow")
     tenant = await cluster.tenant()
     when = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)
@@ -55,8 +64,9 @@ async def test_kill_9_of_the_executor_mid_call_another_runs_the_next_attempt(
 
 
 async def test_a_paused_executors_late_completion_is_fenced_out(
-    cluster: Cluster, target: RecordingTarget
+    own_cluster: Cluster, target: RecordingTarget
 ) -> None:
+    cluster = own_cluster
     target.hold("/paused")
     tenant = await cluster.tenant()
     when = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)

@@ -21,6 +21,12 @@ from tests.helpers.target_server import RecordingTarget
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 
+@pytest.fixture
+def cluster(shared_cluster: Cluster) -> Cluster:
+    """The tests of this module share one set of processes, each with tenants of its own."""
+    return shared_cluster
+
+
 async def add_channel(
     tenant: Tenant, url: str, kinds: list[int], window_s: int = 0
 ) -> pb.NotificationChannel:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -31,6 +32,11 @@ pytestmark = [pytest.mark.timeout(150), pytest.mark.slow]
 LEASE_S = 10
 FREEZE_S = LEASE_S + 5
 """Longer than a lease: a lease renewed only through the frozen replica would lapse."""
+PROBE_S = 6.0
+"""How long a frozen replica is given to turn out to carry the heartbeat stream: the
+executor finds a stream silent an interval (1 s) plus a 2 s margin after an unanswered
+beat, and logs it; a replica that stays unnoticed this long does not carry it."""
+SILENT = "heartbeat stream silent"
 
 
 @contextlib.asynccontextmanager
@@ -44,25 +50,48 @@ async def two_ledgers(
         extra_env={**FAST_ENV, "SUNDIAL_DATABASE_URL": database_url},
     )
     try:
-        await asyncio.to_thread(services.add, "api")
-        ledgers = [await asyncio.to_thread(services.add, "scheduler") for _ in range(2)]
-        services.extra_env["SUNDIAL_LEDGER_ADDRESS"] = ",".join(s.address for s in ledgers)
-        await asyncio.to_thread(services.add, "executor")
+        # Side by side; the executor is given both schedulers' addresses.
+        await asyncio.to_thread(services.start, 2, executors=1)
+        ledgers = [p for p in services.processes.values() if p.name == "scheduler"]
         async with dial(services.processes["api"].address, None) as channel:
             yield Cluster(services, channel), ledgers
     finally:
         await asyncio.to_thread(services.stop)
 
 
-async def freeze(process: ServiceProcess, seconds: float) -> None:
-    """SIGSTOP ``process`` for ``seconds`` of wall time, then SIGCONT."""
-    proc = process.process.proc
-    assert proc is not None
-    proc.send_signal(signal.SIGSTOP)
-    try:
-        await asyncio.sleep(seconds)  # the fault's duration, not a wait for an outcome
-    finally:
-        proc.send_signal(signal.SIGCONT)
+async def freeze_the_carrier(ledgers: list[ServiceProcess], executor: ServiceProcess) -> None:
+    """SIGSTOP each replica in turn until one turns out to carry the executor's heartbeat
+    stream (the executor logs the stream silent); keep that one frozen for ``FREEZE_S``
+    of wall time, then SIGCONT. Fails when no replica carried it."""
+
+    def silences() -> int:
+        return executor.process.log_path.read_text().count(SILENT)
+
+    def more_silences_than(count: int) -> Callable[[], bool]:
+        return lambda: silences() > count
+
+    for ledger in ledgers:
+        proc = ledger.process.proc
+        assert proc is not None
+        stream_left = more_silences_than(silences())
+        frozen_at = time.monotonic()
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            try:
+                await assert_eventually(
+                    stream_left,
+                    timeout_s=PROBE_S,
+                    interval_s=0.1,
+                    what="the executor finding its heartbeat stream silent",
+                )
+            except AssertionError:
+                continue  # not the carrier: resume it, freeze the next
+            # The fault's duration, not a wait for an outcome.
+            await asyncio.sleep(FREEZE_S - (time.monotonic() - frozen_at))
+            return
+        finally:
+            proc.send_signal(signal.SIGCONT)
+    raise AssertionError("no frozen replica carried the executor's heartbeat stream")
 
 
 async def test_a_frozen_ledger_costs_no_lease_and_no_second_execution(
@@ -78,9 +107,7 @@ async def test_a_frozen_ledger_costs_no_lease_and_no_second_execution(
             assert len(target.calls_to("/long")) >= 1
 
         await assert_eventually(called, timeout_s=20)
-        # Whichever replica carries the heartbeat stream, one of these freezes hits it.
-        for ledger in ledgers:
-            await freeze(ledger, FREEZE_S)
+        await freeze_the_carrier(ledgers, cluster.services.processes["executor"])
         target.release("/long")
         [run] = await assert_eventually(
             lambda: runs_with(tenant, job.job_id, SUCCEEDED, 1), timeout_s=30, interval_s=0.5

@@ -66,23 +66,26 @@ async def metrics_cluster(
     (an executor of N workers: N ports in a row); ``service_env`` adds variables per
     service."""
     await reset_streams(stack)
+    ports = {
+        name: free_ports_in_a_row(executor_processes if name == "executor" else 1)
+        for name in SERVICE_NAMES
+    }
+    own_env = {
+        name: {
+            **(service_env or {}).get(name, {}),
+            "SUNDIAL_METRICS_LISTEN": f"127.0.0.1:{ports[name]}",
+        }
+        for name in SERVICE_NAMES
+    }
+    own_env["executor"]["SUNDIAL_EXECUTOR_PROCESSES"] = str(executor_processes)
     services = Services(
-        stack, log_dir=log_dir, extra_env={**FAST_ENV, "SUNDIAL_DATABASE_URL": database_url}
+        stack,
+        log_dir=log_dir,
+        extra_env={**FAST_ENV, "SUNDIAL_DATABASE_URL": database_url},
+        env_by_service=own_env,
     )
-    ports: dict[str, int] = {}
-
-    def start() -> None:
-        base = dict(services.extra_env)
-        for name in SERVICE_NAMES:
-            services.extra_env = {**base, **(service_env or {}).get(name, {})}
-            if name == "executor":
-                services.extra_env["SUNDIAL_EXECUTOR_PROCESSES"] = str(executor_processes)
-            ports[name] = free_ports_in_a_row(executor_processes if name == "executor" else 1)
-            services.extra_env["SUNDIAL_METRICS_LISTEN"] = f"127.0.0.1:{ports[name]}"
-            services.add(name)
-
     try:
-        await asyncio.to_thread(start)
+        await asyncio.to_thread(services.start)
         async with dial(services.processes["api"].address, None) as channel:
             yield Scraped(Cluster(services, channel), ports)
     finally:

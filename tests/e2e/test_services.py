@@ -6,14 +6,14 @@ import asyncio
 import signal
 import subprocess
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
+from collections.abc import Iterator
 
 import grpc
 import pytest
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from sundial.devstack import Services, Stack, health_status
+from tests.helpers.stack import on_server_thread
 
 GRACE_S = 5.0
 
@@ -24,22 +24,24 @@ EXPECTED = {
 }
 
 
-@pytest.fixture
-async def services(
-    stack: Stack, migrated_database_url: str, tmp_path: Path
-) -> AsyncIterator[Services]:
+@pytest.fixture(scope="module")
+def services(
+    stack: Stack, module_database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Services]:
+    """One start for the module: the health test reads them, then the SIGTERM test (last
+    in the file, so last to run) stops them; stopping what already exited is a no-op."""
     running = Services(
         stack,
-        log_dir=tmp_path,
+        log_dir=tmp_path_factory.mktemp("services"),
         extra_env={
-            "SUNDIAL_DATABASE_URL": migrated_database_url,
+            "SUNDIAL_DATABASE_URL": module_database_url,
             "SUNDIAL_GRACE_PERIOD_S": str(GRACE_S),
             "SUNDIAL_ADMIN_TOKEN": "test-admin-token-0123456789",
         },
     )
-    await asyncio.to_thread(running.start)
+    on_server_thread(running.start)
     yield running
-    await asyncio.to_thread(running.stop)
+    on_server_thread(running.stop)
 
 
 async def _list_services(address: str) -> set[str]:

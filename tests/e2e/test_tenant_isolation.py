@@ -17,6 +17,13 @@ from tests.helpers.target_server import RecordingTarget
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
+
+@pytest.fixture
+def cluster(shared_cluster: Cluster) -> Cluster:
+    """The tests of this module share one set of processes, each with tenants of its own."""
+    return shared_cluster
+
+
 SUCCEEDED = run_pb2.RUN_STATUS_SUCCEEDED
 MAX_PAYLOAD = 256 * 1024  # the API's own limit (CreateJob refuses one byte more)
 

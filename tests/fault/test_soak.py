@@ -1,4 +1,5 @@
-"""The short soak: about two minutes of the whole system under every non-cluster fault.
+"""The short soak: about a minute and a half of the whole system under every non-cluster
+fault.
 
 One fixed seed; each fault kind once (kill -9 and SIGSTOP of a scheduler and of an
 executor, PostgreSQL restart, NATS kill -9 and restart, and cuts and black holes of
@@ -34,16 +35,21 @@ SHORT_DURATIONS_S = {
     FaultKind.KILL_SCHEDULER: (1.0, 2.0),
     FaultKind.KILL_EXECUTOR: (1.0, 2.0),
     # Past the schedulers' 3 s etcd lease: its partitions move, then come back.
-    FaultKind.STOP_SCHEDULER: (4.0, 5.0),
+    FaultKind.STOP_SCHEDULER: (4.0, 4.5),
     # Past the 10 s run lease: its runs go to the other executor, and its late reports
     # must be fenced out (the stale-write check).
     FaultKind.STOP_EXECUTOR: (12.0, 12.0),
     FaultKind.RESTART_POSTGRES: (1.0, 2.0),
     FaultKind.RESTART_NATS: (1.0, 2.0),
-    FaultKind.BLACKHOLE_POSTGRES: (3.0, 5.0),
-    FaultKind.BLACKHOLE_NATS: (3.0, 5.0),
-    FaultKind.BLACKHOLE_ETCD: (3.0, 5.0),
+    # Connections hang for a couple of heartbeats and polls; the long soak holds them
+    # for up to 20 s.
+    FaultKind.BLACKHOLE_POSTGRES: (2.0, 3.0),
+    FaultKind.BLACKHOLE_NATS: (2.0, 3.0),
+    FaultKind.BLACKHOLE_ETCD: (2.0, 3.0),
 }
+"""Each kind once, as short as still shows its effect: the plan of seed 11 ends about 57 s
+into the 65 s phase, leaving room for restarts slower than planned on a loaded machine
+(a fault that no longer fits is skipped, and a kind never injected fails the test)."""
 
 
 @pytest.mark.slow
@@ -54,12 +60,13 @@ def test_the_short_soak_loses_doubles_and_overwrites_nothing(
     result = run_soak(
         SoakConfig(
             seed=SEED,
-            fault_seconds=75,
+            fault_seconds=65,
             jobs=200,
             work_dir=tmp_path,
-            warmup_s=4,
+            lead_s=4,
+            warmup_s=3,
             tail_s=2,
-            gap_s=(1.0, 2.0),
+            gap_s=(0.5, 1.0),
             every_victim=False,
             fill=False,
             durations_s=SHORT_DURATIONS_S,

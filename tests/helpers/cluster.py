@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
@@ -23,7 +23,7 @@ from sundial.core.bus import DEAD_STREAM, RUNS_STREAM
 from sundial.core.tls import ClientTls, dial
 from sundial.devstack import Services, Stack
 from sundial.v1 import admin_pb2, admin_pb2_grpc, job_service_pb2, job_service_pb2_grpc, run_pb2
-from tests.helpers.stack import nats_options
+from tests.helpers.stack import nats_options, on_server_thread
 
 ADMIN_TOKEN = "e2e-admin-token-0123456789abcdef"
 
@@ -95,6 +95,8 @@ class Cluster:
 
     services: Services
     api: grpc.aio.Channel
+    tenants: list[Tenant] = field(default_factory=list)
+    """The tenants :meth:`tenant` created (whose jobs :meth:`delete_jobs` deletes)."""
 
     @property
     def admin(self) -> admin_pb2_grpc.AdminServiceStub:
@@ -125,12 +127,74 @@ class Cluster:
             metadata=admin_md,
             timeout=10,
         )
-        return Tenant(
+        tenant = Tenant(
             tenant_id,
             token.secret,
             created.signing_secret,
             job_service_pb2_grpc.JobServiceStub(self.api),
         )
+        self.tenants.append(tenant)
+        return tenant
+
+    async def delete_jobs(self) -> None:
+        """Delete every job of the tenants made through this client (their unfinished
+        runs are cancelled), so that none fires for whoever uses the services next."""
+        for tenant in self.tenants:
+            page_token = ""
+            while True:
+                page = await tenant.call(
+                    "ListJobs",
+                    job_service_pb2.ListJobsRequest(page_size=100, page_token=page_token),
+                )
+                for job in page.jobs:
+                    await tenant.call(
+                        "DeleteJob",
+                        job_service_pb2.DeleteJobRequest(job_id=job.job_id, allow_missing=True),
+                    )
+                if not page.next_page_token:
+                    break
+                page_token = page.next_page_token
+
+
+_DEPLOYED: set[str] = set()
+"""The NATS servers (by URL) that a deployment's processes use right now."""
+
+
+@contextlib.contextmanager
+def _sole_deployment(stack: Stack) -> Iterator[None]:
+    """Claim ``stack`` for one deployment: the executors of two would consume each
+    other's runs from the one stream (and each start resets the streams). A module that
+    shares services (:func:`shared_services`) runs its tests with their own processes
+    first: pytest runs a module's tests in order and stops its shared ones after the
+    last."""
+    if stack.nats_url in _DEPLOYED:
+        raise RuntimeError(
+            "services already run on this stack (a module's shared ones?): start a "
+            "test's own processes before the module's first shared test"
+        )
+    _DEPLOYED.add(stack.nats_url)
+    try:
+        yield
+    finally:
+        _DEPLOYED.discard(stack.nats_url)
+
+
+def _services(
+    stack: Stack,
+    database_url: str,
+    log_dir: Path,
+    *,
+    client_tls: ClientTls | None = None,
+    http: bool = False,
+    **env: str,
+) -> Services:
+    return Services(
+        stack,
+        log_dir=log_dir,
+        extra_env={**FAST_ENV, "SUNDIAL_DATABASE_URL": database_url, **env},
+        client_tls=client_tls,
+        http=http,
+    )
 
 
 @contextlib.asynccontextmanager
@@ -149,55 +213,57 @@ async def running_cluster(
     ``client_tls`` says how to dial them (the probe, the executor and ``Cluster.api``).
     ``http``: the API serves its HTTP port too (``services.processes["api"].http_url``).
     """
-    await reset_streams(stack)
-    services = fast_services(stack, database_url, log_dir, client_tls=client_tls, http=http, **env)
-    await asyncio.to_thread(services.start)
-    try:
-        async with dial(services.processes["api"].address, client_tls) as channel:
-            yield Cluster(services, channel)
-    finally:
-        await asyncio.to_thread(services.stop)
-
-
-def fast_services(
-    stack: Stack,
-    database_url: str,
-    log_dir: Path,
-    *,
-    client_tls: ClientTls | None = None,
-    http: bool = False,
-    **env: str,
-) -> Services:
-    """The services of :func:`running_cluster`, not started yet."""
-    return Services(
-        stack,
-        log_dir=log_dir,
-        extra_env={**FAST_ENV, "SUNDIAL_DATABASE_URL": database_url, **env},
-        client_tls=client_tls,
-        http=http,
-    )
+    with _sole_deployment(stack):
+        await reset_streams(stack)
+        services = _services(stack, database_url, log_dir, client_tls=client_tls, http=http, **env)
+        await asyncio.to_thread(services.start)
+        try:
+            async with dial(services.processes["api"].address, client_tls) as channel:
+                yield Cluster(services, channel)
+        finally:
+            await asyncio.to_thread(services.stop)
 
 
 @contextlib.contextmanager
 def shared_services(
     stack: Stack, database_url: str, log_dir: Path, *, replicas: int = 1, **env: str
 ) -> Iterator[Services]:
-    """The services of :func:`running_cluster`, started and stopped synchronously: for a
-    fixture that serves several tests (a class of them), started outside any test's event
-    loop. Its processes live as long as the calling thread (``ManagedProcess``), so call
-    it from the main thread; no two such deployments may run at once (they share the
-    stack's streams). Each test dials it with :func:`connected`."""
-    asyncio.run(reset_streams(stack))
-    services = fast_services(stack, database_url, log_dir, **env)
-    services.start(replicas)
-    try:
-        yield services
-    finally:
-        services.stop()
+    """API, scheduler and executor for several tests (a module's, through
+    :func:`client_of` or :func:`connected` per test); ``replicas`` schedulers and
+    executors; ``env`` as for :func:`running_cluster`.
+
+    For tests that keep to tenants of their own and leave the processes as they found
+    them (no kill, no pause, no restart): starting the three services costs seconds per
+    test otherwise. No other deployment may run on ``stack`` meanwhile (see
+    :func:`_sole_deployment`). They are started and stopped from the session's server
+    thread, since they outlive the test (its event loop and its threads) that first
+    asks for them.
+    """
+    with _sole_deployment(stack):
+        asyncio.run(reset_streams(stack))
+        services = _services(stack, database_url, log_dir, **env)
+        on_server_thread(lambda: services.start(replicas))
+        try:
+            yield services
+        finally:
+            on_server_thread(services.stop)
+
+
+@contextlib.asynccontextmanager
+async def client_of(services: Services) -> AsyncIterator[Cluster]:
+    """One test's :class:`Cluster` on :func:`shared_services`: at the end, the jobs of
+    the tenants the test made are deleted, so the next test finds nothing of it firing."""
+    async with dial(services.processes["api"].address, services.client_tls) as channel:
+        cluster = Cluster(services, channel)
+        try:
+            yield cluster
+        finally:
+            await cluster.delete_jobs()
 
 
 @contextlib.asynccontextmanager
 async def connected(services: Services) -> AsyncIterator[Cluster]:
-    """A :class:`Cluster` on running (plaintext) services, for one test."""
-    async with dial(services.processes["api"].address, None) as channel:
+    """A :class:`Cluster` on running services, for one test (its jobs are left as they
+    are: tests that read what the shared deployment did after them)."""
+    async with dial(services.processes["api"].address, services.client_tls) as channel:
         yield Cluster(services, channel)

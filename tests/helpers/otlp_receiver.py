@@ -1,16 +1,17 @@
-"""An OTLP/gRPC receiver for tests: a ``grpc.aio`` server implementing the collector's
+"""An OTLP/gRPC receiver for tests: a threaded gRPC server implementing the collector's
 TraceService (and MetricsService, whose exports it drops) from opentelemetry-proto.
 
 Services pointed at it with ``SUNDIAL_OTLP_ENDPOINT=receiver.endpoint`` export their
 spans here; the test reads them back as :class:`ReceivedSpan`::
 
-    async with OtlpReceiver() as receiver:
+    with OtlpReceiver() as receiver:
         ... services with SUNDIAL_OTLP_ENDPOINT=receiver.endpoint ...
         spans = receiver.trace(trace_id)
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,10 +56,10 @@ class _Traces(trace_service_pb2_grpc.TraceServiceServicer):
     def __init__(self, received: list[ReceivedSpan]) -> None:
         self._received = received
 
-    async def Export(
+    def Export(
         self,
         request: trace_service_pb2.ExportTraceServiceRequest,
-        context: grpc.aio.ServicerContext,
+        context: grpc.ServicerContext,
     ) -> trace_service_pb2.ExportTraceServiceResponse:
         for resource_spans in request.resource_spans:
             service = str(_attributes(resource_spans.resource.attributes).get("service.name"))
@@ -81,10 +82,10 @@ class _Traces(trace_service_pb2_grpc.TraceServiceServicer):
 
 
 class _Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
-    async def Export(
+    def Export(
         self,
         request: metrics_service_pb2.ExportMetricsServiceRequest,
-        context: grpc.aio.ServicerContext,
+        context: grpc.ServicerContext,
     ) -> metrics_service_pb2.ExportMetricsServiceResponse:
         return metrics_service_pb2.ExportMetricsServiceResponse()
 
@@ -94,21 +95,30 @@ class OtlpReceiver:
 
     def __init__(self) -> None:
         self.spans: list[ReceivedSpan] = []
-        self._server: grpc.aio.Server | None = None
+        self._server: grpc.Server | None = None
         self.endpoint = ""
 
-    async def __aenter__(self) -> OtlpReceiver:
-        self._server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    def __enter__(self) -> OtlpReceiver:
+        # A threaded server, bound to no event loop: it outlives a test's loop, so a
+        # module's tests can share it (and the services exporting to it).
+        self._server = grpc.server(
+            ThreadPoolExecutor(max_workers=4, thread_name_prefix="otlp"),
+            options=[("grpc.so_reuseport", 0)],
+        )
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_Traces(self.spans), self._server)
         metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(_Metrics(), self._server)
         port = self._server.add_insecure_port("127.0.0.1:0")
         self.endpoint = f"http://127.0.0.1:{port}"
-        await self._server.start()
+        self._server.start()
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._server is not None:
-            await self._server.stop(0)
+            self._server.stop(0).wait()
+
+    def forget(self) -> None:
+        """Drop the spans received so far (a test sharing the receiver starts anew)."""
+        self.spans.clear()
 
     def trace(self, trace_id: str) -> list[ReceivedSpan]:
         """The spans received so far of one trace."""

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from sundial.devstack import Stack
+
+T = TypeVar("T")
 
 
 def nats_options(stack: Stack, role: str = "admin") -> dict[str, Any]:
@@ -35,3 +37,8 @@ async def in_server_thread(start: Callable[[], object]) -> None:
     loop closes its executor.
     """
     await asyncio.get_running_loop().run_in_executor(_SERVER_THREAD, start)
+
+
+def on_server_thread(start: Callable[[], T]) -> T:
+    """:func:`in_server_thread` for synchronous callers (fixtures wider than a test)."""
+    return _SERVER_THREAD.submit(start).result()

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 import shutil
+import socket
 import sys
 import urllib.request
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -143,3 +146,31 @@ async def test_servers_die_with_a_killed_parent(monkeypatch: pytest.MonkeyPatch)
 def _assert_all_gone(pids: list[int]) -> None:
     left = [pid for pid in pids if _alive(pid)]
     assert not left, f"still running: {left}"
+
+
+@pytest.mark.parametrize(
+    ("module", "start"),
+    [("_nats", "nats_cluster"), ("_etcd", "etcd_cluster")],
+    ids=["nats", "etcd"],
+)
+def test_a_cluster_whose_picked_port_is_taken_starts_again_on_other_ports(
+    module: str, start: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ports are picked free (bind to port 0, release) and bound later by the servers: one
+    taken meanwhile by another process costs a new try on other ports, not the start."""
+    servers = importlib.import_module(f"sundial.devstack.{module}")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        picks = iter([port])
+        real = servers.free_port
+        monkeypatch.setattr(servers, "free_port", lambda: next(picks, None) or real())
+        nodes = getattr(servers, start)(tmp_path, 3)
+        try:
+            assert len(nodes) == 3
+            assert port not in {node.port for node in nodes}
+            assert all(node.pid is not None for node in nodes)
+        finally:
+            for node in nodes:
+                node.stop()

@@ -23,7 +23,14 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from sundial.devstack._process import ManagedProcess, ServerTls, StackError, free_port, tail
+from sundial.devstack._process import (
+    ManagedProcess,
+    ServerTls,
+    StackError,
+    free_port,
+    tail,
+    with_fresh_ports,
+)
 
 
 def etcd_binary() -> Path:
@@ -239,6 +246,15 @@ def etcd_cluster(data_dir: Path, size: int = 3, timeout_s: float = 60.0) -> list
     Members start together (each waits for a quorum to be healthy); auth is enabled
     through the first. Stop them with :meth:`EtcdServer.stop` each.
     """
+    members = with_fresh_ports(lambda: _start_etcd_cluster(data_dir, size, timeout_s))
+    for member in members:
+        member.auth_enabled = True
+    return members
+
+
+def _start_etcd_cluster(data_dir: Path, size: int, timeout_s: float) -> list[EtcdServer]:
+    """One try of :func:`etcd_cluster`, on ports picked now; a failed try leaves no
+    process and no member data behind (a new try bootstraps a new cluster)."""
     members = [EtcdServer(data_dir, name=f"sundial-{i}") for i in range(size)]
     for member in members:
         member.port, member.peer_port = free_port(), free_port()
@@ -254,7 +270,6 @@ def etcd_cluster(data_dir: Path, size: int = 3, timeout_s: float = 60.0) -> list
     except BaseException:
         for member in members:
             member.stop()
+            shutil.rmtree(member._store, ignore_errors=True)
         raise
-    for member in members:
-        member.auth_enabled = True
     return members

@@ -24,7 +24,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sundial.devstack._process import ManagedProcess, ServerTls, StackError, free_port
+from sundial.devstack._process import (
+    ManagedProcess,
+    ServerTls,
+    StackError,
+    free_port,
+    with_fresh_ports,
+)
 
 
 def nats_server_binary() -> Path:
@@ -251,6 +257,12 @@ def nats_cluster(data_dir: Path, size: int = 3, timeout_s: float = 30.0) -> list
     (``SUNDIAL_STREAM_REPLICAS``). The nodes start together; JetStream may need a few
     seconds more to elect its meta leader, which the services' start-up wait covers.
     """
+    return with_fresh_ports(lambda: _start_nats_cluster(data_dir, size, timeout_s))
+
+
+def _start_nats_cluster(data_dir: Path, size: int, timeout_s: float) -> list[NatsServer]:
+    """One try of :func:`nats_cluster`, on ports picked now; a failed try leaves no
+    process and no store behind."""
     nodes = [NatsServer(data_dir, name=f"nats-{i}", port=free_port()) for i in range(size)]
     route_ports = [free_port() for _ in nodes]
     route_user = ("sundial-route", secrets.token_urlsafe(24))
@@ -270,5 +282,6 @@ def nats_cluster(data_dir: Path, size: int = 3, timeout_s: float = 30.0) -> list
     except BaseException:
         for node in nodes:
             node.stop()
+            shutil.rmtree(data_dir / node.name, ignore_errors=True)
         raise
     return nodes

@@ -14,8 +14,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 _log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 # The first program every child runs (``python -I -S -c``): it switches to the
@@ -95,6 +98,30 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind((host, 0))
         return int(probe.getsockname()[1])
+
+
+PORT_ATTEMPTS = 5
+"""Starts tried, each on freshly picked ports, before a taken port ends a start."""
+
+
+def with_fresh_ports(start: Callable[[], T]) -> T:
+    """``start()``, tried again while it fails because a port it picked with
+    :func:`free_port` was taken before its server bound it (the error quotes the
+    server's log: "address already in use").
+
+    ``start`` picks its ports anew on each call and stops what it started when it fails.
+    """
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        try:
+            return start()
+        except StackError as exc:
+            if attempt == PORT_ATTEMPTS or "address already in use" not in str(exc):
+                raise
+            _log.warning(
+                "a picked port was taken meanwhile; starting again on other ports",
+                extra={"action": "stack.port_taken", "attempt": attempt},
+            )
+    raise AssertionError("unreachable")
 
 
 def tail(path: Path, lines: int = 30) -> str:

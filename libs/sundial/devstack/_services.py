@@ -6,6 +6,7 @@ import base64
 import os
 import signal
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,6 +89,10 @@ class Services:
     client_tls: ClientTls | None = None
     """How to dial the services when they serve TLS; None: plaintext."""
 
+    env_by_service: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Variables for the processes of one service only, by service name (over
+    ``extra_env``): e.g. each service's own ``SUNDIAL_METRICS_LISTEN``."""
+
     http: bool = False
     """Serve the API's HTTP port too (SUNDIAL_HTTP_LISTEN on a free loopback port):
     the Connect JSON API and the web console, at ``processes["api"].http_url``."""
@@ -103,7 +108,12 @@ class Services:
     token (SUNDIAL_ADMIN_TOKEN) when the first executor starts."""
 
     def service_env(self, name: str, address: str) -> dict[str, str]:
-        env = {**os.environ, **self.stack.env(name), **self.extra_env}
+        env = {
+            **os.environ,
+            **self.stack.env(name),
+            **self.extra_env,
+            **self.env_by_service.get(name, {}),
+        }
         env["SUNDIAL_LISTEN"] = address
         if name in ("api", "scheduler"):
             if not env.get("SUNDIAL_SECRET_KEYS_FILE"):
@@ -178,9 +188,9 @@ class Services:
         self.executor_token = answer.secret
         return self.executor_token
 
-    def start(self, replicas: int = 1) -> Services:
-        """Start the API, then ``replicas`` schedulers, then ``replicas`` executors (they
-        need the schedulers' ledger addresses).
+    def start(self, replicas: int = 1, *, executors: int | None = None) -> Services:
+        """Start the API, then ``replicas`` schedulers, then ``replicas`` executors (or
+        ``executors`` of them; they need the schedulers' ledger addresses).
 
         The API and the schedulers start side by side (each waits for PostgreSQL, NATS
         and etcd by itself, and a scheduler needs no API); the executors start once the
@@ -191,7 +201,8 @@ class Services:
             api = self._launch("api")
             waiting = [self._launch("scheduler") for _ in range(replicas)]
             api.wait_ready()
-            waiting += [self._launch("executor") for _ in range(replicas)]
+            count = replicas if executors is None else executors
+            waiting += [self._launch("executor") for _ in range(count)]
             for service in waiting:
                 service.wait_ready()
         except BaseException:
@@ -200,9 +211,29 @@ class Services:
         return self
 
     def stop(self) -> None:
-        """Stop services in reverse start order (executors drain before schedulers)."""
-        for key in reversed(list(self.processes)):
-            self.processes.pop(key).stop()
+        """Stop the executors, together, then the schedulers and the API, together.
+
+        Executors drain (their runs' outcomes go to a ledger) while the schedulers still
+        serve; nothing else orders a stop, and each stop waits for its process's own
+        grace steps (drains, exporter flushes), so processes of one step stop side by
+        side instead of adding up their waits.
+        """
+        executors = [key for key, p in self.processes.items() if p.name == "executor"]
+        rest = [key for key in self.processes if key not in executors]
+        for keys in (executors, rest):
+            _stop_together([self.processes.pop(key) for key in keys])
+
+
+def _stop_together(services: list[ServiceProcess]) -> None:
+    """Stop ``services`` side by side; returns once every one stopped (the first error
+    is raised after that)."""
+    if len(services) <= 1:
+        for service in services:
+            service.stop()
+        return
+    with ThreadPoolExecutor(max_workers=len(services), thread_name_prefix="stop") as pool:
+        for stopping in [pool.submit(service.stop) for service in services]:
+            stopping.result()
 
 
 def _ledger_tls_env(tls: ClientTls | None) -> dict[str, str]:

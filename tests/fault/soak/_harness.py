@@ -324,19 +324,16 @@ async def _soak(
         async with SoakTarget() as target:
             began = time.monotonic()
             try:
-                await deployment.in_process_thread(lambda: services.add("api"))
-                for _ in range(config.schedulers):
-                    deployment.schedulers.append(
-                        await deployment.in_process_thread(lambda: services.add("scheduler"))
-                    )
-                # Executors know every ledger replica (design.md section 7).
-                services.extra_env["SUNDIAL_LEDGER_ADDRESS"] = ",".join(
-                    s.address for s in deployment.schedulers
+                # Side by side; executors know every ledger replica (design.md section 7)
+                # and keep that address list when a fault restarts them.
+                await deployment.in_process_thread(
+                    lambda: services.start(config.schedulers, executors=config.executors)
                 )
-                for _ in range(config.executors):
-                    deployment.executors.append(
-                        await deployment.in_process_thread(lambda: services.add("executor"))
-                    )
+                for process in services.processes.values():
+                    if process.name == "scheduler":
+                        deployment.schedulers.append(process)
+                    elif process.name == "executor":
+                        deployment.executors.append(process)
                 timings["services start"] = time.monotonic() - began
                 start, end = await _create_jobs(config, services, target.url)
                 expected = await _expected(pool, start)

@@ -6,22 +6,19 @@ token, so every test exercises the same path a real client does. ``start_api`` b
 more servers (other settings, a manual clock) on the same database.
 
 ``shared_api`` is one server and database for a whole module, for read-only checks (the
-validation matrix): such a module runs its tests on a module-scoped event loop.
+validation matrix), with ``shared_tenant`` a new tenant of it per test: the tests using
+them run on the module-scoped event loop (``pytest.mark.asyncio(loop_scope="module")``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-import asyncpg
 import pytest
 import pytest_asyncio
 
-from sundial.devstack import Stack
 from tests.integration.api.support import Api, StartApi, Tenant, launch
 
 
@@ -53,33 +50,28 @@ async def tenant(api: Api) -> Tenant:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def shared_api(stack: Stack, template_database: str) -> AsyncIterator[Api]:
+async def shared_api(module_database_url: str) -> AsyncIterator[Api]:
     """One API server on one fresh database for every test of a module.
 
     Creating a database and a server per test costs most of a read-only test's time.
     Background errors on the module's loop fail the module here, since the per-test
     guard watches the per-test loop.
     """
-    name = f"test_api_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(stack.database_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_database}"')
-    finally:
-        await admin.close()
     loop = asyncio.get_running_loop()
     errors: list[dict[str, object]] = []
     previous = loop.get_exception_handler()
     loop.set_exception_handler(lambda _loop, context: errors.append(context))
-    api = await launch(urlunsplit(urlsplit(stack.database_url)._replace(path=f"/{name}")))
+    api = await launch(module_database_url)
     try:
         yield api
     finally:
         await api.shutdown()
         loop.set_exception_handler(previous)
-        admin = await asyncpg.connect(stack.database_url)
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
     if errors:
         pytest.fail(f"unhandled errors in background tasks: {errors!r}")
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def shared_tenant(shared_api: Api) -> Tenant:
+    """A new tenant of ``shared_api`` for each test (names never clash between tests)."""
+    return await shared_api.tenant()

@@ -74,6 +74,7 @@ async def test_create_get_update_tenant(api: Api) -> None:
     )
 
 
+@pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize(
     ("message", "field"),
     [
@@ -89,13 +90,15 @@ async def test_create_get_update_tenant(api: Api) -> None:
         (tenant("acme", max_concurrent_runs=1_000_001), "tenant.quotas.max_concurrent_runs"),
     ],
 )
-async def test_create_tenant_validation(api: Api, message: apb.Tenant, field: str) -> None:
+async def test_create_tenant_validation(shared_api: Api, message: apb.Tenant, field: str) -> None:
+    api = shared_api
+    before = await api.sql("SELECT * FROM tenants ORDER BY tenant_id")
     await expect_error(
         api.admin.CreateTenant(apb.CreateTenantRequest(tenant=message), metadata=api.admin_md),
         INVALID,
         field=field,
     )
-    assert await api.sql("SELECT * FROM tenants") == []
+    assert await api.sql("SELECT * FROM tenants ORDER BY tenant_id") == before
 
 
 async def test_update_tenant_mask_errors(api: Api) -> None:

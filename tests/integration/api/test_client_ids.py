@@ -196,12 +196,14 @@ UID_FORMS = {
 }
 
 
+@pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize(
     "text", [*BAD_IDS.values(), *UID_FORMS.values()], ids=[*BAD_IDS, *UID_FORMS]
 )
 async def test_bad_client_ids_are_refused_naming_the_field(
-    api: Api, tenant: Tenant, text: str
+    shared_api: Api, shared_tenant: Tenant, text: str
 ) -> None:
+    api, tenant = shared_api, shared_tenant
     before = await api.counts()
     create_one = api.jobs.CreateJob(
         pb.CreateJobRequest(job=make_job(), job_id=text), metadata=tenant.md

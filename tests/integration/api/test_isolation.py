@@ -9,6 +9,7 @@ from typing import Any
 
 import grpc
 import pytest
+import pytest_asyncio
 from google.protobuf import field_mask_pb2, timestamp_pb2
 
 from sundial.v1 import job_pb2, run_pb2
@@ -76,9 +77,22 @@ CALLS: dict[str, Call] = {
 }
 
 
+Victim = tuple[Tenant, job_pb2.Job, run_pb2.Run]
+
+
 @pytest.fixture
-async def victim(api: Api) -> tuple[Tenant, job_pb2.Job, run_pb2.Run]:
+async def victim(api: Api) -> Victim:
     """Tenant A with a job and a (dead, so replayable) run."""
+    return await make_victim(api)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared_victim(shared_api: Api) -> Victim:
+    """:func:`victim` once for the module: the calls that must change nothing share it."""
+    return await make_victim(shared_api)
+
+
+async def make_victim(api: Api) -> Victim:
     a = await api.tenant("tenant-a")
     job = (await api.jobs.CreateJob(pb.CreateJobRequest(job=make_job("secret")), metadata=a.md)).job
     run = (await api.jobs.TriggerJob(pb.TriggerJobRequest(job_id=job.job_id), metadata=a.md)).run
@@ -89,12 +103,12 @@ async def victim(api: Api) -> tuple[Tenant, job_pb2.Job, run_pb2.Run]:
     return a, job, run
 
 
+@pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize("name", sorted(CALLS))
 async def test_foreign_ids_answer_like_missing_ones(
-    api: Api, victim: tuple[Tenant, job_pb2.Job, run_pb2.Run], name: str
+    shared_api: Api, shared_victim: Victim, shared_tenant: Tenant, name: str
 ) -> None:
-    a, job, run = victim
-    b = await api.tenant("tenant-b")
+    api, (a, job, run), b = shared_api, shared_victim, shared_tenant
     call = CALLS[name]
     before = await api.sql("SELECT * FROM jobs ORDER BY job_id")
     runs_before = await api.sql("SELECT * FROM job_runs ORDER BY scheduled_at")

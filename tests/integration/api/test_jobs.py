@@ -380,6 +380,7 @@ async def test_update_job_with_mask_and_version(api: Api, tenant: Tenant) -> Non
     assert headers.target.http.url == job.target.http.url
 
 
+@pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize(
     ("paths", "problem"),
     [
@@ -398,8 +399,9 @@ async def test_update_job_with_mask_and_version(api: Api, tenant: Tenant) -> Non
     ],
 )
 async def test_update_job_mask_errors(
-    api: Api, tenant: Tenant, paths: list[str], problem: str
+    shared_api: Api, shared_tenant: Tenant, paths: list[str], problem: str
 ) -> None:
+    api, tenant = shared_api, shared_tenant
     job = await create(api, tenant, make_job("masked"))
     await expect_error(
         api.jobs.UpdateJob(

@@ -221,13 +221,16 @@ CASES: dict[str, tuple[pb.NotificationChannel, str]] = {
 }
 
 
+@pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize("case", sorted(CASES))
 async def test_bad_channels_are_refused_naming_the_field(
-    api: Api, tenant: Tenant, case: str
+    shared_api: Api, shared_tenant: Tenant, case: str
 ) -> None:
     message, field = CASES[case]
-    await expect_error(create(api, tenant, message), INVALID, field=field)
-    assert not await api.sql("SELECT 1 FROM notification_channels")
+    await expect_error(create(shared_api, shared_tenant, message), INVALID, field=field)
+    assert not await shared_api.sql(
+        "SELECT 1 FROM notification_channels WHERE tenant_id = $1", shared_tenant.tenant_id
+    )
 
 
 async def test_bad_updates_and_ids_are_refused_naming_the_field(api: Api, tenant: Tenant) -> None:
