@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import aiohttp
@@ -27,8 +27,8 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture
-async def receiver() -> AsyncIterator[OtlpReceiver]:
-    async with OtlpReceiver() as running:
+def receiver() -> Iterator[OtlpReceiver]:
+    with OtlpReceiver() as running:
         yield running
 
 
