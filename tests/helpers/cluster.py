@@ -186,6 +186,7 @@ def _services(
     *,
     client_tls: ClientTls | None = None,
     http: bool = False,
+    env_by_service: dict[str, dict[str, str]] | None = None,
     **env: str,
 ) -> Services:
     return Services(
@@ -194,6 +195,7 @@ def _services(
         extra_env={**FAST_ENV, "SUNDIAL_DATABASE_URL": database_url, **env},
         client_tls=client_tls,
         http=http,
+        env_by_service=env_by_service or {},
     )
 
 
@@ -205,17 +207,27 @@ async def running_cluster(
     *,
     client_tls: ClientTls | None = None,
     http: bool = False,
+    env_by_service: dict[str, dict[str, str]] | None = None,
     **env: str,
 ) -> AsyncIterator[Cluster]:
     """Start API, scheduler and executor (in that order); stop them at the end.
 
-    ``env`` adds or overrides service variables; when they make the services serve TLS,
-    ``client_tls`` says how to dial them (the probe, the executor and ``Cluster.api``).
-    ``http``: the API serves its HTTP port too (``services.processes["api"].http_url``).
+    ``env`` adds or overrides service variables (``env_by_service``: for one service's
+    processes only); when they make the services serve TLS, ``client_tls`` says how to
+    dial them (the probe, the executor and ``Cluster.api``). ``http``: the API serves
+    its HTTP port too (``services.processes["api"].http_url``).
     """
     with _sole_deployment(stack):
         await reset_streams(stack)
-        services = _services(stack, database_url, log_dir, client_tls=client_tls, http=http, **env)
+        services = _services(
+            stack,
+            database_url,
+            log_dir,
+            client_tls=client_tls,
+            http=http,
+            env_by_service=env_by_service,
+            **env,
+        )
         await asyncio.to_thread(services.start)
         try:
             async with dial(services.processes["api"].address, client_tls) as channel:
@@ -226,11 +238,20 @@ async def running_cluster(
 
 @contextlib.contextmanager
 def shared_services(
-    stack: Stack, database_url: str, log_dir: Path, *, replicas: int = 1, **env: str
+    stack: Stack,
+    database_url: str,
+    log_dir: Path,
+    *,
+    replicas: int = 1,
+    executors: int | None = None,
+    http: bool = False,
+    env_by_service: dict[str, dict[str, str]] | None = None,
+    **env: str,
 ) -> Iterator[Services]:
     """API, scheduler and executor for several tests (a module's, through
-    :func:`client_of` or :func:`connected` per test); ``replicas`` schedulers and
-    executors; ``env`` as for :func:`running_cluster`.
+    :func:`client_of` or :func:`connected` per test); ``replicas`` schedulers and as many
+    executors (or ``executors``: 0 when the tests start and stop their own); the
+    settings as for :func:`running_cluster`.
 
     For tests that keep to tenants of their own and leave the processes as they found
     them (no kill, no pause, no restart): starting the three services costs seconds per
@@ -241,8 +262,10 @@ def shared_services(
     """
     with _sole_deployment(stack):
         asyncio.run(reset_streams(stack))
-        services = _services(stack, database_url, log_dir, **env)
-        on_server_thread(lambda: services.start(replicas))
+        services = _services(
+            stack, database_url, log_dir, http=http, env_by_service=env_by_service, **env
+        )
+        on_server_thread(lambda: services.start(replicas, executors=executors))
         try:
             yield services
         finally:
