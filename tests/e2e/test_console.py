@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -26,9 +26,9 @@ from typing import Any
 import grpc
 import pytest
 
-from sundial.devstack import Stack
+from sundial.devstack import Services, Stack
 from sundial.v1 import calendar_pb2, flow_pb2, job_pb2, job_service_pb2, run_pb2
-from tests.helpers.cluster import ADMIN_TOKEN, Cluster, Tenant, running_cluster
+from tests.helpers.cluster import ADMIN_TOKEN, Cluster, Tenant, client_of, shared_services
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.target_server import RecordingTarget
 
@@ -87,10 +87,22 @@ def browser() -> Iterator[WebDriver]:
         driver.quit()
 
 
+@pytest.fixture(scope="module")
+def http_services(
+    stack: Stack, module_database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Services]:
+    """The services with the API's HTTP port (the console), for the module's tests (each
+    with tenants of its own)."""
+    with shared_services(
+        stack, module_database_url, tmp_path_factory.mktemp("logs"), http=True
+    ) as services:
+        yield services
+
+
 @pytest.fixture
-async def cluster(stack: Stack, migrated_database_url: str, tmp_path: Path) -> Any:
-    async with running_cluster(stack, migrated_database_url, tmp_path / "logs", http=True) as c:
-        yield c
+async def cluster(http_services: Services) -> AsyncIterator[Cluster]:
+    async with client_of(http_services) as running:
+        yield running
 
 
 def until(driver: WebDriver, check: Callable[[WebDriver], Any], what: str) -> Any:
@@ -603,7 +615,7 @@ async def test_the_console_in_a_browser(
     assert gone.value.code() == grpc.StatusCode.NOT_FOUND
 
     # Tokens reach no log: not the API's (which saw every request) nor any other.
-    for log in (tmp_path / "logs").iterdir():
+    for log in cluster.services.log_dir.iterdir():
         text = log.read_text(errors="replace")
         assert tenant.token not in text, f"{log.name} holds the tenant token"
         assert ADMIN_TOKEN not in text, f"{log.name} holds the admin token"
