@@ -16,9 +16,8 @@ import pytest
 
 from sundial.devstack import Services, Stack, health_status
 from sundial.v1 import job_pb2, run_pb2
-from tests.helpers.cluster import Cluster, Tenant, client_of, shared_services
+from tests.helpers.cluster import Cluster, Tenant, shared_services, with_own_executor
 from tests.helpers.eventually import assert_eventually
-from tests.helpers.stack import in_server_thread
 from tests.helpers.target_server import RecordingTarget
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
@@ -47,15 +46,9 @@ def api_and_scheduler(
 
 @pytest.fixture
 async def cluster(api_and_scheduler: Services) -> AsyncIterator[Cluster]:
-    """The module's API and scheduler with a new executor (``processes["executor"]``),
-    stopped at the end if the test left it running."""
-    services = api_and_scheduler
-    await in_server_thread(lambda: services.add("executor"))
-    try:
-        async with client_of(services) as running:
-            yield running
-    finally:
-        await asyncio.to_thread(services.processes.pop("executor").stop)
+    """The module's API and scheduler with a new executor (``processes["executor"]``)."""
+    async with with_own_executor(api_and_scheduler) as running:
+        yield running
 
 
 def children(pid: int) -> set[int]:

@@ -23,7 +23,7 @@ from sundial.core.bus import DEAD_STREAM, RUNS_STREAM
 from sundial.core.tls import ClientTls, dial
 from sundial.devstack import Services, Stack
 from sundial.v1 import admin_pb2, admin_pb2_grpc, job_service_pb2, job_service_pb2_grpc, run_pb2
-from tests.helpers.stack import nats_options, on_server_thread
+from tests.helpers.stack import in_server_thread, nats_options, on_server_thread
 
 ADMIN_TOKEN = "e2e-admin-token-0123456789abcdef"
 
@@ -290,3 +290,19 @@ async def connected(services: Services) -> AsyncIterator[Cluster]:
     are: tests that read what the shared deployment did after them)."""
     async with dial(services.processes["api"].address, services.client_tls) as channel:
         yield Cluster(services, channel)
+
+
+@contextlib.asynccontextmanager
+async def with_own_executor(services: Services) -> AsyncIterator[Cluster]:
+    """One test's :class:`Cluster` on a module's API and schedulers
+    (:func:`shared_services` with ``executors=0``) and an executor of the test's own,
+    ``processes["executor"]``, for tests that kill, freeze or stop it. At the end, the
+    test's jobs are deleted (as by :func:`client_of`) and every executor still there
+    (the test may have added more) is stopped."""
+    await in_server_thread(lambda: services.add("executor"))
+    try:
+        async with client_of(services) as cluster:
+            yield cluster
+    finally:
+        for key in [k for k, p in services.processes.items() if p.name == "executor"]:
+            await asyncio.to_thread(services.processes.pop(key).stop)
