@@ -58,6 +58,10 @@ MAX_PUBLISHES_IN_FLIGHT = 4
 MIN_WAIT_S = 0.002
 """Shortest wait between passes that found less than a batch."""
 
+BACKLOG_SHARE = 5
+"""Behind a backlog, at least a fifth of each batch is the backlog's (the rest goes to
+jobs due since it began): newly due jobs cannot starve it."""
+
 
 class Dispatcher(PassLoop):
     """Lifecycle component running the dispatch loop.
@@ -117,6 +121,9 @@ class Dispatcher(PassLoop):
             description="Age of the oldest due job not claimed yet, as of the last pass",
         )
         self._start = 0
+        self._backlog_since: datetime | None = None
+        """Due jobs exceeded a batch at this instant and not all of those due by then are
+        claimed yet (:meth:`_claim`)."""
         self._in_flight: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(MAX_PUBLISHES_IN_FLIGHT)
         self.dispatched = 0
@@ -179,7 +186,7 @@ class Dispatcher(PassLoop):
             # Entered first, so it ends the runs' spans after the commit (or the error).
             stack.callback(_end_all, spans)
             tx = await stack.enter_async_context(self._store.transaction())
-            claimed = await tx.claim_due_jobs(owned, self._config.batch_size, now, self._documents)
+            claimed = await self._claim(tx, owned, now)
             if not claimed:
                 return outcome
             outcome.claimed = len(claimed)
@@ -225,6 +232,25 @@ class Dispatcher(PassLoop):
             if wait_for_publish:
                 await task
         return outcome
+
+    async def _claim(self, tx: Transaction, owned: list[int], now: datetime) -> list[ClaimedJob]:
+        """Up to a batch of due jobs, oldest first; behind a backlog, those that fell due
+        since it began go first (docs/design.md section 7, "Flow control"): one tenant's
+        herd being dispatched holds back no one's newly due jobs, and the backlog still
+        gets at least a ``BACKLOG_SHARE``-th of every batch."""
+        batch = self._config.batch_size
+        since = self._backlog_since
+        if since is None:
+            claimed = await tx.claim_due_jobs(owned, batch, now, self._documents)
+            if len(claimed) >= batch:
+                self._backlog_since = now  # more is due than a batch: a backlog begins
+            return claimed
+        newer = await tx.claim_due_jobs(owned, batch, now, self._documents, due_after=since)
+        room = max(batch - len(newer), batch // BACKLOG_SHARE)
+        older = await tx.claim_due_jobs(owned, room, now, self._documents, due_until=since)
+        if len(older) < room:  # the backlog as of `since` is claimed
+            self._backlog_since = now if len(newer) >= batch else None
+        return newer + older
 
     async def _admit(
         self, tx: Transaction, runs: list[PlannedRun], now: datetime

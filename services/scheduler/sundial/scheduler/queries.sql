@@ -5,11 +5,13 @@
 -- Lock order everywhere: jobs, then job_runs (sorted by primary key), then job_stats.
 
 -- name: claim_due_jobs
--- Locks up to $2 due jobs of the owned partitions $1 (due: nominal next_run_at <= $3, and
--- not quarantined), at most $4 per partition, partitions in the order given. One index
--- probe per partition in jobs_due_idx order: a batch reads only the rows it locks (plus
--- those others hold), never every due row of every partition (a global ORDER BY over
--- partition_id = ANY(...) would read and sort all of them for each batch of a herd).
+-- Locks up to $2 due jobs of the owned partitions $1 (due: nominal next_run_at in
+-- ($5, $6], $6 <= now $3, and not quarantined at $3), at most $4 per partition,
+-- partitions in the order given. One index probe per partition in jobs_due_idx order: a
+-- batch reads only the rows it locks (plus those others hold), never every due row of
+-- every partition (a global ORDER BY over partition_id = ANY(...) would read and sort all
+-- of them for each batch of a herd). The range lets a dispatcher behind a backlog take
+-- what fell due since before the backlog (docs/design.md section 7, "Flow control").
 -- Rows another scheduler holds are skipped, not waited for. Definitions are read after
 -- the lock, in another statement (job_definitions_of).
 SELECT j.job_id, j.tenant_id, j.partition_id, j.next_run_at, j.fired_count, j.version,
@@ -21,7 +23,8 @@ SELECT j.job_id, j.tenant_id, j.partition_id, j.next_run_at, j.fired_count, j.ve
           FROM jobs
          WHERE partition_id = p.id
            AND NOT paused
-           AND next_run_at <= $3::timestamptz
+           AND next_run_at > $5::timestamptz
+           AND next_run_at <= $6::timestamptz
            AND (dispatch_not_before IS NULL OR dispatch_not_before <= $3::timestamptz)
          ORDER BY next_run_at
          LIMIT $4

@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections import OrderedDict, defaultdict
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -48,9 +48,10 @@ from sundial.scheduler.store._rows import (
     with_key_cap,
 )
 
-"""RunDispatch carries 1-500 runs (events.proto)."""
-
 _ENDED = (RunStatus.SUCCEEDED, RunStatus.DEAD, RunStatus.CANCELLED)
+
+EARLIEST = datetime.min.replace(tzinfo=UTC)
+"""A lower bound no due time is before (claim_due_jobs' ``due_after``)."""
 
 
 def _text(value: Any) -> str | None:
@@ -111,6 +112,9 @@ class Transaction(AdmissionSteps):
         limit: int,
         now: datetime,
         documents: DocumentCache | None = None,
+        *,
+        due_after: datetime = EARLIEST,
+        due_until: datetime | None = None,
     ) -> list[ClaimedJob]:
         """Lock up to ``limit`` due jobs of ``owned`` (SKIP LOCKED), with their
         definitions read after the lock (never an old definition with a new jobs row).
@@ -119,8 +123,13 @@ class Transaction(AdmissionSteps):
         Args:
             documents: Documents already read, by digest (migration 0008): only one job
                 per digest not in it has its definition read (and it is added).
+            due_after, due_until: Only jobs due in (``due_after``, ``due_until``]
+                (``due_until`` at most and by default ``now``), oldest first.
         """
-        rows = await self._conn.fetch(queries.claim_due_jobs, list(owned), limit, now, limit)
+        until = now if due_until is None else min(due_until, now)
+        rows = await self._conn.fetch(
+            queries.claim_due_jobs, list(owned), limit, now, limit, due_after, until
+        )
         if not rows:
             return []
         cache = documents if documents is not None else DocumentCache()
