@@ -652,9 +652,29 @@ def author(driver: WebDriver, base: str, tenant: Tenant, url: str, shots: Path) 
     )
     assert "out of range" in error
     assert driver.find_element(By.ID, "job-cron").get_attribute("aria-invalid") == "true"
-    # A schedule firing every second; the preview shows its next times as it is typed.
+    # An interval counted from the end of each run instead: the preview shows its
+    # earliest times and says so.
     cron = driver.find_element(By.ID, "job-cron")
     cron.clear()
+    every = driver.find_element(By.ID, "job-every")
+    every.send_keys("15m")
+    driver.find_element(By.ID, "job-from-end").click()
+    until(
+        driver,
+        lambda d: (
+            len(d.find_elements(By.CSS_SELECTOR, "#form-preview li")) == 5
+            and "end of the previous run" in d.find_element(By.ID, "form-preview-note").text
+        ),
+        "the fixed delay's preview",
+    )
+    driver.find_element(By.ID, "job-from-end").click()
+    every.send_keys(Keys.CONTROL + "a", Keys.DELETE)
+    until(
+        driver,
+        lambda d: not d.find_elements(By.CSS_SELECTOR, "#form-preview li"),
+        "the preview emptied",
+    )
+    # A schedule firing every second; the preview shows its next times as it is typed.
     cron.send_keys("* * * * * *")
     until(
         driver,
