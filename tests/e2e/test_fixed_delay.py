@@ -12,14 +12,15 @@ import pytest
 
 from sundial.devstack import ServiceProcess
 from sundial.v1 import job_pb2, job_service_pb2, run_pb2
+from tests.e2e.test_executor_faults import api_and_scheduler, cluster
 from tests.e2e.test_executor_runs import SUCCEEDED, every, http_job, runs_with
 from tests.helpers.cluster import Cluster
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.target_server import RecordingTarget
 
 pytestmark = [pytest.mark.timeout(150), pytest.mark.slow]
-# The test that kills an executor takes its own processes and comes first: a module's
-# shared ones start with its first test that asks for them (tests.helpers.cluster).
+# The module's API and scheduler, an executor of each test's own (one is killed).
+__all__ = ["api_and_scheduler", "cluster"]  # fixtures, imported
 
 DEAD = run_pb2.RUN_STATUS_DEAD
 DELAY = timedelta(seconds=2)
@@ -32,18 +33,18 @@ def fixed_delay(seconds: int) -> job_pb2.Schedule:
 
 
 async def test_a_killed_executor_does_not_stall_a_fixed_delay_job(
-    own_cluster: Cluster, target: RecordingTarget
+    cluster: Cluster, target: RecordingTarget
 ) -> None:
     """The run's executor is killed mid-call: its lease expires, the sweeper ends the run
     (one attempt allowed: dead) and re-arms the job, whose next run comes the delay after."""
     target.hold("/held")
-    tenant = await own_cluster.tenant()
+    tenant = await cluster.tenant()
     job = await tenant.create_job(
         http_job("held", f"{target.url}/held", fixed_delay(2), max_attempts=1)
     )
     await assert_eventually(lambda: len(target.calls_to("/held")) >= 1, timeout_s=20)
-    first: ServiceProcess = own_cluster.services.processes["executor"]
-    await asyncio.to_thread(own_cluster.services.add, "executor")
+    first: ServiceProcess = cluster.services.processes["executor"]
+    await asyncio.to_thread(cluster.services.add, "executor")
     assert first.process.proc is not None
     first.process.proc.kill()  # SIGKILL while the target holds the request
     first.process.proc.wait(10)
@@ -61,10 +62,10 @@ async def test_a_killed_executor_does_not_stall_a_fixed_delay_job(
 
 
 async def test_each_run_starts_at_least_the_delay_after_the_previous_ended(
-    shared_cluster: Cluster, target: RecordingTarget
+    cluster: Cluster, target: RecordingTarget
 ) -> None:
     target.script("/work", delay_s=1.0)  # every call takes a second
-    tenant = await shared_cluster.tenant()
+    tenant = await cluster.tenant()
     job = await tenant.create_job(http_job("fixed", f"{target.url}/work", fixed_delay(2)))
     runs = await assert_eventually(
         lambda: runs_with(tenant, job.job_id, SUCCEEDED, 3), timeout_s=60, interval_s=0.3
