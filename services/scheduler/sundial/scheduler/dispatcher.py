@@ -46,6 +46,8 @@ from sundial.scheduler.planning import (
     needs_live_counts,
     plan_batch,
     published_lateness,
+    waits_for_last_run,
+    with_last_run,
     with_live_counts,
 )
 from sundial.scheduler.publisher import RunPublisher
@@ -193,6 +195,10 @@ class Dispatcher(PassLoop):
             outcome.oldest_due_age_s = max(
                 0.0, (now - min(j.next_run_at for j in claimed)).total_seconds()
             )
+            awaited = [j for j in claimed if waits_for_last_run(j)]
+            if awaited:  # fixed-delay jobs: their last run's end (docs/design.md section 4)
+                last = await tx.last_scheduled_runs(awaited)
+                claimed = [with_last_run(j, last.get(j.job_id)) for j in claimed]
             live = await tx.count_live_runs([j.job_id for j in claimed if needs_live_counts(j)])
             if live:
                 claimed = [with_live_counts(j, live.get(j.job_id)) for j in claimed]
