@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
+# Test processes: each takes whole test files (a module's shared deployment stays in one
+# process) and starts its own PostgreSQL, NATS and etcd; most tests wait on servers, so
+# two keep a 2-core machine busy. TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
 .PHONY: help setup run test generate verify lint typecheck proto-check proto-baseline deploy-check bench chaos clean
@@ -26,7 +30,7 @@ run: setup ## Start PostgreSQL, NATS, etcd and the three services locally, with 
 	$(BIN)/sundial dev
 
 test: setup ## Run the whole test suite against real servers started by the fixtures
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 generate: setup ## Regenerate libs/sundial/v1 and the OpenAPI document from proto/, README's config tables
 	$(BIN)/python scripts/gen_protos.py

@@ -24,6 +24,12 @@ from sundial.core.db import migrate
 from sundial.devstack import Stack
 from tests.helpers.dns_server import DnsServer, system_dns
 
+# pytest-xdist's test processes inherit COLUMNS=80, and rich fixes a console's width when
+# it is created with COLUMNS set: the CLI's module-level consoles would wrap at 80
+# whatever COLUMNS a test gives the CLI. Without it, as in one process, they read it
+# when they print.
+os.environ.pop("COLUMNS", None)
+
 
 @pytest.fixture(autouse=True)
 def _no_cli_profile(

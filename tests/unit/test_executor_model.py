@@ -31,7 +31,10 @@ def _lease(lease_id: str) -> Lease:
     )
 
 
-@pytest.mark.parametrize("lease_id", [str(uuid.uuid4()) for _ in range(20)] + ["x", "é"])
+# Fixed lease ids (random ones would name the tests differently in each test process).
+@pytest.mark.parametrize(
+    "lease_id", [str(uuid.UUID(int=i * 0x9E3779B97F4A7C15 << 40)) for i in range(20)] + ["x", "é"]
+)
 def test_execution_id_is_the_uuid5_of_the_lease_id(lease_id: str) -> None:
     assert _lease(lease_id).execution_id == str(uuid.uuid5(_NAMESPACE, lease_id))
 
