@@ -47,6 +47,7 @@ import grpc
 from _common import cpu_seconds, family_cpu, fresh_database  # bench/: the script's folder
 
 from sundial.api.store import queries
+from sundial.api.store._params import InsertJobs
 from sundial.core.db import init_connection, json_text
 from sundial.core.partition import partition_of
 from sundial.devstack import Stack
@@ -78,45 +79,41 @@ async def add_tenant(conn: asyncpg.Connection, tenant_id: str) -> None:
     )
 
 
-def _rows(n: int, prefix: str) -> list[list[object]]:
-    """Columns for queries.insert_jobs, ``n`` jobs."""
+def _params(tenant: str, n: int, prefix: str) -> InsertJobs:
+    """queries.insert_jobs' parameters for ``n`` jobs, as the API builds them: the JSON
+    columns as text, each distinct document encoded once; no trace context; the writer
+    and request id as the API records them (revisions); no calendars named."""
     ids = [uuid.uuid4() for _ in range(n)]
     now = datetime.now(UTC)
-    # The JSON columns as text, each distinct document encoded once, as the API does.
     schedule = json_text(schedule_to_json(Schedule(CronSpec("0 * * * *"))))
     target = json_text({"http": {"url": TARGET, "method": "POST", "headers": {}}})
-    return [
-        ids,
-        [f"{prefix}-{i}" for i in range(n)],
-        [partition_of(i) for i in ids],
-        [now] * n,
-        [False] * n,
-        [schedule] * n,
-        [target] * n,
-        [json_text(policies_to_json(JobPolicies()))] * n,
-        [b""] * n,
-        ["{}"] * n,
-        [""] * n,
-        [""] * n,
-        [None] * n,  # no client job ids
-    ]
-
-
-async def _create_tx(conn: asyncpg.Connection, tenant: str, rows: list[list[object]]) -> None:
-    # The statement the API runs (quota check and inserts), alone in autocommit.
-    # No trace context; the writer and request id as the API records them (revisions).
-    inserted = await conn.fetchval(
-        queries.insert_jobs,
-        tenant,
-        *rows,
-        datetime.now(UTC),
-        len(rows[0]),
-        None,
-        "bench",
-        "bench",
-        [None] * len(rows[0]),  # no calendars named (migration 0015)
+    return InsertJobs(
+        tenant_id=tenant,
+        job_ids=ids,
+        names=[f"{prefix}-{i}" for i in range(n)],
+        partition_ids=[partition_of(i) for i in ids],
+        next_run_ats=[now] * n,
+        paused=[False] * n,
+        schedules=[schedule] * n,
+        targets=[target] * n,
+        policies=[json_text(policies_to_json(JobPolicies()))] * n,
+        payloads=[b""] * n,
+        labels=["{}"] * n,
+        descriptions=[""] * n,
+        pause_notes=[""] * n,
+        client_job_ids=[None] * n,
+        now=now,
+        traceparent=None,
+        changed_by="bench",
+        request_id="bench",
+        calendars=[None] * n,
     )
-    assert inserted == len(rows[0])
+
+
+async def _create_tx(conn: asyncpg.Connection, params: InsertJobs) -> None:
+    # The statement the API runs (quota check and inserts), alone in autocommit.
+    inserted = await conn.fetchval(*queries.bind("insert_jobs", params))
+    assert inserted == len(params.job_ids)
 
 
 async def bare_sql_create(url: str, total: int, connections: int) -> dict[str, float]:
@@ -129,7 +126,7 @@ async def bare_sql_create(url: str, total: int, connections: int) -> dict[str, f
 
     async def loop(conn: asyncpg.Connection, worker: int) -> None:
         for i in range(per):
-            await _create_tx(conn, "bare", _rows(1, f"w{worker}-{i}"))
+            await _create_tx(conn, _params("bare", 1, f"w{worker}-{i}"))
 
     began = time.perf_counter()
     await asyncio.gather(*(loop(conn, w) for w, conn in enumerate(conns)))
@@ -144,10 +141,10 @@ async def bare_sql_batch(url: str, batches: int) -> dict[str, float]:
     conn = await asyncpg.connect(url)
     await init_connection(conn)
     await add_tenant(conn, "bare-batch")
-    prepared = [_rows(BATCH, f"b{b}") for b in range(batches)]
+    prepared = [_params("bare-batch", BATCH, f"b{b}") for b in range(batches)]
     began = time.perf_counter()
-    for rows in prepared:
-        await _create_tx(conn, "bare-batch", rows)
+    for params in prepared:
+        await _create_tx(conn, params)
     elapsed = time.perf_counter() - began
     await conn.close()
     return {"schedules": batches * BATCH, "schedules_per_s": round(batches * BATCH / elapsed)}

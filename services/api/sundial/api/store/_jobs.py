@@ -26,14 +26,10 @@ from sundial.api.store._base import (
 )
 from sundial.api.store._calendars import check_calendar_versions
 from sundial.api.store._operations import filter_args, filtered
-from sundial.api.store._params import InsertJobs, calendars_doc, distinct_calendars, writer
+from sundial.api.store._params import InsertJobs, UpdateJob, distinct_calendars, writer
 from sundial.api.store._requests import RequestStore
 from sundial.core.errors import AlreadyExists, ResourceExhausted
-from sundial.job import (
-    JobSpec,
-    spec_from_columns,
-    spec_to_columns,
-)
+from sundial.job import JobSpec, spec_from_columns
 from sundial.schedule import Calendar
 
 
@@ -134,7 +130,7 @@ class JobStore(RequestStore):
         named = distinct_calendars([c for job in jobs for c in job.calendars])
 
         async def insert(conn: Conn) -> None:
-            inserted = await conn.fetchval(queries.insert_jobs, *params.args())
+            inserted = await conn.fetchval(*queries.bind("insert_jobs", params))
             if inserted == 0:
                 await self._quota_exceeded(conn, tenant_id, len(jobs))
 
@@ -213,33 +209,26 @@ class JobStore(RequestStore):
             RequestTaken: ``claim``'s key already has a live record (nothing written).
         """
         assert spec.target is not None
-        doc = spec_to_columns(spec)
-        args = (
-            job_id,
+        params = UpdateJob.of(
             tenant_id,
-            read_version,
-            doc["name"],
-            reschedule,
-            next_run_at,
-            now,
-            doc["schedule"],
-            doc["target"],
-            doc["policies"],
-            doc["payload"],
-            doc["labels"],
-            doc["description"],
-            *writer(),
-            calendars_doc(calendars),
+            job_id,
+            spec,
+            read_version=read_version,
+            reschedule=reschedule,
+            next_run_at=next_run_at,
+            now=now,
+            calendars=calendars,
         )
+        args = queries.bind("update_job", params)
         if claim is None and not calendars:
-            return await self._pool.fetchval(queries.update_job, *args) is not None
+            return await self._pool.fetchval(*args) is not None
         async with self._pool.acquire() as conn:
             try:
                 async with conn.transaction():
                     await check_calendar_versions(conn, tenant_id, distinct_calendars(calendars))
                     if claim is not None:
                         await self._claim(conn, tenant_id, claim, now, job_id=job_id)
-                    if await conn.fetchval(queries.update_job, *args) is None:
+                    if await conn.fetchval(*args) is None:
                         raise _Unmatched
             except _Unmatched:
                 return False
