@@ -30,6 +30,7 @@ from sundial.api.validation._fields import (
 )
 from sundial.api.validation._flow import check_flow_key
 from sundial.api.validation._target import check_target
+from sundial.core.memo import Memo, per_object
 from sundial.job import JobPolicies, JobSpec
 from sundial.run import Target
 from sundial.schedule import (
@@ -280,51 +281,65 @@ def check_policies(policies: JobPolicies) -> None:
 class SharedChecks:
     """The checks many jobs of one request share, done once each (BatchCreateJobs): a
     schedule that does not depend on the job id is checked and compiled once per
-    distinct schedule and misfire threshold, a target once per distinct target. Only
-    successes are kept, so every failing job still reports its own field."""
+    distinct schedule and misfire threshold, a target and a policy set once each.
+    Values are found by object first (the request's conversion gives the jobs that
+    share a value one object: no hashing per job, and a target with headers, which
+    cannot be hashed, is found too), schedules then by value. Only successes are kept,
+    so every failing job still reports its own field."""
 
     def __init__(self) -> None:
         self._schedules: dict[tuple[Schedule, timedelta], CompiledSchedule] = {}
-        self._targets: dict[Target, Target] = {}
+        self._schedule_objects: dict[timedelta, Memo] = {}
+        self._dependent: Memo = {}
+        self._targets: Memo = {}
+        self._policies: Memo = {}
 
     def schedule(
         self,
         schedule: Schedule,
-        job_id: str,
+        job_id: str | uuid.UUID,
         *,
         now: datetime | None,
         threshold: timedelta,
         calendars: Mapping[str, Calendar] | None = None,
     ) -> CompiledSchedule:
+        """The checked schedule compiled for ``job_id`` (written out only when it is
+        compiled: for a schedule that depends on it, or the first of its kind)."""
         # One request resolves one set of calendars: keying by the schedule is enough.
-        if depends_on_job_id(schedule):
+        if per_object(self._dependent, schedule, depends_on_job_id):
             return check_schedule(
-                schedule, job_id, now=now, misfire_threshold=threshold, calendars=calendars
+                schedule, str(job_id), now=now, misfire_threshold=threshold, calendars=calendars
             )
-        key = (schedule, threshold)
-        found = self._schedules.get(key)
-        if found is None:
-            found = check_schedule(
-                schedule, job_id, now=now, misfire_threshold=threshold, calendars=calendars
-            )
-            self._schedules[key] = found
-        return found
+
+        def by_value(schedule: Schedule) -> CompiledSchedule:
+            key = (schedule, threshold)
+            found = self._schedules.get(key)
+            if found is None:
+                found = check_schedule(
+                    schedule,
+                    str(job_id),
+                    now=now,
+                    misfire_threshold=threshold,
+                    calendars=calendars,
+                )
+                self._schedules[key] = found
+            return found
+
+        return per_object(self._schedule_objects.setdefault(threshold, {}), schedule, by_value)
 
     def target(self, target: Target | None) -> Target:
+        """The checked (normalised) target: one object for each input object."""
         if target is None:
             return check_target(target)
-        try:
-            found = self._targets.get(target)
-        except TypeError:  # unhashable (a headers mapping): checked on its own
-            return check_target(target)
-        if found is None:
-            found = self._targets[target] = check_target(target)
-        return found
+        return per_object(self._targets, target, check_target)
+
+    def policies(self, policies: JobPolicies) -> None:
+        per_object(self._policies, policies, check_policies)
 
 
 def check_job_spec(
     spec: JobSpec,
-    job_id: str,
+    job_id: str | uuid.UUID,
     *,
     now: datetime | None,
     shared: SharedChecks | None = None,
@@ -334,7 +349,7 @@ def check_job_spec(
 
     Args:
         spec: The job as requested (defaults filled).
-        job_id: Its id (``H`` and jitter).
+        job_id: Its id (``H`` and jitter; a UUID is written out only if needed).
         now: When the schedule is new or changed: a ``once`` must then not be earlier
             than ``now - misfire_threshold``. None for an update that keeps the
             schedule (a ``once`` that already fired must not block other edits).
@@ -343,14 +358,15 @@ def check_job_spec(
     """
     check_name(spec.name)
     check_text(spec.description, "description", MAX_DESCRIPTION_CHARS)
-    check_policies(spec.policies)
     threshold = spec.policies.misfire_threshold
     if shared is None:
+        check_policies(spec.policies)
         compiled = check_schedule(
-            spec.schedule, job_id, now=now, misfire_threshold=threshold, calendars=calendars
+            spec.schedule, str(job_id), now=now, misfire_threshold=threshold, calendars=calendars
         )
         target = check_target(spec.target)
     else:
+        shared.policies(spec.policies)
         compiled = shared.schedule(
             spec.schedule, job_id, now=now, threshold=threshold, calendars=calendars
         )
@@ -361,4 +377,6 @@ def check_job_spec(
         )
     check_labels(spec.labels)
     check_note(spec.pause_note, "pause_note")
+    if target is spec.target:
+        return spec, compiled
     return dataclasses.replace(spec, target=target), compiled
