@@ -209,7 +209,9 @@ def check_http_target(target: HttpTarget, field: str = "target.http") -> HttpTar
         _check_references(where, value)
         _check_kv_size(where, name, value)
     check_auth(target.auth, {k: f"{field}.headers[{v!r}]" for k, v in seen.items()}, field)
-    return dataclasses.replace(target, method=method)
+    # Unchanged when already normal (the wire's default is filled at conversion): the
+    # spec holding it then need not be copied either.
+    return target if method == target.method else dataclasses.replace(target, method=method)
 
 
 def split_address(address: str, field: str) -> Endpoint:
