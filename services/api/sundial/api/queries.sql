@@ -154,13 +154,15 @@ SELECT request_hash, job_id, job_ids, scheduled_at, outcome
  WHERE tenant_id = $1 AND method = $2 AND request_id = $3 AND created_at >= $4;
 
 -- name: claim_request
--- Records request_id $3 of method $2 for tenant $1 at $8 (what it did: $5-$7, $10),
--- taking over a record older than $9 (expired). Returns no row when a live record
--- exists; a concurrent claim of the same key waits here until the other transaction
--- ends, which serialises duplicates.
+-- Records request :request_id of :method for :tenant_id at :now (what it did: :job_id,
+-- :job_ids, :scheduled_at, :outcome), taking over a record created before
+-- :expired_before. Returns no row when a live record exists; a concurrent claim of the
+-- same key waits here until the other transaction ends, which serialises duplicates.
+-- Parameters by name (store._params.ClaimRequest).
 INSERT INTO job_requests AS r (tenant_id, method, request_id, request_hash, job_id, job_ids,
                                scheduled_at, created_at, outcome)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $10)
+VALUES (:tenant_id, :method, :request_id, :request_hash, :job_id, :job_ids, :scheduled_at,
+        :now, :outcome)
 ON CONFLICT (tenant_id, method, request_id) DO UPDATE
    SET request_hash = EXCLUDED.request_hash,
        job_id = EXCLUDED.job_id,
@@ -168,7 +170,7 @@ ON CONFLICT (tenant_id, method, request_id) DO UPDATE
        scheduled_at = EXCLUDED.scheduled_at,
        created_at = EXCLUDED.created_at,
        outcome = EXCLUDED.outcome
- WHERE r.created_at < $9
+ WHERE r.created_at < :expired_before
 RETURNING true;
 
 -- name: set_request_run

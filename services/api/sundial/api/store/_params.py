@@ -1,5 +1,6 @@
 """The parameters of job writes: the documents as JSON text (each distinct one encoded
-once), who writes, and the named parameters of insert_jobs and update_job.
+once), who writes, and the named parameters of insert_jobs, update_job and
+claim_request.
 
 Each class holds one named query's parameters (queries.sql ``:name``) as its fields,
 and ``queries.bind`` lays them out by name: a field the query does not read, or a
@@ -197,5 +198,30 @@ class UpdateJob:
         )
 
 
-NAMED_PARAMS: dict[str, type] = {"insert_jobs": InsertJobs, "update_job": UpdateJob}
+@dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    """claim_request's parameters: an idempotency record claimed with the work it
+    records (store._requests)."""
+
+    tenant_id: str
+    method: str
+    request_id: str
+    request_hash: bytes
+    job_id: uuid.UUID | None
+    """The job the call wrote (a single-job call), or None."""
+    job_ids: list[uuid.UUID] | None
+    """The jobs the call wrote (a batch), or None."""
+    scheduled_at: datetime | None
+    """The run the call made (TriggerJob), or None."""
+    now: datetime
+    expired_before: datetime
+    """A record created before this is expired: taken over."""
+    outcome: str | None
+
+
+NAMED_PARAMS: dict[str, type] = {
+    "insert_jobs": InsertJobs,
+    "update_job": UpdateJob,
+    "claim_request": ClaimRequest,
+}
 """Every named query of queries.sql and the class that holds its parameters."""
