@@ -29,10 +29,10 @@ from sundial.core.errors import (
     InvalidArgument,
     NotFound,
 )
-from sundial.core.memo import Memo, per_object
+from sundial.core.memo import Memo
 from sundial.core.partition import partition_of
 from sundial.job import JobSpec
-from sundial.schedule import Calendar, CompiledSchedule
+from sundial.schedule import Calendar
 
 _NO_RUNS = JobStats()
 """A new job's stats (one immutable value for every job a batch creates)."""
@@ -88,12 +88,13 @@ class JobCreation(JobsBase):
             spec, compiled = validation.check_job_spec(
                 spec, job_id, now=now, shared=shared, calendars=calendars
             )
-        schedule = spec.schedule
-
-        def fire(compiled: CompiledSchedule) -> datetime | None:
-            return first_fire(compiled, schedule, now)
-
-        next_run_at = fire(compiled) if fires is None else per_object(fires, compiled, fire)
+        known = None if fires is None else fires.get(id(compiled))
+        if known is not None:
+            next_run_at = known[1]
+        else:
+            next_run_at = first_fire(compiled, spec.schedule, now)
+            if fires is not None:  # kept with its schedule: the id is not reused meanwhile
+                fires[id(compiled)] = (compiled, next_run_at)
         return NewJob(
             job_id=job_id,
             spec=spec,

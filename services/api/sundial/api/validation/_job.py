@@ -289,8 +289,11 @@ class SharedChecks:
 
     def __init__(self) -> None:
         self._schedules: dict[tuple[Schedule, timedelta], CompiledSchedule] = {}
-        self._schedule_objects: dict[timedelta, Memo] = {}
-        self._dependent: Memo = {}
+        # By (id, threshold): the schedule kept with its compilation (so its id is not
+        # reused), None for one compiled per job (it depends on the job id).
+        self._schedule_objects: dict[
+            tuple[int, timedelta], tuple[Schedule, CompiledSchedule | None]
+        ] = {}
         self._targets: Memo = {}
         self._policies: Memo = {}
 
@@ -306,26 +309,26 @@ class SharedChecks:
         """The checked schedule compiled for ``job_id`` (written out only when it is
         compiled: for a schedule that depends on it, or the first of its kind)."""
         # One request resolves one set of calendars: keying by the schedule is enough.
-        if per_object(self._dependent, schedule, depends_on_job_id):
-            return check_schedule(
-                schedule, str(job_id), now=now, misfire_threshold=threshold, calendars=calendars
-            )
-
-        def by_value(schedule: Schedule) -> CompiledSchedule:
-            key = (schedule, threshold)
-            found = self._schedules.get(key)
-            if found is None:
-                found = check_schedule(
-                    schedule,
-                    str(job_id),
-                    now=now,
-                    misfire_threshold=threshold,
-                    calendars=calendars,
-                )
-                self._schedules[key] = found
-            return found
-
-        return per_object(self._schedule_objects.setdefault(threshold, {}), schedule, by_value)
+        found = self._schedule_objects.get((id(schedule), threshold))
+        if found is None:
+            shared = None
+            if not depends_on_job_id(schedule):
+                key = (schedule, threshold)
+                shared = self._schedules.get(key)
+                if shared is None:
+                    shared = self._schedules[key] = check_schedule(
+                        schedule,
+                        str(job_id),
+                        now=now,
+                        misfire_threshold=threshold,
+                        calendars=calendars,
+                    )
+            found = self._schedule_objects[(id(schedule), threshold)] = (schedule, shared)
+        if found[1] is not None:
+            return found[1]
+        return check_schedule(
+            schedule, str(job_id), now=now, misfire_threshold=threshold, calendars=calendars
+        )
 
     def target(self, target: Target | None) -> Target:
         """The checked (normalised) target: one object for each input object."""
