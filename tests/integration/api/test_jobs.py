@@ -823,14 +823,20 @@ async def test_a_batch_checks_each_shared_schedule_once_and_hashed_ones_per_job(
     assert len(shared) == 1
     # H spreads jobs by their own id: twenty jobs never all land on one minute of the day.
     assert len(set(hashed)) > 1
-    # Each equals what the schedule gives that job alone.
+    # Each is stored as answered, and is what the schedule gives that job alone (its
+    # own H: the batch derives each hashed job's schedule from the first one's).
     for job in created:
-        assert (
-            job.next_run_at
-            == (
-                await api.jobs.GetJob(pb.GetJobRequest(job_id=job.job_id), metadata=tenant.md)
-            ).job.next_run_at
+        stored = (
+            await api.jobs.GetJob(pb.GetJobRequest(job_id=job.job_id), metadata=tenant.md)
+        ).job
+        assert stored.next_run_at == job.next_run_at
+        alone = await api.jobs.PreviewSchedule(
+            pb.PreviewScheduleRequest(
+                schedule=job.schedule, count=1, after=job.create_time, job_id=job.job_id
+            ),
+            metadata=tenant.md,
         )
+        assert alone.fire_times[0].at == job.next_run_at
 
 
 async def test_a_bad_schedule_shared_in_a_batch_names_the_first_job_that_has_it(

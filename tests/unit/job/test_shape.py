@@ -28,6 +28,7 @@ from sundial.api.model import NewJob
 from sundial.api.servicer import client_id_in
 from sundial.api.store._base import job_from_row, queries
 from sundial.api.store._params import NAMED_PARAMS, InsertJobs, UpdateJob
+from sundial.core.db import json_text
 from sundial.job import spec_from_columns, spec_to_columns
 from sundial.v1 import job_pb2
 
@@ -297,6 +298,7 @@ def test_every_field_reaches_the_write_parameters_under_its_own_name(variant: in
         "pause_note": insert.pause_notes[0],
     }
     assert spec_from_columns(inserted) == spec
+    assert insert.labels[0] == json_text(spec.labels)  # written directly, as the codec would
     assert (insert.job_ids, insert.partition_ids, insert.next_run_ats) == (
         [new.job_id],
         [3],

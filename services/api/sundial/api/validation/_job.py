@@ -217,10 +217,27 @@ def check_schedule(
         if instant is not None and instant >= LATEST_INSTANT:
             raise _fail(field, f"must be before {LATEST_INSTANT.isoformat()}")
     compiled = compile_schedule(schedule, job_id=job_id, calendars=calendars)
-    # Several specs can name times closer together than any one of them does.
-    if schedule.jitter and (len(specs) > 1 or isinstance(schedule.spec, CronSpec)):
-        _check_cron_jitter(compiled, schedule.jitter, now or start or datetime.now(UTC))
+    _check_jitter(compiled, now)
     return compiled
+
+
+def check_schedule_for_job(
+    checked: CompiledSchedule, job_id: str, *, now: datetime | None = None
+) -> CompiledSchedule:
+    """:func:`check_schedule` of ``checked``'s schedule (checked and compiled for
+    another job, with the same ``now`` and calendars) for ``job_id``: only what depends
+    on the job id is done again (its ``H`` expansion, the jitter check)."""
+    compiled = checked.for_job(job_id)
+    _check_jitter(compiled, now)
+    return compiled
+
+
+def _check_jitter(compiled: CompiledSchedule, now: datetime | None) -> None:
+    schedule = compiled.schedule
+    # Several specs can name times closer together than any one of them does.
+    if schedule.jitter and (len(schedule.specs) > 1 or isinstance(schedule.spec, CronSpec)):
+        after = now or schedule.start_time or datetime.now(UTC)
+        _check_cron_jitter(compiled, schedule.jitter, after)
 
 
 def _check_cron_jitter(compiled: CompiledSchedule, jitter: timedelta, after: datetime) -> None:
@@ -281,7 +298,8 @@ def check_policies(policies: JobPolicies) -> None:
 class SharedChecks:
     """The checks many jobs of one request share, done once each (BatchCreateJobs): a
     schedule that does not depend on the job id is checked and compiled once per
-    distinct schedule and misfire threshold, a target and a policy set once each.
+    distinct schedule and misfire threshold (one that does is checked once and only its
+    job-dependent part done per job), a target and a policy set once each.
     Values are found by object first (the request's conversion gives the jobs that
     share a value one object: no hashing per job, and a target with headers, which
     cannot be hashed, is found too), schedules then by value. Only successes are kept,
@@ -289,10 +307,11 @@ class SharedChecks:
 
     def __init__(self) -> None:
         self._schedules: dict[tuple[Schedule, timedelta], CompiledSchedule] = {}
-        # By (id, threshold): the schedule kept with its compilation (so its id is not
-        # reused), None for one compiled per job (it depends on the job id).
+        # By (id, threshold): the schedule kept (so its id is not reused) with its
+        # compilation, and whether that depends on the job id (then it is the first
+        # job's, and each other job's is derived from it: only its `H` computed again).
         self._schedule_objects: dict[
-            tuple[int, timedelta], tuple[Schedule, CompiledSchedule | None]
+            tuple[int, timedelta], tuple[Schedule, CompiledSchedule, bool]
         ] = {}
         self._targets: Memo = {}
         self._policies: Memo = {}
@@ -310,25 +329,20 @@ class SharedChecks:
         compiled: for a schedule that depends on it, or the first of its kind)."""
         # One request resolves one set of calendars: keying by the schedule is enough.
         found = self._schedule_objects.get((id(schedule), threshold))
-        if found is None:
-            shared = None
-            if not depends_on_job_id(schedule):
-                key = (schedule, threshold)
-                shared = self._schedules.get(key)
-                if shared is None:
-                    shared = self._schedules[key] = check_schedule(
-                        schedule,
-                        str(job_id),
-                        now=now,
-                        misfire_threshold=threshold,
-                        calendars=calendars,
-                    )
-            found = self._schedule_objects[(id(schedule), threshold)] = (schedule, shared)
-        if found[1] is not None:
+        if found is not None:
+            if found[2]:
+                return check_schedule_for_job(found[1], str(job_id), now=now)
             return found[1]
-        return check_schedule(
+        per_job = depends_on_job_id(schedule)
+        key = (schedule, threshold)
+        known = None if per_job else self._schedules.get(key)
+        compiled = known or check_schedule(
             schedule, str(job_id), now=now, misfire_threshold=threshold, calendars=calendars
         )
+        if not per_job:
+            self._schedules[key] = compiled
+        self._schedule_objects[(id(schedule), threshold)] = (schedule, compiled, per_job)
+        return compiled
 
     def target(self, target: Target | None) -> Target:
         """The checked (normalised) target: one object for each input object."""
