@@ -81,13 +81,17 @@ RECORDS_PATH = "/_records"
 _OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 _FAILED = b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n"
 FAIL_PATH = "/fail"  # answered 502 and not recorded
+SLOW_PATH = "/slow"  # recorded at arrival, answered 200 after SLOW_CALL_S
+SLOW_CALL_S = 0.1
 
 
 class _TargetProtocol(asyncio.Protocol):
     """HTTP/1.1 with Content-Length bodies, keep-alive and pipelining; nothing more.
 
     Every request is answered 200 at once and recorded as (idempotency key, scheduled-at,
-    arrival time); ``GET /_records?from=N`` returns records N.. as tab-separated lines.
+    arrival time); under ``SLOW_PATH`` the answer comes ``SLOW_CALL_S`` later (the
+    executors' clients keep one request per connection in flight, so answers stay in
+    order); ``GET /_records?from=N`` returns records N.. as tab-separated lines.
     """
 
     def __init__(self, records: list[tuple[bytes, bytes, float]]) -> None:
@@ -133,7 +137,17 @@ class _TargetProtocol(asyncio.Protocol):
                 self._transport.write(_FAILED)  # a failing target (bench_isolation.py)
             else:
                 self._records.append((key, scheduled, time.time()))
-                self._transport.write(_OK)
+                if lines[0].startswith(b"POST " + SLOW_PATH.encode()):
+                    asyncio.get_running_loop().call_later(
+                        SLOW_CALL_S, self._answer_late, self._transport
+                    )
+                else:
+                    self._transport.write(_OK)
+
+    @staticmethod
+    def _answer_late(transport: asyncio.Transport) -> None:
+        if not transport.is_closing():
+            transport.write(_OK)
 
     def _dump(self, request_line: bytes) -> bytes:
         start = int(request_line.split(b"from=", 1)[1].split(b" ", 1)[0])

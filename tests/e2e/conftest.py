@@ -13,19 +13,13 @@ from tests.helpers.target_server import RecordingTarget
 
 
 @pytest.fixture
-async def own_cluster(
+async def cluster(
     stack: Stack, migrated_database_url: str, tmp_path: Path
 ) -> AsyncIterator[Cluster]:
-    """API, scheduler and executor processes of this test's own, on its database."""
+    """API, scheduler and executor processes of this test's own, on its database (a
+    module whose tests can share them overrides this with ``shared_cluster``)."""
     async with running_cluster(stack, migrated_database_url, tmp_path) as running:
         yield running
-
-
-@pytest.fixture
-def cluster(own_cluster: Cluster) -> Cluster:
-    """The services a test drives: its own processes, unless its module overrides this
-    with ``shared_cluster``."""
-    return own_cluster
 
 
 @pytest.fixture(scope="module")

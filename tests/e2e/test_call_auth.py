@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import urllib.request
+from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -27,10 +28,10 @@ import pytest
 from standardwebhooks import Webhook
 
 from sundial.client import SignatureError, standard_webhook_secret, verify_signature
-from sundial.devstack import Stack
+from sundial.devstack import Services, Stack
 from sundial.v1 import admin_pb2, job_pb2, run_pb2
 from sundial.v1 import job_service_pb2 as pb
-from tests.helpers.cluster import ADMIN_TOKEN, Cluster, Tenant, running_cluster
+from tests.helpers.cluster import ADMIN_TOKEN, Cluster, Tenant, client_of, shared_services
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.target_server import Call, RecordingTarget
 
@@ -39,10 +40,21 @@ pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 SDK = Path(__file__).resolve().parents[2] / "sdk" / "typescript"
 
 
+@pytest.fixture(scope="module")
+def http_services(
+    stack: Stack, module_database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Services]:
+    """The services, the API serving its HTTP port too (the JWKS), for the module's tests
+    (each with tenants of its own)."""
+    with shared_services(
+        stack, module_database_url, tmp_path_factory.mktemp("call-auth"), http=True
+    ) as services:
+        yield services
+
+
 @pytest.fixture
-async def cluster(stack: Stack, migrated_database_url: str, tmp_path: Path) -> Any:
-    """The services, the API serving its HTTP port too (the JWKS)."""
-    async with running_cluster(stack, migrated_database_url, tmp_path, http=True) as running:
+async def cluster(http_services: Services) -> AsyncIterator[Cluster]:
+    async with client_of(http_services) as running:
         yield running
 
 

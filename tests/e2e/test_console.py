@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -26,9 +26,9 @@ from typing import Any
 import grpc
 import pytest
 
-from sundial.devstack import Stack
+from sundial.devstack import Services, Stack
 from sundial.v1 import calendar_pb2, flow_pb2, job_pb2, job_service_pb2, run_pb2
-from tests.helpers.cluster import ADMIN_TOKEN, Cluster, Tenant, running_cluster
+from tests.helpers.cluster import ADMIN_TOKEN, Cluster, Tenant, client_of, shared_services
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.target_server import RecordingTarget
 
@@ -87,10 +87,22 @@ def browser() -> Iterator[WebDriver]:
         driver.quit()
 
 
+@pytest.fixture(scope="module")
+def http_services(
+    stack: Stack, module_database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Services]:
+    """The services with the API's HTTP port (the console), for the module's tests (each
+    with tenants of its own)."""
+    with shared_services(
+        stack, module_database_url, tmp_path_factory.mktemp("logs"), http=True
+    ) as services:
+        yield services
+
+
 @pytest.fixture
-async def cluster(stack: Stack, migrated_database_url: str, tmp_path: Path) -> Any:
-    async with running_cluster(stack, migrated_database_url, tmp_path / "logs", http=True) as c:
-        yield c
+async def cluster(http_services: Services) -> AsyncIterator[Cluster]:
+    async with client_of(http_services) as running:
+        yield running
 
 
 def until(driver: WebDriver, check: Callable[[WebDriver], Any], what: str) -> Any:
@@ -603,7 +615,7 @@ async def test_the_console_in_a_browser(
     assert gone.value.code() == grpc.StatusCode.NOT_FOUND
 
     # Tokens reach no log: not the API's (which saw every request) nor any other.
-    for log in (tmp_path / "logs").iterdir():
+    for log in cluster.services.log_dir.iterdir():
         text = log.read_text(errors="replace")
         assert tenant.token not in text, f"{log.name} holds the tenant token"
         assert ADMIN_TOKEN not in text, f"{log.name} holds the admin token"
@@ -622,7 +634,8 @@ def _keep_screenshots(shots: Path) -> None:
 
 def author(driver: WebDriver, base: str, tenant: Tenant, url: str, shots: Path) -> None:
     """Create a job in the form (a refused cron first, its error on the cron field), see
-    its first run succeed on the Runs page, pause it and resume it by selector."""
+    its first run succeed on the Runs page, pause it and resume it by selector, then
+    again by ticking it on the jobs list."""
     driver.get(f"{base}/console/")
     token = until(driver, lambda d: d.find_element(By.ID, "token"), "the login form")
     token.send_keys(tenant.token + Keys.ENTER)
@@ -639,9 +652,29 @@ def author(driver: WebDriver, base: str, tenant: Tenant, url: str, shots: Path) 
     )
     assert "out of range" in error
     assert driver.find_element(By.ID, "job-cron").get_attribute("aria-invalid") == "true"
-    # A schedule firing every second; the preview shows its next times as it is typed.
+    # An interval counted from the end of each run instead: the preview shows its
+    # earliest times and says so.
     cron = driver.find_element(By.ID, "job-cron")
     cron.clear()
+    every = driver.find_element(By.ID, "job-every")
+    every.send_keys("15m")
+    driver.find_element(By.ID, "job-from-end").click()
+    until(
+        driver,
+        lambda d: (
+            len(d.find_elements(By.CSS_SELECTOR, "#form-preview li")) == 5
+            and "end of the previous run" in d.find_element(By.ID, "form-preview-note").text
+        ),
+        "the fixed delay's preview",
+    )
+    driver.find_element(By.ID, "job-from-end").click()
+    every.send_keys(Keys.CONTROL + "a", Keys.DELETE)
+    until(
+        driver,
+        lambda d: not d.find_elements(By.CSS_SELECTOR, "#form-preview li"),
+        "the preview emptied",
+    )
+    # A schedule firing every second; the preview shows its next times as it is typed.
     cron.send_keys("* * * * * *")
     until(
         driver,
@@ -697,6 +730,27 @@ def author(driver: WebDriver, base: str, tenant: Tenant, url: str, shots: Path) 
     driver.find_element(By.ID, "confirm-ok").click()
     until(driver, lambda d: "Resumed 1 jobs." in status_text(d), "the jobs resumed")
 
+    # Tick it on the list (a labelled box per row) and act on the selection: the dialog
+    # names the count and the jobs.
+    box = 'input.select-job[data-name="authored"]'
+    until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, box), "the job's box")
+    assert unlabelled(driver) == []
+    for verb, done in (("pause", "Paused 1 job."), ("resume", "Resumed 1 job.")):
+        click(driver, box, "the job's box")
+        until(driver, lambda d: "1 selected" in text_of(d, "selection-count"), "the count")
+        click(driver, f"#selected-{verb}", f"{verb} selected")
+        until(
+            driver,
+            lambda d: d.find_element(By.ID, "confirm").get_attribute("open") is not None,
+            "the confirmation",
+        )
+        assert f"{verb.title()} 1 selected job: authored?" in text_of(driver, "confirm-text")
+        driver.find_element(By.ID, "confirm-ok").click()
+        until(driver, lambda d, done=done: done in status_text(d), done)
+        # A job acted on leaves the selection.
+        until(driver, lambda d: "0 selected" in text_of(d, "selection-count"), "no selection")
+    driver.save_screenshot(str(shots / "8-selected.png"))
+
 
 async def test_the_console_authors_a_job_and_acts_on_jobs_by_selector(
     cluster: Cluster, target: RecordingTarget, browser: WebDriver, tmp_path: Path
@@ -717,7 +771,8 @@ async def test_the_console_authors_a_job_and_acts_on_jobs_by_selector(
     revisions = await tenant.call(
         "ListJobRevisions", job_service_pb2.ListJobRevisionsRequest(job_id=made.job_id)
     )
-    assert [r.version for r in revisions.revisions] == [3, 2, 1]  # created, paused, resumed
+    # Created; paused and resumed by selector; paused and resumed as the selection.
+    assert [r.version for r in revisions.revisions] == [5, 4, 3, 2, 1]
     assert any(r.status == run_pb2.RUN_STATUS_SUCCEEDED for r in await tenant.runs(made.job_id))
     untouched = await other.call("GetJob", job_service_pb2.GetJobRequest(job_id=theirs.job_id))
     assert untouched.job.version == 1 and not untouched.job.paused

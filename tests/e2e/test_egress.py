@@ -12,17 +12,16 @@ one of its rules.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
-from sundial.devstack import Stack
+from sundial.devstack import Services, Stack
 from sundial.v1 import admin_pb2, egress_pb2, job_service_pb2, run_pb2
 from tests.e2e.test_executor_runs import every, http_job, once
-from tests.e2e.test_metrics_endpoint import Scraped, metrics_cluster, scrape, value
-from tests.helpers.cluster import ADMIN_TOKEN, Cluster, Tenant
+from tests.e2e.test_metrics_endpoint import Scraped, metrics_env, scrape, value
+from tests.helpers.cluster import ADMIN_TOKEN, Cluster, Tenant, client_of, shared_services
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.target_server import RecordingTarget
 
@@ -34,12 +33,23 @@ FORBIDDEN = run_pb2.ERROR_CLASS_TARGET_FORBIDDEN
 CLOCK_SLACK = timedelta(milliseconds=200)
 
 
+@pytest.fixture(scope="module")
+def metrics_services(
+    stack: Stack, module_database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Services, dict[str, int]]]:
+    """One deployment serving /metrics for the module's tests (each its own tenant)."""
+    ports, own_env = metrics_env()
+    with shared_services(
+        stack, module_database_url, tmp_path_factory.mktemp("egress"), env_by_service=own_env
+    ) as services:
+        yield services, ports
+
+
 @pytest.fixture
-async def scraped(
-    stack: Stack, migrated_database_url: str, tmp_path: Path
-) -> AsyncIterator[Scraped]:
-    async with metrics_cluster(stack, migrated_database_url, tmp_path) as running:
-        yield running
+async def scraped(metrics_services: tuple[Services, dict[str, int]]) -> AsyncIterator[Scraped]:
+    services, ports = metrics_services
+    async with client_of(services) as cluster:
+        yield Scraped(cluster, ports)
 
 
 async def set_policy(cluster: Cluster, tenant_id: str, *cidrs: str) -> datetime:

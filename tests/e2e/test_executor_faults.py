@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
 
-from sundial.devstack import ServiceProcess
+from sundial.devstack import ServiceProcess, Services, Stack
 from sundial.v1 import job_pb2, run_pb2
 from tests.e2e.test_executor_runs import SUCCEEDED, every, http_job, once, runs_with
-from tests.helpers.cluster import Cluster
+from tests.helpers.cluster import Cluster, shared_services, with_own_executor
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.grpc_target import GrpcTargetServer
 from tests.helpers.target_server import RecordingTarget
@@ -29,18 +30,28 @@ def _calls(target: RecordingTarget, path: str, n: int) -> None:
     assert len(target.calls_to(path)) >= n, len(target.calls_to(path))
 
 
+@pytest.fixture(scope="module")
+def api_and_scheduler(
+    stack: Stack, module_database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Services]:
+    """The API and the scheduler for the module's tests (each with tenants of its own)."""
+    with shared_services(
+        stack, module_database_url, tmp_path_factory.mktemp("faults"), executors=0
+    ) as services:
+        yield services
+
+
 @pytest.fixture
-def cluster(shared_cluster: Cluster) -> Cluster:
-    """The tests that leave the processes as they are share them (own tenants each); the
-    two that kill or freeze an executor come first and take their own (``own_cluster``):
-    see ``tests.helpers.cluster.shared_services``."""
-    return shared_cluster
+async def cluster(api_and_scheduler: Services) -> AsyncIterator[Cluster]:
+    """The module's API and scheduler with an executor of the test's own: the crash and
+    pause tests kill or freeze it (and add another)."""
+    async with with_own_executor(api_and_scheduler) as running:
+        yield running
 
 
 async def test_kill_9_of_the_executor_mid_call_another_runs_the_next_attempt(
-    own_cluster: Cluster, target: RecordingTarget
+    cluster: Cluster, target: RecordingTarget
 ) -> None:
-    cluster = own_cluster
     target.hold("/slow")
     tenant = await cluster.tenant()
     when = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)
@@ -64,9 +75,8 @@ async def test_kill_9_of_the_executor_mid_call_another_runs_the_next_attempt(
 
 
 async def test_a_paused_executors_late_completion_is_fenced_out(
-    own_cluster: Cluster, target: RecordingTarget
+    cluster: Cluster, target: RecordingTarget
 ) -> None:
-    cluster = own_cluster
     target.hold("/paused")
     tenant = await cluster.tenant()
     when = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)

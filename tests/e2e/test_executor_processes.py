@@ -8,15 +8,15 @@ import asyncio
 import os
 import signal
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from sundial.devstack import Stack, health_status
+from sundial.devstack import Services, Stack, health_status
 from sundial.v1 import job_pb2, run_pb2
-from tests.helpers.cluster import Cluster, Tenant, running_cluster
+from tests.helpers.cluster import Cluster, Tenant, shared_services, with_own_executor
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.target_server import RecordingTarget
 
@@ -25,19 +25,29 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 WORKERS = 2
 
 
-@pytest.fixture
-async def cluster(
-    stack: Stack, migrated_database_url: str, tmp_path: Path
-) -> AsyncIterator[Cluster]:
-    async with running_cluster(
+@pytest.fixture(scope="module")
+def api_and_scheduler(
+    stack: Stack, module_database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Services]:
+    """The API and the scheduler for the module's tests; each test starts an executor of
+    its own, since each kills or stops it."""
+    with shared_services(
         stack,
-        migrated_database_url,
-        tmp_path,
+        module_database_url,
+        tmp_path_factory.mktemp("processes"),
+        executors=0,
         SUNDIAL_EXECUTOR_PROCESSES=str(WORKERS),
         # Room for a draining worker to wait for its held call however slow the host
         # (only a stop that goes wrong waits this long).
         SUNDIAL_GRACE_PERIOD_S="30",
-    ) as running:
+    ) as services:
+        yield services
+
+
+@pytest.fixture
+async def cluster(api_and_scheduler: Services) -> AsyncIterator[Cluster]:
+    """The module's API and scheduler with a new executor (``processes["executor"]``)."""
+    async with with_own_executor(api_and_scheduler) as running:
         yield running
 
 

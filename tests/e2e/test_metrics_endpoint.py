@@ -19,12 +19,11 @@ from prometheus_client.samples import Sample
 
 from sundial.core.partition import PARTITION_COUNT
 from sundial.core.telemetry import service_version
-from sundial.core.tls import dial
-from sundial.devstack import Services, Stack, free_port
+from sundial.devstack import Stack, free_port
 from sundial.devstack._services import SERVICE_NAMES
 from tests.e2e.test_executor_processes import one_time_jobs, succeeded
 from tests.e2e.test_wait_for_dependencies import _run
-from tests.helpers.cluster import FAST_ENV, Cluster, reset_streams
+from tests.helpers.cluster import Cluster, running_cluster
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.target_server import RecordingTarget
 
@@ -53,19 +52,11 @@ def free_ports_in_a_row(count: int) -> int:
         return first
 
 
-@contextlib.asynccontextmanager
-async def metrics_cluster(
-    stack: Stack,
-    database_url: str,
-    log_dir: Path,
-    *,
-    executor_processes: int = 1,
-    service_env: dict[str, dict[str, str]] | None = None,
-) -> AsyncIterator[Scraped]:
-    """API, scheduler and executor, each serving /metrics on a loopback port of its own
-    (an executor of N workers: N ports in a row); ``service_env`` adds variables per
-    service."""
-    await reset_streams(stack)
+def metrics_env(
+    executor_processes: int = 1, service_env: dict[str, dict[str, str]] | None = None
+) -> tuple[dict[str, int], dict[str, dict[str, str]]]:
+    """Each service's /metrics port on loopback (an executor of N workers: N ports in a
+    row) and the variables that give it, by service, with ``service_env`` added."""
     ports = {
         name: free_ports_in_a_row(executor_processes if name == "executor" else 1)
         for name in SERVICE_NAMES
@@ -78,18 +69,23 @@ async def metrics_cluster(
         for name in SERVICE_NAMES
     }
     own_env["executor"]["SUNDIAL_EXECUTOR_PROCESSES"] = str(executor_processes)
-    services = Services(
-        stack,
-        log_dir=log_dir,
-        extra_env={**FAST_ENV, "SUNDIAL_DATABASE_URL": database_url},
-        env_by_service=own_env,
-    )
-    try:
-        await asyncio.to_thread(services.start)
-        async with dial(services.processes["api"].address, None) as channel:
-            yield Scraped(Cluster(services, channel), ports)
-    finally:
-        await asyncio.to_thread(services.stop)
+    return ports, own_env
+
+
+@contextlib.asynccontextmanager
+async def metrics_cluster(
+    stack: Stack,
+    database_url: str,
+    log_dir: Path,
+    *,
+    executor_processes: int = 1,
+    service_env: dict[str, dict[str, str]] | None = None,
+) -> AsyncIterator[Scraped]:
+    """API, scheduler and executor, each serving /metrics on a loopback port of its own
+    (see :func:`metrics_env`); ``service_env`` adds variables per service."""
+    ports, own_env = metrics_env(executor_processes, service_env)
+    async with running_cluster(stack, database_url, log_dir, env_by_service=own_env) as cluster:
+        yield Scraped(cluster, ports)
 
 
 @pytest.fixture

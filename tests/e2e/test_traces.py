@@ -11,7 +11,6 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import grpc
 import nats
@@ -19,10 +18,10 @@ import pytest
 from google.protobuf.duration_pb2 import Duration
 
 from sundial.core.bus import DEAD_STREAM, dead_subject
-from sundial.devstack import Services, Stack, free_port
+from sundial.devstack import Services, Stack
 from sundial.v1 import job_pb2, job_service_pb2, run_pb2
 from tests.e2e.test_executor_processes import one_time_jobs, succeeded
-from tests.helpers.cluster import Cluster, Tenant, client_of, running_cluster, shared_services
+from tests.helpers.cluster import Cluster, Tenant, client_of, shared_services
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.grpc_target import GrpcTargetServer
 from tests.helpers.otlp_receiver import STATUS_ERROR, OtlpReceiver, ReceivedSpan
@@ -109,27 +108,6 @@ async def _succeeded_at(tenant: Tenant, job_id: str, attempt: int) -> run_pb2.Ru
 def _attempts(spans: list[ReceivedSpan]) -> list[ReceivedSpan]:
     found = [s for s in spans if s.service == "sundial-executor" and s.name == "sundial.attempt"]
     return sorted(found, key=lambda s: s.attributes["sundial.attempt"])
-
-
-# First: its own processes cannot run beside the module's shared ones, started by the
-# tests after it (tests.helpers.cluster.shared_services).
-async def test_an_executor_stops_promptly_when_its_collector_is_unreachable(
-    stack: Stack, migrated_database_url: str, tmp_path: Path, target: RecordingTarget
-) -> None:
-    unreachable = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    async with running_cluster(
-        stack, migrated_database_url, tmp_path, SUNDIAL_OTLP_ENDPOINT=unreachable
-    ) as cluster:
-        tenant = await cluster.tenant()
-        jobs = await one_time_jobs(tenant, f"{target.url}/ok", 3)
-        await assert_eventually(lambda: succeeded(tenant, jobs), timeout_s=40, interval_s=0.5)
-        executor = cluster.services.processes.pop("executor")
-        started = time.monotonic()
-        await asyncio.to_thread(executor.stop)
-        elapsed = time.monotonic() - started
-    # Spans are queued (three runs' worth, never exported); the flush gives up after its
-    # bound (2 s in all with the metrics), not after the exporter's retries (10 s a batch).
-    assert elapsed < 5, f"the executor took {elapsed:.1f} s to stop"
 
 
 async def test_a_triggered_run_is_one_trace_across_the_three_services(
@@ -364,6 +342,23 @@ async def test_a_run_longer_than_its_lease_keeps_it_through_the_traced_heartbeat
     [job_id] = await one_time_jobs(tenant, f"{target.url}/slow", 1, in_s=1)
     await assert_eventually(lambda: _succeeded_at(tenant, job_id, 1), timeout_s=40)
     assert len(target.calls_to("/slow")) == 1
+
+
+# Last: it stops the module's receiver and one of its processes.
+async def test_an_executor_stops_promptly_when_its_collector_is_unreachable(
+    traced: Cluster, module_receiver: OtlpReceiver, target: RecordingTarget
+) -> None:
+    module_receiver.stop()  # nothing listens at the services' collector endpoint now
+    tenant = await traced.tenant()
+    jobs = await one_time_jobs(tenant, f"{target.url}/ok", 3)
+    await assert_eventually(lambda: succeeded(tenant, jobs), timeout_s=40, interval_s=0.5)
+    executor = traced.services.processes.pop("executor")
+    started = time.monotonic()
+    await asyncio.to_thread(executor.stop)
+    elapsed = time.monotonic() - started
+    # Spans are queued (three runs' worth, never exported); the flush gives up after its
+    # bound (2 s in all with the metrics), not after the exporter's retries (10 s a batch).
+    assert elapsed < 5, f"the executor took {elapsed:.1f} s to stop"
 
 
 def _assert_called(target: RecordingTarget, count: int) -> None:

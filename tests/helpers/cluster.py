@@ -23,7 +23,7 @@ from sundial.core.bus import DEAD_STREAM, RUNS_STREAM
 from sundial.core.tls import ClientTls, dial
 from sundial.devstack import Services, Stack
 from sundial.v1 import admin_pb2, admin_pb2_grpc, job_service_pb2, job_service_pb2_grpc, run_pb2
-from tests.helpers.stack import nats_options, on_server_thread
+from tests.helpers.stack import in_server_thread, nats_options, on_server_thread
 
 ADMIN_TOKEN = "e2e-admin-token-0123456789abcdef"
 
@@ -186,6 +186,7 @@ def _services(
     *,
     client_tls: ClientTls | None = None,
     http: bool = False,
+    env_by_service: dict[str, dict[str, str]] | None = None,
     **env: str,
 ) -> Services:
     return Services(
@@ -194,6 +195,7 @@ def _services(
         extra_env={**FAST_ENV, "SUNDIAL_DATABASE_URL": database_url, **env},
         client_tls=client_tls,
         http=http,
+        env_by_service=env_by_service or {},
     )
 
 
@@ -205,17 +207,27 @@ async def running_cluster(
     *,
     client_tls: ClientTls | None = None,
     http: bool = False,
+    env_by_service: dict[str, dict[str, str]] | None = None,
     **env: str,
 ) -> AsyncIterator[Cluster]:
     """Start API, scheduler and executor (in that order); stop them at the end.
 
-    ``env`` adds or overrides service variables; when they make the services serve TLS,
-    ``client_tls`` says how to dial them (the probe, the executor and ``Cluster.api``).
-    ``http``: the API serves its HTTP port too (``services.processes["api"].http_url``).
+    ``env`` adds or overrides service variables (``env_by_service``: for one service's
+    processes only); when they make the services serve TLS, ``client_tls`` says how to
+    dial them (the probe, the executor and ``Cluster.api``). ``http``: the API serves
+    its HTTP port too (``services.processes["api"].http_url``).
     """
     with _sole_deployment(stack):
         await reset_streams(stack)
-        services = _services(stack, database_url, log_dir, client_tls=client_tls, http=http, **env)
+        services = _services(
+            stack,
+            database_url,
+            log_dir,
+            client_tls=client_tls,
+            http=http,
+            env_by_service=env_by_service,
+            **env,
+        )
         await asyncio.to_thread(services.start)
         try:
             async with dial(services.processes["api"].address, client_tls) as channel:
@@ -226,11 +238,20 @@ async def running_cluster(
 
 @contextlib.contextmanager
 def shared_services(
-    stack: Stack, database_url: str, log_dir: Path, *, replicas: int = 1, **env: str
+    stack: Stack,
+    database_url: str,
+    log_dir: Path,
+    *,
+    replicas: int = 1,
+    executors: int | None = None,
+    http: bool = False,
+    env_by_service: dict[str, dict[str, str]] | None = None,
+    **env: str,
 ) -> Iterator[Services]:
     """API, scheduler and executor for several tests (a module's, through
-    :func:`client_of` or :func:`connected` per test); ``replicas`` schedulers and
-    executors; ``env`` as for :func:`running_cluster`.
+    :func:`client_of` or :func:`connected` per test); ``replicas`` schedulers and as many
+    executors (or ``executors``: 0 when the tests start and stop their own); the
+    settings as for :func:`running_cluster`.
 
     For tests that keep to tenants of their own and leave the processes as they found
     them (no kill, no pause, no restart): starting the three services costs seconds per
@@ -241,8 +262,10 @@ def shared_services(
     """
     with _sole_deployment(stack):
         asyncio.run(reset_streams(stack))
-        services = _services(stack, database_url, log_dir, **env)
-        on_server_thread(lambda: services.start(replicas))
+        services = _services(
+            stack, database_url, log_dir, http=http, env_by_service=env_by_service, **env
+        )
+        on_server_thread(lambda: services.start(replicas, executors=executors))
         try:
             yield services
         finally:
@@ -267,3 +290,19 @@ async def connected(services: Services) -> AsyncIterator[Cluster]:
     are: tests that read what the shared deployment did after them)."""
     async with dial(services.processes["api"].address, services.client_tls) as channel:
         yield Cluster(services, channel)
+
+
+@contextlib.asynccontextmanager
+async def with_own_executor(services: Services) -> AsyncIterator[Cluster]:
+    """One test's :class:`Cluster` on a module's API and schedulers
+    (:func:`shared_services` with ``executors=0``) and an executor of the test's own,
+    ``processes["executor"]``, for tests that kill, freeze or stop it. At the end, the
+    test's jobs are deleted (as by :func:`client_of`) and every executor still there
+    (the test may have added more) is stopped."""
+    await in_server_thread(lambda: services.add("executor"))
+    try:
+        async with client_of(services) as cluster:
+            yield cluster
+    finally:
+        for key in [k for k, p in services.processes.items() if p.name == "executor"]:
+            await asyncio.to_thread(services.processes.pop(key).stop)

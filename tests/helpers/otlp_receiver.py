@@ -113,8 +113,13 @@ class OtlpReceiver:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop serving: nothing listens at ``endpoint`` any more. Idempotent."""
         if self._server is not None:
             self._server.stop(0).wait()
+            self._server = None
 
     def forget(self) -> None:
         """Drop the spans received so far (a test sharing the receiver starts anew)."""

@@ -135,6 +135,7 @@ def _spec_from_json(doc: Mapping[str, Any], field: str) -> Spec:
         return IntervalSpec(
             duration_from_json(interval["every"], f"{field}.interval.every"),
             duration_from_json(interval.get("offset", "0s"), f"{field}.interval.offset"),
+            from_end=interval.get("from_end") is True,
         )
     if "once" in doc:
         return OnceSpec(_timestamp_from_json(doc["once"], f"{field}.once"))
@@ -145,12 +146,15 @@ def _spec_to_json(spec: Spec) -> dict[str, Any]:
     if isinstance(spec, CronSpec):
         return {"cron": spec.expression}
     if isinstance(spec, IntervalSpec):
-        return {
-            "interval": {
-                "every": duration_to_json(spec.every),
-                "offset": duration_to_json(spec.offset),
-            }
+        interval: dict[str, Any] = {
+            "every": duration_to_json(spec.every),
+            "offset": duration_to_json(spec.offset),
         }
+        # Only when set: the documents (and digests) of every other interval stay as
+        # they were written before fixed delays existed.
+        if spec.from_end:
+            interval["from_end"] = True
+        return {"interval": interval}
     return {"once": _timestamp_to_json(spec.at)}
 
 

@@ -7,7 +7,9 @@ Decisions the design leaves open, made here:
 * ``max_runs`` is counted by the caller (the scheduler's stats) and passed in as
   ``fired_count``; ``0`` means unlimited.
 * Interval schedules are anchored on the Unix epoch plus ``offset`` (Temporal's rule),
-  not on ``start_time``; ``every`` must be at least one second.
+  not on ``start_time``; ``every`` must be at least one second. A fixed-delay interval
+  (``from_end``) has no anchor: it stands alone (no list, no calendars, no offset), and
+  its fire times here are the earliest ones (each ``every`` after the instant asked about).
 * ``time_zone`` ``""`` means UTC. The DST policies only affect cron schedules.
 * Several specs: the next fire time is the earliest of every spec's next one; an instant
   more than one names is one fire time, the lowest spec index's. Each spec resolves DST
@@ -32,7 +34,7 @@ from sundial.core.errors import InvalidArgument
 
 from . import _cache
 from ._calendar import Calendar, CalendarFilter, before_day, resolve_calendars
-from ._fire import Clock, CronClock, IntervalClock, OnceClock
+from ._fire import Clock, CronClock, FixedDelayClock, IntervalClock, OnceClock
 from ._jitter import jitter_offset
 from ._spec import (
     CronSpec,
@@ -119,6 +121,8 @@ class CompiledSchedule:
         fold_policy: Cron only: the resolved fold rule (``ONCE`` or ``TWICE``), else None.
         expanded_cron: Cron only: the expression croniter iterates (``H`` resolved).
         calendars: The referenced calendars, compiled (None: no calendar).
+        fixed_delay: The delay of a fixed-delay interval (``from_end``), else None: the
+            scheduler then counts each occurrence from the previous run's end.
 
     Several specs: ``fixed_time``, ``gap_policy``, ``fold_policy`` and
     ``expanded_cron`` describe the first spec; each spec resolves its own ``AUTO``.
@@ -132,6 +136,7 @@ class CompiledSchedule:
         "calendars",
         "end_time",
         "expanded_cron",
+        "fixed_delay",
         "fixed_time",
         "fold_policy",
         "gap_policy",
@@ -175,6 +180,7 @@ class CompiledSchedule:
         self.expanded_cron = expanded_cron
         self.gap_policy = clock.gap if isinstance(clock, CronClock) else None
         self.fold_policy = clock.fold if isinstance(clock, CronClock) else None
+        self.fixed_delay = clock.every if isinstance(clock, FixedDelayClock) else None
 
     def __repr__(self) -> str:
         return f"CompiledSchedule(job_id={self.job_id!r}, schedule={self.schedule!r})"
@@ -534,6 +540,12 @@ def compile_schedule(
         _compile_spec(spec, schedule, zone, job_id, schedule.spec_field(i))
         for i, spec in enumerate(specs)
     ]
+    if isinstance(compiled[0][0], FixedDelayClock) and schedule.calendars:
+        raise InvalidArgument(
+            "schedule.calendars",
+            "a fixed-delay interval (interval.from_end) takes no calendars: its fire times "
+            "follow the runs' ends, not dates",
+        )
     clock, fixed_time, expanded = compiled[0]
     return CompiledSchedule(
         schedule,
@@ -577,6 +589,8 @@ def _compile_spec(
                 f"{field}.interval.every", f"must be at least 1s, got {_seconds(spec.every)}"
             )
         _check_duration(spec.offset, f"{field}.interval.offset")
+        if spec.from_end:
+            return _fixed_delay_clock(spec, schedule, zone, field), None, None
         if spec.offset >= spec.every:
             raise InvalidArgument(
                 f"{field}.interval.offset",
@@ -590,6 +604,24 @@ def _compile_spec(
             raise InvalidArgument(f"{field}.once", "is required")
         return OnceClock(at, zone), None, None
     raise InvalidArgument(field, "one of cron, interval or once is required")
+
+
+def _fixed_delay_clock(
+    spec: IntervalSpec, schedule: Schedule, zone: TzdataZone, field: str
+) -> FixedDelayClock:
+    """The clock of a fixed-delay interval; its limits: alone, and no offset."""
+    if schedule.spec_list:
+        raise InvalidArgument(
+            f"{field}.interval.from_end",
+            "a fixed-delay interval stands alone: use schedule.interval, not schedule.specs",
+        )
+    if spec.offset:
+        raise InvalidArgument(
+            f"{field}.interval.offset",
+            f"must be 0 with from_end (the runs' ends set the phase), got {_seconds(spec.offset)}",
+        )
+    start = _optional_instant(schedule.start_time, "schedule.start_time")
+    return FixedDelayClock(spec.every, start, zone)
 
 
 def _as_utc(value: datetime, name: str) -> datetime:

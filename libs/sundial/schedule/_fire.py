@@ -386,7 +386,29 @@ class CronClock:
         )
 
 
-class IntervalClock:
+class _ElapsedClock:
+    """A clock of UTC arithmetic: nothing is ever dropped, and the zone only names each
+    fire time's local time."""
+
+    __slots__ = ()
+    zone: zoneinfo.ZoneInfo
+
+    def next_fire(self, after: datetime) -> FireTime | None:
+        raise NotImplementedError
+
+    def scan(self, after: datetime, dropped: list[FireTime] | None) -> FireTime | None:
+        """Same as :meth:`next_fire` (nothing is ever dropped)."""
+        return self.next_fire(after)
+
+    def _fire(self, at: datetime) -> FireTime | None:
+        try:
+            local = at.astimezone(self.zone)
+        except OverflowError:
+            return None
+        return FireTime(at=at, local=local, wall=local.replace(tzinfo=None))
+
+
+class IntervalClock(_ElapsedClock):
     """Fire times ``epoch + offset + k * every``: UTC arithmetic, immune to DST.
 
     Attributes:
@@ -410,14 +432,39 @@ class IntervalClock:
         k = (after_us - self._offset_us) // self._every_us + 1
         try:
             at = _EPOCH + timedelta(microseconds=self._offset_us + k * self._every_us)
-            local = at.astimezone(self.zone)
         except OverflowError:
             return None
-        return FireTime(at=at, local=local, wall=local.replace(tzinfo=None))
+        return self._fire(at)
 
-    def scan(self, after: datetime, dropped: list[FireTime] | None) -> FireTime | None:
-        """Same as :meth:`next_fire` (nothing is ever dropped)."""
-        return self.next_fire(after)
+
+class FixedDelayClock(_ElapsedClock):
+    """Fixed delay (``IntervalSpec.from_end``): the next fire time is ``every`` after the
+    instant asked about, or ``start`` while that is later. The scheduler asks with the
+    end of the previous run; anything else (a preview, a first fire time) gets the
+    earliest time the schedule can fire.
+
+    Attributes:
+        every: The delay.
+        start: The schedule's ``start_time`` (UTC), or None.
+        zone: Used only for the ``local`` of fire times.
+    """
+
+    __slots__ = ("every", "start", "zone")
+
+    def __init__(self, every: timedelta, start: datetime | None, zone: zoneinfo.ZoneInfo) -> None:
+        self.every = every
+        self.start = start
+        self.zone = zone
+
+    def next_fire(self, after: datetime) -> FireTime | None:
+        """Return ``start`` if it is after ``after``, else ``after + every`` (or None
+        past the last representable time)."""
+        if self.start is not None and self.start > after:
+            return self._fire(self.start)
+        try:
+            return self._fire(after.astimezone(UTC) + self.every)
+        except OverflowError:
+            return None
 
 
 class OnceClock:
@@ -445,4 +492,4 @@ class OnceClock:
         return self.next_fire(after)
 
 
-Clock = CronClock | IntervalClock | OnceClock
+Clock = CronClock | IntervalClock | FixedDelayClock | OnceClock

@@ -108,13 +108,20 @@ class IntervalSpec:
     epoch shifted by ``offset`` (as Temporal's interval spec does), not ``start_time``,
     so the sequence is a pure function of the spec and survives edits of the bounds.
 
+    With ``from_end`` (fixed delay) the grid is gone: an occurrence is ``every`` after the
+    previous scheduled run ended, which only the scheduler knows (docs/design.md section
+    4, "Fixed delay"); computed alone, each fire time is ``every`` after the instant
+    asked about, the earliest the next one can be.
+
     Attributes:
         every: The period; at least one second.
-        offset: The phase, ``0 <= offset < every``.
+        offset: The phase, ``0 <= offset < every``; 0 with ``from_end``.
+        from_end: Fixed delay: count ``every`` from the end of the previous run.
     """
 
     every: timedelta
     offset: timedelta = timedelta(0)
+    from_end: bool = False
 
 
 @dataclass(frozen=True, slots=True)

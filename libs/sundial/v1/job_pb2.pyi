@@ -170,12 +170,14 @@ class ScheduleSpec(_message.Message):
     def __init__(self, cron: _Optional[str] = ..., interval: _Optional[_Union[IntervalSchedule, _Mapping]] = ..., once: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class IntervalSchedule(_message.Message):
-    __slots__ = ("every", "offset")
+    __slots__ = ("every", "offset", "from_end")
     EVERY_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
+    FROM_END_FIELD_NUMBER: _ClassVar[int]
     every: _duration_pb2.Duration
     offset: _duration_pb2.Duration
-    def __init__(self, every: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., offset: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    from_end: bool
+    def __init__(self, every: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., offset: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., from_end: _Optional[bool] = ...) -> None: ...
 
 class DstPolicy(_message.Message):
     __slots__ = ("gap", "fold")

@@ -11,7 +11,7 @@ After a bounded drain, the checks of :mod:`._checks` compare what ran with what 
 schedules say should have: lost, doubly dispatched, stale writes, re-issued attempts,
 duplicate target calls, lateness and time to drain, per fault.
 
-Two sizes from the same code: ``tests/fault/test_soak.py`` (about two minutes, in
+Two sizes from the same code: ``tests/fault/test_soak.py`` (about 90 seconds, in
 ``make test``) and ``make chaos`` (``python -m tests.fault.soak``: several minutes per
 seed, seeds and length from ``SUNDIAL_SOAK_SEEDS`` and ``SUNDIAL_SOAK_SECONDS``).
 """

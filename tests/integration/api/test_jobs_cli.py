@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from typer.testing import CliRunner
@@ -65,3 +66,34 @@ async def test_backfill_goes_through_the_library(api: Api, tenant: Tenant) -> No
     ]
     again = await cli(api, tenant, "jobs", "backfill", job["job"]["job_id"], *window)
     assert (again.get("runs", []), again["existing_count"]) == ([], 3)
+
+
+async def test_create_and_update_a_fixed_delay(api: Api, tenant: Tenant) -> None:
+    """``--every 15m --from-end``: the delay counts from the end of the previous run
+    (docs/design.md section 4); the first one from the creation."""
+    before = datetime.now(UTC)
+    made = await cli(
+        api, tenant, "jobs", "create", "fixed", "--every", "15m", "--from-end", "--url", TARGET_URL
+    )
+    interval = made["job"]["schedule"]["interval"]
+    assert (interval["every"], interval["from_end"]) == ("900s", True)
+    first = datetime.fromisoformat(made["job"]["next_run_at"])
+    assert before + timedelta(minutes=15) <= first <= datetime.now(UTC) + timedelta(minutes=15)
+    env = {"SUNDIAL_API": api.address, "SUNDIAL_TOKEN": tenant.token, "COLUMNS": "200"}
+    shown = await asyncio.to_thread(
+        CliRunner().invoke, app, ["jobs", "get", made["job"]["job_id"]], env=env
+    )
+    assert "every 15m after each run ends" in shown.stdout, shown.output
+    changed = await cli(
+        api, tenant, "jobs", "update", made["job"]["job_id"], "--every", "1m", "--from-end"
+    )
+    assert changed["job"]["schedule"]["interval"]["every"] == "60s"
+    assert changed["job"]["schedule"]["interval"]["from_end"] is True
+    for wrong in (
+        ["--cron", "0 3 * * *", "--from-end"],
+        ["--every", "1m", "--every", "2m", "--from-end"],
+    ):
+        result = await asyncio.to_thread(
+            CliRunner().invoke, app, ["jobs", "create", "bad", *wrong, "--url", TARGET_URL], env=env
+        )
+        assert result.exit_code != 0 and "--from-end goes with exactly one --every" in result.output

@@ -122,6 +122,28 @@ async def test_backfill_creates_runs_for_past_occurrences(api: Api, tenant: Tena
     assert len(again.runs) == 2 and again.existing_count == 5
 
 
+async def test_backfill_of_a_fixed_delay_runs_every_delay_from_the_start(
+    api: Api, tenant: Tenant
+) -> None:
+    """A fixed delay has no past fire times of its own (they followed the runs' ends):
+    a backfill is one run every delay from the range's start, and moves nothing else."""
+    schedule = job_pb2.Schedule(
+        interval=job_pb2.IntervalSchedule(every=duration_pb2.Duration(seconds=900), from_end=True)
+    )
+    job = await new_job(api, tenant, name="fixed", schedule=schedule)
+    start = datetime(2026, 1, 1, 9, 0, 7, tzinfo=UTC)
+    response = await api.jobs.BackfillJob(
+        pb.BackfillJobRequest(
+            job_id=job.job_id, start_time=ts(start), end_time=ts(start + timedelta(hours=1))
+        ),
+        metadata=tenant.md,
+    )
+    times = [r.scheduled_at.ToDatetime(UTC) for r in response.runs]
+    assert times == [start + timedelta(minutes=15 * k) for k in range(4)]
+    got = await api.jobs.GetJob(pb.GetJobRequest(job_id=job.job_id), metadata=tenant.md)
+    assert got.job.next_run_at == job.next_run_at
+
+
 async def test_backfill_is_bounded_per_call(api: Api, tenant: Tenant) -> None:
     job = await new_job(api, tenant, cron="* * * * *", schedule=job_pb2.Schedule(cron="* * * * *"))
     start = datetime(2026, 1, 1, tzinfo=UTC)

@@ -96,6 +96,21 @@ def _interval(every: float, offset: float = 0, jitter: float = 0) -> Mutation:
     return mutate
 
 
+def _fixed_delay(offset: float = 0, *, listed: bool = False, misfire: int = 0) -> Mutation:
+    """A fixed-delay interval of a minute (docs/design.md section 4, "Fixed delay")."""
+
+    def mutate(job: job_pb2.Job) -> None:
+        interval = job_pb2.IntervalSchedule(every=_d(60), offset=_d(offset), from_end=True)
+        if listed:
+            job.schedule.specs.add(interval=interval)
+            job.schedule.ClearField("cron")
+        else:
+            job.schedule.interval.CopyFrom(interval)
+        job.policies.misfire = misfire  # type: ignore[assignment]
+
+    return mutate
+
+
 def _grpc(address: str, **metadata: str) -> Mutation:
     def mutate(job: job_pb2.Job) -> None:
         job.target.grpc.address = address
@@ -134,6 +149,16 @@ CASES: dict[str, tuple[Mutation, str]] = {
     "interval too long": (_interval(367 * 86400), "schedule.interval.every"),
     "offset not below every": (_interval(60, 60), "schedule.interval.offset"),
     "offset fractional": (_interval(60, 0.5), "schedule.interval.offset"),
+    "fixed delay with an offset": (_fixed_delay(5), "schedule.interval.offset"),
+    "fixed delay in a list": (_fixed_delay(listed=True), "schedule.specs[0].interval.from_end"),
+    "fixed delay skipping misfires": (
+        _fixed_delay(misfire=job_pb2.MISFIRE_POLICY_SKIP),
+        "policies.misfire",
+    ),
+    "fixed delay catching up": (
+        _fixed_delay(misfire=job_pb2.MISFIRE_POLICY_CATCH_UP),
+        "policies.misfire",
+    ),
     "jitter not below every": (_interval(60, 0, 60), "schedule.jitter"),
     "jitter too long": (_set("schedule.jitter", _d(3601)), "schedule.jitter"),
     "jitter negative": (_set("schedule.jitter", _d(-1)), "schedule.jitter"),

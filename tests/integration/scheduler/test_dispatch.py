@@ -23,10 +23,11 @@ from sundial.scheduler.model import ClaimedJob
 from sundial.scheduler.planning import DefinitionCache
 from sundial.scheduler.publisher import RunPublisher
 from sundial.scheduler.store import SchedulerStore, queries
+from sundial.scheduler.store._tx import EARLIEST
 from sundial.scheduler.sweeper import Sweeper
 from tests.helpers.metrics import meter_and_reader, points
 from tests.integration.scheduler.conftest import scheduler_config
-from tests.integration.scheduler.support import insert_jobs, runs_of, set_schedule
+from tests.integration.scheduler.support import add_tenant, insert_jobs, runs_of, set_schedule
 
 ALL = range(256)
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -317,12 +318,61 @@ async def test_claim_reads_only_the_partitions_it_takes_from(pool: asyncpg.Pool)
     await pool.execute("ANALYZE jobs")
     async with pool.acquire() as conn, conn.transaction():
         plan = await conn.fetchval(
-            "EXPLAIN (ANALYZE, FORMAT JSON) " + queries.claim_due_jobs, list(ALL), 500, T0, 500
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + queries.claim_due_jobs,
+            list(ALL),
+            500,
+            T0,
+            500,
+            EARLIEST,
+            T0,
         )
     # The pool decodes json values; a plain connection returns text.
     [explained] = json.loads(plan) if isinstance(plan, str) else plan
     read = rows_read_from(explained["Plan"], "jobs")
     assert 500 <= read <= 2_000, f"the claim read {read} job rows for a batch of 500"
+
+
+async def claimed_of(pool: asyncpg.Pool, tenant: str) -> int:
+    return await pool.fetchval("SELECT count(*) FROM job_runs WHERE tenant_id = $1", tenant)
+
+
+async def test_behind_a_herd_what_falls_due_later_is_claimed_first(
+    pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
+) -> None:
+    # A's herd of 250 due at T0 takes three batches of 100; B's 10 fall due a second
+    # later, while it is being dispatched: the next batch takes them, not 100 more of A's.
+    dispatcher, _ = measured_dispatcher(
+        pool, bus, stack, migrated_database_url, clock, batch_size=100
+    )
+    await add_tenant(pool, "tenant-a")
+    await add_tenant(pool, "b")
+    await insert_jobs(pool, HOURLY, first_due=T0, count=250, tenant_id="tenant-a")
+    await insert_jobs(pool, HOURLY, first_due=T0 + timedelta(seconds=1), count=10, tenant_id="b")
+    assert (await dispatcher.dispatch_once()).claimed == 100
+    clock.advance(2)
+    assert (await dispatcher.dispatch_once()).claimed == 100
+    assert await claimed_of(pool, "b") == 10
+    assert await claimed_of(pool, "tenant-a") == 190
+    while (await dispatcher.dispatch_once()).claimed:
+        pass
+    assert (await claimed_of(pool, "tenant-a"), await claimed_of(pool, "b")) == (250, 10)
+
+
+async def test_a_backlog_keeps_a_share_of_every_batch_however_much_falls_due_after_it(
+    pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
+) -> None:
+    dispatcher, _ = measured_dispatcher(
+        pool, bus, stack, migrated_database_url, clock, batch_size=100
+    )
+    await add_tenant(pool, "tenant-a")
+    await add_tenant(pool, "b")
+    await insert_jobs(pool, HOURLY, first_due=T0, count=150, tenant_id="tenant-a")
+    await insert_jobs(pool, HOURLY, first_due=T0 + timedelta(seconds=1), count=300, tenant_id="b")
+    await dispatcher.dispatch_once()  # 100 of A's: a backlog as of T0
+    clock.advance(2)
+    # B's 300, due after the backlog began, fill the batch; A's 50 left still get a fifth.
+    assert (await dispatcher.dispatch_once()).claimed == 120
+    assert (await claimed_of(pool, "tenant-a"), await claimed_of(pool, "b")) == (120, 100)
 
 
 def measured_dispatcher(

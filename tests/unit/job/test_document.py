@@ -87,6 +87,10 @@ SCHEDULES = [
     ),
     pytest.param(Schedule(IntervalSpec(timedelta(hours=1))), id="interval, no offset"),
     pytest.param(
+        Schedule(IntervalSpec(timedelta(minutes=15), from_end=True), max_runs=3),
+        id="fixed delay",
+    ),
+    pytest.param(
         Schedule(OnceSpec(datetime(2026, 7, 4, 9, 30, 0, 123_456, tzinfo=UTC))),
         id="once, microseconds",
     ),
@@ -121,6 +125,17 @@ def test_schedule_document_is_written_in_full() -> None:
         "every": "90s",
         "offset": "0s",
     }
+
+
+def test_fixed_delay_is_written_only_when_set() -> None:
+    """An epoch interval's document is the one written before fixed delays existed (its
+    digest, and so the dispatcher's cache, unchanged); a fixed delay says so, as the
+    scheduler's SQL reads it (``from_end`` true beside ``every``)."""
+    epoch = schedule_to_json(Schedule(IntervalSpec(timedelta(minutes=15))))
+    assert "from_end" not in epoch["interval"]
+    fixed = schedule_to_json(Schedule(IntervalSpec(timedelta(minutes=15), from_end=True)))
+    assert fixed["interval"] == {"every": "900s", "offset": "0s", "from_end": True}
+    assert json.loads(json.dumps(fixed))["interval"]["from_end"] is True
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,8 @@ import pytest
 
 from sundial.core.errors import InvalidArgument
 from sundial.schedule import (
+    Calendar,
+    CalendarKind,
     CronSpec,
     FoldPolicy,
     GapPolicy,
@@ -227,6 +229,72 @@ def test_interval_with_odd_period() -> None:
     fires = _iterate(compiled, _utc("2026-01-01T00:00"), 50)
     assert all(b - a == timedelta(seconds=7) for a, b in itertools.pairwise(fires))
     assert all(int(f.timestamp()) % 7 == 0 for f in fires)
+
+
+def test_fixed_delay_counts_from_the_instant_asked_about() -> None:
+    """A fixed delay has no grid: each fire time is ``every`` after the instant asked
+    about (the scheduler asks with the previous run's end), or ``start_time`` while that
+    is later; bounds and max_runs hold as for any schedule."""
+    compiled = _compile(IntervalSpec(timedelta(minutes=15), from_end=True))
+    assert compiled.fixed_delay == timedelta(minutes=15)
+    assert compiled.next_fire(_utc("2026-01-01T10:07:03.5")).at == _utc(  # type: ignore[union-attr]
+        "2026-01-01T10:22:03.5"
+    )
+    assert _iterate(compiled, _utc("2026-01-01T10:07"), 3) == [
+        _utc("2026-01-01T10:22"),
+        _utc("2026-01-01T10:37"),
+        _utc("2026-01-01T10:52"),
+    ]
+    started = _compile(
+        IntervalSpec(timedelta(minutes=15), from_end=True), start_time=_utc("2026-01-02T09:00")
+    )
+    assert started.next_fire(_utc("2026-01-01T00:00")).at == _utc("2026-01-02T09:00")  # type: ignore[union-attr]
+    assert started.next_fire(_utc("2026-01-02T09:00")).at == _utc("2026-01-02T09:15")  # type: ignore[union-attr]
+    ended = _compile(
+        IntervalSpec(timedelta(minutes=15), from_end=True), end_time=_utc("2026-01-01T10:20")
+    )
+    assert ended.next_fire(_utc("2026-01-01T10:07")) is None
+    assert _compile(IntervalSpec(timedelta(minutes=15))).fixed_delay is None
+    assert _compile(CronSpec("0 * * * *")).fixed_delay is None
+
+
+@pytest.mark.parametrize(
+    ("schedule", "field", "message"),
+    [
+        (
+            Schedule(IntervalSpec(timedelta(minutes=15), timedelta(minutes=1), from_end=True)),
+            "schedule.interval.offset",
+            "must be 0 with from_end",
+        ),
+        (
+            Schedule(
+                IntervalSpec(timedelta(minutes=15), from_end=True),
+                more_specs=(CronSpec("0 * * * *"),),
+                spec_list=True,
+            ),
+            "schedule.specs[0].interval.from_end",
+            "stands alone",
+        ),
+        (
+            Schedule(IntervalSpec(timedelta(minutes=15), from_end=True), spec_list=True),
+            "schedule.specs[0].interval.from_end",
+            "stands alone",
+        ),
+    ],
+)
+def test_fixed_delay_limits_name_the_field(schedule: Schedule, field: str, message: str) -> None:
+    with pytest.raises(InvalidArgument) as caught:
+        compile_schedule(schedule, job_id="job")
+    assert caught.value.field == field
+    assert message in caught.value.problem
+
+
+def test_fixed_delay_takes_no_calendars() -> None:
+    holidays = Calendar("holidays", CalendarKind.EXCLUDE, yearly=frozenset({(12, 25)}))
+    schedule = Schedule(IntervalSpec(timedelta(minutes=15), from_end=True), calendars=("holidays",))
+    with pytest.raises(InvalidArgument) as caught:
+        compile_schedule(schedule, job_id="job", calendars={"holidays": holidays})
+    assert caught.value.field == "schedule.calendars"
 
 
 def test_once() -> None:

@@ -25,6 +25,7 @@ from sundial.cli.jobs._options import (
     ConcurrencyKey,
     Cron,
     Every,
+    FromEnd,
     GrpcAddress,
     Header,
     IdentityTokenFlag,
@@ -67,6 +68,7 @@ def create(
     cron: Cron = None,
     every: Every = None,
     offset: Offset = "",
+    from_end: FromEnd = False,
     at: At = "",
     calendar: Calendars = None,
     tz: Annotated[str, typer.Option("--tz", help="IANA time zone of the schedule.")] = "UTC",
@@ -100,7 +102,7 @@ def create(
 ) -> None:
     """Create a job."""
     schedule = job_pb2.Schedule(time_zone=tz, max_runs=max_runs, calendars=calendar or [])
-    schedule_from_options(schedule, cron or [], every or [], offset, at)
+    schedule_from_options(schedule, cron or [], every or [], offset, at, from_end=from_end)
     if jitter:
         schedule.jitter.CopyFrom(parse_duration(jitter, "--jitter"))
     auth = job_pb2.TargetAuth()
@@ -146,6 +148,7 @@ def update(
     cron: Cron = None,
     every: Every = None,
     offset: Offset = "",
+    from_end: FromEnd = False,
     at: At = "",
     calendar: Calendars = None,
     no_calendars: Annotated[
@@ -191,9 +194,13 @@ def update(
         job.description = description
         paths.append("description")
     if cron or every or at:
-        paths.append(schedule_from_options(job.schedule, cron or [], every or [], offset, at))
-    elif offset:
-        fail("--offset goes with --every")
+        paths.append(
+            schedule_from_options(
+                job.schedule, cron or [], every or [], offset, at, from_end=from_end
+            )
+        )
+    elif offset or from_end:
+        fail("--offset and --from-end go with --every")
     if calendar and no_calendars:
         fail("give --calendar or --no-calendars, not both")
     if calendar or no_calendars:

@@ -55,6 +55,16 @@ Every = Annotated[
 Offset = Annotated[str, typer.Option(help="Interval phase, e.g. 30s (with one --every).")]
 
 
+FromEnd = Annotated[
+    bool,
+    typer.Option(
+        "--from-end",
+        help="With one --every: count it from the end of the previous run (fixed delay), "
+        "not on a fixed grid.",
+    ),
+]
+
+
 Calendars = Annotated[
     list[str] | None,
     typer.Option("--calendar", help="Name of a calendar that filters the times; repeatable."),
@@ -194,22 +204,32 @@ RequestId = Annotated[
 
 
 def schedule_from_options(
-    schedule: job_pb2.Schedule, crons: list[str], everys: list[str], offset: str, at: str
+    schedule: job_pb2.Schedule,
+    crons: list[str],
+    everys: list[str],
+    offset: str,
+    at: str,
+    *,
+    from_end: bool = False,
 ) -> str:
     """Set the specs ``--cron``, ``--every`` and ``--at`` give: one sets the schedule's
-    single spec, several make a ``specs`` list (their union). Returns the update-mask
-    path (``schedule.cron``, ``schedule.specs``...)."""
+    single spec, several make a ``specs`` list (their union); ``--from-end`` makes the one
+    ``--every`` a fixed delay. Returns the update-mask path (``schedule.cron``,
+    ``schedule.specs``...)."""
     count = len(crons) + len(everys) + bool(at)
     if not count:
         fail("give at least one of --cron, --every or --at")
     if offset and len(everys) != 1:
         fail("--offset goes with exactly one --every")
+    if from_end and (len(everys) != 1 or count != 1):
+        fail("--from-end goes with exactly one --every and no other spec")
     specs = [job_pb2.ScheduleSpec(cron=cron) for cron in crons]
     for every in everys:
         spec = job_pb2.ScheduleSpec()
         spec.interval.every.CopyFrom(parse_duration(every, "--every"))
         if offset:
             spec.interval.offset.CopyFrom(parse_duration(offset, "--offset"))
+        spec.interval.from_end = from_end
         specs.append(spec)
     if at:
         specs.append(job_pb2.ScheduleSpec(once=parse_time(at, "--at")))

@@ -24,6 +24,8 @@ def _spec_text(spec: job_pb2.Schedule | job_pb2.ScheduleSpec, which: str | None)
         text = f"every {duration_text(spec.interval.every)}"
         if spec.interval.offset.ToTimedelta():
             text += f" +{duration_text(spec.interval.offset)}"
+        if spec.interval.from_end:
+            text += " after each run ends"
         return text
     if which == "once":
         return f"once {spec.once.ToJsonString()}"

@@ -53,8 +53,18 @@ def with_due(run: Run, compiled: CompiledSchedule) -> Run:
 
 
 def _occurrences(compiled: CompiledSchedule, start: datetime, end: datetime) -> list[datetime]:
-    """The fire times in [start, end), at most one more than :data:`MAX_BACKFILL`."""
+    """The fire times in [start, end), at most one more than :data:`MAX_BACKFILL`.
+
+    A fixed-delay job has no fire times of its own in the past (they followed its runs'
+    ends): its backfill is one run every delay from ``start``, as if each took no time.
+    """
     instants: list[datetime] = []
+    if compiled.fixed_delay is not None:
+        at = start
+        while at < end and len(instants) <= MAX_BACKFILL:
+            instants.append(at)
+            at += compiled.fixed_delay
+        return instants
     cursor = start - _US
     while len(instants) <= MAX_BACKFILL:
         fire = compiled.next_fire(cursor)

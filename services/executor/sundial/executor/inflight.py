@@ -27,7 +27,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import OrderedDict
+from asyncio import FIRST_COMPLETED
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -101,7 +102,8 @@ class InFlight:
         self._clock = clock or SystemClock()
         self.max_in_flight = config.max_in_flight
         self._free = config.max_in_flight
-        self._freed = asyncio.Event()
+        self._waiting: deque[asyncio.Event] = deque()
+        """Callers of :meth:`reserve` waiting for slots, longest first."""
         self._held: dict[HeldRun, Held] = {}
         self._finished: OrderedDict[HeldLease, tuple[Completion, float]] = OrderedDict()
         """Outcomes of attempts called under each lease, until that lease has surely
@@ -137,33 +139,45 @@ class InFlight:
     ) -> int:
         """Wait for at least one free slot, then take up to ``most``.
 
+        Callers are served in the order they began waiting (and :meth:`take` takes
+        nothing while any wait): a batch of a quiet tenant's runs fetched behind a herd's
+        gets the next free slots after the batches fetched before it, instead of losing
+        each freed slot to whichever batch wakes first (it then gave its message back
+        after ``timeout_s``, again and again: seconds of lateness behind a herd,
+        docs/design.md section 7, "Flow control").
+
         Returns:
             The slots taken; 0 when ``stop`` was set first or ``timeout_s`` passed.
         """
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout_s is None else loop.time() + timeout_s
-        while self._free == 0 and not stop.is_set():
-            left = None if deadline is None else deadline - loop.time()
-            if left is not None and left <= 0:
-                return 0
-            self._freed.clear()
-            freed = asyncio.ensure_future(self._freed.wait())
-            stopped = asyncio.ensure_future(stop.wait())
-            try:
-                await asyncio.wait(
-                    [freed, stopped], timeout=left, return_when=asyncio.FIRST_COMPLETED
-                )
-            finally:
-                freed.cancel()
-                stopped.cancel()
         if stop.is_set():
             return 0
-        taken = min(most, self._free)
-        self._free -= taken
+        if not self._waiting:
+            taken = self.take(most)
+            if taken:
+                return taken
+        turn = asyncio.Event()
+        self._waiting.append(turn)
+        self._pass_turn()
+        woken = asyncio.ensure_future(turn.wait())
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait([woken, stopped], timeout=timeout_s, return_when=FIRST_COMPLETED)
+        finally:
+            woken.cancel()
+            stopped.cancel()
+            self._waiting.remove(turn)
+        taken = 0
+        if turn.is_set() and not stop.is_set():
+            taken = min(most, self._free)
+            self._free -= taken
+        self._pass_turn()
         return taken
 
     def take(self, most: int) -> int:
-        """Take up to ``most`` free slots without waiting; returns how many (maybe 0)."""
+        """Take up to ``most`` free slots without waiting; returns how many (maybe 0, and
+        always 0 while a caller of :meth:`reserve` waits: it goes first)."""
+        if self._waiting:
+            return 0
         taken = min(most, self._free)
         self._free -= taken
         return taken
@@ -172,7 +186,13 @@ class InFlight:
         """Give back ``count`` slots (unused after LeaseRuns, or a finished call)."""
         if count > 0:
             self._free += count
-            self._freed.set()
+            self._pass_turn()
+
+    def _pass_turn(self) -> None:
+        """Wake the longest waiting caller when a slot is free (only it takes slots
+        while callers wait)."""
+        if self._free and self._waiting:
+            self._waiting[0].set()
 
     # --- held runs ---------------------------------------------------------------------
 

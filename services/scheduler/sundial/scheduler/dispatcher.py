@@ -46,6 +46,8 @@ from sundial.scheduler.planning import (
     needs_live_counts,
     plan_batch,
     published_lateness,
+    waits_for_last_run,
+    with_last_run,
     with_live_counts,
 )
 from sundial.scheduler.publisher import RunPublisher
@@ -57,6 +59,10 @@ MAX_PUBLISHES_IN_FLIGHT = 4
 
 MIN_WAIT_S = 0.002
 """Shortest wait between passes that found less than a batch."""
+
+BACKLOG_SHARE = 5
+"""Behind a backlog, at least a fifth of each batch is the backlog's (the rest goes to
+jobs due since it began): newly due jobs cannot starve it."""
 
 
 class Dispatcher(PassLoop):
@@ -117,6 +123,9 @@ class Dispatcher(PassLoop):
             description="Age of the oldest due job not claimed yet, as of the last pass",
         )
         self._start = 0
+        self._backlog_since: datetime | None = None
+        """Due jobs exceeded a batch at this instant and not all of those due by then are
+        claimed yet (:meth:`_claim`)."""
         self._in_flight: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(MAX_PUBLISHES_IN_FLIGHT)
         self.dispatched = 0
@@ -179,13 +188,17 @@ class Dispatcher(PassLoop):
             # Entered first, so it ends the runs' spans after the commit (or the error).
             stack.callback(_end_all, spans)
             tx = await stack.enter_async_context(self._store.transaction())
-            claimed = await tx.claim_due_jobs(owned, self._config.batch_size, now, self._documents)
+            claimed = await self._claim(tx, owned, now)
             if not claimed:
                 return outcome
             outcome.claimed = len(claimed)
             outcome.oldest_due_age_s = max(
                 0.0, (now - min(j.next_run_at for j in claimed)).total_seconds()
             )
+            awaited = [j for j in claimed if waits_for_last_run(j)]
+            if awaited:  # fixed-delay jobs: their last run's end (docs/design.md section 4)
+                last = await tx.last_scheduled_runs(awaited)
+                claimed = [with_last_run(j, last.get(j.job_id)) for j in claimed]
             live = await tx.count_live_runs([j.job_id for j in claimed if needs_live_counts(j)])
             if live:
                 claimed = [with_live_counts(j, live.get(j.job_id)) for j in claimed]
@@ -225,6 +238,25 @@ class Dispatcher(PassLoop):
             if wait_for_publish:
                 await task
         return outcome
+
+    async def _claim(self, tx: Transaction, owned: list[int], now: datetime) -> list[ClaimedJob]:
+        """Up to a batch of due jobs, oldest first; behind a backlog, those that fell due
+        since it began go first (docs/design.md section 7, "Flow control"): one tenant's
+        herd being dispatched holds back no one's newly due jobs, and the backlog still
+        gets at least a ``BACKLOG_SHARE``-th of every batch."""
+        batch = self._config.batch_size
+        since = self._backlog_since
+        if since is None:
+            claimed = await tx.claim_due_jobs(owned, batch, now, self._documents)
+            if len(claimed) >= batch:
+                self._backlog_since = now  # more is due than a batch: a backlog begins
+            return claimed
+        newer = await tx.claim_due_jobs(owned, batch, now, self._documents, due_after=since)
+        room = max(batch - len(newer), batch // BACKLOG_SHARE)
+        older = await tx.claim_due_jobs(owned, room, now, self._documents, due_until=since)
+        if len(older) < room:  # the backlog as of `since` is claimed
+            self._backlog_since = now if len(newer) >= batch else None
+        return newer + older
 
     async def _admit(
         self, tx: Transaction, runs: list[PlannedRun], now: datetime

@@ -52,6 +52,13 @@ class ClaimedJob:
     create_traceparent: str = ""
     """The creating call's trace context until the job's first dispatch (its runs link
     to it), else empty."""
+    last_fire_at: datetime | None = None
+    """The job's last scheduled occurrence (a fixed-delay job waits for its run)."""
+    last_run_live: bool = False
+    """Fixed delay: the run at ``last_fire_at`` is unfinished."""
+    last_run_ended: datetime | None = None
+    """Fixed delay: when the run at ``last_fire_at`` ended (None: it has not, or there
+    is no such run)."""
 
 
 @dataclass(frozen=True, slots=True)

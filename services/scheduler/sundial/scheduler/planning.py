@@ -5,6 +5,10 @@ For each claimed job: the schedule's occurrences due now under the misfire polic
 the overlap policy, and the job's next fire time. ``max_runs`` and ``end_time`` end the
 schedule (``next_run_at`` NULL).
 
+A fixed-delay job (``IntervalSchedule.from_end``, docs/design.md section 4) has one
+occurrence at a time, at ``max(next_run_at, end of its last scheduled run + delay)``, and
+none while that run is unfinished: :func:`plan_fixed_delay`.
+
 Jitter: a job is claimed when its nominal time is due, and planned as of the moment the
 first occurrence's jittered due time arrives, so the claimed occurrence always gets its
 row now; a row whose due time is still ahead is inserted ``queued`` with ``check_at`` at
@@ -38,10 +42,11 @@ from sundial.job import (
     policies_from_json,
     schedule_from_json,
 )
-from sundial.run import RunStatus, SkipReason
+from sundial.run import ACTIVE_STATUSES, RunStatus, SkipReason
 from sundial.schedule import (
     Calendar,
     CompiledSchedule,
+    IntervalSpec,
     MisfirePlan,
     Schedule,
     compile_schedule,
@@ -165,6 +170,60 @@ def plan_occurrences(
     )
 
 
+def plan_fixed_delay(compiled: CompiledSchedule, job: ClaimedJob, now: datetime) -> MisfirePlan:
+    """The occurrence of a claimed fixed-delay job to run now, and its next due time.
+
+    While the run of its last occurrence is unfinished: none, and a re-check one delay
+    later. Otherwise the occurrence is at ``max(next_run_at, end + delay)`` (the claimed
+    time carries a resume's or a new schedule's delay; the end, a run the ledger's re-arm
+    missed); still ahead, that becomes the due time. A due one fires at once however
+    late (there is never more than one), unless ``end_time`` or ``max_runs`` ended the
+    schedule. After it, ``next_run_at`` is a re-check one delay from now: the end of this
+    run moves it (the ledger, the sweeper), or the re-check finds the run's end itself.
+    """
+    delay = compiled.fixed_delay
+    assert delay is not None
+    recheck: datetime | None = now + delay
+    if compiled.end_time is not None and recheck is not None and recheck > compiled.end_time:
+        recheck = None  # every later occurrence would be after end_time
+    if job.last_run_live:
+        return MisfirePlan(next_due=recheck)
+    due = job.next_run_at
+    if job.last_run_ended is not None:
+        due = max(due, job.last_run_ended + delay)
+    if due > now:
+        return MisfirePlan(next_due=due)
+    remaining = compiled.remaining_runs(job.fired_count)
+    if remaining == 0 or (compiled.end_time is not None and due > compiled.end_time):
+        return MisfirePlan()
+    return MisfirePlan(run_now=[due], next_due=None if remaining == 1 else recheck)
+
+
+def waits_for_last_run(job: ClaimedJob) -> bool:
+    """Whether planning ``job`` needs its last scheduled run's status and end: a
+    fixed-delay job that fired before."""
+    # The text test first: the document names from_end only when it is true, and a
+    # herd of other jobs must not pay a decode each when the cache holds too few.
+    if job.last_fire_at is None or '"from_end"' not in job.schedule:
+        return False
+    try:
+        spec = _schedule(job.schedule)[0].spec
+    except Exception:
+        return False  # planning quarantines the job
+    return isinstance(spec, IntervalSpec) and spec.from_end
+
+
+def with_last_run(job: ClaimedJob, last: tuple[RunStatus, datetime | None] | None) -> ClaimedJob:
+    """``job`` with its last scheduled run's state (None: no such row, nothing to wait
+    for)."""
+    if last is None:
+        return job
+    status, finished_at = last
+    if status in ACTIVE_STATUSES:
+        return dataclasses.replace(job, last_run_live=True)
+    return dataclasses.replace(job, last_run_ended=finished_at)
+
+
 def needs_live_counts(job: ClaimedJob) -> bool:
     """Whether ``job``'s unfinished runs must be counted before planning it: every
     overlap policy but ALLOW_ALL looks at them."""
@@ -222,8 +281,10 @@ def _plan_job(
 ) -> tuple[list[PlannedRun], JobAdvance, bool]:
     """One job's runs, its advance, and whether CANCEL_OTHER cancels its older runs."""
     compiled, policies = cache.get(job)
-    due = job.next_run_at
-    plan = plan_occurrences(compiled, policies, due, now, job.fired_count)
+    if compiled.fixed_delay is not None:
+        plan = plan_fixed_delay(compiled, job, now)
+    else:
+        plan = plan_occurrences(compiled, policies, job.next_run_at, now, job.fired_count)
     unfinished, pending, overlap_skipped = job.unfinished, job.pending, 0
     lateness: int | None = None
     runs: list[PlannedRun] = []

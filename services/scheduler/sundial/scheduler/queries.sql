@@ -4,24 +4,34 @@
 -- batches travel as parallel arrays through unnest(), never one statement per row.
 -- Lock order everywhere: jobs, then job_runs (sorted by primary key), then job_stats.
 
+-- fragment: fixed_delay
+-- The delay of a fixed-delay job (IntervalSchedule.from_end) as its JSON duration text,
+-- NULL for every other job; the query names job_definitions "d". The ledger and the
+-- sweeper re-arm such a job when its run ends (rearm_fixed_delays).
+CASE WHEN d.schedule -> 'interval' ->> 'from_end' = 'true'
+     THEN d.schedule -> 'interval' ->> 'every' END AS fixed_delay
+
 -- name: claim_due_jobs
--- Locks up to $2 due jobs of the owned partitions $1 (due: nominal next_run_at <= $3, and
--- not quarantined), at most $4 per partition, partitions in the order given. One index
--- probe per partition in jobs_due_idx order: a batch reads only the rows it locks (plus
--- those others hold), never every due row of every partition (a global ORDER BY over
--- partition_id = ANY(...) would read and sort all of them for each batch of a herd).
+-- Locks up to $2 due jobs of the owned partitions $1 (due: nominal next_run_at in
+-- ($5, $6], $6 <= now $3, and not quarantined at $3), at most $4 per partition,
+-- partitions in the order given. One index probe per partition in jobs_due_idx order: a
+-- batch reads only the rows it locks (plus those others hold), never every due row of
+-- every partition (a global ORDER BY over partition_id = ANY(...) would read and sort all
+-- of them for each batch of a herd). The range lets a dispatcher behind a backlog take
+-- what fell due since before the backlog (docs/design.md section 7, "Flow control").
 -- Rows another scheduler holds are skipped, not waited for. Definitions are read after
 -- the lock, in another statement (job_definitions_of).
 SELECT j.job_id, j.tenant_id, j.partition_id, j.next_run_at, j.fired_count, j.version,
-       j.definition_digest, j.create_traceparent
+       j.definition_digest, j.create_traceparent, j.last_fire_at
   FROM unnest($1::smallint[]) AS p(id)
  CROSS JOIN LATERAL (
         SELECT job_id, tenant_id, partition_id, next_run_at, fired_count, version,
-               definition_digest, create_traceparent
+               definition_digest, create_traceparent, last_fire_at
           FROM jobs
          WHERE partition_id = p.id
            AND NOT paused
-           AND next_run_at <= $3::timestamptz
+           AND next_run_at > $5::timestamptz
+           AND next_run_at <= $6::timestamptz
            AND (dispatch_not_before IS NULL OR dispatch_not_before <= $3::timestamptz)
          ORDER BY next_run_at
          LIMIT $4
@@ -65,6 +75,37 @@ SELECT job_id, count(*) AS unfinished,
  WHERE job_id = ANY($1::uuid[])
    AND status IN ('pending', 'queued', 'running', 'retrying')
  GROUP BY job_id;
+
+-- name: last_scheduled_runs
+-- Fixed delay (docs/design.md section 4): the status and end of each claimed job's last
+-- scheduled occurrence ($1/$2: job and last_fire_at), one primary-key probe each; asked
+-- only for the fixed-delay jobs of a batch. A key without a row is absent.
+SELECT r.job_id, r.status, r.finished_at
+  FROM unnest($1::uuid[], $2::timestamptz[]) AS k(job_id, scheduled_at)
+  JOIN job_runs r ON r.job_id = k.job_id AND r.scheduled_at = k.scheduled_at;
+
+-- name: rearm_fixed_delays
+-- Fixed delay (docs/design.md section 4): the scheduled runs $1/$2 of fixed-delay jobs
+-- ended in this transaction; each job whose last fire is still that run is due at $3 (the
+-- run's end plus the delay), or later if it already was (a resume's delay). Runs are
+-- locked already and the lock order is jobs first, so the jobs rows are taken SKIP
+-- LOCKED: a row another transaction holds keeps its re-check time, and the dispatcher's
+-- claim then derives the same instant from the run row. A schedule that ended (NULL)
+-- stays ended.
+WITH due AS (
+    SELECT u.job_id, u.next_run_at
+      FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[])
+           AS u(job_id, scheduled_at, next_run_at)
+      JOIN jobs j ON j.job_id = u.job_id
+     WHERE j.last_fire_at = u.scheduled_at AND j.next_run_at IS NOT NULL
+     ORDER BY u.job_id
+       FOR NO KEY UPDATE OF j SKIP LOCKED
+)
+UPDATE jobs j
+   SET next_run_at = greatest(j.next_run_at, due.next_run_at)
+  FROM due
+ WHERE j.job_id = due.job_id
+RETURNING j.job_id;
 
 -- name: quarantine_jobs
 -- Jobs $1 whose definition could not be planned wait until $2; next_run_at is untouched.
@@ -223,7 +264,7 @@ SELECT count(*) FROM due;
 -- is decided in Python (sundial.run.lease_expiry), not read out of the JSON here.
 SELECT r.job_id, r.scheduled_at, r.partition_id, r.status, r.cancel_requested,
        r.attempt, r.attempt_base, d.policies::text AS policies,
-       a.recheck_at AS acked_until, r.traceparent
+       a.recheck_at AS acked_until, r.traceparent, {fixed_delay}
   FROM job_runs r
   LEFT JOIN job_definitions d ON d.job_id = r.job_id
   LEFT JOIN dispatch_acks a ON a.dispatch_seq = r.dispatch_seq AND r.status = 'queued'
@@ -413,7 +454,8 @@ SELECT r.job_id, r.scheduled_at, r.tenant_id, r.kind, r.status, r.attempt, r.att
 -- ledger call stays one index probe per run plus its definition's policies; tenant_id is
 -- in the run's own row, for the opt-in tenant attribute of the outcome counter).
 SELECT r.job_id, r.scheduled_at, r.tenant_id, r.status, r.attempt, r.attempt_base,
-       r.cancel_requested, r.executor_id, r.lease_id, d.policies::text AS policies
+       r.cancel_requested, r.executor_id, r.lease_id, d.policies::text AS policies,
+       {fixed_delay}
   FROM job_runs r
   JOIN (SELECT DISTINCT job_id, scheduled_at
           FROM unnest($1::uuid[], $2::timestamptz[]) AS x(job_id, scheduled_at)) AS q

@@ -226,7 +226,8 @@
     if (spec.interval) {
       const offset = seconds(spec.interval.offset);
       return `every ${fmtSeconds(seconds(spec.interval.every))}` +
-        (offset ? `, offset ${fmtSeconds(offset)}` : "");
+        (offset ? `, offset ${fmtSeconds(offset)}` : "") +
+        (spec.interval.fromEnd ? " after each run ends" : "");
     }
     if (spec.once) return `once, at ${fmtTime(spec.once)}`;
     return null;
@@ -441,13 +442,86 @@
     }
   }
 
+  // The jobs ticked on the list (id -> name), kept across pages and refreshes; acted on
+  // one call per job, so a selection is bounded (a selector acts on more).
+  const selected = new Map();
+  const MAX_SELECTED = 100;
+  const SELECTED_ACTIONS = {
+    pause: ["Pause", "Paused", (jobId) => jobApi("PauseJob", { jobId })],
+    resume: ["Resume", "Resumed", (jobId) => jobApi("ResumeJob", { jobId })],
+    trigger: ["Trigger", "Triggered",
+      (jobId) => jobApi("TriggerJob", { jobId, requestId: newRequestId() })],
+    delete: ["Delete", "Deleted", (jobId) => jobApi("DeleteJob", { jobId, allowMissing: true })],
+  };
+
+  // Confirm with the count and the first names, then one call per selected job; a job
+  // that fails is named in the result and stays selected.
+  async function actOnSelected(action, refresh) {
+    const [verb, past, call] = SELECTED_ACTIONS[action];
+    const names = [...selected.values()];
+    const form = await confirmAction(`${verb} selected jobs`,
+      `${verb} ${names.length} selected job${names.length === 1 ? "" : "s"}: ` +
+      `${names.slice(0, 10).join(", ")}${names.length > 10 ? ", …" : ""}?`,
+      [], `${verb} ${names.length}`);
+    if (form === null) return;
+    const failed = [];
+    let done = 0;
+    for (const [jobId, name] of [...selected]) {
+      try {
+        await call(jobId);
+        done += 1;
+        selected.delete(jobId);
+      } catch (error) {
+        failed.push(`${name}: ${error.message}`);
+      }
+    }
+    say(`${past} ${done} job${done === 1 ? "" : "s"}.` +
+      (failed.length ? ` Failed: ${failed.join("; ")}` : ""));
+    await refresh();
+  }
+
   function showJobs() {
+    const pageBox = h("input", { type: "checkbox", id: "select-page" });
     const table = h("table", { id: "jobs-table" },
       h("caption", { class: "muted" }, "Jobs, ordered by name"),
       h("thead", {}, h("tr", {},
+        h("th", { scope: "col" }, h("label", { for: "select-page", class: "check" }, pageBox,
+          h("span", { class: "sr-only" }, "Select every job on this page"))),
         ["Name", "Schedule", "State", "Next run", "Last outcome", "Labels"].map(
           (title) => h("th", { scope: "col" }, title)))),
       h("tbody"));
+    const count = h("span", { id: "selection-count", class: "muted", "aria-live": "polite" });
+    const selectedButtons = Object.entries(SELECTED_ACTIONS).map(([action, [verb]]) =>
+      h("button", { type: "button", id: `selected-${action}`,
+        class: action === "delete" || action === "pause" ? "danger" : null,
+        onclick: () => actOnSelected(action, load) }, `${verb} selected…`));
+    const clear = h("button", { type: "button", id: "selected-clear",
+      onclick: () => { selected.clear(); showSelection(); } }, "Clear selection");
+    const selection = h("div", { class: "actions", id: "selection-actions",
+      role: "group", "aria-label": "Act on the selected jobs" },
+    count, selectedButtons, clear);
+
+    // The count, the buttons and the boxes on the page follow `selected`.
+    function showSelection() {
+      count.textContent = `${selected.size} selected` +
+        (selected.size >= MAX_SELECTED ? ` (at most ${MAX_SELECTED})` : "");
+      for (const button of [...selectedButtons, clear]) button.disabled = !selected.size;
+      const boxes = [...table.querySelectorAll("input.select-job")];
+      for (const box of boxes) box.checked = selected.has(box.value);
+      pageBox.checked = boxes.length > 0 && boxes.every((box) => box.checked);
+    }
+
+    function toggle(jobId, name, on) {
+      if (on && selected.size < MAX_SELECTED) selected.set(jobId, name);
+      if (!on) selected.delete(jobId);
+      showSelection();
+    }
+
+    pageBox.addEventListener("change", () => {
+      for (const box of table.querySelectorAll("input.select-job")) {
+        toggle(box.value, box.dataset.name, pageBox.checked);
+      }
+    });
     const prev = h("button", { type: "button", id: "page-prev" }, "Previous page");
     const next = h("button", { type: "button", id: "page-next" }, "Next page");
     const where = h("span", { id: "page-number", class: "muted" });
@@ -470,12 +544,18 @@
         onclick: () => bulkAct("PauseJobs", "Pause", load) }, "Pause matching…"),
       h("button", { type: "button", id: "bulk-resume",
         onclick: () => bulkAct("ResumeJobs", "Resume", load) }, "Resume matching…"));
-    mount(h("h1", {}, "Jobs"), form, bulk, table,
+    mount(h("h1", {}, "Jobs"), form, bulk, selection, table,
       h("div", { class: "pager" }, prev, where, next));
+    showSelection();
 
     async function load() {
       const answer = await jobApi("ListJobs", jobsRequest());
       const rows = (answer.jobs || []).map((job) => h("tr", { "data-job-id": job.jobId },
+        h("td", {}, h("label", { class: "check" },
+          h("input", { type: "checkbox", class: "select-job", value: job.jobId,
+            "data-name": job.name, onchange: (event) => toggle(job.jobId, job.name,
+              event.target.checked) }),
+          h("span", { class: "sr-only" }, `Select ${job.name}`))),
         h("td", {}, h("a", { href: `#/jobs/${encodeURIComponent(job.jobId)}` }, job.name)),
         h("td", {}, describeSchedule(job.schedule)),
         h("td", {}, job.paused ? pill("paused") : pill("active", "succeeded")),
@@ -483,9 +563,10 @@
         h("td", {}, lastOutcome(job.stats)),
         h("td", {}, Object.entries(job.labels || {}).map(([k, v]) => `${k}=${v}`).join(", "))));
       if (!rows.length) {
-        rows.push(h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No jobs match.")));
+        rows.push(h("tr", {}, h("td", { colspan: 7, class: "muted" }, "No jobs match.")));
       }
       table.tBodies[0].replaceChildren(...rows);
+      showSelection();
       list.tokens[list.page + 1] = answer.nextPageToken || "";
       prev.disabled = list.page === 0;
       next.disabled = !answer.nextPageToken;

@@ -94,6 +94,10 @@
     ["job-id", "Id (a-z, 0-9, -; optional)", "job_id", "text"],
     ["job-description", "Description", "description", "text"],
     ["job-cron", "Cron", "schedule.cron", "text"],
+    ["job-every", "Or every (30s, 15m, 2h, 1d; instead of a cron)", "schedule.interval.every",
+      "text"],
+    ["job-from-end", "Count it from the end of the previous run (fixed delay)",
+      "schedule.interval.from_end", "checkbox"],
     ["job-zone", "Time zone", "schedule.time_zone", "text"],
     ["job-calendars", "Calendars (comma-separated)", "schedule.calendars", "text"],
     ["job-url", "Target URL", "target.http.url", "text"],
@@ -112,9 +116,22 @@
   };
   // UpdateJob's mask: what the form edits (the job's other fields are kept as they are).
   // (FieldMask's JSON form: lowerCamelCase paths, comma-separated.)
-  const EDITED = ["name", "description", "schedule.cron", "schedule.timeZone",
+  // The schedule's path is the one of its kind the form holds (cron or interval): a mask
+  // naming both would set the other member of the oneof to its empty value.
+  const EDITED = ["name", "description", "schedule.timeZone",
     "schedule.calendars", "target.http.url", "target.http.method", "payload", "labels",
     "policies.overlap", "policies.misfire", "policies.retry.maxAttempts"];
+  const UNITS = { s: 1, m: 60, h: 3600, d: 86400 };
+
+  // "15m" -> "900s" (a Duration's JSON form); refused on the field, as the server would.
+  function durationOf(text, field) {
+    const match = /^(\d+)\s*([smhd]?)$/.exec(text);
+    if (!match) {
+      throw new c.ApiError("invalid_argument",
+        `${field}: not a duration (a number and s, m, h or d): ${text}`);
+    }
+    return `${Number(match[1]) * UNITS[match[2] || "s"]}s`;
+  }
 
   const b64 = (text) => btoa(String.fromCharCode(...new TextEncoder().encode(text)));
   const unb64 = (text) => new TextDecoder().decode(
@@ -123,6 +140,7 @@
   function control(id, field, kind) {
     const attrs = { id, name: id, "data-field": field, "aria-describedby": `${id}-error` };
     if (kind === "area") return h("textarea", { ...attrs, rows: 3 });
+    if (kind === "checkbox") return h("input", { ...attrs, type: "checkbox" });
     if (CHOICES[kind]) {
       return h("select", attrs, CHOICES[kind].map((value) => h("option", { value },
         c.enumName(value, /^(OVERLAP|MISFIRE)_POLICY_/) || value)));
@@ -139,15 +157,23 @@
       if (line.trim() && at > 0) labels[line.slice(0, at).trim()] = line.slice(at + 1).trim();
       else if (line.trim()) labels[line.trim()] = "";
     }
+    const schedule = {
+      timeZone: value("job-zone") || "UTC",
+      calendars: value("job-calendars").split(",").map((n) => n.trim()).filter(Boolean),
+    };
+    if (value("job-every") && !value("job-cron")) {
+      schedule.interval = {
+        every: durationOf(value("job-every"), "schedule.interval.every"),
+        fromEnd: $("#job-from-end").checked,
+      };
+    } else {
+      schedule.cron = value("job-cron");
+    }
     return {
       jobId: value("job-id") || undefined,
       name: value("job-name"),
       description: value("job-description"),
-      schedule: {
-        cron: value("job-cron"),
-        timeZone: value("job-zone") || "UTC",
-        calendars: value("job-calendars").split(",").map((n) => n.trim()).filter(Boolean),
-      },
+      schedule,
       target: { http: { url: value("job-url"), method: value("job-method") } },
       payload: b64($("#job-payload").value),
       labels,
@@ -165,6 +191,9 @@
     set("job-id", job.jobId);
     set("job-description", job.description);
     set("job-cron", (job.schedule || {}).cron);
+    const interval = (job.schedule || {}).interval || {};
+    set("job-every", interval.every);
+    $("#job-from-end").checked = Boolean(interval.fromEnd);
     set("job-zone", (job.schedule || {}).timeZone || "UTC");
     set("job-calendars", ((job.schedule || {}).calendars || []).join(", "));
     set("job-url", ((job.target || {}).http || {}).url);
@@ -224,10 +253,17 @@
 
     let timer = null;
     async function refreshPreview() {
-      const { schedule } = readForm();
-      if (!schedule.cron) {
+      let schedule;
+      try {
+        ({ schedule } = readForm());
+      } catch (error) {
         preview.replaceChildren();
-        previewNote.textContent = "Type a cron expression to see when it fires.";
+        showError(error);
+        return;
+      }
+      if (!schedule.cron && !schedule.interval) {
+        preview.replaceChildren();
+        previewNote.textContent = "Type a cron expression or an interval to see when it fires.";
         return;
       }
       try {
@@ -235,7 +271,10 @@
         if (editing) body.jobId = jobId;
         const answer = await jobApi("PreviewSchedule", body);
         clearErrors();
-        previewNote.textContent = `In ${schedule.timeZone}; times DST moved or dropped are marked.`;
+        previewNote.textContent = (schedule.interval || {}).fromEnd
+          ? "The earliest times, if every run took no time: each one is counted from the " +
+            "end of the previous run."
+          : `In ${schedule.timeZone}; times DST moved or dropped are marked.`;
         preview.replaceChildren(...(answer.fireTimes || []).map((fire) => h("li", {},
           fire.dropped ? h("s", {}, c.fmtTime(fire.at)) : c.fmtTime(fire.at),
           ` (${fire.localTime || ""})`,
@@ -247,20 +286,22 @@
       }
     }
     form.addEventListener("input", (event) => {
-      if (!["job-cron", "job-zone", "job-calendars"].includes(event.target.id)) return;
+      const watched = ["job-cron", "job-every", "job-from-end", "job-zone", "job-calendars"];
+      if (!watched.includes(event.target.id)) return;
       clearTimeout(timer);
       timer = setTimeout(refreshPreview, 300);
     });
 
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
-      const job = readForm();
       try {
+        const job = readForm();
         let saved;
         if (editing) {
           job.jobId = jobId;
+          const kind = job.schedule.interval ? "schedule.interval" : "schedule.cron";
           saved = await jobApi("UpdateJob", {
-            job, updateMask: EDITED.join(","), expectedVersion: String(version),
+            job, updateMask: [...EDITED, kind].join(","), expectedVersion: String(version),
           });
         } else {
           saved = await jobApi("CreateJob", { job, requestId: c.newRequestId() });

@@ -31,6 +31,7 @@ def _spec_in(message: Any, which: str | None, field: str) -> Spec:
         return IntervalSpec(
             every=wire.timedelta_in(message.interval.every, f"{field}.interval.every"),
             offset=wire.timedelta_in(message.interval.offset, f"{field}.interval.offset"),
+            from_end=message.interval.from_end,
         )
     if which == "once":
         return OnceSpec(wire.timestamp_in(message.once, f"{field}.once"))
@@ -43,6 +44,7 @@ def _spec_out(spec: Spec, message: Any) -> None:
     elif isinstance(spec, IntervalSpec):
         message.interval.every.CopyFrom(wire.duration(spec.every))
         message.interval.offset.CopyFrom(wire.duration(spec.offset))
+        message.interval.from_end = spec.from_end
     else:
         message.once.CopyFrom(wire.timestamp(spec.at))
 

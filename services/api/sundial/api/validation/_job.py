@@ -39,6 +39,7 @@ from sundial.schedule import (
     CompiledSchedule,
     CronSpec,
     IntervalSpec,
+    MisfirePolicy,
     OnceSpec,
     Schedule,
     Spec,
@@ -388,6 +389,15 @@ def check_job_spec(
             spec.schedule, job_id, now=now, threshold=threshold, calendars=calendars
         )
         target = shared.target(spec.target)
+    if compiled.fixed_delay is not None and spec.policies.misfire is not MisfirePolicy.RUN_ONCE:
+        # One occurrence is due at a time, and a late one fires at once (docs/design.md
+        # section 4, "Fixed delay"): there is nothing to skip or catch up.
+        raise _fail(
+            "policies.misfire",
+            f"a fixed-delay schedule (schedule.interval.from_end) runs a late occurrence "
+            f"once, at once: only MISFIRE_POLICY_RUN_ONCE applies, got "
+            f"MISFIRE_POLICY_{spec.policies.misfire.value}",
+        )
     if len(spec.payload) > MAX_PAYLOAD_BYTES:
         raise _fail(
             "payload", f"{len(spec.payload)} bytes, more than {MAX_PAYLOAD_BYTES} (256 KiB)"

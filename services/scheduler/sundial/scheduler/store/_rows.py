@@ -54,6 +54,16 @@ def ref_of(row: Record) -> RunRef:
     return RunRef(row["job_id"], row["scheduled_at"])
 
 
+def fixed_delays(rows: Iterable[Record]) -> dict[RunRef, timedelta]:
+    """The delay of each row's job that is a fixed-delay job (the ``fixed_delay``
+    fragment of queries.sql), by run."""
+    return {
+        ref_of(r): duration_from_json(r["fixed_delay"], "schedule.interval.every")
+        for r in rows
+        if r["fixed_delay"] is not None
+    }
+
+
 def run_state(row: Record, *, max_concurrent_runs: int | None = None) -> RunState:
     """The state of a locked ``job_runs`` row (``lock_runs``, ``lock_runs_for_completion``,
     ``lock_due_checks``).

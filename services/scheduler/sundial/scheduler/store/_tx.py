@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections import OrderedDict, defaultdict
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -40,6 +40,7 @@ from sundial.scheduler.store._rows import (
 )
 from sundial.scheduler.store._rows import (
     dead_letter_run,
+    fixed_delays,
     lease_candidate,
     ref_of,
     run_state,
@@ -48,9 +49,10 @@ from sundial.scheduler.store._rows import (
     with_key_cap,
 )
 
-"""RunDispatch carries 1-500 runs (events.proto)."""
-
 _ENDED = (RunStatus.SUCCEEDED, RunStatus.DEAD, RunStatus.CANCELLED)
+
+EARLIEST = datetime.min.replace(tzinfo=UTC)
+"""A lower bound no due time is before (claim_due_jobs' ``due_after``)."""
 
 
 def _text(value: Any) -> str | None:
@@ -96,6 +98,9 @@ class Transaction(AdmissionSteps):
 
     def __init__(self, conn: asyncpg.Connection | PoolConnectionProxy) -> None:
         self._conn = conn
+        # The runs this transaction locked whose jobs are fixed-delay jobs, with the
+        # delay: when one ends here, its job is re-armed (_rearm_fixed_delays).
+        self._fixed_delays: dict[RunRef, timedelta] = {}
 
     async def _seqs(self, count: int) -> list[int]:
         if not count:
@@ -111,6 +116,9 @@ class Transaction(AdmissionSteps):
         limit: int,
         now: datetime,
         documents: DocumentCache | None = None,
+        *,
+        due_after: datetime = EARLIEST,
+        due_until: datetime | None = None,
     ) -> list[ClaimedJob]:
         """Lock up to ``limit`` due jobs of ``owned`` (SKIP LOCKED), with their
         definitions read after the lock (never an old definition with a new jobs row).
@@ -119,8 +127,13 @@ class Transaction(AdmissionSteps):
         Args:
             documents: Documents already read, by digest (migration 0008): only one job
                 per digest not in it has its definition read (and it is added).
+            due_after, due_until: Only jobs due in (``due_after``, ``due_until``]
+                (``due_until`` at most and by default ``now``), oldest first.
         """
-        rows = await self._conn.fetch(queries.claim_due_jobs, list(owned), limit, now, limit)
+        until = now if due_until is None else min(due_until, now)
+        rows = await self._conn.fetch(
+            queries.claim_due_jobs, list(owned), limit, now, limit, due_after, until
+        )
         if not rows:
             return []
         cache = documents if documents is not None else DocumentCache()
@@ -155,9 +168,24 @@ class Transaction(AdmissionSteps):
                 unfinished=0,
                 pending=0,
                 create_traceparent=r["create_traceparent"] or "",
+                last_fire_at=r["last_fire_at"],
             )
             for r in rows
         ]
+
+    @translate_db_errors()
+    async def last_scheduled_runs(
+        self, jobs: Sequence[ClaimedJob]
+    ) -> dict[uuid.UUID, tuple[RunStatus, datetime | None]]:
+        """Fixed delay: ``job_id -> (status, finished_at)`` of the run at each claimed
+        job's ``last_fire_at``; absent when there is no such row."""
+        job_ids, times = unzip(
+            RunRef(j.job_id, j.last_fire_at) for j in jobs if j.last_fire_at is not None
+        )
+        if not job_ids:
+            return {}
+        rows = await self._conn.fetch(queries.last_scheduled_runs, job_ids, times)
+        return {r["job_id"]: (RunStatus(r["status"]), r["finished_at"]) for r in rows}
 
     @translate_db_errors()
     async def count_live_runs(
@@ -302,6 +330,22 @@ class Transaction(AdmissionSteps):
                 now,
             )
 
+    async def _rearm_fixed_delays(self, ended: Sequence[Transition]) -> None:
+        """Fixed delay (docs/design.md section 4): each ended run of a fixed-delay job
+        makes its job due at the run's end plus the delay, in this transaction (before
+        the stats: jobs come first in the lock order). Only calls that ended such a run
+        pay for the statement."""
+        rearm = [
+            (t.ref, t.finished_at + delay)
+            for t in ended
+            if (delay := self._fixed_delays.get(t.ref)) is not None and t.finished_at
+        ]
+        if rearm:
+            job_ids, times = unzip(ref for ref, _ in rearm)
+            await self._conn.fetch(
+                queries.rearm_fixed_delays, job_ids, times, [at for _, at in rearm]
+            )
+
     # --- notifications (docs/design.md section 12) -------------------------------------
 
     @translate_db_errors()
@@ -371,6 +415,7 @@ class Transaction(AdmissionSteps):
             (empty when it has none).
         """
         rows = await self._conn.fetch(queries.lock_due_checks, list(owned), limit, now)
+        self._fixed_delays.update(fixed_delays(rows))
         return [
             (run_state(r), r["partition_id"], r["acked_until"], r["traceparent"] or "")
             for r in rows
@@ -540,6 +585,7 @@ class Transaction(AdmissionSteps):
         need (and nothing else: the hottest ledger call stays one probe per run)."""
         job_ids, times = unzip(refs)
         rows = await self._conn.fetch(queries.lock_runs_for_completion, job_ids, times)
+        self._fixed_delays.update(fixed_delays(rows))
         return {ref_of(r): run_state(r) for r in rows}
 
     @translate_db_errors()
@@ -573,6 +619,7 @@ class Transaction(AdmissionSteps):
         ended = sorted((t for t in transitions if t.status in _ENDED), key=lambda t: t.ref.job_id)
         if not ended:
             return
+        await self._rearm_fixed_delays(ended)
         succeeded = [t.status is RunStatus.SUCCEEDED for t in ended]
         dead = [t.status is RunStatus.DEAD for t in ended]
         counted = await self._conn.fetch(
