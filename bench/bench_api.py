@@ -1,6 +1,7 @@
 """Benchmark the API service: CreateJob with 8 concurrent clients, BatchCreateJobs.
 
-Run: ``python bench/bench_api.py [--creates 4000] [--batches 20] [--json]``.
+Run: ``python bench/bench_api.py [--creates 4000] [--batches 20] [--only PHASE ...] [--json]``
+(``--only bare_sql_batch batch_create``: just those phases, in the same run).
 
 Reported, all in the same run on the same PostgreSQL:
 
@@ -17,11 +18,14 @@ Reported, all in the same run on the same PostgreSQL:
   indexed read to resolve it). Both with CPU microseconds per call of the API process
   and of PostgreSQL.
 * ``bare_sql_batch``: the machine's limit for BatchCreateJobs: the same statement with
-  1,000 rows per call, one connection (the API adds a name check in the transaction).
+  1,000 rows per call, one connection (the API adds the request id's record in the
+  transaction).
 * ``batch_create``: the API process; one client calling BatchCreateJobs with 1,000
-  schedules per call (mixed cron expressions, zones and intervals): schedules per second,
-  and CPU milliseconds per 1,000 schedules of the API process and of PostgreSQL (from
-  /proc, so other load on the machine does not count).
+  schedules per call (mixed cron expressions, zones and intervals, a fifth using ``H``):
+  schedules per second, and CPU milliseconds per 1,000 schedules of the API process and
+  of PostgreSQL (from /proc, so other load on the machine does not count). Run with
+  ``bare_sql_batch`` one batch of each in turn, so the load of a shared machine weighs
+  on both alike (the bare side's PostgreSQL CPU is reported too).
 
 The stack is started by ``sundial.devstack`` unless ``SUNDIAL_DATABASE_URL`` points
 elsewhere. Client and server share the machine: on 2 cores the figures include the
@@ -47,6 +51,7 @@ import grpc
 from _common import cpu_seconds, family_cpu, fresh_database  # bench/: the script's folder
 
 from sundial.api.store import queries
+from sundial.api.store._params import InsertJobs
 from sundial.core.db import init_connection, json_text
 from sundial.core.partition import partition_of
 from sundial.devstack import Stack
@@ -78,45 +83,41 @@ async def add_tenant(conn: asyncpg.Connection, tenant_id: str) -> None:
     )
 
 
-def _rows(n: int, prefix: str) -> list[list[object]]:
-    """Columns for queries.insert_jobs, ``n`` jobs."""
+def _params(tenant: str, n: int, prefix: str) -> InsertJobs:
+    """queries.insert_jobs' parameters for ``n`` jobs, as the API builds them: the JSON
+    columns as text, each distinct document encoded once; no trace context; the writer
+    and request id as the API records them (revisions); no calendars named."""
     ids = [uuid.uuid4() for _ in range(n)]
     now = datetime.now(UTC)
-    # The JSON columns as text, each distinct document encoded once, as the API does.
     schedule = json_text(schedule_to_json(Schedule(CronSpec("0 * * * *"))))
     target = json_text({"http": {"url": TARGET, "method": "POST", "headers": {}}})
-    return [
-        ids,
-        [f"{prefix}-{i}" for i in range(n)],
-        [partition_of(i) for i in ids],
-        [now] * n,
-        [False] * n,
-        [schedule] * n,
-        [target] * n,
-        [json_text(policies_to_json(JobPolicies()))] * n,
-        [b""] * n,
-        ["{}"] * n,
-        [""] * n,
-        [""] * n,
-        [None] * n,  # no client job ids
-    ]
-
-
-async def _create_tx(conn: asyncpg.Connection, tenant: str, rows: list[list[object]]) -> None:
-    # The statement the API runs (quota check and inserts), alone in autocommit.
-    # No trace context; the writer and request id as the API records them (revisions).
-    inserted = await conn.fetchval(
-        queries.insert_jobs,
-        tenant,
-        *rows,
-        datetime.now(UTC),
-        len(rows[0]),
-        None,
-        "bench",
-        "bench",
-        [None] * len(rows[0]),  # no calendars named (migration 0015)
+    return InsertJobs(
+        tenant_id=tenant,
+        job_ids=ids,
+        names=[f"{prefix}-{i}" for i in range(n)],
+        partition_ids=[partition_of(i) for i in ids],
+        next_run_ats=[now] * n,
+        paused=[False] * n,
+        schedules=[schedule] * n,
+        targets=[target] * n,
+        policies=[json_text(policies_to_json(JobPolicies()))] * n,
+        payloads=[b""] * n,
+        labels=["{}"] * n,
+        descriptions=[""] * n,
+        pause_notes=[""] * n,
+        client_job_ids=[None] * n,
+        now=now,
+        traceparent=None,
+        changed_by="bench",
+        request_id="bench",
+        calendars=[None] * n,
     )
-    assert inserted == len(rows[0])
+
+
+async def _create_tx(conn: asyncpg.Connection, params: InsertJobs) -> None:
+    # The statement the API runs (quota check and inserts), alone in autocommit.
+    inserted = await conn.fetchval(*queries.bind("insert_jobs", params))
+    assert inserted == len(params.job_ids)
 
 
 async def bare_sql_create(url: str, total: int, connections: int) -> dict[str, float]:
@@ -129,7 +130,7 @@ async def bare_sql_create(url: str, total: int, connections: int) -> dict[str, f
 
     async def loop(conn: asyncpg.Connection, worker: int) -> None:
         for i in range(per):
-            await _create_tx(conn, "bare", _rows(1, f"w{worker}-{i}"))
+            await _create_tx(conn, _params("bare", 1, f"w{worker}-{i}"))
 
     began = time.perf_counter()
     await asyncio.gather(*(loop(conn, w) for w, conn in enumerate(conns)))
@@ -144,10 +145,10 @@ async def bare_sql_batch(url: str, batches: int) -> dict[str, float]:
     conn = await asyncpg.connect(url)
     await init_connection(conn)
     await add_tenant(conn, "bare-batch")
-    prepared = [_rows(BATCH, f"b{b}") for b in range(batches)]
+    prepared = [_params("bare-batch", BATCH, f"b{b}") for b in range(batches)]
     began = time.perf_counter()
-    for rows in prepared:
-        await _create_tx(conn, "bare-batch", rows)
+    for params in prepared:
+        await _create_tx(conn, params)
     elapsed = time.perf_counter() - began
     await conn.close()
     return {"schedules": batches * BATCH, "schedules_per_s": round(batches * BATCH / elapsed)}
@@ -255,10 +256,20 @@ async def api_gets(
     }
 
 
-async def api_batches(
-    address: str, batches: int, api_pid: int, postgres_pid: int
-) -> dict[str, float]:
-    """One client calling BatchCreateJobs with 1,000 schedules each."""
+async def batches_side_by_side(
+    bare_url: str, address: str, batches: int, api_pid: int, postgres_pid: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """``bare_sql_batch`` and ``batch_create`` in turn, one batch of each at a time, so
+    other load on a shared machine weighs on both alike: one connection inserting
+    1,000 jobs per statement, and one client calling BatchCreateJobs with 1,000
+    schedules (each with a request id); PostgreSQL's CPU per batch for each, the API's
+    for its own."""
+    conn = await asyncpg.connect(bare_url)
+    await init_connection(conn)
+    await add_tenant(conn, "bare-batch")
+    prepared = [_params("bare-batch", BATCH, f"b{b}") for b in range(batches)]
+    bare = {"s": 0.0, "db": 0.0}
+    api = {"s": 0.0, "db": 0.0, "cpu": 0.0}
     async with grpc.aio.insecure_channel(address) as channel:
         md = await _tenant_token(channel, "batches")
         stub = job_service_pb2_grpc.JobServiceStub(channel)
@@ -269,27 +280,59 @@ async def api_batches(
             for b in range(batches + 1)
         ]
         await stub.BatchCreateJobs(requests[0], metadata=md)  # warm-up
-        api_cpu, db_cpu = cpu_seconds(api_pid), family_cpu(postgres_pid)
-        began = time.perf_counter()
-        for request in requests[1:]:
+        for params, request in zip(prepared, requests[1:], strict=True):
+            db_cpu, began = family_cpu(postgres_pid), time.perf_counter()
+            await _create_tx(conn, params)
+            bare["s"] += time.perf_counter() - began
+            bare["db"] += family_cpu(postgres_pid) - db_cpu
+            api_cpu, db_cpu = cpu_seconds(api_pid), family_cpu(postgres_pid)
+            began = time.perf_counter()
             await stub.BatchCreateJobs(request, metadata=md)
-        elapsed = time.perf_counter() - began
-        api_cpu, db_cpu = cpu_seconds(api_pid) - api_cpu, family_cpu(postgres_pid) - db_cpu
-    return {
-        "schedules": batches * BATCH,
-        "schedules_per_s": round(batches * BATCH / elapsed),
-        "ms_per_batch": round(elapsed / batches * 1000, 1),
-        "api_cpu_ms_per_batch": round(api_cpu / batches * 1000, 1),
-        "postgres_cpu_ms_per_batch": round(db_cpu / batches * 1000, 1),
-    }
+            api["s"] += time.perf_counter() - began
+            api["cpu"] += cpu_seconds(api_pid) - api_cpu
+            api["db"] += family_cpu(postgres_pid) - db_cpu
+    await conn.close()
+    schedules = batches * BATCH
+    return (
+        {
+            "schedules": schedules,
+            "schedules_per_s": round(schedules / bare["s"]),
+            "ms_per_batch": round(bare["s"] / batches * 1000, 1),
+            "postgres_cpu_ms_per_batch": round(bare["db"] / batches * 1000, 1),
+        },
+        {
+            "schedules": schedules,
+            "schedules_per_s": round(schedules / api["s"]),
+            "ms_per_batch": round(api["s"] / batches * 1000, 1),
+            "api_cpu_ms_per_batch": round(api["cpu"] / batches * 1000, 1),
+            "postgres_cpu_ms_per_batch": round(api["db"] / batches * 1000, 1),
+        },
+    )
 
 
-async def main(creates: int, batches: int) -> dict[str, dict[str, float]]:
+PHASES = (
+    "bare_sql_create_8",
+    "bare_sql_batch",
+    "create_job_8",
+    "get_job_8",
+    "get_job_by_client_id_8",
+    "batch_create",
+)
+
+
+async def main(
+    creates: int, batches: int, only: frozenset[str] = frozenset(PHASES)
+) -> dict[str, dict[str, float]]:
     results: dict[str, dict[str, float]] = {}
     with Stack(durable=False) as stack:  # fsync off, as the tests run it
         url = await fresh_database(stack, "api_sql")
-        results["bare_sql_create_8"] = await bare_sql_create(url, creates, CLIENTS)
-        results["bare_sql_batch"] = await bare_sql_batch(url, batches)
+        if "bare_sql_create_8" in only:
+            results["bare_sql_create_8"] = await bare_sql_create(url, creates, CLIENTS)
+        bare_url = url
+        if "bare_sql_batch" in only and "batch_create" not in only:
+            results["bare_sql_batch"] = await bare_sql_batch(url, batches)
+        if not only & {"create_job_8", "get_job_8", "get_job_by_client_id_8", "batch_create"}:
+            return results
         url = await fresh_database(stack, "api")
         with tempfile.TemporaryDirectory() as logs:
             services = Services(
@@ -307,17 +350,23 @@ async def main(creates: int, batches: int) -> dict[str, dict[str, float]]:
             )
             try:
                 api = await asyncio.to_thread(services.add, "api")
-                results["create_job_8"] = await api_creates(api.address, creates)
+                if "create_job_8" in only:
+                    results["create_job_8"] = await api_creates(api.address, creates)
                 postgres = stack.postgres._process
                 api_pid, postgres_pid = api.process.pid, postgres.pid if postgres else None
                 assert api_pid and postgres_pid
-                results["get_job_8"] = await api_gets(api.address, creates, api_pid, postgres_pid)
-                results["get_job_by_client_id_8"] = await api_gets(
-                    api.address, creates, api_pid, postgres_pid, client_id="target"
-                )
-                results["batch_create"] = await api_batches(
-                    api.address, batches, api_pid, postgres_pid
-                )
+                if "get_job_8" in only:
+                    results["get_job_8"] = await api_gets(
+                        api.address, creates, api_pid, postgres_pid
+                    )
+                if "get_job_by_client_id_8" in only:
+                    results["get_job_by_client_id_8"] = await api_gets(
+                        api.address, creates, api_pid, postgres_pid, client_id="target"
+                    )
+                if "batch_create" in only:
+                    results["bare_sql_batch"], results["batch_create"] = await batches_side_by_side(
+                        bare_url, api.address, batches, api_pid, postgres_pid
+                    )
             finally:
                 await asyncio.to_thread(services.stop)
     return results
@@ -327,9 +376,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--creates", type=int, default=4000)
     parser.add_argument("--batches", type=int, default=20)
+    parser.add_argument("--only", nargs="+", choices=PHASES, default=list(PHASES))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    figures = asyncio.run(main(args.creates, args.batches))
+    figures = asyncio.run(main(args.creates, args.batches, frozenset(args.only)))
     if args.json:
         json.dump(figures, sys.stdout, indent=2)
         print()
@@ -337,10 +387,10 @@ if __name__ == "__main__":
         print(f"API: CreateJob with {CLIENTS} concurrent clients, BatchCreateJobs of {BATCH}")
         for name, values in figures.items():
             print(f"  {name:18s} " + "  ".join(f"{k}={v}" for k, v in values.items()))
-        create = figures["create_job_8"]["jobs_per_s"] / figures["bare_sql_create_8"]["jobs_per_s"]
-        batch = (
-            figures["batch_create"]["schedules_per_s"]
-            / figures["bare_sql_batch"]["schedules_per_s"]
-        )
-        print(f"  create_job_8: {create:.0%} of bare_sql_create_8")
-        print(f"  batch_create: {batch:.0%} of bare_sql_batch")
+        for name, bare, key in (
+            ("create_job_8", "bare_sql_create_8", "jobs_per_s"),
+            ("batch_create", "bare_sql_batch", "schedules_per_s"),
+        ):
+            if name in figures and bare in figures:
+                ratio = figures[name][key] / figures[bare][key]
+                print(f"  {name}: {ratio:.0%} of {bare}")

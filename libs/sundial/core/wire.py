@@ -244,7 +244,7 @@ def target_in(message: job_pb2.Target) -> Target | None:
         http = message.http
         return HttpTarget(
             url=http.url,
-            method=http.method,
+            method=http.method or "POST",  # the domain's default, as for any unset field
             headers=dict(http.headers),
             auth=target_auth_in(http.auth),
         )

@@ -5,7 +5,9 @@ Five levels, all bounded LRUs (``functools.lru_cache``: thread-safe, C-implement
 * parsed expressions, by expression text;
 * expanded expressions, by (expression text, hash key): the hash key is the job id only
   when the expression uses ``H``, so 100,000 jobs sharing ``0 * * * *`` share one entry;
-* naive iterators (:class:`~sundial.schedule._fire.WallCron`), by expanded expression,
+* naive iterators (:class:`~sundial.schedule._fire.DailyCron` for an expression naming
+  times of day only, :class:`~sundial.schedule._fire.WallCron` otherwise), by expanded
+  expression,
   and the clocks built on them (:class:`~sundial.schedule._fire.CronClock`), by
   (expanded expression, zone, resolved DST policies);
 * next fire times, by (clock, after-instant): when a herd's jobs all fire at one instant,
@@ -23,7 +25,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from ._cron import ParsedCron, parse_cron
-from ._fire import CronClock, WallCron
+from ._fire import CronClock, DailyCron, WallCron
 from ._spec import FireTime, FoldPolicy, GapPolicy
 from ._zone import load_zone, transition_cache_clear, zone_cache_clear
 
@@ -48,9 +50,9 @@ def expanded_cron(expression: str, hash_key: str) -> str:
 
 
 @functools.lru_cache(maxsize=CLOCK_CACHE_SIZE)
-def wall_cron(expanded: str) -> WallCron:
+def wall_cron(expanded: str) -> WallCron | DailyCron:
     """Return the shared naive iterator of an expanded expression."""
-    return WallCron(expanded)
+    return DailyCron.of(expanded) or WallCron(expanded)
 
 
 @functools.lru_cache(maxsize=CLOCK_CACHE_SIZE)

@@ -185,6 +185,35 @@ class CompiledSchedule:
     def __repr__(self) -> str:
         return f"CompiledSchedule(job_id={self.job_id!r}, schedule={self.schedule!r})"
 
+    def for_job(self, job_id: str) -> CompiledSchedule:
+        """The same schedule compiled for ``job_id``: only what depends on the job id
+        (each cron spec's ``H`` expansion and its clock) is computed again, the rest
+        (validated when this one was compiled) is shared. What :func:`compile_schedule`
+        of the schedule for ``job_id`` would return, at a fraction of its cost (a batch
+        of jobs sharing an ``H`` schedule).
+
+        Raises:
+            InvalidArgument: This job's expansion can never fire (the field is named).
+        """
+        schedule = self.schedule
+        zone = load_zone(schedule.time_zone)
+        compiled = [
+            _compile_spec(spec, schedule, zone, job_id, schedule.spec_field(i))
+            for i, spec in enumerate(schedule.specs)
+        ]
+        clock, fixed_time, expanded = compiled[0]
+        return CompiledSchedule(
+            schedule,
+            job_id,
+            clock,
+            start_time=self.start_time,
+            end_time=self.end_time,
+            fixed_time=fixed_time,
+            expanded_cron=expanded,
+            more_clocks=tuple(c[0] for c in compiled[1:]),
+            calendars=self.calendars,
+        )
+
     def next_fire(self, after: datetime, fired_count: int = 0) -> FireTime | None:
         """Return the first fire time strictly after ``after``.
 

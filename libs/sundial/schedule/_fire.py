@@ -26,6 +26,8 @@ and recomputing from it equals iterating.
 
 from __future__ import annotations
 
+import bisect
+import math
 import threading
 import zoneinfo
 from datetime import UTC, datetime, timedelta
@@ -50,6 +52,10 @@ _FIRST_WALL = datetime(1, 1, 2)
 # again. An ordinary schedule crosses at most one; ``30 2 * 3 0#2`` in New York under SKIP
 # names only times that never exist (the US jumps at 02:00 on the 2nd Sunday of March).
 _MAX_GAPS = 128
+_DAY = timedelta(days=1)
+# Most times of day a DailyCron lists (one a minute); one naming more (seconds) is left to
+# croniter.
+_DAILY_MAX_TIMES = 1440
 # Preview entries a single gap or fold may contribute (an every-second job would add
 # thousands of identical explanations).
 _MAX_DROPPED = 100
@@ -109,6 +115,68 @@ class WallCron:
         return wall if wall < _LAST_WALL else None
 
 
+class DailyCron:
+    """Naive wall-clock iteration of an expanded expression that names times of day only
+    (day of month, month and day of week all ``*``): the next named time is the next
+    entry of one sorted list of seconds of the day, without croniter.
+
+    The same interface and answers as :class:`WallCron` (tests/unit/schedule compare
+    them), for the commonest crons (``0 * * * *``, ``*/15 * * * *``, ``H H * * *``).
+    Building one costs microseconds instead of croniter's ~200 µs, which is what a batch
+    of jobs using ``H`` (one expansion per job) paid per job. Immutable, so thread-safe.
+    """
+
+    __slots__ = ("_times", "expression")
+
+    def __init__(self, expression: str, times: tuple[int, ...]) -> None:
+        self.expression = expression
+        self._times = times
+
+    @classmethod
+    def of(cls, expression: str) -> DailyCron | None:
+        """The daily form of an expanded expression, or None when it is not one (a day
+        field restricted, or more than :data:`_DAILY_MAX_TIMES` times a day)."""
+        fields = expression.split(" ")
+        if len(fields) not in (5, 6) or fields[2:5] != ["*", "*", "*"]:
+            return None
+        try:
+            hours = _field_values(fields[1], 24)
+            minutes = _field_values(fields[0], 60)
+            seconds = _field_values(fields[5], 60) if len(fields) == 6 else [0]
+        except ValueError:  # a range, step or letter: croniter's
+            return None
+        if math.prod(map(len, (hours, minutes, seconds))) > _DAILY_MAX_TIMES:
+            return None
+        times = {h * 3600 + m * 60 + s for h in hours for m in minutes for s in seconds}
+        return cls(expression, tuple(sorted(times)))
+
+    def __reduce__(self) -> tuple[type[DailyCron], tuple[str, tuple[int, ...]]]:
+        return (DailyCron, (self.expression, self._times))
+
+    def after(self, cursor: datetime) -> datetime | None:
+        """The first named wall time strictly after ``cursor`` (naive), or None."""
+        if cursor >= _LAST_WALL:
+            return None
+        times = self._times
+        # Named times are whole seconds: one after the cursor's whole second is after it.
+        i = bisect.bisect_right(times, cursor.hour * 3600 + cursor.minute * 60 + cursor.second)
+        day = cursor.replace(hour=0, minute=0, second=0, microsecond=0)
+        if i == len(times):
+            day, i = day + _DAY, 0
+        wall = day + timedelta(seconds=times[i])
+        return wall if wall < _LAST_WALL else None
+
+
+def _field_values(text: str, limit: int) -> list[int]:
+    """The values of a rendered field: ``*`` or a list (ValueError for anything else)."""
+    if text == "*":
+        return list(range(limit))
+    values = [int(token) for token in text.split(",")]
+    if not all(0 <= value < limit for value in values):
+        raise ValueError(text)
+    return values
+
+
 class CronClock:
     """Fire times of one expanded cron expression in one zone under resolved DST rules.
 
@@ -125,7 +193,11 @@ class CronClock:
     __slots__ = ("_match_after", "expression", "fold", "gap", "zone")
 
     def __init__(
-        self, cron: WallCron, zone: zoneinfo.ZoneInfo, gap: GapPolicy, fold: FoldPolicy
+        self,
+        cron: WallCron | DailyCron,
+        zone: zoneinfo.ZoneInfo,
+        gap: GapPolicy,
+        fold: FoldPolicy,
     ) -> None:
         if gap is GapPolicy.AUTO or fold is FoldPolicy.AUTO:
             raise ValueError("CronClock needs resolved DST policies, not AUTO")

@@ -184,6 +184,39 @@ async def test_batch_create_all_or_nothing(api: Api, tenant: Tenant) -> None:
     assert await api.counts() == before
 
 
+async def test_a_batch_names_its_taken_name_or_id_whatever_else_fails_and_keeps_no_claim(
+    api: Api,
+) -> None:
+    """The unique constraints find a taken name or client id (no read before the
+    insert); the answer still names the first clashing entry, a name before an id, also
+    when the quota would refuse the batch too, and the failed call keeps no request id."""
+    tenant = await api.tenant(max_jobs=3)
+    taken = make_job("taken")
+    taken.job_id = "taken-id"
+    await create(api, tenant, taken)
+    named = make_job("other")
+    named.job_id = "taken-id"
+
+    async def batch(jobs: list[job_pb2.Job], request_id: str = "") -> pb.BatchCreateJobsResponse:
+        request = pb.BatchCreateJobsRequest(jobs=jobs, request_id=request_id)
+        return await api.jobs.BatchCreateJobs(request, metadata=tenant.md)
+
+    cases = [
+        ([make_job("a"), make_job("taken")], "jobs[1].name"),
+        ([make_job("a"), named], "jobs[1].job_id"),
+        ([named, make_job("b"), make_job("taken")], "jobs[2].name"),
+        # Three more would exceed max_jobs (3, one used) as well.
+        ([make_job("a"), make_job("b"), make_job("taken")], "jobs[2].name"),
+        ([make_job("a"), make_job("b"), named], "jobs[2].job_id"),
+    ]
+    for jobs, field in cases:
+        await expect_error(batch(jobs, "import"), grpc.StatusCode.ALREADY_EXISTS, field=field)
+    # Nothing was written, the request id included: it serves another batch.
+    created = await batch([make_job("a"), make_job("b")], "import")
+    assert names(created.jobs) == ["a", "b"]
+    await expect_error(batch([make_job("c"), make_job("d")]), grpc.StatusCode.RESOURCE_EXHAUSTED)
+
+
 async def test_get_job_errors(api: Api, tenant: Tenant) -> None:
     await expect_error(
         api.jobs.GetJob(pb.GetJobRequest(), metadata=tenant.md), INVALID, field="job_id"
@@ -790,14 +823,20 @@ async def test_a_batch_checks_each_shared_schedule_once_and_hashed_ones_per_job(
     assert len(shared) == 1
     # H spreads jobs by their own id: twenty jobs never all land on one minute of the day.
     assert len(set(hashed)) > 1
-    # Each equals what the schedule gives that job alone.
+    # Each is stored as answered, and is what the schedule gives that job alone (its
+    # own H: the batch derives each hashed job's schedule from the first one's).
     for job in created:
-        assert (
-            job.next_run_at
-            == (
-                await api.jobs.GetJob(pb.GetJobRequest(job_id=job.job_id), metadata=tenant.md)
-            ).job.next_run_at
+        stored = (
+            await api.jobs.GetJob(pb.GetJobRequest(job_id=job.job_id), metadata=tenant.md)
+        ).job
+        assert stored.next_run_at == job.next_run_at
+        alone = await api.jobs.PreviewSchedule(
+            pb.PreviewScheduleRequest(
+                schedule=job.schedule, count=1, after=job.create_time, job_id=job.job_id
+            ),
+            metadata=tenant.md,
         )
+        assert alone.fire_times[0].at == job.next_run_at
 
 
 async def test_a_bad_schedule_shared_in_a_batch_names_the_first_job_that_has_it(

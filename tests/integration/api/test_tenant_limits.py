@@ -118,9 +118,12 @@ async def test_a_tenant_past_its_rate_is_refused_with_a_retry_delay_and_another_
 
 
 def sixteen_specs() -> job_pb2.Schedule:
+    # Each names days of the week, so croniter walks it (the costly path: times of day
+    # alone are iterated from a list, fast enough that 1,000 fire times of sixteen such
+    # specs could come within the test's 0.01 s burst plus 0.01 s).
     schedule = job_pb2.Schedule()
     for i in range(16):
-        schedule.specs.add(cron=f"{i} * * * *")
+        schedule.specs.add(cron=f"{i} * * * MON-FRI")
     return schedule
 
 

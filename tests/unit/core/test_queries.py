@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 import uuid
 from pathlib import Path
 
 import pytest
 
-from sundial.core.db import Queries, QueryFileError, UnknownQueryError
+from sundial.core.db import Queries, QueryFileError, QueryParamsError, UnknownQueryError
 
 SAMPLE = textwrap.dedent(
     """\
@@ -157,3 +158,81 @@ def test_a_shared_file_lends_its_fragments_and_holds_nothing_else(
         Queries.from_package(package)  # without the shared file the name is unknown
     with pytest.raises(QueryFileError, match="fragments only"):
         Queries.from_package(package, shared=[(package, "bad.sql")])
+
+
+NAMED = textwrap.dedent(
+    """\
+    -- name: rename
+    -- Renames job :job_id (a name in the doc is no parameter).
+    UPDATE jobs SET name = :name, note = 'at 10:30 :not_a_param', "odd:col" = 1,
+           updated_at = :now::timestamptz, ids = ids[1:n]  -- :nor_this
+     WHERE job_id = :job_id AND updated_at < :now;
+    """
+)
+
+
+@dataclasses.dataclass
+class Rename:
+    # Fields in another order than the query reads them: binding goes by name.
+    job_id: uuid.UUID
+    now: str
+    name: str
+
+
+def test_named_parameters_become_positions_in_order_of_first_use() -> None:
+    query = Queries.from_text(NAMED).query("rename")
+    assert query.params == ("name", "now", "job_id")
+    # Each name is one parameter wherever it is used; literals, quoted identifiers,
+    # comments, casts and slices are left as they are.
+    assert query.sql == (
+        "UPDATE jobs SET name = $1, note = 'at 10:30 :not_a_param', \"odd:col\" = 1,\n"
+        "       updated_at = $2::timestamptz, ids = ids[1:n]  -- :nor_this\n"
+        " WHERE job_id = $3 AND updated_at < $2;"
+    )
+    assert Queries.from_text(SAMPLE).query("count_jobs").params == ()
+
+
+def test_bind_lays_the_parameters_out_by_name() -> None:
+    queries = Queries.from_text(NAMED)
+    job_id = uuid.uuid4()
+    sql, *args = queries.bind("rename", Rename(job_id=job_id, now="t", name="n"))
+    assert sql == queries.rename
+    assert args == ["n", "t", job_id]
+    assert queries.bind("rename", {"now": "t", "job_id": job_id, "name": "n"})[1:] == (
+        "n",
+        "t",
+        job_id,
+    )
+
+
+@dataclasses.dataclass
+class Forgotten:  # the query reads :now, which this lacks
+    job_id: uuid.UUID
+    name: str
+
+
+@dataclasses.dataclass
+class Unread:  # the query never reads :note
+    job_id: uuid.UUID
+    now: str
+    name: str
+    note: str
+
+
+def test_a_parameter_missing_or_unread_fails_the_bind() -> None:
+    queries = Queries.from_text(NAMED, source="named.sql")
+    with pytest.raises(QueryParamsError, match=r"named.sql:1: query 'rename' reads now, not"):
+        queries.bind("rename", Forgotten(job_id=uuid.uuid4(), name="n"))
+    with pytest.raises(QueryParamsError, match="never reads note"):
+        queries.check_params("rename", Unread)
+    with pytest.raises(QueryParamsError, match="never reads note"):
+        queries.bind("rename", {"job_id": 1, "now": 2, "name": 3, "note": 4})
+    with pytest.raises(QueryParamsError, match="not a dataclass"):
+        queries.check_params("rename", dict)
+    with pytest.raises(QueryParamsError, match="by position"):
+        Queries.from_text(SAMPLE).bind("count_jobs", {"tenant_id": "t"})
+
+
+def test_a_query_mixing_named_and_positional_parameters_is_rejected() -> None:
+    with pytest.raises(QueryFileError, match=r"bad.sql:1: query 'a' mixes named and positional"):
+        Queries.from_text("-- name: a\nSELECT :x, $1;\n", source="bad.sql")

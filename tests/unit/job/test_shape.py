@@ -24,8 +24,11 @@ from google.protobuf import descriptor
 from google.protobuf.message import Message
 
 from sundial.api import convert
+from sundial.api.model import NewJob
 from sundial.api.servicer import client_id_in
-from sundial.api.store._base import job_from_row
+from sundial.api.store._base import job_from_row, queries
+from sundial.api.store._params import NAMED_PARAMS, InsertJobs, UpdateJob
+from sundial.core.db import json_text
 from sundial.job import spec_from_columns, spec_to_columns
 from sundial.v1 import job_pb2
 
@@ -268,3 +271,76 @@ def _behaviours(field: descriptor.FieldDescriptor) -> list[str]:
     options = field.GetOptions()
     values = options.Extensions[field_behavior_pb2.field_behavior]
     return [field_behavior_pb2.FieldBehavior.Name(value) for value in values]
+
+
+def _unstored(text: str) -> Any:
+    return json.loads(text)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_field_reaches_the_write_parameters_under_its_own_name(variant: int) -> None:
+    """insert_jobs' and update_job's parameters (bound to the SQL by name) each carry
+    the field they are named for: one filled from another field, or left out, makes
+    the definition read back from them differ (update_job writes no pause state:
+    PauseJob and ResumeJob do)."""
+    spec = convert.job_spec_in(wanted_job(variant))
+    new = NewJob(job_id=uuid.uuid4(), spec=spec, partition_id=3, next_run_at=WHEN)
+    insert = InsertJobs.of("t", [new], WHEN, "")
+    inserted = {
+        "name": insert.names[0],
+        "schedule": _unstored(insert.schedules[0]),
+        "target": _unstored(insert.targets[0]),
+        "description": insert.descriptions[0],
+        "payload": insert.payloads[0],
+        "policies": _unstored(insert.policies[0]),
+        "labels": _unstored(insert.labels[0]),
+        "paused": insert.paused[0],
+        "pause_note": insert.pause_notes[0],
+    }
+    assert spec_from_columns(inserted) == spec
+    assert insert.labels[0] == json_text(spec.labels)  # written directly, as the codec would
+    assert (insert.job_ids, insert.partition_ids, insert.next_run_ats) == (
+        [new.job_id],
+        [3],
+        [WHEN],
+    )
+    update = UpdateJob.of(
+        "t",
+        new.job_id,
+        spec,
+        read_version=1,
+        reschedule=True,
+        next_run_at=WHEN,
+        now=WHEN,
+        calendars=(),
+    )
+    updated = stored(
+        {
+            "name": update.name,
+            "schedule": update.schedule,
+            "target": update.target,
+            "description": update.description,
+            "payload": update.payload,
+            "policies": update.policies,
+            "labels": update.labels,
+            "paused": spec.paused,
+            "pause_note": spec.pause_note,
+        }
+    )
+    assert spec_from_columns(updated) == spec
+
+
+NAMED_QUERIES = sorted({name for name in queries if queries.query(name).params})
+
+
+def test_the_named_queries_are_those_with_a_parameters_class() -> None:
+    assert {"insert_jobs", "update_job"} <= set(NAMED_QUERIES)
+    assert set(NAMED_PARAMS) == set(NAMED_QUERIES)
+
+
+@pytest.mark.parametrize("name", NAMED_QUERIES)
+def test_every_named_query_has_a_parameters_class_with_exactly_its_names(name: str) -> None:
+    """A parameter the SQL reads and the class lacks, or a field the SQL never reads,
+    fails here without a database (and at the first call)."""
+    assert name in NAMED_PARAMS, f"named query {name!r} has no class in store._params"
+    queries.check_params(name, NAMED_PARAMS[name])

@@ -384,3 +384,34 @@ def test_hashed_jobs_do_not_share_results_wrongly() -> None:
         assert fire.at.minute == int(compiled.expanded_cron.split()[0])  # type: ignore[union-attr]
         minutes.add(fire.at.minute)
     assert len(minutes) > 40
+
+
+FOR_JOB = [
+    Schedule(CronSpec("H H * * *"), time_zone="Europe/Berlin"),
+    Schedule(CronSpec("H/15 H(8-17) * * MON-FRI"), time_zone="America/New_York"),
+    Schedule(CronSpec("30 H * * *"), jitter=timedelta(minutes=5)),
+    Schedule(
+        CronSpec("H 3 * * *"),
+        more_specs=(IntervalSpec(timedelta(hours=7)), CronSpec("0 H H * *")),
+        time_zone="Asia/Tokyo",
+        start_time=datetime(2026, 1, 1, tzinfo=UTC),
+        end_time=datetime(2031, 1, 1, tzinfo=UTC),
+    ),
+]
+
+
+@pytest.mark.parametrize("schedule", FOR_JOB)
+def test_for_job_is_compiling_for_that_job(schedule: Schedule) -> None:
+    """A compiled schedule rebound to another job (BatchCreateJobs: its `H` per job)
+    answers as the schedule compiled for that job does."""
+    first = compile_schedule(schedule, job_id="job-a")
+    after = datetime(2027, 3, 1, tzinfo=UTC)
+    for job_id in ("job-b", "0f1e2d3c-4b5a-6978-8695-a4b3c2d1e0f9", "job-a"):
+        rebound = first.for_job(job_id)
+        direct = compile_schedule(schedule, job_id=job_id)
+        assert rebound.job_id == job_id
+        assert rebound.expanded_cron == direct.expanded_cron
+        assert rebound.preview(after, 40) == direct.preview(after, 40)
+        fires = [f.at for f in direct.preview(after, 10)]
+        assert [rebound.dispatch_at(at) for at in fires] == [direct.dispatch_at(at) for at in fires]
+    assert first.for_job("job-b").expanded_cron != first.expanded_cron

@@ -38,7 +38,13 @@ from sundial.core.db._pool import (
     json_text,
     session_settings,
 )
-from sundial.core.db._queries import Queries, Query, QueryFileError, UnknownQueryError
+from sundial.core.db._queries import (
+    Queries,
+    Query,
+    QueryFileError,
+    QueryParamsError,
+    UnknownQueryError,
+)
 
 __all__ = [
     "CONNECT_ERRORS",
@@ -48,6 +54,7 @@ __all__ = [
     "Queries",
     "Query",
     "QueryFileError",
+    "QueryParamsError",
     "UnknownQueryError",
     "close_pool",
     "create_pool",

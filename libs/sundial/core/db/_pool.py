@@ -55,7 +55,12 @@ def json_text(value: object) -> str:
     For a statement that takes JSON as ``text[]`` and casts it: a batch then encodes each
     distinct document once, where a ``jsonb[]`` argument runs the codec for every entry.
     """
-    return json.dumps(value, separators=(",", ":"))
+    return _COMPACT(value)
+
+
+# json.dumps builds an encoder per call when given options: one, built once, serves every
+# call (a batch encodes a labels document per job).
+_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
 
 
 async def init_connection(conn: asyncpg.Connection) -> None:

@@ -27,6 +27,21 @@ query that reads the resource)::
 A ``{NAME}`` that names no fragment is an error when the file loads, as is a fragment no
 query uses. Fragments shared by several services' files live in a file of fragments only
 (``sundial/run/cancel.sql``: one transition's SET list), named with ``shared=`` at load.
+A query takes its parameters by position (``$1``, as asyncpg does) or by name
+(``:tenant_id``), never both. A named query is rewritten to positions when the file
+loads (each name its own ``$n``, in order of first use; a name used twice is one
+parameter), skipping string literals, quoted identifiers, comments and ``::`` casts;
+:meth:`Queries.bind` then lays a typed parameters object out in that order, and refuses
+one whose fields are not exactly the query's names, so a parameter the query forgot or
+the object lacks fails the first call (and :meth:`Queries.check_params` in a unit
+test), and no two can be swapped by position::
+
+    -- name: rename_job
+    UPDATE jobs SET name = :name, updated_at = :now
+     WHERE job_id = :job_id AND tenant_id = :tenant_id;
+
+    await conn.execute(*queries.bind("rename_job", RenameJob(...)))
+
 A store loads its file once at import::
 
     queries = Queries.from_package("sundial.scheduler")
@@ -41,16 +56,29 @@ import keyword
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["Queries", "Query", "QueryFileError", "UnknownQueryError"]
+__all__ = ["Queries", "Query", "QueryFileError", "QueryParamsError", "UnknownQueryError"]
 
 _NAME_LINE = re.compile(r"^--\s*(name|fragment)\s*:(.*)$")
 _SPLICE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# What a parameter may not hide in (a literal, a quoted identifier, a comment), then a
+# named parameter (a ':' that is no part of a '::' cast nor follows a word: `a[1:n]`)
+# and a positional one.
+_PARAMETER = re.compile(
+    r"""('(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*)"""
+    r"|(?<![:\w]):([a-z_][a-z0-9_]*)"
+    r"|(\$\d+)"
+)
 
 
 class QueryFileError(ValueError):
     """A query file is malformed; the message gives the file and line."""
+
+
+class QueryParamsError(TypeError):
+    """A parameters object does not hold exactly a named query's parameters."""
 
 
 class UnknownQueryError(KeyError, AttributeError):
@@ -69,6 +97,8 @@ class Query:
     doc: str
     line: int
     """1-based line of the ``-- name:`` line, for error messages."""
+    params: tuple[str, ...] = ()
+    """A named query's parameters, ``$1`` first (empty: it takes them by position)."""
 
 
 class Queries(Mapping[str, str]):
@@ -83,6 +113,7 @@ class Queries(Mapping[str, str]):
         self._queries = dict(queries)
         self.source = source
         """Where the queries came from (``package:resource``), for error messages."""
+        self._checked: set[tuple[str, type]] = set()
 
     @classmethod
     def from_package(
@@ -149,6 +180,47 @@ class Queries(Mapping[str, str]):
             return self._queries[name]
         except KeyError:
             raise UnknownQueryError(self._unknown(name)) from None
+
+    def bind(self, name: str, values: Any) -> tuple[Any, ...]:
+        """The named query ``name``'s SQL followed by its arguments taken by name from
+        ``values`` (a dataclass instance, or a mapping), ready for asyncpg:
+        ``await conn.fetch(*queries.bind("insert_jobs", params))``.
+
+        Raises:
+            QueryParamsError: ``name`` takes no named parameters, or ``values`` does not
+                hold exactly its parameters (one missing, or one the query never reads).
+        """
+        query = self.query(name)
+        if isinstance(values, Mapping):
+            self._check(query, set(values))
+            return (query.sql, *(values[param] for param in query.params))
+        kind = type(values)
+        if (name, kind) not in self._checked:
+            self.check_params(name, kind)
+            self._checked.add((name, kind))
+        return (query.sql, *(getattr(values, param) for param in query.params))
+
+    def check_params(self, name: str, kind: type) -> None:
+        """Check that the dataclass ``kind`` has exactly the named query ``name``'s
+        parameters as its fields (a unit test calls this for every named query).
+
+        Raises:
+            QueryParamsError: It does not, or ``kind`` is not a dataclass.
+        """
+        if not dataclasses.is_dataclass(kind):
+            raise QueryParamsError(f"{kind.__name__} is not a dataclass")
+        self._check(self.query(name), {field.name for field in dataclasses.fields(kind)})
+
+    def _check(self, query: Query, given: set[str]) -> None:
+        where = f"{self.source}:{query.line}: query {query.name!r}"
+        if not query.params:
+            raise QueryParamsError(f"{where} takes its parameters by position")
+        missing = [param for param in query.params if param not in given]
+        if missing:
+            raise QueryParamsError(f"{where} reads {', '.join(missing)}, not given")
+        unused = sorted(given - set(query.params))
+        if unused:
+            raise QueryParamsError(f"{where} never reads {', '.join(unused)}")
 
     def _unknown(self, name: str) -> str:
         known = ", ".join(sorted(self._queries)) or "none"
@@ -244,9 +316,35 @@ def _splice(
             used.add(found.name)
             return found.sql
 
-        spliced[name] = dataclasses.replace(query, sql=_SPLICE.sub(fragment, query.sql))
+        spliced[name] = _positional(
+            dataclasses.replace(query, sql=_SPLICE.sub(fragment, query.sql)), source
+        )
     unused = sorted(set(fragments) - used)
     if unused:
         where = fragments[unused[0]].line
         raise QueryFileError(f"{source}:{where}: fragment {unused[0]!r} is used by no query")
     return spliced
+
+
+def _positional(query: Query, source: str) -> Query:
+    """``query`` with its named parameters rewritten to ``$n`` (and listed in
+    :attr:`Query.params`); a query with none is returned as it is."""
+    params: dict[str, int] = {}
+    positional = False
+
+    def rewrite(match: re.Match[str]) -> str:
+        nonlocal positional
+        if match.group(2) is None:
+            positional = positional or match.group(3) is not None
+            return match.group(0)
+        number = params.setdefault(match.group(2), len(params) + 1)
+        return f"${number}"
+
+    sql = _PARAMETER.sub(rewrite, query.sql)
+    if not params:
+        return query
+    if positional:
+        raise QueryFileError(
+            f"{source}:{query.line}: query {query.name!r} mixes named and positional parameters"
+        )
+    return dataclasses.replace(query, sql=sql, params=tuple(params))

@@ -83,21 +83,17 @@ SELECT name FROM jobs WHERE tenant_id = $1 AND name = ANY($2::text[]);
 SELECT client_job_id FROM jobs WHERE tenant_id = $1 AND client_job_id = ANY($2::text[]);
 
 -- name: insert_jobs
--- Inserts jobs for tenant $1 at $15 with their definitions and empty stats, if the
--- tenant's max_jobs allows $16 more: one set-based statement for one job or a thousand.
--- Parameters (built by store._jobs.InsertJobs, which names each; $2-$14 and $20 are
--- arrays, one entry per job):
---   $1 tenant_id          $2 job_ids            $3 names             $4 partition_ids
---   $5 next_run_ats       $6 paused             $7 schedules         $8 targets
---   $9 policies           $10 payloads          $11 labels           $12 descriptions
---   $13 pause_notes       $14 client_job_ids (NULL entries: jobs named by their uid)
---   $15 now               $16 how many jobs     $17 traceparent (the creating call's
---   trace context, NULL while tracing is off)   $18 changed_by, $19 request_id (the
---   revisions, migration 0012)                  $20 calendars (the referenced calendars'
---   contents per job, NULL entries for jobs without calendars; migration 0015)
--- The JSON columns ($7-$9, $11, $20) come as text (sundial.core.db.json_text): a batch
--- encodes each distinct document once, and asyncpg would read $20's list of lists as a
--- two-dimensional array.
+-- Inserts jobs for tenant :tenant_id at :now with their definitions and empty stats, if
+-- the tenant's max_jobs allows them: one set-based statement for one job or a thousand.
+-- Parameters by name (store._params.InsertJobs; the plural ones are arrays, one entry
+-- per job): :client_job_ids has NULL entries for jobs named by their uid;
+-- :traceparent is the creating call's trace context (NULL while tracing is off);
+-- :changed_by and :request_id go to the revisions (migration 0012); :calendars holds
+-- the referenced calendars' contents per job, NULL entries for jobs without calendars
+-- (migration 0015).
+-- The JSON columns (schedules, targets, policies, labels, calendars) come as text
+-- (sundial.core.db.json_text): a batch encodes each distinct document once, and asyncpg
+-- would read a list of lists as a two-dimensional array.
 -- Returns how many were inserted: 0 when the quota refused them (nothing written).
 -- The inserts read the quota update's result, so it runs first; the tenant row then
 -- stays locked only for this statement and the commit (CreateJob without request_id
@@ -106,17 +102,19 @@ SELECT client_job_id FROM jobs WHERE tenant_id = $1 AND client_job_id = ANY($2::
 -- statement, after the jobs rows exist.
 WITH quota AS (
     UPDATE tenants
-       SET job_count = job_count + $16
-     WHERE tenant_id = $1 AND job_count + $16 <= max_jobs
+       SET job_count = job_count + cardinality(:job_ids::uuid[])
+     WHERE tenant_id = :tenant_id AND job_count + cardinality(:job_ids::uuid[]) <= max_jobs
     RETURNING tenant_id
 ), input AS (
     SELECT t.job_id, t.name, t.partition_id, t.next_run_at, t.paused,
            t.schedule::jsonb AS schedule, t.target::jsonb AS target,
            t.policies::jsonb AS policies, t.payload, t.labels::jsonb AS labels,
            t.description, t.pause_note, t.client_job_id, t.calendars::jsonb AS calendars
-      FROM unnest($2::uuid[], $3::text[], $4::smallint[], $5::timestamptz[], $6::boolean[],
-                  $7::text[], $8::text[], $9::text[], $10::bytea[], $11::text[],
-                  $12::text[], $13::text[], $14::text[], $20::text[])
+      FROM unnest(:job_ids::uuid[], :names::text[], :partition_ids::smallint[],
+                  :next_run_ats::timestamptz[], :paused::boolean[], :schedules::text[],
+                  :targets::text[], :policies::text[], :payloads::bytea[], :labels::text[],
+                  :descriptions::text[], :pause_notes::text[], :client_job_ids::text[],
+                  :calendars::text[])
            AS t(job_id, name, partition_id, next_run_at, paused, schedule, target, policies,
                 payload, labels, description, pause_note, client_job_id, calendars)
      WHERE EXISTS (SELECT 1 FROM quota)
@@ -124,9 +122,9 @@ WITH quota AS (
     INSERT INTO jobs (job_id, tenant_id, name, partition_id, next_run_at, paused,
                       created_at, updated_at, definition_digest, client_job_id,
                       create_traceparent)
-    SELECT job_id, $1, name, partition_id, next_run_at, paused, $15, $15,
+    SELECT job_id, :tenant_id, name, partition_id, next_run_at, paused, :now, :now,
            sundial_definition_digest(schedule, policies, calendars),  -- migration 0015
-           client_job_id, $17::text
+           client_job_id, :traceparent::text
       FROM input
     RETURNING job_id
 ), new_definitions AS (
@@ -134,12 +132,12 @@ WITH quota AS (
                                  description, pause_note, changed_by, change_request_id,
                                  calendars, calendar_keys, tenant_id)
     SELECT job_id, schedule, target, policies, payload, labels, description, pause_note,
-           $18::text, $19::text, calendars,
-           sundial_calendar_keys($1, schedule),  -- migration 0017
-           $1  -- migration 0024
+           :changed_by::text, :request_id::text, calendars,
+           sundial_calendar_keys(:tenant_id, schedule),  -- migration 0017
+           :tenant_id  -- migration 0024
       FROM input
 ), new_stats AS (
-    INSERT INTO job_stats (job_id, updated_at) SELECT job_id, $15 FROM input
+    INSERT INTO job_stats (job_id, updated_at) SELECT job_id, :now FROM input
 )
 SELECT count(*) FROM new_jobs;
 
@@ -156,13 +154,15 @@ SELECT request_hash, job_id, job_ids, scheduled_at, outcome
  WHERE tenant_id = $1 AND method = $2 AND request_id = $3 AND created_at >= $4;
 
 -- name: claim_request
--- Records request_id $3 of method $2 for tenant $1 at $8 (what it did: $5-$7, $10),
--- taking over a record older than $9 (expired). Returns no row when a live record
--- exists; a concurrent claim of the same key waits here until the other transaction
--- ends, which serialises duplicates.
+-- Records request :request_id of :method for :tenant_id at :now (what it did: :job_id,
+-- :job_ids, :scheduled_at, :outcome), taking over a record created before
+-- :expired_before. Returns no row when a live record exists; a concurrent claim of the
+-- same key waits here until the other transaction ends, which serialises duplicates.
+-- Parameters by name (store._params.ClaimRequest).
 INSERT INTO job_requests AS r (tenant_id, method, request_id, request_hash, job_id, job_ids,
                                scheduled_at, created_at, outcome)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $10)
+VALUES (:tenant_id, :method, :request_id, :request_hash, :job_id, :job_ids, :scheduled_at,
+        :now, :outcome)
 ON CONFLICT (tenant_id, method, request_id) DO UPDATE
    SET request_hash = EXCLUDED.request_hash,
        job_id = EXCLUDED.job_id,
@@ -170,7 +170,7 @@ ON CONFLICT (tenant_id, method, request_id) DO UPDATE
        scheduled_at = EXCLUDED.scheduled_at,
        created_at = EXCLUDED.created_at,
        outcome = EXCLUDED.outcome
- WHERE r.created_at < $9
+ WHERE r.created_at < :expired_before
 RETURNING true;
 
 -- name: set_request_run
@@ -183,25 +183,30 @@ DELETE FROM job_requests
  WHERE ctid = ANY (ARRAY(SELECT ctid FROM job_requests WHERE created_at < $1 LIMIT $2));
 
 -- name: update_job
--- Writes job $1 of tenant $2 if it is still at version $3: new name ($4), next_run_at
--- ($6) only when $5, definition ($8-$13, $16: the referenced calendars' contents),
--- version + 1, updated_at $7; $14, $15: who and the request id (the revision).
+-- Writes job :job_id of tenant :tenant_id if it is still at version :read_version: the
+-- new name, next_run_at only when :reschedule, the definition (:calendars: the
+-- referenced calendars' contents), version + 1, updated_at :now; :changed_by and
+-- :request_id: who and the request id (the revision). Parameters by name
+-- (store._params.UpdateJob).
 WITH changed AS (
     UPDATE jobs
-       SET name = $4,
-           next_run_at = CASE WHEN $5::boolean THEN $6::timestamptz ELSE next_run_at END,
+       SET name = :name,
+           next_run_at = CASE WHEN :reschedule::boolean THEN :next_run_at::timestamptz
+                              ELSE next_run_at END,
            -- A changed definition may be the fix for a job the scheduler quarantined.
            dispatch_not_before = NULL,
-           definition_digest = sundial_definition_digest($8::jsonb, $10::jsonb, $16::jsonb),
+           definition_digest = sundial_definition_digest(:schedule::jsonb, :policies::jsonb,
+                                                         :calendars::jsonb),
            version = version + 1,
-           updated_at = $7
-     WHERE job_id = $1 AND tenant_id = $2 AND version = $3
+           updated_at = :now
+     WHERE job_id = :job_id AND tenant_id = :tenant_id AND version = :read_version
     RETURNING job_id
 )
 UPDATE job_definitions d
-   SET schedule = $8, target = $9, policies = $10, payload = $11, labels = $12,
-       description = $13, changed_by = $14, change_request_id = $15, calendars = $16,
-       calendar_keys = sundial_calendar_keys($2, $8::jsonb)  -- migration 0017
+   SET schedule = :schedule, target = :target, policies = :policies, payload = :payload,
+       labels = :labels, description = :description, changed_by = :changed_by,
+       change_request_id = :request_id, calendars = :calendars,
+       calendar_keys = sundial_calendar_keys(:tenant_id, :schedule::jsonb)  -- migration 0017
   FROM changed
  WHERE d.job_id = changed.job_id
 RETURNING d.job_id;

@@ -66,7 +66,7 @@ def job_spec_in(message: job_pb2.Job, memo: dict[object, Any] | None = None) -> 
         description=message.description,
         payload=message.payload,
         policies=_converted(memo, policies_in, message.policies),
-        labels=dict(message.labels),
+        labels={key: message.labels[key] for key in message.labels},
         paused=message.paused,
         pause_note=message.pause_note,
     )
@@ -118,35 +118,47 @@ def revision_out(
     return message
 
 
-def job_out(job: Job, memo: dict[object, Any] | None = None, *, shown: bool = True) -> job_pb2.Job:
+def job_out(
+    job: Job,
+    memo: dict[object, Any] | None = None,
+    *,
+    shown: bool = True,
+    into: Any = None,
+) -> job_pb2.Job:
     """A stored job as its wire form, defaults filled in.
 
     Args:
-        memo: Shared by the jobs of one answer (:func:`jobs_out`): each distinct
-            schedule, target, policy set, instant and stats value is converted once.
+        memo: Shared by the jobs of one answer (:func:`jobs_out`): the parts jobs share
+            (schedule, target and policy objects, tenant, times, stats) are built once
+            as a template message each job is copied from; each distinct instant is
+            converted once.
         shown: As reads show it (an inline credential redacted). False only for the
             server's own use of the form (UpdateJob's merge), never for an answer.
+        into: An answer's repeated field of jobs to add it to (so it is not copied
+            again into the answer); None: a message of its own.
     """
     spec = job.spec
     once = _Once(memo if memo is not None else {})
-    message = job_pb2.Job(
-        job_id=job.client_id or str(job.job_id),
-        uid=str(job.job_id),
-        tenant_id=job.tenant_id,
-        name=spec.name,
-        description=spec.description,
-        schedule=once(schedule_out, spec.schedule),
-        target=once(target_out if shown else wire.target, spec.target),
-        payload=spec.payload,
-        policies=once(policies_out, spec.policies),
-        labels=dict(spec.labels),
-        paused=spec.paused,
-        pause_note=spec.pause_note,
-        version=job.version,
-        create_time=once(wire.timestamp, job.create_time),
-        update_time=once(wire.timestamp, job.update_time),
-        stats=once(_stats_out, job.stats),
-    )
+    message = job_pb2.Job() if into is None else into.add()
+    # The shared fields from the template (one C copy), then the job's own, each set
+    # only when not its default (setting one is a call; updating a map is dearer still).
+    message.CopyFrom(_template(job, once, shown))
+    uid = str(job.job_id)
+    message.job_id = job.client_id or uid
+    message.uid = uid
+    message.name = spec.name
+    if spec.description:
+        message.description = spec.description
+    if spec.payload:
+        message.payload = spec.payload
+    labels = message.labels
+    for key, value in spec.labels.items():
+        labels[key] = value
+    if spec.paused:
+        message.paused = True
+    if spec.pause_note:
+        message.pause_note = spec.pause_note
+    message.version = job.version
     if job.next_run_at is not None:
         message.next_run_at.CopyFrom(once(wire.timestamp, job.next_run_at))
     if job.pause_until is not None:
@@ -154,13 +166,52 @@ def job_out(job: Job, memo: dict[object, Any] | None = None, *, shown: bool = Tr
     return message
 
 
-def jobs_out(jobs: Sequence[Job], *, full: bool = True) -> list[job_pb2.Job]:
+def _template(job: Job, once: _Once, shown: bool) -> job_pb2.Job:
+    """The fields of ``job`` the jobs of one answer share, as one message: a batch's
+    jobs share their schedule, target, policy and stats objects, tenant and times."""
+    spec = job.spec
+    key = (
+        _template,
+        id(spec.schedule),
+        id(spec.target),
+        id(spec.policies),
+        job.tenant_id,
+        job.create_time,
+        job.update_time,
+        id(job.stats),
+        shown,
+    )
+    found = once.memo.get(key)
+    if found is None:
+        template = job_pb2.Job(
+            tenant_id=job.tenant_id,
+            schedule=once(schedule_out, spec.schedule),
+            target=once(target_out if shown else wire.target, spec.target),
+            policies=once(policies_out, spec.policies),
+            create_time=once(wire.timestamp, job.create_time),
+            update_time=once(wire.timestamp, job.update_time),
+            stats=once(_stats_out, job.stats),
+        )
+        # The objects are kept with their template: their ids are not reused meanwhile.
+        found = once.memo[key] = (spec.schedule, spec.target, spec.policies, job.stats, template)
+    result: job_pb2.Job = found[-1]
+    return result
+
+
+def jobs_out(jobs: Sequence[Job], *, full: bool = True, into: Any = None) -> list[job_pb2.Job]:
     """Many jobs as their wire forms (a batch shares most of its values); without
-    ``full``, as JOB_VIEW_BASIC shows them."""
+    ``full``, as JOB_VIEW_BASIC shows them.
+
+    Args:
+        into: An answer's repeated ``jobs`` field to add them to (none copied again);
+            None: new messages.
+    """
     memo: dict[object, Any] = {}
-    if full:
-        return [job_out(job, memo) for job in jobs]
-    return [basic_view(job_out(job, memo)) for job in jobs]
+    out = []
+    for job in jobs:
+        message = job_out(job, memo, into=into)
+        out.append(message if full else basic_view(message))
+    return out
 
 
 def basic_view(job: job_pb2.Job) -> job_pb2.Job:
@@ -193,16 +244,16 @@ class _Once:
     copied into each job (protobuf copies a sub-message it is given)."""
 
     def __init__(self, memo: dict[object, Any]) -> None:
-        self._memo = memo
+        self.memo = memo
 
     def __call__(self, convert: Callable[[Any], Any], value: Any) -> Any:
         try:
             key = (convert, value)
-            found = self._memo.get(key)
+            found = self.memo.get(key)
         except TypeError:  # unhashable: converted on its own
             return convert(value)
         if found is None:
-            found = self._memo[key] = convert(value)
+            found = self.memo[key] = convert(value)
         return found
 
 

@@ -29,9 +29,13 @@ from sundial.core.errors import (
     InvalidArgument,
     NotFound,
 )
+from sundial.core.memo import Memo
 from sundial.core.partition import partition_of
 from sundial.job import JobSpec
-from sundial.schedule import Calendar, CompiledSchedule
+from sundial.schedule import Calendar
+
+_NO_RUNS = JobStats()
+"""A new job's stats (one immutable value for every job a batch creates)."""
 
 
 class JobCreation(JobsBase):
@@ -65,7 +69,7 @@ class JobCreation(JobsBase):
         now: datetime,
         prefix: str = "",
         shared: validation.SharedChecks | None = None,
-        fires: dict[int, tuple[CompiledSchedule, datetime | None]] | None = None,
+        fires: Memo | None = None,
         *,
         client_id: str | None = None,
         calendars: Mapping[str, Calendar] | None = None,
@@ -75,21 +79,21 @@ class JobCreation(JobsBase):
         Args:
             client_id: Its client-chosen id (already checked), if any.
             shared: Checks shared by the jobs of one request (BatchCreateJobs).
-            fires: First fire times by compiled schedule (``id``), shared likewise: a
+            fires: First fire times by compiled schedule object, shared likewise: a
                 schedule compiled once for many jobs fires first at the same instant.
             calendars: The tenant's calendars the schedule names (:meth:`_calendars`).
         """
         job_id = uuid.uuid4()
         with field_prefix(prefix):
             spec, compiled = validation.check_job_spec(
-                spec, str(job_id), now=now, shared=shared, calendars=calendars
+                spec, job_id, now=now, shared=shared, calendars=calendars
             )
-        known = fires.get(id(compiled)) if fires is not None else None
-        if known is not None and known[0] is compiled:
+        known = None if fires is None else fires.get(id(compiled))
+        if known is not None:
             next_run_at = known[1]
         else:
             next_run_at = first_fire(compiled, spec.schedule, now)
-            if fires is not None:  # holding the schedule keeps its id from being reused
+            if fires is not None:  # kept with its schedule: the id is not reused meanwhile
                 fires[id(compiled)] = (compiled, next_run_at)
         return NewJob(
             job_id=job_id,
@@ -111,9 +115,9 @@ class JobCreation(JobsBase):
             version=1,
             create_time=now,
             update_time=now,
-            stats=JobStats(),
+            stats=_NO_RUNS,
             client_id=new.client_id,
-            calendars={c.name: c for c in new.calendars},
+            calendars={c.name: c for c in new.calendars} if new.calendars else {},
         )
 
     async def _create(
@@ -210,7 +214,7 @@ class JobCreation(JobsBase):
         calendars = await self._calendars(tenant_id, specs)
         now = self._clock.now()
         shared = validation.SharedChecks()
-        fires: dict[int, tuple[CompiledSchedule, datetime | None]] = {}
+        fires: Memo = {}
         prepared = [
             self._prepare(
                 spec, now, f"jobs[{i}].", shared, fires, client_id=client_id, calendars=calendars

@@ -157,7 +157,9 @@ class JobHandlers(ServicerBase):
             request_id=request.request_id,
             request_hash=request_hash("BatchCreateJobs", request.jobs),
         )
-        return pb.BatchCreateJobsResponse(jobs=convert.jobs_out(jobs))
+        response = pb.BatchCreateJobsResponse()
+        convert.jobs_out(jobs, into=response.jobs)
+        return response
 
     async def ApplyJob(
         self, request: pb.ApplyJobRequest, context: grpc.aio.ServicerContext

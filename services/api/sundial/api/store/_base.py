@@ -33,8 +33,9 @@ from sundial.run import ErrorClass, RunKind, RunStatus, SkipReason
 queries = Queries.from_package("sundial.api", shared=[("sundial.run", "cancel.sql")])
 
 CLIENT_JOB_ID_INDEX = "jobs_tenant_client_job_id_key"
+NAME_INDEX = "jobs_tenant_id_name_key"
 _CONSTRAINTS = {
-    "jobs_tenant_id_name_key": "name: a job with this name already exists",
+    NAME_INDEX: "name: a job with this name already exists",
     CLIENT_JOB_ID_INDEX: "job_id: a job with this id already exists",
     "tenants_pkey": "tenant.tenant_id: a tenant with this id already exists",
     "calendars_pkey": "calendar.name: a calendar with this name already exists",

@@ -16,6 +16,7 @@ from sundial.api.model import (
 )
 from sundial.api.store._base import (
     CLIENT_JOB_ID_INDEX,
+    NAME_INDEX,
     Conn,
     JobIdTaken,
     RequestClaim,
@@ -26,14 +27,10 @@ from sundial.api.store._base import (
 )
 from sundial.api.store._calendars import check_calendar_versions
 from sundial.api.store._operations import filter_args, filtered
-from sundial.api.store._params import InsertJobs, calendars_doc, distinct_calendars, writer
+from sundial.api.store._params import InsertJobs, UpdateJob, distinct_calendars, writer
 from sundial.api.store._requests import RequestStore
 from sundial.core.errors import AlreadyExists, ResourceExhausted
-from sundial.job import (
-    JobSpec,
-    spec_from_columns,
-    spec_to_columns,
-)
+from sundial.job import JobSpec, spec_from_columns
 from sundial.schedule import Calendar
 
 
@@ -111,10 +108,16 @@ class JobStore(RequestStore):
                 tenant_id, jobs, now, claim=claim, single=single, traceparent=traceparent
             )
         except asyncpg.UniqueViolationError as exc:
-            if exc.constraint_name != CLIENT_JOB_ID_INDEX:
+            if exc.constraint_name not in (NAME_INDEX, CLIENT_JOB_ID_INDEX):
                 raise
-            # Taken by a create that committed after the check below (or, for a single
-            # job, instead of it).
+            if not single:
+                # Name the clashing entry (nothing was written: the statement failed).
+                async with self._pool.acquire() as conn:
+                    await self._check_taken(conn, tenant_id, jobs)
+            if exc.constraint_name == NAME_INDEX:
+                raise  # taken by a job deleted since: the constraint's own message
+            # Taken by a create that committed after the check (or, for a single job,
+            # instead of it).
             raise JobIdTaken(
                 "job_id" if single else "jobs", jobs[0].client_id if single else None
             ) from exc
@@ -130,12 +133,13 @@ class JobStore(RequestStore):
         traceparent: str,
     ) -> None:
         params = InsertJobs.of(tenant_id, jobs, now, traceparent)
-        names = params.names
         named = distinct_calendars([c for job in jobs for c in job.calendars])
 
         async def insert(conn: Conn) -> None:
-            inserted = await conn.fetchval(queries.insert_jobs, *params.args())
+            inserted = await conn.fetchval(*queries.bind("insert_jobs", params))
             if inserted == 0:
+                if not single:
+                    await self._check_taken(conn, tenant_id, jobs)  # the error it had
                 await self._quota_exceeded(conn, tenant_id, len(jobs))
 
         async with self._pool.acquire() as conn:
@@ -154,26 +158,33 @@ class JobStore(RequestStore):
                         job_id=params.job_ids[0] if single else None,
                         job_ids=None if single else params.job_ids,
                     )
-                if not single:
-                    # Name the clashing entry; a single create relies on the unique
-                    # constraint instead (one round trip less).
-                    rows = await conn.fetch(queries.existing_names, tenant_id, names)
-                    taken = {row["name"] for row in rows}
-                    if taken:
-                        index = next(i for i, name in enumerate(names) if name in taken)
-                        raise AlreadyExists(
-                            f"jobs[{index}].name: a job named {names[index]!r} already exists"
-                        )
-                    client_ids = [job.client_id for job in jobs if job.client_id is not None]
-                    if client_ids:
-                        rows = await conn.fetch(
-                            queries.existing_client_job_ids, tenant_id, client_ids
-                        )
-                        used = {row["client_job_id"] for row in rows}
-                        if used:
-                            index = next(i for i, job in enumerate(jobs) if job.client_id in used)
-                            raise JobIdTaken(f"jobs[{index}].job_id", jobs[index].client_id)
+                # A name or client id taken is found by the unique constraints, and a
+                # batch's clashing entry named only then (create_jobs): no read of the
+                # batch's names before the insert.
                 await insert(conn)
+
+    @staticmethod
+    async def _check_taken(conn: Conn, tenant_id: str, jobs: Sequence[NewJob]) -> None:
+        """Name the first entry of a batch whose name, or else client id, the tenant's
+        jobs already hold (``jobs[3].name``, ``jobs[3].job_id``), if one does.
+
+        Raises:
+            AlreadyExists: A name is taken.
+            JobIdTaken: A client job id is taken.
+        """
+        names = [job.spec.name for job in jobs]
+        rows = await conn.fetch(queries.existing_names, tenant_id, names)
+        taken = {row["name"] for row in rows}
+        if taken:
+            index = next(i for i, name in enumerate(names) if name in taken)
+            raise AlreadyExists(f"jobs[{index}].name: a job named {names[index]!r} already exists")
+        client_ids = [job.client_id for job in jobs if job.client_id is not None]
+        if client_ids:
+            rows = await conn.fetch(queries.existing_client_job_ids, tenant_id, client_ids)
+            used = {row["client_job_id"] for row in rows}
+            if used:
+                index = next(i for i, job in enumerate(jobs) if job.client_id in used)
+                raise JobIdTaken(f"jobs[{index}].job_id", jobs[index].client_id)
 
     @staticmethod
     async def _quota_exceeded(conn: Conn, tenant_id: str, wanted: int) -> None:
@@ -213,33 +224,26 @@ class JobStore(RequestStore):
             RequestTaken: ``claim``'s key already has a live record (nothing written).
         """
         assert spec.target is not None
-        doc = spec_to_columns(spec)
-        args = (
-            job_id,
+        params = UpdateJob.of(
             tenant_id,
-            read_version,
-            doc["name"],
-            reschedule,
-            next_run_at,
-            now,
-            doc["schedule"],
-            doc["target"],
-            doc["policies"],
-            doc["payload"],
-            doc["labels"],
-            doc["description"],
-            *writer(),
-            calendars_doc(calendars),
+            job_id,
+            spec,
+            read_version=read_version,
+            reschedule=reschedule,
+            next_run_at=next_run_at,
+            now=now,
+            calendars=calendars,
         )
+        args = queries.bind("update_job", params)
         if claim is None and not calendars:
-            return await self._pool.fetchval(queries.update_job, *args) is not None
+            return await self._pool.fetchval(*args) is not None
         async with self._pool.acquire() as conn:
             try:
                 async with conn.transaction():
                     await check_calendar_versions(conn, tenant_id, distinct_calendars(calendars))
                     if claim is not None:
                         await self._claim(conn, tenant_id, claim, now, job_id=job_id)
-                    if await conn.fetchval(queries.update_job, *args) is None:
+                    if await conn.fetchval(*args) is None:
                         raise _Unmatched
             except _Unmatched:
                 return False

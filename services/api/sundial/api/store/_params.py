@@ -1,11 +1,16 @@
 """The parameters of job writes: the documents as JSON text (each distinct one encoded
-once), who writes, and insert_jobs' parameters by name."""
+once), who writes, and the named parameters of insert_jobs, update_job and
+claim_request.
+
+Each class holds one named query's parameters (queries.sql ``:name``) as its fields,
+and ``queries.bind`` lays them out by name: a field the query does not read, or a
+parameter no field holds, fails the first call and tests/unit/api/test_job_queries.py."""
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -16,10 +21,13 @@ from sundial.api.model import (
 from sundial.core.auth import current_credential
 from sundial.core.db import json_text
 from sundial.core.logging import request_id_var
+from sundial.core.memo import Memo, per_object
 from sundial.job import (
+    JobSpec,
     calendars_to_json,
     policies_to_json,
     schedule_to_json,
+    spec_to_columns,
     target_to_json,
 )
 from sundial.schedule import Calendar, Schedule
@@ -41,18 +49,10 @@ def distinct_calendars(calendars: Sequence[Calendar]) -> list[Calendar]:
 
 
 def _each(encode: Callable[[Any], Any], values: Sequence[Any]) -> list[Any]:
-    """``encode`` of every value, once per distinct value (a batch of 1,000 jobs shares a
-    few schedules and policies; an unhashable value is encoded on its own)."""
-    done: dict[Any, Any] = {}
-    out = []
-    for value in values:
-        try:
-            if value not in done:
-                done[value] = encode(value)
-            out.append(done[value])
-        except TypeError:
-            out.append(encode(value))
-    return out
+    """``encode`` of every value, once per value object (a batch of 1,000 jobs shares a
+    few schedule, target and policy objects: sundial.core.memo)."""
+    memo: Memo = {}
+    return [per_object(memo, value, encode) for value in values]
 
 
 def _schedule_text(schedule: Schedule) -> str:
@@ -67,6 +67,17 @@ def _policies_text(policies: Any) -> str:
     return json_text(policies_to_json(policies))
 
 
+_STRING = json.encoder.encode_basestring_ascii
+
+
+def labels_text(labels: Mapping[str, str]) -> str:
+    """:func:`~sundial.core.db.json_text` of a labels map, written directly (a batch
+    encodes one per job; the encoder's own setup per call cost more than the text)."""
+    return (
+        "{" + ",".join([_STRING(key) + ":" + _STRING(value) for key, value in labels.items()]) + "}"
+    )
+
+
 def writer() -> tuple[str | None, str | None]:
     """Who is writing (the caller's token id; ``admin`` for the bootstrap token) and the
     RPC's request id, recorded with the job's revision (migration 0012)."""
@@ -79,11 +90,12 @@ def writer() -> tuple[str | None, str | None]:
 
 @dataclass(frozen=True, slots=True)
 class InsertJobs:
-    """insert_jobs' parameters by name: one entry per job in each list (the ``unnest``
-    arrays), built once from the jobs; :meth:`args` lays them out as asyncpg takes them."""
+    """insert_jobs' parameters: one entry per job in each list (the ``unnest`` arrays),
+    built once from the jobs."""
 
     tenant_id: str
     job_ids: list[uuid.UUID]
+    """Also how many jobs the quota check counts."""
     names: list[str]
     partition_ids: list[int]
     next_run_ats: list[datetime | None]
@@ -123,7 +135,7 @@ class InsertJobs:
             targets=_each(_target_text, [spec.target for spec in specs]),
             policies=_each(_policies_text, [spec.policies for spec in specs]),
             payloads=[spec.payload for spec in specs],
-            labels=[json_text(spec.labels) if spec.labels else "{}" for spec in specs],
+            labels=[labels_text(spec.labels) for spec in specs],
             descriptions=[spec.description for spec in specs],
             pause_notes=[spec.pause_note for spec in specs],
             client_job_ids=[job.client_id for job in jobs],
@@ -134,27 +146,93 @@ class InsertJobs:
             calendars=[_calendars_text(job.calendars) for job in jobs],
         )
 
-    def args(self) -> tuple[Any, ...]:
-        """The positional parameters of insert_jobs (queries.sql names each)."""
-        return (
-            self.tenant_id,  # $1
-            self.job_ids,  # $2
-            self.names,  # $3
-            self.partition_ids,  # $4
-            self.next_run_ats,  # $5
-            self.paused,  # $6
-            self.schedules,  # $7
-            self.targets,  # $8
-            self.policies,  # $9
-            self.payloads,  # $10
-            self.labels,  # $11
-            self.descriptions,  # $12
-            self.pause_notes,  # $13
-            self.client_job_ids,  # $14
-            self.now,  # $15
-            len(self.job_ids),  # $16: how many jobs (the quota check)
-            self.traceparent,  # $17
-            self.changed_by,  # $18
-            self.request_id,  # $19
-            self.calendars,  # $20
+
+@dataclass(frozen=True, slots=True)
+class UpdateJob:
+    """update_job's parameters: the job's new definition, written if the job is still
+    at ``read_version``."""
+
+    job_id: uuid.UUID
+    tenant_id: str
+    read_version: int
+    name: str
+    reschedule: bool
+    """Whether to write ``next_run_at`` (else the job keeps its own)."""
+    next_run_at: datetime | None
+    now: datetime
+    schedule: dict[str, Any]
+    """The JSON documents as JSON-ready values (the pool's jsonb codec encodes them), as
+    are ``target``, ``policies``, ``labels`` and ``calendars``."""
+    target: dict[str, Any]
+    policies: dict[str, Any]
+    payload: bytes
+    labels: dict[str, str]
+    description: str
+    changed_by: str | None
+    request_id: str | None
+    calendars: list[dict[str, Any]] | None
+    """The contents of the calendars the schedule names (None: it names none)."""
+
+    @classmethod
+    def of(
+        cls,
+        tenant_id: str,
+        job_id: uuid.UUID,
+        spec: JobSpec,
+        *,
+        read_version: int,
+        reschedule: bool,
+        next_run_at: datetime | None,
+        now: datetime,
+        calendars: Sequence[Calendar],
+    ) -> UpdateJob:
+        """The parameters writing ``spec`` over the job, by the caller (:func:`writer`)."""
+        doc = spec_to_columns(spec)
+        changed_by, request_id = writer()
+        return cls(
+            job_id=job_id,
+            tenant_id=tenant_id,
+            read_version=read_version,
+            name=doc["name"],
+            reschedule=reschedule,
+            next_run_at=next_run_at,
+            now=now,
+            schedule=doc["schedule"],
+            target=doc["target"],
+            policies=doc["policies"],
+            payload=doc["payload"],
+            labels=doc["labels"],
+            description=doc["description"],
+            changed_by=changed_by,
+            request_id=request_id,
+            calendars=calendars_doc(calendars),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    """claim_request's parameters: an idempotency record claimed with the work it
+    records (store._requests)."""
+
+    tenant_id: str
+    method: str
+    request_id: str
+    request_hash: bytes
+    job_id: uuid.UUID | None
+    """The job the call wrote (a single-job call), or None."""
+    job_ids: list[uuid.UUID] | None
+    """The jobs the call wrote (a batch), or None."""
+    scheduled_at: datetime | None
+    """The run the call made (TriggerJob), or None."""
+    now: datetime
+    expired_before: datetime
+    """A record created before this is expired: taken over."""
+    outcome: str | None
+
+
+NAMED_PARAMS: dict[str, type] = {
+    "insert_jobs": InsertJobs,
+    "update_job": UpdateJob,
+    "claim_request": ClaimRequest,
+}
+"""Every named query of queries.sql and the class that holds its parameters."""

@@ -17,6 +17,7 @@ from sundial.api.store._base import (
     queries,
     translate,
 )
+from sundial.api.store._params import ClaimRequest
 
 
 class RequestStore:
@@ -50,19 +51,19 @@ class RequestStore:
         job_id: uuid.UUID | None = None,
         job_ids: Sequence[uuid.UUID] | None = None,
     ) -> None:
-        claimed = await conn.fetchval(
-            queries.claim_request,
-            tenant_id,
-            claim.method,
-            claim.request_id,
-            claim.request_hash,
-            job_id,
-            None if job_ids is None else list(job_ids),
-            None,
-            now,
-            claim.expired_before,
-            claim.outcome,
+        params = ClaimRequest(
+            tenant_id=tenant_id,
+            method=claim.method,
+            request_id=claim.request_id,
+            request_hash=claim.request_hash,
+            job_id=job_id,
+            job_ids=None if job_ids is None else list(job_ids),
+            scheduled_at=None,
+            now=now,
+            expired_before=claim.expired_before,
+            outcome=claim.outcome,
         )
+        claimed = await conn.fetchval(*queries.bind("claim_request", params))
         if not claimed:
             raise RequestTaken
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from types import TracebackType
 
 from sundial.core.errors import InvalidArgument
 
@@ -94,20 +93,32 @@ def _fail(field: str, problem: str) -> InvalidArgument:
     return InvalidArgument(field, problem)
 
 
-@contextlib.contextmanager
-def field_prefix(prefix: str) -> Iterator[None]:
+def field_prefix(prefix: str) -> _FieldPrefix:
     """Prepend ``prefix`` (``jobs[3].``) to the field of an InvalidArgument raised inside.
 
     Lets one job's checks serve CreateJob (``schedule.cron``) and BatchCreateJobs
     (``jobs[3].schedule.cron``) alike.
     """
-    if not prefix:
-        yield
-        return
-    try:
-        yield
-    except InvalidArgument as exc:
-        raise InvalidArgument(prefix + exc.field, exc.problem) from None
+    return _FieldPrefix(prefix)
+
+
+class _FieldPrefix:
+    """:func:`field_prefix`'s context manager: a class, not a generator, as a batch
+    enters one per job twice."""
+
+    __slots__ = ("_prefix",)
+
+    def __init__(self, prefix: str) -> None:
+        self._prefix = prefix
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._prefix and isinstance(exc, InvalidArgument):
+            raise InvalidArgument(self._prefix + exc.field, exc.problem) from None
 
 
 def _duration(value: timedelta) -> str:

@@ -30,6 +30,7 @@ from sundial.api.validation._fields import (
 )
 from sundial.api.validation._flow import check_flow_key
 from sundial.api.validation._target import check_target
+from sundial.core.memo import Memo, per_object
 from sundial.job import JobPolicies, JobSpec
 from sundial.run import Target
 from sundial.schedule import (
@@ -217,10 +218,27 @@ def check_schedule(
         if instant is not None and instant >= LATEST_INSTANT:
             raise _fail(field, f"must be before {LATEST_INSTANT.isoformat()}")
     compiled = compile_schedule(schedule, job_id=job_id, calendars=calendars)
-    # Several specs can name times closer together than any one of them does.
-    if schedule.jitter and (len(specs) > 1 or isinstance(schedule.spec, CronSpec)):
-        _check_cron_jitter(compiled, schedule.jitter, now or start or datetime.now(UTC))
+    _check_jitter(compiled, now)
     return compiled
+
+
+def check_schedule_for_job(
+    checked: CompiledSchedule, job_id: str, *, now: datetime | None = None
+) -> CompiledSchedule:
+    """:func:`check_schedule` of ``checked``'s schedule (checked and compiled for
+    another job, with the same ``now`` and calendars) for ``job_id``: only what depends
+    on the job id is done again (its ``H`` expansion, the jitter check)."""
+    compiled = checked.for_job(job_id)
+    _check_jitter(compiled, now)
+    return compiled
+
+
+def _check_jitter(compiled: CompiledSchedule, now: datetime | None) -> None:
+    schedule = compiled.schedule
+    # Several specs can name times closer together than any one of them does.
+    if schedule.jitter and (len(schedule.specs) > 1 or isinstance(schedule.spec, CronSpec)):
+        after = now or schedule.start_time or datetime.now(UTC)
+        _check_cron_jitter(compiled, schedule.jitter, after)
 
 
 def _check_cron_jitter(compiled: CompiledSchedule, jitter: timedelta, after: datetime) -> None:
@@ -281,51 +299,65 @@ def check_policies(policies: JobPolicies) -> None:
 class SharedChecks:
     """The checks many jobs of one request share, done once each (BatchCreateJobs): a
     schedule that does not depend on the job id is checked and compiled once per
-    distinct schedule and misfire threshold, a target once per distinct target. Only
-    successes are kept, so every failing job still reports its own field."""
+    distinct schedule and misfire threshold (one that does is checked once and only its
+    job-dependent part done per job), a target and a policy set once each.
+    Values are found by object first (the request's conversion gives the jobs that
+    share a value one object: no hashing per job, and a target with headers, which
+    cannot be hashed, is found too), schedules then by value. Only successes are kept,
+    so every failing job still reports its own field."""
 
     def __init__(self) -> None:
         self._schedules: dict[tuple[Schedule, timedelta], CompiledSchedule] = {}
-        self._targets: dict[Target, Target] = {}
+        # By (id, threshold): the schedule kept (so its id is not reused) with its
+        # compilation, and whether that depends on the job id (then it is the first
+        # job's, and each other job's is derived from it: only its `H` computed again).
+        self._schedule_objects: dict[
+            tuple[int, timedelta], tuple[Schedule, CompiledSchedule, bool]
+        ] = {}
+        self._targets: Memo = {}
+        self._policies: Memo = {}
 
     def schedule(
         self,
         schedule: Schedule,
-        job_id: str,
+        job_id: str | uuid.UUID,
         *,
         now: datetime | None,
         threshold: timedelta,
         calendars: Mapping[str, Calendar] | None = None,
     ) -> CompiledSchedule:
+        """The checked schedule compiled for ``job_id`` (written out only when it is
+        compiled: for a schedule that depends on it, or the first of its kind)."""
         # One request resolves one set of calendars: keying by the schedule is enough.
-        if depends_on_job_id(schedule):
-            return check_schedule(
-                schedule, job_id, now=now, misfire_threshold=threshold, calendars=calendars
-            )
+        found = self._schedule_objects.get((id(schedule), threshold))
+        if found is not None:
+            if found[2]:
+                return check_schedule_for_job(found[1], str(job_id), now=now)
+            return found[1]
+        per_job = depends_on_job_id(schedule)
         key = (schedule, threshold)
-        found = self._schedules.get(key)
-        if found is None:
-            found = check_schedule(
-                schedule, job_id, now=now, misfire_threshold=threshold, calendars=calendars
-            )
-            self._schedules[key] = found
-        return found
+        known = None if per_job else self._schedules.get(key)
+        compiled = known or check_schedule(
+            schedule, str(job_id), now=now, misfire_threshold=threshold, calendars=calendars
+        )
+        if not per_job:
+            self._schedules[key] = compiled
+        self._schedule_objects[(id(schedule), threshold)] = (schedule, compiled, per_job)
+        return compiled
 
     def target(self, target: Target | None) -> Target:
+        """The checked (normalised) target: one object for each input object."""
         if target is None:
             return check_target(target)
-        try:
-            found = self._targets.get(target)
-        except TypeError:  # unhashable (a headers mapping): checked on its own
-            return check_target(target)
-        if found is None:
-            found = self._targets[target] = check_target(target)
-        return found
+        return per_object(self._targets, target, check_target)
+
+    def policies(self, policies: JobPolicies) -> None:
+        per_object(self._policies, policies, check_policies)
 
 
 def check_job_spec(
     spec: JobSpec,
-    job_id: str,
+    job_id: str | uuid.UUID,
     *,
     now: datetime | None,
     shared: SharedChecks | None = None,
@@ -335,7 +367,7 @@ def check_job_spec(
 
     Args:
         spec: The job as requested (defaults filled).
-        job_id: Its id (``H`` and jitter).
+        job_id: Its id (``H`` and jitter; a UUID is written out only if needed).
         now: When the schedule is new or changed: a ``once`` must then not be earlier
             than ``now - misfire_threshold``. None for an update that keeps the
             schedule (a ``once`` that already fired must not block other edits).
@@ -344,14 +376,15 @@ def check_job_spec(
     """
     check_name(spec.name)
     check_text(spec.description, "description", MAX_DESCRIPTION_CHARS)
-    check_policies(spec.policies)
     threshold = spec.policies.misfire_threshold
     if shared is None:
+        check_policies(spec.policies)
         compiled = check_schedule(
-            spec.schedule, job_id, now=now, misfire_threshold=threshold, calendars=calendars
+            spec.schedule, str(job_id), now=now, misfire_threshold=threshold, calendars=calendars
         )
         target = check_target(spec.target)
     else:
+        shared.policies(spec.policies)
         compiled = shared.schedule(
             spec.schedule, job_id, now=now, threshold=threshold, calendars=calendars
         )
@@ -371,4 +404,6 @@ def check_job_spec(
         )
     check_labels(spec.labels)
     check_note(spec.pause_note, "pause_note")
+    if target is spec.target:
+        return spec, compiled
     return dataclasses.replace(spec, target=target), compiled

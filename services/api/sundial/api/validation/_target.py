@@ -209,7 +209,9 @@ def check_http_target(target: HttpTarget, field: str = "target.http") -> HttpTar
         _check_references(where, value)
         _check_kv_size(where, name, value)
     check_auth(target.auth, {k: f"{field}.headers[{v!r}]" for k, v in seen.items()}, field)
-    return dataclasses.replace(target, method=method)
+    # Unchanged when already normal (the wire's default is filled at conversion): the
+    # spec holding it then need not be copied either.
+    return target if method == target.method else dataclasses.replace(target, method=method)
 
 
 def split_address(address: str, field: str) -> Endpoint:
@@ -351,13 +353,20 @@ class TargetGuard:
         Raises:
             InvalidArgument: A host is refused.
         """
-        verdicts = await self.verdicts([target for target, _ in items], policy)
-        for (target, field), verdict in zip(items, verdicts, strict=True):
+        # Each target object once, where it first appears (the jobs of a batch converted
+        # from the wire share one object per distinct target): the first problem in
+        # `items` order is still the one reported.
+        first: dict[int, tuple[Target, str]] = {}
+        for target, field in items:
+            first.setdefault(id(target), (target, field))
+        firsts = list(first.values())
+        verdicts = await self.verdicts([target for target, _ in firsts], policy)
+        for (target, field), verdict in zip(firsts, verdicts, strict=True):
             if verdict is not None:
                 where, _ = _endpoint(target, field)
                 raise _fail(where, f"{verdict}; calls to it are not allowed")
         caller = current_credential()
-        await check_credentials(items, caller.tenant_id if caller else None, self._secrets)
+        await check_credentials(firsts, caller.tenant_id if caller else None, self._secrets)
 
     async def verdicts(
         self, targets: Sequence[Target], policy: EgressPolicy | None = None
