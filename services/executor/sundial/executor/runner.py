@@ -14,6 +14,7 @@ from datetime import timedelta
 from opentelemetry import metrics, trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from sundial.core import tracing
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.telemetry import (
     RUN_START_LATENESS,
@@ -50,7 +51,8 @@ def _traceparent() -> dict[str, str]:
     """W3C trace context of the current span (the attempt's; the call's span replaces
     it with its own), or a fresh one when tracing is off."""
     carrier: dict[str, str] = {}
-    if trace.get_current_span().get_span_context().is_valid:
+    # Off, no span can be current: skip the context lookup (a per-run cost).
+    if tracing.enabled() and trace.get_current_span().get_span_context().is_valid:
         _propagator.inject(carrier)
     if "traceparent" not in carrier:
         # No tracer provider configured: still give the target a unique trace id, so
