@@ -2,7 +2,7 @@
 
 Run: ``python bench/bench_e2e.py [--rates 200,1000] [--seconds 20] [--herd 20000]
 [--executors 1] [--executor-processes 1] [--max-in-flight 256] [--concurrency 64]
-[--settings fast,durable] [--tracing off,on] [--clients-only] [--json]``.
+[--settings fast,durable] [--tracing off,on] [--clients-only] [--profile DIR] [--json]``.
 
 Everything is real: ``sundial-api``, ``sundial-scheduler`` and ``sundial-executor``
 processes on the local stack, and a fast HTTP target in a process of its own (a bare
@@ -36,6 +36,12 @@ With ``--tracing off,on`` they run a second time on the same stack with every se
 exporting its spans (``SUNDIAL_OTLP_ENDPOINT``) to an OTLP sink in this process, which
 only counts them (its CPU is not any service's); the phases of that run are named
 ``<setting>+tracing`` and the spans received per run are reported with their CPU.
+
+With ``--profile DIR`` py-spy (the dev extra) samples the executor and scheduler
+processes over each herd, from its due instant to its last success, and writes their
+collapsed stacks to ``DIR/<setting>-<process>.txt`` (one line per stack, its sample
+count last): where their CPU per run goes. Its own CPU is not any service's, and its
+sampling slows them a little, so take a profiled run's figures as a profile only.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -436,8 +443,16 @@ async def steady(
 
 
 async def herd(
-    api: Api, recorder: Recorder, url: str, database_url: str, count: int
+    api: Api,
+    recorder: Recorder,
+    url: str,
+    database_url: str,
+    count: int,
+    *,
+    profile: Path | None = None,
 ) -> dict[str, object]:
+    """The herd phase (see the module doc); ``profile``: a path prefix the profiles of
+    the services are written under (``<prefix>executor.txt``...), or None."""
     tenant_id, md = await api.tenant()
     due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=max(30, count // 250))
     jobs = []
@@ -449,8 +464,11 @@ async def herd(
     created_late = datetime.now(UTC) > due
     key_suffix = "@" + due.strftime("%Y-%m-%dT%H:%M:%SZ")
     conn = await asyncpg.connect(database_url)
+    profilers: list[subprocess.Popen[bytes]] = []
     try:
         await asyncio.sleep(max(0.0, due.timestamp() - time.time()))  # until the instant
+        if profile is not None:
+            profilers = start_profilers(profile)
         cpu_before = cpu_by_process()
         deadline = time.time() + 900
         while time.time() < deadline:
@@ -473,6 +491,7 @@ async def herd(
         cpu_after = cpu_by_process()
     finally:
         await conn.close()
+        await asyncio.to_thread(stop_profilers, profilers)
     await pause_tenant(database_url, tenant_id)
     await recorder.update()
     called = [recorder.arrivals[k] for k in keys if k in recorder.arrivals]
@@ -507,6 +526,66 @@ _KINDS = (
     ("nats-server", "nats"),
     ("etcd", "etcd"),
 )
+
+
+def _service_pids() -> dict[str, int]:
+    """The pid of each executor and scheduler process this benchmark started (the
+    supervisor's, when the executor has workers: py-spy follows its subprocesses)."""
+    pids: dict[str, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if int(stat[1]) != os.getpid():
+            continue
+        for needle in ("sundial.executor", "sundial.scheduler"):
+            if needle.encode() in argv:
+                pids[needle.rsplit(".", 1)[1]] = int(entry)
+    return pids
+
+
+def start_profilers(prefix: Path) -> list[subprocess.Popen[bytes]]:
+    """py-spy recording each service process into ``<prefix><name>.txt`` until stopped."""
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    profilers = []
+    for name, pid in sorted(_service_pids().items()):
+        out = prefix.with_name(f"{prefix.name}{name}.txt")
+        profilers.append(
+            subprocess.Popen(
+                [
+                    str(Path(sys.executable).with_name("py-spy")),
+                    "record",
+                    "--pid",
+                    str(pid),
+                    "--rate",
+                    "250",
+                    "--subprocesses",
+                    "--nonblocking",
+                    "--format",
+                    "raw",
+                    "--output",
+                    str(out),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+    return profilers
+
+
+def stop_profilers(profilers: list[subprocess.Popen[bytes]]) -> None:
+    """Stop each recording (SIGINT: py-spy writes its file then)."""
+    for profiler in profilers:
+        profiler.send_signal(signal.SIGINT)
+    for profiler in profilers:
+        try:
+            profiler.wait(60)
+        except subprocess.TimeoutExpired:
+            profiler.kill()
 
 
 def cpu_by_process() -> dict[str, float]:
@@ -557,7 +636,9 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
                     phases: dict[str, object] = {}
                     label = setting if tracing == "off" else f"{setting}+tracing"
                     async with SpanSink() if tracing == "on" else _no_sink() as sink:
-                        await sundial_phases(args, stack, recorder, url, phases, sink=sink)
+                        await sundial_phases(
+                            args, stack, recorder, url, phases, sink=sink, label=label
+                        )
                     results.update({f"{label}.{phase}": values for phase, values in phases.items()})
     finally:
         target.stop()
@@ -572,6 +653,7 @@ async def sundial_phases(
     results: dict[str, object],
     *,
     sink: SpanSink | None = None,
+    label: str = "",
 ) -> None:
     name = f"bench_e2e_{uuid.uuid4().hex[:8]}"
     admin = await asyncpg.connect(stack.database_url)
@@ -619,7 +701,14 @@ async def sundial_phases(
                     )
                 if args.herd:
                     before = sink.spans if sink is not None else 0
-                    results["herd"] = await herd(api, recorder, url, database_url, args.herd)
+                    results["herd"] = await herd(
+                        api,
+                        recorder,
+                        url,
+                        database_url,
+                        args.herd,
+                        profile=args.profile / f"{label}-" if args.profile else None,
+                    )
                     if sink is not None:
                         spans = await sink.settled() - before
                         results["herd"]["spans_per_run"] = round(spans / args.herd, 2)  # type: ignore[index]
@@ -778,6 +867,13 @@ def parse_args() -> argparse.Namespace:
         dest="bare",
         action="store_false",
         help="skip the bare-pipeline reference (bench_bare.py) before each herd",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="sample the executor and scheduler with py-spy over each herd into DIR",
     )
     parser.add_argument("--json", action="store_true")
     # Internal: the target process, and one plain client's process.

@@ -30,6 +30,7 @@ does any work: no interceptor is installed, no span is made, no context is store
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -45,6 +46,7 @@ __all__ = [
     "context_of",
     "enabled",
     "install",
+    "sampled",
     "server_interceptors",
     "span_context_of",
     "start_span",
@@ -85,6 +87,23 @@ def traceparent_of(span: trace.Span) -> str:
     # Formatted directly: a herd formats one per run, and the propagator's inject
     # (context, carrier, setter) costs several times more for the same string.
     return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
+
+
+_TRACEPARENT = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+
+
+def sampled(traceparent: str | None) -> bool | None:
+    """What a stored ``traceparent``'s flags say of its trace: True sampled, False not
+    (the services' sampler follows its parent, so no span of it is recorded), None when
+    there is none or it is malformed (a span of it would start a trace of its own).
+
+    A string check, not the propagator's parse: it lets the executor skip an unsampled
+    run's attempt span, whose making cost more than the rest of the run's tracing."""
+    if not traceparent or not _TRACEPARENT.fullmatch(traceparent):
+        return None
+    if traceparent[3:35] == "0" * 32 or traceparent[36:52] == "0" * 16:
+        return None  # invalid ids (W3C): the context is not used
+    return bool(int(traceparent[53:], 16) & 1)
 
 
 def context_of(traceparent: str | None) -> otel_context.Context | None:

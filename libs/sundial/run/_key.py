@@ -7,6 +7,7 @@ a Timestamp (RFC 3339 in UTC with ``Z``, 0, 3 or 6 fraction digits).
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 from dataclasses import dataclass
@@ -38,9 +39,16 @@ def format_timestamp(at: datetime) -> str:
     return f"{base}.{micros:06d}Z"
 
 
+# The runs of a herd, or of one second of steady load, share their instant: each is
+# formatted once (a run key is spelled several times per run on the ledger's path).
+_instant_text = functools.lru_cache(maxsize=4096)(format_timestamp)
+
+
 def run_key(job_id: uuid.UUID | str, scheduled_at: datetime) -> str:
     """The run key of the occurrence ``scheduled_at`` of ``job_id``."""
-    return f"{str(job_id).lower()}@{format_timestamp(scheduled_at)}"
+    # str() of a UUID is lower case already.
+    job = str(job_id) if isinstance(job_id, uuid.UUID) else job_id.lower()
+    return f"{job}@{_instant_text(scheduled_at)}"
 
 
 def parse_run_key(key: str) -> tuple[uuid.UUID, datetime]:

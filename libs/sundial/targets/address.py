@@ -21,6 +21,7 @@ connection error (retryable).
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from sundial.core import netpolicy
@@ -55,6 +56,38 @@ class TargetForbidden(TargetRefused):
     error_class = ErrorClass.TARGET_FORBIDDEN
 
 
+_MAX_MEMO = 4096
+"""Verdicts and call rules kept at most (the oldest go first)."""
+
+_VerdictKey = tuple[netpolicy.AddressPolicy, int, Protocol, str, IPAddress]
+_verdicts: OrderedDict[_VerdictKey, str | None] = OrderedDict()
+
+
+def _judged(
+    operator: netpolicy.AddressPolicy,
+    policy: EgressPolicy,
+    protocol: Protocol,
+    host: str,
+    address: IPAddress,
+) -> str | None:
+    """:func:`~sundial.core.egress.judge`, remembered: a verdict is a pure function of
+    the operator's settings (the key holds the settings object itself: equal only to
+    one of the same class and switches), the policy's rules (named by their
+    fingerprint, a SHA-256 of the canonical rules), the protocol, the host and the
+    address, so it is the same at every call. Judging one address walked the deny list
+    and the policy's networks in Python (about 7 us) at every call to an IP-literal
+    target and at every new connection to a named one."""
+    key = (operator, policy.fingerprint, protocol, host, address)
+    try:
+        return _verdicts[key]
+    except KeyError:
+        pass
+    reason = _verdicts[key] = judge(operator, policy, protocol, host, address)
+    if len(_verdicts) > _MAX_MEMO:
+        _verdicts.popitem(last=False)
+    return reason
+
+
 def split_host_port(address: str) -> tuple[str, int]:
     """Split ``host:port`` (IPv6 in brackets) into host and port.
 
@@ -83,7 +116,7 @@ class CallRules:
     def check(self, host: str, address: IPAddress) -> None:
         """Raise :class:`TargetForbidden` if a target named ``host`` may not connect to
         ``address``."""
-        reason = judge(self.operator, self.policy, self.protocol, host, address)
+        reason = _judged(self.operator, self.policy, self.protocol, host, address)
         if reason is not None:
             shown = str(address) if str(address) == host.strip("[]") else f"{host} ({address})"
             raise TargetForbidden(f"{shown} is {reason}")
@@ -114,6 +147,10 @@ class AddressPolicy(netpolicy.AddressPolicy):
     """The operator's SSRF settings of one executor, and the rules of each call."""
 
     @functools.cached_property
+    def _rules(self) -> OrderedDict[tuple[int, Protocol, str | None], CallRules]:
+        return OrderedDict()
+
+    @functools.cached_property
     def _defaults(self) -> dict[Protocol, CallRules]:
         policy = default_policy(self)
         return {protocol: CallRules(self, policy, protocol) for protocol in Protocol}
@@ -125,9 +162,15 @@ class AddressPolicy(netpolicy.AddressPolicy):
         ``egress`` policy (None: the operator's default)."""
         if egress is None and tenant is None:
             return self._defaults[protocol]
-        if egress is None:
-            return CallRules(self, self._defaults[protocol].policy, protocol, tenant)
-        return CallRules(self, egress, protocol, tenant)
+        # One rules object per (policy, protocol, tenant): a call made one per run.
+        key = (egress.fingerprint if egress is not None else 0, protocol, tenant)
+        found = self._rules.get(key)
+        if found is None:
+            policy = egress if egress is not None else self._defaults[protocol].policy
+            found = self._rules[key] = CallRules(self, policy, protocol, tenant)
+            if len(self._rules) > _MAX_MEMO:
+                self._rules.popitem(last=False)
+        return found
 
     def check(self, address: IPAddress) -> None:
         """Raise :class:`TargetForbidden` if ``address`` may not be called under the

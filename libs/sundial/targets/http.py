@@ -181,6 +181,10 @@ class HttpCaller:
         self._policy = policy
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
+        # The system's trusted roots, hostname checked (aiohttp's default verifies too;
+        # spelled out so that no default can turn it off). Loaded here, not at the first
+        # call: reading the roots takes tens of milliseconds, which that call waited for.
+        self._ssl = ssl.create_default_context()
 
     def _pool(self) -> aiohttp.ClientSession:
         """The session, opened by the first call (it belongs to the running loop)."""
@@ -193,9 +197,7 @@ class HttpCaller:
                 # Resolve (and so check) at every new connection: a name's addresses can
                 # change, and the policy must see what is connected to.
                 use_dns_cache=False,
-                # The system's trusted roots, hostname checked (aiohttp's default
-                # verifies too; spelled out so that no default can turn it off).
-                ssl=ssl.create_default_context(),
+                ssl=self._ssl,
             )
             self._session = aiohttp.ClientSession(
                 connector=connector,

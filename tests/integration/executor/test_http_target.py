@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -12,14 +13,18 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from opentelemetry.trace import SpanKind, StatusCode
 
 from sundial.core import tracing
 from sundial.core.clock import ManualClock
 from sundial.core.telemetry import RUN_START_LATENESS
 from sundial.devstack import free_port
+from sundial.executor.config import ExecutorConfig
+from sundial.executor.inflight import InFlight
+from sundial.executor.model import Answer
 from sundial.executor.runner import Runner
-from sundial.run import ErrorClass, HttpTarget, OutcomeStatus
+from sundial.run import Completion, ErrorClass, HttpTarget, OutcomeStatus
 from sundial.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCaller
 from tests.helpers.eventually import assert_eventually
 from tests.helpers.metrics import points
@@ -282,3 +287,57 @@ async def test_a_failed_traced_call_has_error_status(target: RecordingTarget) ->
     assert span.attributes is not None
     assert span.attributes["http.response.status_code"] == 503
     assert span.attributes["error.type"] == "503"
+
+
+async def test_an_unsampled_run_makes_no_attempt_span_and_calls_with_its_own_context(
+    target: RecordingTarget,
+) -> None:
+    """Tracing on, two runs: the sampled one gets its attempt span (the call's parent);
+    the one whose stored context is not sampled gets none (the sampler follows the
+    parent: it would record nothing) and its call carries that stored context."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(1.0)))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace_ids = ("4bf92f3577b34da6a3ce929d0e0e4736", "5cf92f3577b34da6a3ce929d0e0e4737")
+    sampled = f"00-{trace_ids[0]}-00f067aa0ba902b7-01"
+    unsampled = f"00-{trace_ids[1]}-00f067aa0ba902b8-00"
+    leases = [
+        dataclasses.replace(make_lease(HttpTarget(f"{target.url}/sampled")), traceparent=sampled),
+        dataclasses.replace(
+            make_lease(
+                HttpTarget(f"{target.url}/unsampled"),
+                job_id="9f1c2e4a-7b3d-4c5e-9f60-1a2b3c4d5e6f",
+            ),
+            traceparent=unsampled,
+        ),
+    ]
+    reported: list[Completion] = []
+
+    async def submit(completion: Completion) -> Answer:
+        reported.append(completion)
+        return Answer(accepted=True)
+
+    policy = AddressPolicy(allow_loopback=True)
+    http, grpc_caller = HttpCaller(policy), GrpcCaller(policy)
+    runner = Runner(http, grpc_caller, CircuitBreaker(failures=3, open_s=1))
+    config = ExecutorConfig(
+        nats_url="nats://127.0.0.1:4222", ledger_address="127.0.0.1:1", ledger_token="t"
+    )
+    inflight = InFlight(config, runner, submit)
+    tracing.install(provider)
+    try:
+        assert inflight.take(2) == 2
+        assert all(inflight.start(lease) for lease in leases)
+        await asyncio.wait_for(inflight.wait_idle(), 10)
+    finally:
+        tracing.install(None)
+        await http.aclose()
+        await grpc_caller.aclose()
+    assert [c.outcome.status for c in reported] == [OutcomeStatus.SUCCEEDED] * 2
+    spans = exporter.get_finished_spans()
+    assert sorted(span.name for span in spans) == ["POST", "sundial.attempt"]
+    assert {f"{span.context.trace_id:032x}" for span in spans} == {trace_ids[0]}
+    (unsampled_call,) = target.calls_to("/unsampled")
+    assert unsampled_call.request.headers["traceparent"] == unsampled
+    (sampled_call,) = target.calls_to("/sampled")
+    assert sampled_call.request.headers["traceparent"].split("-")[1] == trace_ids[0]

@@ -9,6 +9,7 @@ import grpc
 import pytest
 
 from sundial.core.clock import ManualClock
+from sundial.core.egress import EgressPolicy, Protocol, network_rule
 from sundial.run import ErrorClass, OutcomeStatus
 from sundial.targets import (
     AddressPolicy,
@@ -213,3 +214,22 @@ def test_breaker_success_resets_the_count_and_cancelled_probe_is_released() -> N
     assert breaker.acquire(T) is None  # probe
     breaker.release(T)  # cancelled without an answer
     assert breaker.acquire(T) is None  # the next call may probe
+
+
+def test_a_verdict_is_remembered_per_policy_and_operator() -> None:
+    """Verdicts are remembered (judging walked the rules at every call): a tightened
+    policy, another tenant's or another operator's switches still get their own."""
+    ip = ipaddress.ip_address("10.1.2.3")
+    opened = EgressPolicy((network_rule("10.0.0.0/8", [Protocol.HTTP]),))
+    for _ in range(2):  # the second round answers from what the first remembered
+        STRICT.rules(opened, Protocol.HTTP, "tenant-a").check("10.1.2.3", ip)
+        with pytest.raises(TargetRefused):
+            STRICT.rules(EgressPolicy(), Protocol.HTTP, "tenant-a").check("10.1.2.3", ip)
+        with pytest.raises(TargetRefused):
+            STRICT.rules(opened, Protocol.GRPC, "tenant-a").check("10.1.2.3", ip)
+        with pytest.raises(TargetRefused):
+            STRICT.rules(None, Protocol.HTTP, "tenant-b").check("10.1.2.3", ip)
+        PRIVATE_OK.rules(None, Protocol.HTTP, "tenant-b").check("10.1.2.3", ip)
+    assert STRICT.rules(opened, Protocol.HTTP, "tenant-a") is STRICT.rules(
+        opened, Protocol.HTTP, "tenant-a"
+    )

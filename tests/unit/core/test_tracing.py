@@ -12,6 +12,7 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
 from sundial.core import tracing
 from sundial.core.telemetry import TelemetryConfig, configure_telemetry
@@ -61,6 +62,47 @@ def test_a_run_without_a_context_starts_its_own_trace(spans: InMemorySpanExporte
             span.end()
             assert span.get_span_context().trace_id != current.get_span_context().trace_id
     assert all(s.parent is None for s in spans.get_finished_spans() if s.name != "unrelated")
+
+
+def test_sampled_reads_a_stored_contexts_flags() -> None:
+    trace_id, span_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    assert tracing.sampled(f"00-{trace_id}-{span_id}-01") is True
+    assert tracing.sampled(f"00-{trace_id}-{span_id}-03") is True
+    for unsampled in (f"00-{trace_id}-{span_id}-00", f"00-{trace_id}-{span_id}-02"):
+        assert tracing.sampled(unsampled) is False
+        # The propagator reads it as the same unsampled context.
+        context = tracing.span_context_of(unsampled)
+        assert context is not None
+        assert not context.trace_flags.sampled
+    for unusable in (
+        None,
+        "",
+        "not a traceparent",
+        f"00-{'0' * 32}-{span_id}-00",  # invalid ids: no context, a trace of its own
+        f"00-{trace_id}-{'0' * 16}-00",
+        f"00-{trace_id}-{span_id}-00-extra",
+    ):
+        assert tracing.sampled(unusable) is None, unusable
+        assert tracing.context_of(unusable) is None, unusable
+    # Spellings Sundial never stores: not judged (a span is made as before).
+    for other in (f"00-{trace_id.upper()}-{span_id}-00", f"01-{trace_id}-{span_id}-00"):
+        assert tracing.sampled(other) is None, other
+
+
+def test_an_unsampled_context_makes_no_recorded_span(spans: InMemorySpanExporter) -> None:
+    """What lets the executor skip an unsampled run's attempt span: the services'
+    sampler follows the parent, so a span of an unsampled context records nothing."""
+    provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(0.0)))
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    tracing.install(provider)
+    root = tracing.start_span("sundial.dispatch")
+    stored = tracing.traceparent_of(root)
+    assert tracing.sampled(stored) is False
+    child = tracing.start_span("sundial.attempt", parent=stored)
+    assert not child.is_recording()
+    root.end()
+    child.end()
+    assert spans.get_finished_spans() == ()
 
 
 def test_with_a_provider_servers_and_channels_get_the_interceptors(

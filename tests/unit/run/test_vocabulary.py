@@ -305,3 +305,32 @@ def test_any_ref_round_trips_through_its_key_and_the_wire(
         # Inbound instants start at the epoch (arithmetic on them cannot overflow).
         with pytest.raises(InvalidArgument, match=r"^run\.scheduled_at: must be from 1970"):
             wire.run_ref_in(wire.run_ref(ref), "run")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        str(JOB),
+        str(JOB).upper(),
+        JOB.hex,
+        f"{{{JOB}}}",  # braces and urn: taken by uuid.UUID, not by the fast parse
+        f"urn:uuid:{JOB}",
+    ],
+)
+def test_a_job_id_is_read_in_every_spelling_uuid_takes(text: str) -> None:
+    parsed = wire.job_id_in(text)
+    assert isinstance(parsed, uuid.UUID)
+    assert parsed == JOB
+    assert hash(parsed) == hash(JOB)
+    assert str(parsed) == str(JOB)
+    assert RunRef(parsed, datetime(2026, 1, 1, tzinfo=UTC)) == RunRef(
+        JOB, datetime(2026, 1, 1, tzinfo=UTC)
+    )
+
+
+@pytest.mark.parametrize(
+    "text", ["x", f"{JOB}0", f" {JOB}", str(JOB).replace("-", "_"), f"{str(JOB)[:-1]}g"]
+)
+def test_a_malformed_job_id_is_refused_naming_its_field(text: str) -> None:
+    with pytest.raises(InvalidArgument, match=r"^runs\[0\]\.job_id: .* is not a job id"):
+        wire.job_id_in(text, "runs[0].job_id")

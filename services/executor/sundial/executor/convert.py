@@ -282,7 +282,9 @@ def execute_request(lease: Lease) -> target_pb2.ExecuteRequest:
 def outcome_message(completion: Completion) -> ledger_pb2.Outcome:
     """The wire Outcome of a completion (error text and Retry-After capped)."""
     outcome = completion.outcome
-    message = ledger_pb2.Outcome(
+    # One constructor (None leaves a field unset): setting the times afterwards built
+    # and copied a message each, per run.
+    return ledger_pb2.Outcome(
         run=wire.run_ref(completion.ref),
         attempt=completion.attempt,
         lease_id=completion.lease_id,
@@ -290,16 +292,19 @@ def outcome_message(completion: Completion) -> ledger_pb2.Outcome:
         error=truncate_error(outcome.error),
         error_class=wire.enum_out(outcome.error_class),
         http_status=outcome.http_status or 0,
+        started_at=_timestamp_or_none(outcome.started_at),
+        finished_at=_timestamp_or_none(outcome.finished_at),
+        retry_after=(
+            None
+            if outcome.retry_after is None
+            else wire.duration(min(outcome.retry_after, MAX_RETRY_AFTER))
+        ),
+        grpc_code=outcome.grpc_code,
     )
-    if outcome.started_at is not None:
-        message.started_at.CopyFrom(wire.timestamp(outcome.started_at))
-    if outcome.finished_at is not None:
-        message.finished_at.CopyFrom(wire.timestamp(outcome.finished_at))
-    if outcome.retry_after is not None:
-        message.retry_after.CopyFrom(wire.duration(min(outcome.retry_after, MAX_RETRY_AFTER)))
-    if outcome.grpc_code is not None:
-        message.grpc_code = outcome.grpc_code
-    return message
+
+
+def _timestamp_or_none(at: datetime | None) -> timestamp_pb2.Timestamp | None:
+    return None if at is None else wire.timestamp(at)
 
 
 def complete_request(

@@ -328,7 +328,11 @@ class InFlight:
         token = run_key_var.set(lease.run_key)
         # The attempt's span (none while tracing is off) is current for the call and the
         # report: the target call's span is its child, log lines carry its ids.
-        span = _attempt_span(lease) if tracing.enabled() else None
+        # An unsampled run (its stored context says so) gets no span: the sampler follows
+        # the parent, so it would make a span that records nothing, at a per-run cost;
+        # the call then carries the run's own context (runner.sundial_headers).
+        traced = tracing.enabled() and tracing.sampled(lease.traceparent) is not False
+        span = _attempt_span(lease) if traced else None
         scope = otel_context.attach(trace.set_span_in_context(span)) if span else None
         released = False
         try:

@@ -14,6 +14,7 @@ from datetime import timedelta
 from opentelemetry import metrics, trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from sundial.core import tracing
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.telemetry import (
     RUN_START_LATENESS,
@@ -46,12 +47,17 @@ _GRPC_SLACK_S = 1.0
 _propagator = TraceContextTextMapPropagator()
 
 
-def _traceparent() -> dict[str, str]:
+def _traceparent(stored: str) -> dict[str, str]:
     """W3C trace context of the current span (the attempt's; the call's span replaces
-    it with its own), or a fresh one when tracing is off."""
+    it with its own); the run's ``stored`` context when its trace is not sampled (no
+    attempt span was made); or a fresh one when tracing is off."""
     carrier: dict[str, str] = {}
-    if trace.get_current_span().get_span_context().is_valid:
-        _propagator.inject(carrier)
+    # Off, no span can be current: skip the context lookup (a per-run cost).
+    if tracing.enabled():
+        if trace.get_current_span().get_span_context().is_valid:
+            _propagator.inject(carrier)
+        elif tracing.sampled(stored) is False:
+            carrier["traceparent"] = stored
     if "traceparent" not in carrier:
         # No tracer provider configured: still give the target a unique trace id, so
         # its logs of this attempt can be correlated with ours.
@@ -72,7 +78,7 @@ def sundial_headers(lease: Lease) -> dict[str, str]:
         "Idempotency-Key": lease.run_key,
         "Sundial-Scheduled-At": _scheduled_at(lease.run.scheduled_at),
         "Sundial-Attempt": str(lease.attempt),
-        **_traceparent(),
+        **_traceparent(lease.traceparent),
     }
     if lease.lease_id:
         headers["Sundial-Execution-Id"] = lease.execution_id

@@ -42,15 +42,16 @@ class SecretResolver:
     ) -> dict[tuple[str, int], job_pb2.Target]:
         """The resolved wire target of each granted candidate whose target references
         secrets, by (tenant, ``id`` of its stored target); the rest are not listed."""
-        wanted = sorted(
-            {
-                (c.state.tenant_id, name)
-                for c in candidates
-                for name in target_references([c.target])
-            }
-        )
-        if not wanted:
+        # A herd's grants share their target object: each is scanned once.
+        names: dict[int, frozenset[str]] = {}
+        for c in candidates:
+            if id(c.target) not in names:
+                names[id(c.target)] = target_references([c.target])
+        if not any(names.values()):
             return {}
+        wanted = sorted(
+            {(c.state.tenant_id, name) for c in candidates for name in names[id(c.target)]}
+        )
         values: dict[str, dict[str, str]] = {}
         for (tenant_id, name), sealed in (await self._store.sealed_secrets(wanted)).items():
             try:
@@ -70,7 +71,7 @@ class SecretResolver:
         resolved: dict[tuple[str, int], job_pb2.Target] = {}
         for candidate in candidates:
             key = (candidate.state.tenant_id, id(candidate.target))
-            if key in resolved or not target_references([candidate.target]):
+            if key in resolved or not names[key[1]]:
                 continue
             resolved[key] = self._resolve(candidate, values.get(key[0], {}))
         return resolved

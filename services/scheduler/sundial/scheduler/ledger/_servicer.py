@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from http import HTTPStatus
 
 import grpc
-from google.protobuf import timestamp_pb2
+from google.protobuf import duration_pb2, timestamp_pb2
 from nats.js import JetStreamContext
 from opentelemetry import metrics
 
@@ -307,19 +307,18 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
                     [late_run(s.ref.job_id, s.ref.key, now - s.due, s.threshold) for s in late],
                     now,
                 )
+        granted = [(lock.candidates[g.ref], leases[g.ref]) for g in grants if g.ref in leases]
         # Secret references become values in the grants only (docs/design.md section 7).
-        resolved = await self._secrets.targets(
-            [lock.candidates[g.ref] for g in grants if g.ref in leases]
-        )
+        resolved = await self._secrets.targets([candidate for candidate, _ in granted])
         # Identity tokens too: minted here, never by an executor (section 7).
         tokens = await self._identity.tokens(
-            [(lock.candidates[g.ref], leases[g.ref].attempt) for g in grants if g.ref in leases],
-            now,
+            [(candidate, lease.attempt) for candidate, lease in granted], now
         )
         results = []
         logged = log.isEnabledFor(logging.INFO)  # one line per grant: only when read
         lease_until_wire = wire.timestamp(lease_until)
         targets: dict[int, job_pb2.Target] = {}  # a herd's runs share their target object
+        timeouts: dict[timedelta, duration_pb2.Duration] = {}  # and a few run timeouts
         for ref, wire_ref, answer in zip(refs, request.runs, answers, strict=True):
             if isinstance(answer, Grant) and ref in leases:
                 candidate = lock.candidates[ref]
@@ -328,8 +327,17 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
                     target = targets.get(id(candidate.target))
                 if target is None:
                     target = targets[id(candidate.target)] = wire.target(candidate.target)
+                timeout = timeouts.get(candidate.run_timeout)
+                if timeout is None:
+                    timeout = timeouts[candidate.run_timeout] = wire.duration(candidate.run_timeout)
                 grant = self._grant(
-                    candidate, leases[ref], lease_until_wire, target, now, token=tokens.get(ref)
+                    candidate,
+                    leases[ref],
+                    now,
+                    lease_until=lease_until_wire,
+                    target=target,
+                    run_timeout=timeout,
+                    token=tokens.get(ref),
                 )
                 results.append(ledger_pb2.LeaseResult(run=wire_ref, grant=grant))
                 if logged:
@@ -368,14 +376,16 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
     def _grant(
         candidate: LeaseCandidate,
         lease: WrittenLease,
-        lease_until: timestamp_pb2.Timestamp,
-        target: job_pb2.Target,
         now: datetime,
         *,
+        lease_until: timestamp_pb2.Timestamp,
+        target: job_pb2.Target,
+        run_timeout: duration_pb2.Duration,
         token: str | None = None,
     ) -> ledger_pb2.Grant:
         """What an executor needs to call the target of one granted attempt (the lease's
-        end and the target already in wire form: the same for every grant of a call)."""
+        end, the target and the run timeout already in wire form: shared by the grants
+        of a call)."""
         key = candidate.state.ref.key
         attempt = lease.attempt
         grant = ledger_pb2.Grant(
@@ -383,7 +393,7 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
             lease_until=lease_until,
             target=target,
             payload=candidate.payload,
-            run_timeout=wire.duration(candidate.run_timeout),
+            run_timeout=run_timeout,
             tenant_id=candidate.state.tenant_id,
             run_key=key,
             signature=run_signature(candidate, attempt, now),

@@ -15,7 +15,7 @@ import asyncpg
 
 from sundial.core.egress import policy_from_document
 from sundial.job import JobPolicies, duration_from_json, policies_from_json, target_from_json
-from sundial.run import ErrorClass, RunKind, RunRef, RunState, RunStatus, Target
+from sundial.run import ErrorClass, RetryPolicy, RunKind, RunRef, RunState, RunStatus, Target
 from sundial.scheduler.model import DeadLetterRun, LeaseCandidate, TenantTerms
 
 Record = asyncpg.Record
@@ -49,6 +49,19 @@ def target_of(text: str | None) -> Target | None:
     return target_from_json(json.loads(text)) if text else None
 
 
+@functools.lru_cache(maxsize=4096)
+def _run_terms(text: str | None) -> tuple[RetryPolicy, str]:
+    """The retry policy and concurrency key a run state takes from its job's policies
+    document (built once per document, not once per locked row)."""
+    policies = policies_of(text)
+    return policies.retry, policies.concurrency_key
+
+
+# A status by its stored text: a dict lookup (RunStatus(text) goes through EnumType's
+# call, a per-row cost of every lock the ledger takes).
+_STATUS_OF: dict[str, RunStatus] = {status.value: status for status in RunStatus}
+
+
 def ref_of(row: Record) -> RunRef:
     """The run a row with ``job_id`` and ``scheduled_at`` is about."""
     return RunRef(row["job_id"], row["scheduled_at"])
@@ -75,9 +88,11 @@ def run_state(row: Record, *, max_concurrent_runs: int | None = None) -> RunStat
             tenant_id).
     """
     get = row.get
+    retry, concurrency_key = _run_terms(row["policies"])
+    status = row["status"]
     return RunState(
         ref=ref_of(row),
-        status=RunStatus(row["status"]),
+        status=_STATUS_OF.get(status) or RunStatus(status),
         attempt=row["attempt"],
         attempt_base=row["attempt_base"],
         executor_id=get("executor_id"),
@@ -87,10 +102,10 @@ def run_state(row: Record, *, max_concurrent_runs: int | None = None) -> RunStat
         next_attempt_at=get("next_attempt_at"),
         cancel_requested=row["cancel_requested"],
         job_exists=get("job_exists", True),
-        retry=policies_of(row["policies"]).retry,
+        retry=retry,
         tenant_id=get("tenant_id") or "",
         max_concurrent_runs=max_concurrent_runs,
-        concurrency_key=policies_of(row["policies"]).concurrency_key,
+        concurrency_key=concurrency_key,
     )
 
 
