@@ -94,10 +94,13 @@ async def statements(conn: asyncpg.Connection, runs: int) -> dict[str, Any]:
 async def tables(conn: asyncpg.Connection, runs: int) -> dict[str, dict[str, Any]]:
     """Since :func:`reset`, per run of ``runs``: the writes of each table written (day
     partitions counted as their parent), with the HOT share of its updates and its
-    index count. The bare pipeline's tables are left out (measured on their own)."""
+    index count, and how many times autovacuum vacuumed or analyzed it meanwhile (its
+    workers' CPU is PostgreSQL's). The bare pipeline's tables are left out (measured on
+    their own)."""
     rows = await conn.fetch(
         """
         SELECT t.relname, t.n_tup_ins, t.n_tup_upd, t.n_tup_hot_upd, t.n_tup_del,
+               t.autovacuum_count + t.autoanalyze_count AS autovacuums,
                (SELECT count(*) FROM pg_index i WHERE i.indrelid = t.relid) AS indexes
           FROM pg_stat_user_tables t
          WHERE t.n_tup_ins + t.n_tup_upd + t.n_tup_del > 0 AND t.relname NOT LIKE 'bare\\_%'
@@ -106,12 +109,14 @@ async def tables(conn: asyncpg.Connection, runs: int) -> dict[str, dict[str, Any
     totals: dict[str, dict[str, int]] = {}
     for t in rows:
         entry = totals.setdefault(
-            _PARTITION.sub("", t["relname"]), {"ins": 0, "upd": 0, "hot": 0, "del": 0, "indexes": 0}
+            _PARTITION.sub("", t["relname"]),
+            {"ins": 0, "upd": 0, "hot": 0, "del": 0, "indexes": 0, "autovacuums": 0},
         )
         entry["ins"] += t["n_tup_ins"]
         entry["upd"] += t["n_tup_upd"]
         entry["hot"] += t["n_tup_hot_upd"]
         entry["del"] += t["n_tup_del"]
+        entry["autovacuums"] += t["autovacuums"]
         entry["indexes"] = max(entry["indexes"], t["indexes"])
     ordered = sorted(totals.items(), key=lambda kv: -(kv[1]["upd"] + kv[1]["ins"]))
     return {
@@ -121,6 +126,7 @@ async def tables(conn: asyncpg.Connection, runs: int) -> dict[str, dict[str, Any
             "hot_ratio": round(v["hot"] / v["upd"], 2) if v["upd"] else None,
             "del_per_run": round(v["del"] / runs, 2),
             "indexes": v["indexes"],
+            "autovacuums": v["autovacuums"],
         }
         for name, v in ordered
     }
@@ -141,12 +147,12 @@ def render(values: dict[str, Any]) -> list[str]:
         )
     if "tables" not in values:
         return lines
-    heads = ("ins/run", "upd/run", "HOT", "del/run", "indexes")
+    heads = ("ins/run", "upd/run", "HOT", "del/run", "indexes", "autovac")
     lines.append(f"  {'table':40s} " + " ".join(f"{h:>9s}" for h in heads))
     for name, t in values["tables"].items():
         hot = "-" if t["hot_ratio"] is None else f"{t['hot_ratio']:.2f}"
         lines.append(
             f"  {name[:40]:40s} {t['ins_per_run']:9.2f} {t['upd_per_run']:9.2f} {hot:>9s} "
-            f"{t['del_per_run']:9.2f} {t['indexes']:9d}"
+            f"{t['del_per_run']:9.2f} {t['indexes']:9d} {t['autovacuums']:9d}"
         )
     return lines

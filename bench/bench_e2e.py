@@ -477,6 +477,9 @@ async def herd(
             if succeeded >= count:
                 break
             await asyncio.sleep(0.2)  # a poll interval: the figures are read from timestamps
+        # Before this benchmark's own reads below (PostgreSQL's work, not Sundial's).
+        cpu_after = cpu_by_process()
+        statements = await _pgwork.statements(conn, count)
         keys = {
             f"{job_id}{key_suffix}"
             for job_id in await conn.fetchval(
@@ -486,8 +489,6 @@ async def herd(
         last_finished = await conn.fetchval(
             "SELECT max(finished_at) FROM job_runs WHERE tenant_id = $1", tenant_id
         )
-        cpu_after = cpu_by_process()
-        statements = await _pgwork.statements(conn, count)
     finally:
         await conn.close()
     # Once-jobs: nothing is left to pause (a pause would count as PostgreSQL's writes).

@@ -680,7 +680,10 @@ SELECT job_id, target::text AS target FROM job_definitions WHERE job_id = ANY($1
 -- name: insert_run_waits
 -- The waiting list's rows of runs this dispatch inserted to wait (queued, never
 -- published, no check_at); a run key that existed before is not ours and gets none.
--- $9[i]: the run's rate-limit key holds it (throttled, migration 0022).
+-- $9[i]: the run's rate-limit key holds it (throttled, migration 0022). $10: every run
+-- key of the dispatch was new (insert_runs' count), so every row is ours and no run
+-- row is probed (the usual case; CASE evaluates its branches in order, so the probe is
+-- made only when some key existed before).
 INSERT INTO run_waits (job_id, scheduled_at, tenant_id, partition_id, priority, due_at,
                        rate_key, created_at, throttled)
 SELECT w.job_id, w.scheduled_at, w.tenant_id, w.partition_id, w.priority, w.due_at,
@@ -689,8 +692,11 @@ SELECT w.job_id, w.scheduled_at, w.tenant_id, w.partition_id, w.priority, w.due_
               $6::timestamptz[], $7::text[], $9::boolean[])
        AS w(job_id, scheduled_at, tenant_id, partition_id, priority, due_at, rate_key,
             throttled)
-  JOIN job_runs r ON r.job_id = w.job_id AND r.scheduled_at = w.scheduled_at
- WHERE r.status = 'queued' AND r.dispatch_seq = 0 AND r.check_at IS NULL
+ WHERE CASE WHEN $10::boolean THEN true
+            ELSE EXISTS (SELECT 1 FROM job_runs r
+                          WHERE r.job_id = w.job_id AND r.scheduled_at = w.scheduled_at
+                            AND r.status = 'queued' AND r.dispatch_seq = 0
+                            AND r.check_at IS NULL) END
 ON CONFLICT (job_id, scheduled_at) DO NOTHING;
 
 -- name: waiting_tenants

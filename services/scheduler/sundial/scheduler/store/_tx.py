@@ -270,7 +270,7 @@ class Transaction(AdmissionSteps):
             queries.insert_runs, *cols, now, None if traceparents is None else list(traceparents)
         )
         inserted = int(status.split()[-1])
-        await self.insert_run_waits(waiting, now)
+        await self.insert_run_waits(waiting, now, all_new=inserted == len(runs))
         if inserted == len(runs):  # the usual case: every run key was new
             return inserted, [
                 PublishBatch(partition, seq, tuple(chunk))
