@@ -28,6 +28,10 @@ the same run against that one target:
   the instant to the end, per run (a process with its children: PostgreSQL's backends,
   the executor's workers), and the cores they used together. The ratios to the best
   plain client and to the executor's own client alone follow.
+* ``herd_postgresql``: what PostgreSQL did for the herd, per run (``_pgwork.py``): the
+  top statements by execution time from the instant to the last success (named after
+  the named query they are), and each table's inserts, updates with their HOT share,
+  deletes and index count from the instant until the services stopped.
 
 The Sundial phases run once per PostgreSQL setting of ``--settings``, each on a new
 stack: ``fast`` (fsync, synchronous_commit and full_page_writes off, as the tests run)
@@ -66,9 +70,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import _pgwork  # bench/: the script's folder
 import asyncpg
 import grpc
-from _common import with_database  # bench/: the script's folder
+from _common import with_database
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
@@ -466,12 +471,23 @@ async def herd(
     conn = await asyncpg.connect(database_url)
     profilers: list[subprocess.Popen[bytes]] = []
     try:
+        # PostgreSQL's counters from just before the instant: the creation's table
+        # counters are reported by the API's backends within 10 s of its last write.
+        await asyncio.sleep(max(0.0, due.timestamp() - time.time() - 1.0))
+        await _pgwork.reset(conn)
         await asyncio.sleep(max(0.0, due.timestamp() - time.time()))  # until the instant
         if profile is not None:
             profilers = start_profilers(profile)
         cpu_before = cpu_by_process()
         deadline = time.time() + 900
+        # The target's records first (no PostgreSQL work: a count of the tenant's
+        # succeeded runs every 0.2 s was about 20 us per run of PostgreSQL's CPU in a
+        # 3k herd, charged to Sundial), the database once every run was called.
         while time.time() < deadline:
+            await recorder.update()
+            if sum(1 for key in recorder.arrivals if key.endswith(key_suffix)) < count:
+                await asyncio.sleep(0.2)  # a poll interval, as below
+                continue
             succeeded = await conn.fetchval(
                 "SELECT count(*) FROM job_runs WHERE tenant_id = $1 AND status = 'succeeded'",
                 tenant_id,
@@ -479,6 +495,9 @@ async def herd(
             if succeeded >= count:
                 break
             await asyncio.sleep(0.2)  # a poll interval: the figures are read from timestamps
+        # Before this benchmark's own reads below (PostgreSQL's work, not Sundial's).
+        cpu_after = cpu_by_process()
+        statements = await _pgwork.statements(conn, count)
         keys = {
             f"{job_id}{key_suffix}"
             for job_id in await conn.fetchval(
@@ -488,11 +507,10 @@ async def herd(
         last_finished = await conn.fetchval(
             "SELECT max(finished_at) FROM job_runs WHERE tenant_id = $1", tenant_id
         )
-        cpu_after = cpu_by_process()
     finally:
         await conn.close()
         await asyncio.to_thread(stop_profilers, profilers)
-    await pause_tenant(database_url, tenant_id)
+    # Once-jobs: nothing is left to pause (a pause would count as PostgreSQL's writes).
     await recorder.update()
     called = [recorder.arrivals[k] for k in keys if k in recorder.arrivals]
     finished_s = (last_finished.timestamp() if last_finished else time.time()) - due.timestamp()
@@ -513,6 +531,7 @@ async def herd(
         "cores_used": round(
             (sum(cpu_after.values()) - sum(cpu_before.values())) / max(finished_s, 1e-9), 2
         ),
+        "postgresql": statements,
     }
 
 
@@ -601,7 +620,10 @@ def cpu_by_process() -> dict[str, float]:
             argv = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
         except OSError:  # gone meanwhile
             continue
-        cpu_s = (int(fields[11]) + int(fields[12])) / hz  # utime + stime
+        # utime + stime, and cutime + cstime: the children it reaped (PostgreSQL's
+        # autovacuum workers and closed backends), whose CPU would otherwise vanish
+        # from the tree between two readings (a negative figure for PostgreSQL).
+        cpu_s = sum(int(f) for f in fields[11:15]) / hz
         stats[int(entry)] = (int(fields[1]), cpu_s, argv.decode(errors="replace"))
     children: dict[int, list[int]] = {}
     for pid, (parent, _, _) in stats.items():
@@ -631,7 +653,7 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
         recorder = Recorder(target)
         await recorder.update()  # the plain clients' calls are not runs
         for setting in args.settings:
-            with Stack(durable=setting == "durable") as stack:
+            with Stack(durable=setting == "durable", postgres_settings=_pgwork.SETTINGS) as stack:
                 for tracing in args.tracing:
                     phases: dict[str, object] = {}
                     label = setting if tracing == "off" else f"{setting}+tracing"
@@ -714,6 +736,16 @@ async def sundial_phases(
                         results["herd"]["spans_per_run"] = round(spans / args.herd, 2)  # type: ignore[index]
         finally:
             await asyncio.to_thread(services.stop)
+        herd_values = results.get("herd")
+        if isinstance(herd_values, dict):
+            # The services stopped: their backends reported every write.
+            conn = await asyncpg.connect(database_url)
+            try:
+                work = herd_values.pop("postgresql")
+                work["tables"] = await _pgwork.tables(conn, args.herd)
+                results["herd_postgresql"] = work
+            finally:
+                await conn.close()
 
 
 async def bare_pipeline(database_url: str, url: str, count: int) -> dict[str, object]:
@@ -732,13 +764,20 @@ async def bare_pipeline(database_url: str, url: str, count: int) -> dict[str, ob
     if ready.strip() != b"ready":
         await process.wait()
         return {"failed": ready.decode(errors="replace")}
-    before = cpu_by_process()
-    await asyncio.wait_for(process.stdout.readline(), 900)  # "done"
-    after = cpu_by_process()
+    conn = await asyncpg.connect(database_url)
+    try:
+        await _pgwork.reset(conn)
+        before = cpu_by_process()
+        await asyncio.wait_for(process.stdout.readline(), 900)  # "done"
+        after = cpu_by_process()
+        statements = await _pgwork.statements(conn, count)
+    finally:
+        await conn.close()
     line = await asyncio.wait_for(process.stdout.readline(), 300)
     await process.wait()
     values: dict[str, object] = json.loads(line)
     values.pop("due", None)
+    values["postgresql"] = statements
     values["cpu_us_per_run"] = {
         kind: round((after[kind] - before.get(kind, 0.0)) / count * 1e6)
         for kind in ("bare", "postgres")
@@ -808,8 +847,16 @@ def report(results: dict[str, object], args: argparse.Namespace) -> None:
         f"{args.concurrency} calls in flight, {CLIENT_SECONDS:g} s each; one target process"
     )
     for phase, values in results.items():
+        if phase.endswith(".herd_postgresql") and isinstance(values, dict):
+            print(f"  {phase}")
+            print("\n".join(f"    {line}" for line in _pgwork.render(values)))
+            continue
         if isinstance(values, dict):
-            text = "  ".join(f"{k}={v}" for k, v in values.items())
+            text = "  ".join(f"{k}={v}" for k, v in values.items() if k != "postgresql")
+            if isinstance(values.get("postgresql"), dict):
+                text += "\n" + "\n".join(
+                    f"    {line}" for line in _pgwork.render(values["postgresql"])
+                )
         else:
             text = str(values)
         print(f"  {phase:24s} {text}")

@@ -217,6 +217,57 @@ async def test_jobs_is_tuned_for_frequent_updates(conn: asyncpg.Connection) -> N
     assert "(partition_id, check_at)" in check and "'retrying'" in check
 
 
+async def _plan(conn: asyncpg.Connection, sql: str, *args: object) -> str:
+    return "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + sql, *args))
+
+
+async def _partition_indexes(conn: asyncpg.Connection, index: str) -> set[str]:
+    """The names of ``index`` on each partition of job_runs (what a plan shows)."""
+    rows = await conn.fetch(
+        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+        " WHERE i.inhparent = $1::regclass",
+        index,
+    )
+    return {r["relname"] for r in rows}
+
+
+async def test_hot_path_counts_and_sweeps_read_their_partial_indexes(
+    conn: asyncpg.Connection,
+) -> None:
+    """Migration 0025: one index serves the tenant's RUNNING count and its runs in
+    flight, and the sweep's index holds only runs with a check. Planned with sequential
+    scans off, so a table this small cannot hide a query whose conditions do not imply
+    an index's predicate (the planner could not use the index at all)."""
+    from sundial.scheduler.store._queries import queries  # noqa: PLC0415
+
+    names = {
+        r["indexname"]
+        for r in await conn.fetch("SELECT indexname FROM pg_indexes WHERE tablename = 'job_runs'")
+    }
+    assert "job_runs_tenant_running_idx" not in names
+    check = await conn.fetchval(
+        "SELECT indexdef FROM pg_indexes WHERE indexname = 'job_runs_check_idx'"
+    )
+    assert "check_at IS NOT NULL" in check
+    tenant = await _tenant(conn)
+    await conn.execute("SET enable_seqscan = off")
+    inflight = await _partition_indexes(conn, "job_runs_tenant_inflight_idx")
+    checks = await _partition_indexes(conn, "job_runs_check_idx")
+    now = datetime.now(UTC)
+    plans = {
+        "tenant_lease_terms": (await _plan(conn, queries.tenant_lease_terms, [tenant]), inflight),
+        "admission_terms": (await _plan(conn, queries.admission_terms, [tenant]), inflight),
+        "concurrency_key_terms": (
+            await _plan(conn, queries.concurrency_key_terms, [tenant], ["k"]),
+            inflight,
+        ),
+        "lock_due_checks": (await _plan(conn, queries.lock_due_checks, [1, 2], 10, now), checks),
+        "republish_queued": (await _plan(conn, queries.republish_queued, [1, 2], now), checks),
+    }
+    for name, (plan, indexes) in plans.items():
+        assert any(index in plan for index in indexes), f"{name}:\n{plan}"
+
+
 async def test_schema_constraints_hold(conn: asyncpg.Connection) -> None:
     tenant = await _tenant(conn)
     job_id = uuid.uuid4()

@@ -128,6 +128,7 @@ class PostgresServer:
         max_connections: int = 300,
         durable: bool = True,
         port: int = 0,
+        settings: tuple[str, ...] = (),
     ) -> None:
         self.data_dir = data_dir
         self.pgdata = data_dir / "postgres"
@@ -137,6 +138,9 @@ class PostgresServer:
         """The port it listens on; 0 until started unless chosen (tests that start
         PostgreSQL after a service that waits for it choose it)."""
         self._fixed_port = port != 0
+        self.settings = settings
+        """More ``name=value`` settings for the server (a benchmark's
+        ``shared_preload_libraries=pg_stat_statements``), after the durability ones."""
         self._install = _install()
         self._process: ManagedProcess | None = None
 
@@ -195,7 +199,11 @@ class PostgresServer:
                     str(self.pgdata),
                     "-c",
                     f"max_connections={self.max_connections}",
-                    *(arg for setting in self._durability() for arg in ("-c", setting)),
+                    *(
+                        arg
+                        for setting in (*self._durability(), *self.settings)
+                        for arg in ("-c", setting)
+                    ),
                     "-c",
                     "timezone=UTC",
                 ],

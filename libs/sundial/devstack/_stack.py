@@ -58,6 +58,9 @@ class Stack:
     durable: bool = True
     """Run the PostgreSQL it starts durably (fsync and synchronous commit on); tests and
     benchmarks pass False for speed (see :class:`PostgresServer`)."""
+    postgres_settings: tuple[str, ...] = ()
+    """More ``name=value`` settings for the PostgreSQL it starts (benchmarks load
+    ``pg_stat_statements`` with them)."""
     cluster_size: int = 1
     """NATS nodes and etcd members to start: 1, or 3 for clusters (streams at replicas 3)."""
     database_url: str = ""
@@ -104,7 +107,9 @@ class Stack:
     def _start_servers(self, data_dir: Path) -> None:
         self.database_url = self.database_url or os.environ.get(DATABASE_URL_VAR, "")
         if not self.database_url:
-            self.postgres = PostgresServer(data_dir, durable=self.durable)
+            self.postgres = PostgresServer(
+                data_dir, durable=self.durable, settings=self.postgres_settings
+            )
             self._started.append(self.postgres)
             self.postgres.start()
             self.database_url = self.postgres.url

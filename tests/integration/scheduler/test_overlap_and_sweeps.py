@@ -21,7 +21,7 @@ from sundial.scheduler.sweeper import Sweeper
 from sundial.v1 import run_pb2
 from tests.helpers.eventually import assert_eventually
 from tests.integration.scheduler.conftest import scheduler_config
-from tests.integration.scheduler.support import dead_letters, insert_jobs, runs_of
+from tests.integration.scheduler.support import add_tenant, dead_letters, insert_jobs, runs_of
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 EVERY_MINUTE = Schedule(IntervalSpec(timedelta(minutes=1)))
@@ -288,3 +288,65 @@ async def test_dead_letter_of_a_scheduler_that_crashed_after_commit_is_published
     letter = await assert_eventually(lambda: one_letter(bus, job), what="dead letter")
     assert (letter.run.attempt, letter.last_error) == (3, "503 from target")
     assert (await runs_of(pool, job))[0]["check_at"] is None
+
+
+async def test_passes_between_whole_sweeps_only_admit(
+    pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str
+) -> None:
+    """While runs wait for admission the sweeper passes every admit_interval_s, but
+    only a whole sweep (every sweep_interval_s) acts on due checks: the passes in
+    between admit and publish, and probe nothing else."""
+    clock = ManualClock(T0)
+    config = scheduler_config(
+        migrated_database_url, stack, sweep_interval_s=60.0, admit_interval_s=0.05, tenant_window=1
+    )
+    store = SchedulerStore(pool)
+    sweeper = Sweeper(store, RunPublisher(bus.jetstream, "test"), lambda: ALL, config, clock)
+    # A run whose lease lapses (another tenant's: a running run takes room in its
+    # tenant's window), and two runs waiting for a window of one.
+    await add_tenant(pool, "other")
+    [lapsed] = await insert_jobs(
+        pool, Schedule(IntervalSpec(timedelta(days=1))), first_due=T0, tenant_id="other"
+    )
+    waiting = await insert_jobs(
+        pool, Schedule(IntervalSpec(timedelta(days=1))), first_due=T0, count=2
+    )
+    for job in (lapsed, *waiting):
+        await pool.execute(
+            "INSERT INTO job_runs (job_id, scheduled_at, tenant_id, partition_id, status,"
+            " dispatch_seq, check_at) SELECT job_id, $2, tenant_id, partition_id, 'queued', 0,"
+            " NULL FROM jobs WHERE job_id = $1",
+            job,
+            T0,
+        )
+    await pool.execute(
+        "INSERT INTO run_waits (job_id, scheduled_at, tenant_id, partition_id, priority,"
+        " due_at, rate_key) SELECT job_id, $2, tenant_id, partition_id, 3, $2, ''"
+        " FROM jobs WHERE job_id = ANY($1::uuid[])",
+        waiting,
+        T0,
+    )
+    # The first pass is whole: it admits one waiting run and looks again soon.
+    assert await sweeper.pass_once() == 0.05
+    admitted = [job for job in waiting if (await runs_of(pool, job))[0]["dispatch_seq"] > 0]
+    assert len(admitted) == 1
+    # That run ends (its window frees) and the other run's lease lapses.
+    await finish_all(pool, admitted[0])
+    await pool.execute(
+        "UPDATE job_runs SET status = 'running', attempt = 1, lease_until = $2, check_at = $2,"
+        " executor_id = 'gone' WHERE job_id = $1",
+        lapsed,
+        T0 - timedelta(seconds=1),
+    )
+    # A pass in between: the last waiting run is admitted; the lapsed lease waits for
+    # the whole sweep.
+    assert await sweeper.pass_once() == 0.05
+    assert [(await runs_of(pool, job))[0]["dispatch_seq"] > 0 for job in waiting] == [True] * 2
+    assert (await runs_of(pool, lapsed))[0]["status"] == "running"
+    # Nothing waits any more: the next pass is the whole sweep, at its own interval.
+    wait = await sweeper.pass_once()
+    assert 50 < wait <= 60
+    assert (await runs_of(pool, lapsed))[0]["status"] == "running"
+    await sweeper.sweep_once()  # the whole sweep
+    [run] = await runs_of(pool, lapsed)
+    assert run["status"] == "queued" and run["error_class"] == "lease_expired"

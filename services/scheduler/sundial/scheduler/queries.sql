@@ -416,7 +416,8 @@ SELECT t.tenant_id, t.max_concurrent_runs, t.signing_secret,
 -- name: concurrency_key_terms
 -- The concurrency limits (FlowLimit.max_running) of the (tenant $1[i], key $2[i]) pairs
 -- of a LeaseRuns call that have one, each with its runs RUNNING now: the tenant's
--- running runs (job_runs_tenant_running_idx, at most its cap) whose job names the key.
+-- running runs (their range of job_runs_tenant_inflight_idx, at most its cap) whose job
+-- names the key.
 -- Read under the tenant locks (lock_tenants), so the count holds until the commit.
 SELECT f.tenant_id, f.key, f.max_running,
        (SELECT count(*)
@@ -601,18 +602,22 @@ RETURNING s.job_id;
 -- SKIP LOCKED on the jobs rows; one left locked waits for the sweeper).
 SELECT job_id FROM sundial_apply_failure_pauses($1::uuid[], $2::timestamptz) AS p(job_id);
 
--- name: apply_failure_pauses_of_partitions
+-- name: due_failure_pauses
 -- The sweeper's backstop: up to $2 jobs of partitions $1 still due a failure-policy pause
 -- (their row was locked when their run died). One probe of the nearly always empty
--- partial index job_stats_pause_due_idx.
-SELECT job_id
-  FROM sundial_apply_failure_pauses(
-         ARRAY(SELECT s.job_id
-                 FROM job_stats s
-                 JOIN jobs j ON j.job_id = s.job_id
-                WHERE s.pause_due AND j.partition_id = ANY($1::smallint[])
-                LIMIT $2),
-         $3::timestamptz) AS p(job_id);
+-- partial index job_stats_pause_due_idx first (MATERIALIZED), and jobs only for what
+-- it found: a plan that began with jobs tested every job's partition against the array
+-- of owned ones, 4-11 ms a pass in a 3k herd, and passes run 20 times a second while
+-- runs wait for admission. apply_failure_pauses runs only for what this finds.
+WITH due AS MATERIALIZED (
+    SELECT job_id FROM job_stats WHERE pause_due
+)
+SELECT d.job_id
+  FROM due d
+  JOIN jobs j ON j.job_id = d.job_id
+ WHERE j.partition_id = ANY($1::smallint[])
+ ORDER BY d.job_id
+ LIMIT $2;
 
 -- name: cancel_requested
 -- Of the held runs ($1/$2 at attempt $3 under lease $4), those still RUNNING under that
@@ -675,7 +680,10 @@ SELECT job_id, target::text AS target FROM job_definitions WHERE job_id = ANY($1
 -- name: insert_run_waits
 -- The waiting list's rows of runs this dispatch inserted to wait (queued, never
 -- published, no check_at); a run key that existed before is not ours and gets none.
--- $9[i]: the run's rate-limit key holds it (throttled, migration 0022).
+-- $9[i]: the run's rate-limit key holds it (throttled, migration 0022). $10: every run
+-- key of the dispatch was new (insert_runs' count), so every row is ours and no run
+-- row is probed (the usual case; CASE evaluates its branches in order, so the probe is
+-- made only when some key existed before).
 INSERT INTO run_waits (job_id, scheduled_at, tenant_id, partition_id, priority, due_at,
                        rate_key, created_at, throttled)
 SELECT w.job_id, w.scheduled_at, w.tenant_id, w.partition_id, w.priority, w.due_at,
@@ -684,8 +692,11 @@ SELECT w.job_id, w.scheduled_at, w.tenant_id, w.partition_id, w.priority, w.due_
               $6::timestamptz[], $7::text[], $9::boolean[])
        AS w(job_id, scheduled_at, tenant_id, partition_id, priority, due_at, rate_key,
             throttled)
-  JOIN job_runs r ON r.job_id = w.job_id AND r.scheduled_at = w.scheduled_at
- WHERE r.status = 'queued' AND r.dispatch_seq = 0 AND r.check_at IS NULL
+ WHERE CASE WHEN $10::boolean THEN true
+            ELSE EXISTS (SELECT 1 FROM job_runs r
+                          WHERE r.job_id = w.job_id AND r.scheduled_at = w.scheduled_at
+                            AND r.status = 'queued' AND r.dispatch_seq = 0
+                            AND r.check_at IS NULL) END
 ON CONFLICT (job_id, scheduled_at) DO NOTHING;
 
 -- name: waiting_tenants

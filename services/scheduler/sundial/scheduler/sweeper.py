@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Collection
 from datetime import timedelta
 
@@ -28,7 +29,7 @@ from sundial.core.loop import PassLoop
 from sundial.core.telemetry import LEASES_EXPIRED, RUNS_ADMITTED
 from sundial.run import RunState, RunStatus, Transition, due_check
 from sundial.scheduler.config import SchedulerConfig
-from sundial.scheduler.model import SweepOutcome
+from sundial.scheduler.model import DeadLetterRun, SweepOutcome
 from sundial.scheduler.publisher import RunPublisher, publish_due_dead_letters
 from sundial.scheduler.store import TRANSIENT_ERRORS, SchedulerStore
 
@@ -68,6 +69,7 @@ class Sweeper(PassLoop):
         self._config = config
         self._clock = clock or SystemClock()
         self._admission_cursor = ""
+        self._next_whole = 0.0  # monotonic instant of the next whole sweep
         meter = meter or metrics.get_meter("sundial.scheduler")
         self._expired = meter.create_counter(
             LEASES_EXPIRED,
@@ -88,20 +90,33 @@ class Sweeper(PassLoop):
         return self._config.sweep_interval_s
 
     async def pass_once(self) -> float:
-        """One pass; the wait before the next (0 when the pass was full)."""
-        outcome = await self.sweep_once()
+        """One pass; the wait before the next (0 when the pass was full).
+
+        A whole sweep runs every ``sweep_interval_s`` (at once again after a full one);
+        while runs wait for admission, the passes in between only admit: the sweep's
+        probes of its partial indexes (one per owned partition and day partition each)
+        cost milliseconds, and at 20 passes a second they were PostgreSQL's largest
+        statements in a herd. Recovery keeps the sweep's own cadence."""
+        started = time.monotonic()
+        whole = started >= self._next_whole
+        outcome = await self.sweep_once(whole=whole)
+        if whole:
+            self._next_whole = started + self._config.sweep_interval_s
         done = max(outcome.checked, len(outcome.dead_letters))
         # A full pass: more is due right now.
         if done >= self._config.batch_size:
+            self._next_whole = 0.0
             return 0.0
+        until_whole = max(0.0, self._next_whole - time.monotonic())
         # Runs waiting for admission are looked at again soon: a window frees as runs
         # finish, on any scheduler's ledger, and a rate limit's tokens refill.
         if outcome.waiting:
-            return min(self._config.admit_interval_s, self._config.sweep_interval_s)
-        return self._config.sweep_interval_s
+            return min(self._config.admit_interval_s, until_whole)
+        return self._config.sweep_interval_s if whole else until_whole
 
-    async def sweep_once(self) -> SweepOutcome:
-        """One pass: release buffered runs, act on due checks, publish, confirm."""
+    async def sweep_once(self, *, whole: bool = True) -> SweepOutcome:
+        """One pass: release buffered runs, admit waiting ones, act on due checks,
+        publish, confirm. With ``whole`` False only the admission (and its publish)."""
         owned = sorted(self._owned())
         if not owned:
             return SweepOutcome([], 0, 0)
@@ -110,7 +125,7 @@ class Sweeper(PassLoop):
         confirm_until = now + timedelta(seconds=self._config.publish_confirm_s)
         async with self._store.transaction() as tx:
             # Released first, so they are published by the next pass.
-            released = await tx.release_pending(owned, limit, now)
+            released = await tx.release_pending(owned, limit, now) if whole else 0
             # Admitted next (flow control): published by this pass, as a dispatch's runs.
             admission = await tx.admit_waiting(
                 owned,
@@ -122,7 +137,7 @@ class Sweeper(PassLoop):
                 after=self._admission_cursor,
             )
             self._admission_cursor = admission.cursor
-            due = await tx.lock_due_checks(owned, limit, now)
+            due = await tx.lock_due_checks(owned, limit, now) if whole else []
             # A queued run whose publish was acknowledged waits for its lost-message
             # recheck; the others are decided by the run machine.
             deferred = [
@@ -138,11 +153,13 @@ class Sweeper(PassLoop):
             ]
             transitions = [(due_check(state, now), partition) for state, partition, _ in checked]
             batches = await tx.apply_checks(transitions, now, confirm_until=confirm_until)
-            # Last, so runs that died in this pass are in it.
-            letters = await tx.claim_dead_letters(owned, limit, now, retry_at=confirm_until)
-            # Failure-policy pauses a dead run's transaction could not make (the job's
-            # row was locked then): one probe of a nearly always empty index.
-            await tx.apply_due_failure_pauses(owned, limit, now)
+            letters: list[DeadLetterRun] = []
+            if whole:
+                # Last, so runs that died in this pass are in it.
+                letters = await tx.claim_dead_letters(owned, limit, now, retry_at=confirm_until)
+                # Failure-policy pauses a dead run's transaction could not make (the
+                # job's row was locked then): one probe of a nearly always empty index.
+                await tx.apply_due_failure_pauses(owned, limit, now)
         by_tenant = self._config.metrics_tenant_attribute
         for tenant, count in admission.admitted.items():
             self._admitted.add(count, {"tenant": tenant} if by_tenant else {})
@@ -184,7 +201,8 @@ class Sweeper(PassLoop):
             )
         if sent:
             await self._store.clear_dead_letters(sent)
-        await self._store.purge_dispatch_acks(now, limit)
+        if whole:
+            await self._store.purge_dispatch_acks(now, limit)
         return outcome
 
 

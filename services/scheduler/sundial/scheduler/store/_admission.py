@@ -123,9 +123,12 @@ class AdmissionSteps:
         ]
 
     @translate_db_errors()
-    async def insert_run_waits(self, waiting: Mapping[PlannedRun, bool], now: datetime) -> None:
+    async def insert_run_waits(
+        self, waiting: Mapping[PlannedRun, bool], now: datetime, *, all_new: bool = False
+    ) -> None:
         """The waiting-list rows of the runs ``waiting`` (inserted by this dispatch to
-        wait; True: held by its rate-limit key)."""
+        wait; True: held by its rate-limit key). ``all_new``: every run key the dispatch
+        inserted was new, so each of them is this dispatch's own."""
         if not waiting:
             return
         runs = list(waiting)
@@ -140,6 +143,7 @@ class AdmissionSteps:
             [r.rate_key for r in runs],
             now,
             [waiting[r] for r in runs],
+            all_new,
         )
 
     @translate_db_errors()

@@ -270,7 +270,7 @@ class Transaction(AdmissionSteps):
             queries.insert_runs, *cols, now, None if traceparents is None else list(traceparents)
         )
         inserted = int(status.split()[-1])
-        await self.insert_run_waits(waiting, now)
+        await self.insert_run_waits(waiting, now, all_new=inserted == len(runs))
         if inserted == len(runs):  # the usual case: every run key was new
             return inserted, [
                 PublishBatch(partition, seq, tuple(chunk))
@@ -390,9 +390,10 @@ class Transaction(AdmissionSteps):
         """The sweeper's backstop: pause up to ``limit`` jobs of ``owned`` whose failure
         policy's pause could not be made in the transaction of their dead run (their
         jobs row was locked then). Returns how many were paused."""
-        rows = await self._conn.fetch(
-            queries.apply_failure_pauses_of_partitions, list(owned), limit, now
-        )
+        due = await self._conn.fetch(queries.due_failure_pauses, list(owned), limit)
+        if not due:
+            return 0
+        rows = await self._conn.fetch(queries.apply_failure_pauses, [r["job_id"] for r in due], now)
         return len(rows)
 
     # --- sweeps -------------------------------------------------------------------
