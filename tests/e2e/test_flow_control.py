@@ -170,7 +170,7 @@ async def db(class_database_url: str) -> AsyncIterator[asyncpg.Connection]:
 
 WINDOW = 4
 """SUNDIAL_TENANT_WINDOW of the contended deployment: a tenant of weight 1 has at most
-this many runs published and not finished (weight w: w times as many)."""
+this many runs published and not leased (weight w: w times as many)."""
 SLOTS = 8
 """SUNDIAL_MAX_IN_FLIGHT of its one executor: fewer than the windows of the tenants
 that compete for it, so their runs queue for it."""
@@ -249,15 +249,24 @@ class TestContendedExecutor:
         self, deployed: Cluster, target: RecordingTarget, db: asyncpg.Connection
     ) -> None:
         tenant = await deployed.tenant()
-        # The window is full of held calls first, so every run below waits for
-        # admission, whatever dispatch transaction its job was claimed in.
+        # Every slot of the executor holds a call first, and a window of runs waits in the
+        # stream behind them, so every run below waits for admission, whatever dispatch
+        # transaction its job was claimed in.
         target.hold("/block")
-        await create_all(tenant, herd("block", f"{target.url}/block", soon(), WINDOW))
+        await create_all(tenant, herd("block", f"{target.url}/block", soon(), SLOTS + WINDOW))
 
-        def window_full() -> None:
-            assert len(target.calls_to("/block")) == WINDOW  # SLOTS > WINDOW: all called
+        async def window_full() -> None:
+            assert len(target.calls_to("/block")) == SLOTS
+            in_stream = await db.fetchval(
+                "SELECT count(*) FROM job_runs WHERE tenant_id = $1 AND status = 'queued'"
+                " AND dispatch_seq > 0",
+                tenant.tenant_id,
+            )
+            assert in_stream == WINDOW, in_stream
 
-        await assert_eventually(window_full, timeout_s=30, what="the window full of held calls")
+        await assert_eventually(
+            window_full, timeout_s=30, what="the slots held and a window in the stream"
+        )
         low = herd("low", f"{target.url}/low", soon(), 20, job_pb2.FlowPolicy(priority=5))
         high = herd("high", f"{target.url}/high", soon(), 20, job_pb2.FlowPolicy(priority=1))
         await create_all(tenant, low + high)
@@ -270,7 +279,7 @@ class TestContendedExecutor:
 
         await assert_eventually(all_waiting, timeout_s=30, what="40 runs waiting")
         target.release("/block")
-        await all_succeeded(db, 40 + WINDOW, tenant, timeout_s=60)
+        await all_succeeded(db, 40 + SLOTS + WINDOW, tenant, timeout_s=60)
         last_high = max(c.started for c in target.calls_to("/high"))
         early_low = sum(c.started < last_high for c in target.calls_to("/low"))
         print(f"low-priority calls before the last high-priority one: {early_low}")

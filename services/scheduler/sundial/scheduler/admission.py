@@ -3,8 +3,8 @@
 Fair sharing, rate limits and priority are decided here, on the scheduler side, before
 a run enters the shared SUNDIAL_RUNS stream (docs/design.md section 7, "Flow control"):
 
-- **Window.** A tenant has at most ``window * weight`` runs in flight (published and
-  not yet leased, or running). The executors consume the stream in order, so another
+- **Window.** A tenant has at most ``window * weight`` runs in flight in the stream
+  (published and not yet leased). The executors consume the stream in order, so another
   tenant's newly due run waits behind at most that many runs of a busy tenant, however
   large its backlog; with every tenant backlogged, each one's throughput is in
   proportion to its window (Little's law: the same time in the system for every run).
@@ -81,7 +81,7 @@ class TenantFlow:
     window: int
     """Its window: the scheduler's ``tenant_window`` times its weight."""
     in_flight: int
-    """Its runs published and not yet leased, or running."""
+    """Its runs published and not yet leased (in the stream or an executor's hands)."""
     waiting: bool = False
     """It has runs in the waiting list already (new ones queue behind them, in
     priority order)."""

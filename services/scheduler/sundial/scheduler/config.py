@@ -81,13 +81,15 @@ class SchedulerConfig(
     """Retry-after given with REJECT_REASON_TENANT_AT_CAPACITY and
     REJECT_REASON_KEY_AT_CAPACITY."""
 
-    tenant_window: int = 256
+    tenant_window: int = 128
     """Fair sharing (docs/design.md section 7, "Flow control"): a tenant of weight 1 has
-    at most this many runs in flight (published and not yet leased, or running; weight
-    w: w times as many); its other due runs wait in PostgreSQL and are admitted, the
-    highest priority first, as its runs finish. Another tenant's newly due run so waits
-    behind at most this many of each busy tenant's runs. Keep it above the executor
-    slots one tenant should be able to fill (every executor's SUNDIAL_MAX_IN_FLIGHT)."""
+    at most this many runs in the stream (published and not yet leased; weight w: w
+    times as many); its other due runs wait in PostgreSQL and are admitted, the highest
+    priority first, as executors lease its runs. Another tenant's newly due run so waits
+    behind at most this many of each busy tenant's runs. Running runs do not count (the
+    tenant's max_concurrent_runs bounds them); a tenant's runs go out at most this many
+    per admission pass (SUNDIAL_ADMIT_INTERVAL_S), so raise it where executors lease
+    more than that of one tenant's herd."""
 
     fair_weight: int = 1
     """A tenant's weight in fair sharing when the admin API sets none (Quotas.fair_weight)."""

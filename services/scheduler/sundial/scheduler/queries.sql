@@ -653,13 +653,12 @@ SELECT t.tenant_id,
 
 -- name: admission_terms
 -- Per tenant $1 (locked by lock_admission): its weight (NULL: the operator's default),
--- its runs in flight (job_runs_tenant_inflight_idx; at most about its window) and
--- whether runs of it wait already.
+-- its runs in the stream, published and not leased (job_runs_tenant_inflight_idx; at
+-- most about its window), and whether runs of it wait already.
 SELECT t.tenant_id, t.fair_weight,
        (SELECT count(*)
           FROM job_runs r
-         WHERE r.tenant_id = t.tenant_id
-           AND (r.status = 'running' OR (r.status = 'queued' AND r.dispatch_seq > 0)))
+         WHERE r.tenant_id = t.tenant_id AND r.status = 'queued' AND r.dispatch_seq > 0)
            AS in_flight,
        EXISTS (SELECT 1 FROM run_waits w WHERE w.tenant_id = t.tenant_id) AS waiting
   FROM tenants t
