@@ -24,7 +24,7 @@ from typing import Annotated, Any
 import typer
 from google.protobuf import field_mask_pb2, timestamp_pb2
 
-from sundial.cli import egress, keys
+from sundial.cli import cluster, egress, keys
 from sundial.cli._client import (
     AdminTokenOption,
     Connection,
@@ -58,8 +58,7 @@ tenants = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(tenants)
-cluster = typer.Typer(name="cluster", help="The scheduler cluster.", no_args_is_help=True)
-app.add_typer(cluster)
+app.add_typer(cluster.app)
 app.add_typer(egress.app)
 app.add_typer(keys.identity_keys)
 app.add_typer(keys.secrets)
@@ -479,59 +478,3 @@ def rotate_secret(
     with admin_client(conn, token) as (stub, md):
         response = stub.RotateSigningSecret(request, metadata=md)
     _secret_out(response, output, "rotated")
-
-
-# --- cluster ----------------------------------------------------------------------------
-
-
-@cluster.command("status")
-@connected
-def cluster_status(
-    *,
-    conn: Connection,
-    token: AdminTokenOption = "",
-    output: OutputOption = Output.TABLE,
-) -> None:
-    """Scheduler members, how many partitions each owns, and the dispatch lag."""
-    with admin_client(conn, token) as (stub, md):
-        response = stub.ClusterStatus(pb.ClusterStatusRequest(), metadata=md)
-
-    def table(wide: bool) -> None:
-        unowned = sum(1 for p in response.partitions if not p.node_id)
-        print_fields(
-            f"cluster {response.cluster}",
-            [
-                ("observed at", response.observed_at.ToJsonString()),
-                ("dispatch lag", f"{response.dispatch_lag.ToTimedelta().total_seconds():.3f}s"),
-                (
-                    "oldest due",
-                    when(response.oldest_due_time, set_=response.HasField("oldest_due_time")),
-                ),
-                ("partitions", f"{response.partition_count} ({unowned} unowned)"),
-            ],
-        )
-        print_table(
-            (
-                Column("node id"),
-                Column("address", 1),
-                Column("partitions"),
-                Column("version", 2),
-                Column("since", 3),
-                Column("lease id", 4, wide=True),
-            ),
-            [
-                (
-                    m.node_id,
-                    m.address,
-                    str(m.partitions_owned),
-                    m.version,
-                    when(m.since, relative=False),
-                    str(m.lease_id),
-                )
-                for m in response.members
-            ],
-            wide=wide,
-            title="members",
-        )
-
-    emit(response, output, table=table, names=lambda: [m.node_id for m in response.members])

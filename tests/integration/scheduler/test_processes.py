@@ -42,14 +42,9 @@ def cluster_name() -> str:
 def services(
     stack: Stack, tmp_path: Path, migrated_database_url: str, cluster_name: str
 ) -> Iterator[Services]:
-    # No executor here: the whole herd is published at once (fair sharing would hold
-    # all but the tenant's window of it until runs finish).
-    env = process_env(
-        migrated_database_url,
-        cluster_name,
-        SUNDIAL_PUBLISH_CONFIRM_S="30",
-        SUNDIAL_TENANT_WINDOW="1000000",
-    )
+    # No executor here: the whole herd is published at once (process_env turns fair
+    # sharing off).
+    env = process_env(migrated_database_url, cluster_name, SUNDIAL_PUBLISH_CONFIRM_S="30")
     running = Services(stack, tmp_path, env)
     yield running
     running.stop()

@@ -38,21 +38,18 @@ import dataclasses
 import json
 import logging
 import random
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import asyncpg
 from opentelemetry import metrics
 
+from sundial.api.deliveries import Delivery, SendResult, delivery_of, sent_result
 from sundial.api.store import queries
 from sundial.core.clock import Clock
-from sundial.core.egress import EgressPolicy, policy_from_document
 from sundial.core.errors import SundialError
 from sundial.core.signing import Purpose, destination, signature, standard_webhook_headers
 from sundial.core.telemetry import NOTIFICATIONS_DELIVERED, NOTIFICATIONS_FAILED
-from sundial.job import target_from_json
 from sundial.notify import (
     MAX_ATTEMPTS,
     OutboxEvent,
@@ -63,8 +60,6 @@ from sundial.notify import (
 from sundial.run import (
     GrpcTarget,
     HttpTarget,
-    Outcome,
-    Target,
     resolve_target,
     target_references,
 )
@@ -91,53 +86,6 @@ USER_AGENT = "sundial-notifier/1"
 
 SecretValues = Callable[[Sequence[tuple[str, str]]], Awaitable[dict[tuple[str, str], str]]]
 """``[(tenant, name), ...] -> {(tenant, name): value}`` (:meth:`SecretManager.values`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """One claimed notification and what sending it needs."""
-
-    notification_id: uuid.UUID
-    tenant_id: str
-    body: bytes
-    attempt: int
-    target: Target | None
-    egress: EgressPolicy | None
-    secrets: tuple[bytes, ...]
-
-
-def _delivery(row: asyncpg.Record) -> Delivery:
-    """A claimed row as what sending it needs; a channel whose stored target or policy
-    cannot be read is delivered nowhere (and the notification given up)."""
-    try:
-        target = target_from_json(json.loads(row["target"])) if row["target"] else None
-        egress = policy_from_document(row["egress_policy"]) if row["egress_policy"] else None
-    except (ValueError, TypeError, KeyError):
-        log.exception(
-            "unreadable notification channel",
-            extra={"action": "notify", "notification_id": str(row["notification_id"])},
-        )
-        target, egress = None, None
-    return Delivery(
-        notification_id=row["notification_id"],
-        tenant_id=row["tenant_id"],
-        body=row["body"],
-        attempt=row["attempt"],
-        target=target,
-        egress=egress,
-        secrets=tuple(row["signing_secrets"] or ()),
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class SendResult:
-    """What one send came to."""
-
-    ok: bool
-    error: str = ""
-    error_class: str = ""
-    retry_after: timedelta | None = None
-    final: bool = False
 
 
 class Notifier:
@@ -255,7 +203,7 @@ class Notifier:
             PER_CHANNEL,
             _CLAIM_WINDOW,
         )
-        return [_delivery(r) for r in rows]
+        return [delivery_of(r) for r in rows]
 
     async def deliver_once(self) -> int:
         """Make notifications, then claim, send and record one batch (each recorded as
@@ -429,7 +377,7 @@ class Notifier:
         outcome = await self._http.call(
             target, delivery.body, self._headers(delivery), delivery.egress, delivery.tenant_id
         )
-        return _sent(outcome)
+        return sent_result(outcome)
 
     async def _send_grpc(self, delivery: Delivery, target: GrpcTarget) -> SendResult:
         headers = self._headers(delivery)
@@ -453,7 +401,7 @@ class Notifier:
             egress=delivery.egress,
             tenant=delivery.tenant_id,
         )
-        return _sent(outcome)
+        return sent_result(outcome)
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -494,18 +442,3 @@ class Notifier:
     async def stop(self) -> None:
         """Stop after the current pass; idempotent."""
         self._stop.set()
-
-
-def _sent(outcome: Outcome) -> SendResult:
-    """A call's outcome as a delivery's result."""
-    if not outcome.failed:
-        return SendResult(True)
-    error_class = outcome.error_class.value if outcome.error_class else ""
-    return SendResult(
-        False,
-        outcome.error,
-        error_class,
-        retry_after=outcome.retry_after,
-        # A target the policy forbids stays forbidden; anything else may pass later.
-        final=error_class == "target_forbidden",
-    )

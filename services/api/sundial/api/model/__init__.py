@@ -1,0 +1,96 @@
+"""The API service's domain values: jobs, runs, tenants, tokens. No protobuf here.
+
+``convert`` turns wire messages into these and back; ``store`` turns rows into these;
+the managers (``jobs``, ``runs``, ``tenancy``) work only with these. The run's words
+(status, kind, error class, skip reason), its key and a job's target are
+:mod:`sundial.run`'s, shared with the other services; what is here is the API's own:
+``_jobs`` (jobs, runs, calendars, flow limits, previews, pages) and ``_tenancy``
+(tenants, tokens, secrets, identity keys, the cluster).
+"""
+
+from sundial.api.model._jobs import (
+    Applied,
+    ApplyOutcome,
+    BackfillResult,
+    CalendarSpec,
+    FlowLimitSpec,
+    Job,
+    JobDescription,
+    JobFilter,
+    JobRef,
+    JobRevision,
+    JobStats,
+    LabelSelector,
+    MisfireRecord,
+    NewJob,
+    Page,
+    Preview,
+    PreviewEntry,
+    Requirement,
+    Run,
+    RunFilter,
+    Slo,
+    SloRunCounts,
+    SloUnsure,
+    StoredCalendar,
+    StoredFlowLimit,
+    as_revised,
+)
+from sundial.api.model._tenancy import (
+    ApiToken,
+    ClusterMember,
+    ClusterSnapshot,
+    Membership,
+    Principal,
+    SigningSecretInfo,
+    StoredEgress,
+    StoredIdentityKey,
+    StoredSecret,
+    Tenant,
+    TenantChanges,
+    TenantEgress,
+)
+from sundial.core.auth import Role, Scope  # re-exported: a token's role and scopes
+
+__all__ = [
+    "ApiToken",
+    "Applied",
+    "ApplyOutcome",
+    "BackfillResult",
+    "CalendarSpec",
+    "ClusterMember",
+    "ClusterSnapshot",
+    "FlowLimitSpec",
+    "Job",
+    "JobDescription",
+    "JobFilter",
+    "JobRef",
+    "JobRevision",
+    "JobStats",
+    "LabelSelector",
+    "Membership",
+    "MisfireRecord",
+    "NewJob",
+    "Page",
+    "Preview",
+    "PreviewEntry",
+    "Principal",
+    "Requirement",
+    "Role",
+    "Run",
+    "RunFilter",
+    "Scope",
+    "SigningSecretInfo",
+    "Slo",
+    "SloRunCounts",
+    "SloUnsure",
+    "StoredCalendar",
+    "StoredEgress",
+    "StoredFlowLimit",
+    "StoredIdentityKey",
+    "StoredSecret",
+    "Tenant",
+    "TenantChanges",
+    "TenantEgress",
+    "as_revised",
+]
