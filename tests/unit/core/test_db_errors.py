@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncpg
 import pytest
+from asyncpg.exceptions._base import InternalClientError
 
 from sundial.core.db import map_db_error
 from sundial.core.errors import Aborted, AlreadyExists, Unavailable
@@ -16,6 +17,11 @@ from sundial.core.errors import Aborted, AlreadyExists, Unavailable
         (asyncpg.InterfaceError("connection is closed"), Unavailable),
         (asyncpg.ConnectionDoesNotExistError("connection was closed"), Unavailable),
         (ConnectionResetError("reset by peer"), Unavailable),
+        # The protocol's state after the server ended a frozen process's session.
+        (
+            InternalClientError("cannot switch to state 15; another operation (2) is in progress"),
+            Unavailable,
+        ),
         (asyncpg.UniqueViolationError("duplicate key"), AlreadyExists),
         (asyncpg.DeadlockDetectedError("deadlock"), Aborted),
     ],

@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import Any, Literal, TypeVar
 
 import asyncpg
+from asyncpg.exceptions._base import InternalClientError
 
 from sundial.core.errors import (
     Aborted,
@@ -67,9 +68,13 @@ def map_db_error(
         if constraint_messages and constraint is not None and constraint in constraint_messages:
             message = constraint_messages[constraint]
         return cls(message)
-    if isinstance(exc, OSError | asyncpg.InterfaceError):
+    if isinstance(exc, OSError | asyncpg.InterfaceError | InternalClientError):
         # InterfaceError: the connection was closed under a statement or a commit (a
         # server restart, a proxy cutting it); the outcome is unknown, a retry is right.
+        # InternalClientError: the client's protocol state after the server ended the
+        # session under it, e.g. a process frozen past idle_in_transaction_session_timeout
+        # whose commit then met "another operation is in progress" (a scheduler resumed
+        # from SIGSTOP crashed on it); the pool terminates that connection on release.
         return Unavailable("database unavailable")
     return None
 

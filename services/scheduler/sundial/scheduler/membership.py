@@ -200,13 +200,15 @@ class Membership:
         )
 
     def _lose(self, reason: str) -> None:
-        if self._owned:
-            log.warning(
-                "lease lost (%s): giving up %d partitions",
-                reason,
-                len(self._owned),
-                extra={"action": "membership.lost", "node_id": self.node_id},
-            )
+        # Logged whether or not partitions are still held: a reconcile may have released
+        # them all just before (a process resumed from a freeze sees others holding its
+        # partitions first), and the operator still needs to know the lease was lost.
+        log.warning(
+            "lease lost (%s): giving up %d partitions",
+            reason,
+            len(self._owned),
+            extra={"action": "membership.lost", "node_id": self.node_id},
+        )
         self._set_owned(frozenset(), lost=True)
         if self._lease is not None:
             self._stale_lease = self._lease
