@@ -336,6 +336,13 @@ async def claimed_of(pool: asyncpg.Pool, tenant: str) -> int:
     return await pool.fetchval("SELECT count(*) FROM job_runs WHERE tenant_id = $1", tenant)
 
 
+async def herd_then_later(pool: asyncpg.Pool, herd: int, later: int) -> None:
+    """Tenant A's ``herd`` jobs due at T0 and B's ``later`` jobs due a second after."""
+    for tenant, count, due in (("tenant-a", herd, T0), ("b", later, T0 + timedelta(seconds=1))):
+        await add_tenant(pool, tenant)
+        await insert_jobs(pool, HOURLY, first_due=due, count=count, tenant_id=tenant)
+
+
 async def test_behind_a_herd_what_falls_due_later_is_claimed_first(
     pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
 ) -> None:
@@ -344,10 +351,7 @@ async def test_behind_a_herd_what_falls_due_later_is_claimed_first(
     dispatcher, _ = measured_dispatcher(
         pool, bus, stack, migrated_database_url, clock, batch_size=100
     )
-    await add_tenant(pool, "tenant-a")
-    await add_tenant(pool, "b")
-    await insert_jobs(pool, HOURLY, first_due=T0, count=250, tenant_id="tenant-a")
-    await insert_jobs(pool, HOURLY, first_due=T0 + timedelta(seconds=1), count=10, tenant_id="b")
+    await herd_then_later(pool, 250, 10)
     assert (await dispatcher.dispatch_once()).claimed == 100
     clock.advance(2)
     assert (await dispatcher.dispatch_once()).claimed == 100
@@ -364,10 +368,7 @@ async def test_a_backlog_keeps_a_share_of_every_batch_however_much_falls_due_aft
     dispatcher, _ = measured_dispatcher(
         pool, bus, stack, migrated_database_url, clock, batch_size=100
     )
-    await add_tenant(pool, "tenant-a")
-    await add_tenant(pool, "b")
-    await insert_jobs(pool, HOURLY, first_due=T0, count=150, tenant_id="tenant-a")
-    await insert_jobs(pool, HOURLY, first_due=T0 + timedelta(seconds=1), count=300, tenant_id="b")
+    await herd_then_later(pool, 150, 300)
     await dispatcher.dispatch_once()  # 100 of A's: a backlog as of T0
     clock.advance(2)
     # B's 300, due after the backlog began, fill the batch; A's 50 left still get a fifth.
