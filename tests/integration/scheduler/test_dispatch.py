@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from sundial.core.bus import Bus
+from sundial.core.bus import RUNS_STREAM, Bus, runs_subject
 from sundial.core.clock import ManualClock
 from sundial.core.telemetry import DISPATCH_LAG, DISPATCH_LATENESS, OCCURRENCES_SKIPPED
 from sundial.devstack import Stack
@@ -47,6 +47,25 @@ def dispatcher(
     return Dispatcher(
         SchedulerStore(pool), RunPublisher(bus.jetstream, "test"), lambda: ALL, config, clock
     )
+
+
+async def test_runs_of_many_partitions_go_out_in_one_message(
+    pool: asyncpg.Pool, dispatcher: Dispatcher, bus: Bus
+) -> None:
+    jobs = await insert_jobs(pool, HOURLY, first_due=T0, count=120)
+    partitions = set(
+        await pool.fetchval("SELECT array_agg(DISTINCT partition_id) FROM jobs")  # type: ignore[arg-type]
+    )
+    assert len(partitions) > 50  # the jobs hash over many partitions
+    outcome = await dispatcher.dispatch_once()
+    # One message, not one per partition: an executor with one free slot takes all of
+    # them in one fetch (a message per partition reached it a fetch and a lease apiece).
+    [batch] = outcome.batches
+    assert {ref.job_id for ref in batch.runs} == set(jobs)
+    assert batch.partition in partitions
+    message = await bus.jetstream.get_last_msg(RUNS_STREAM, runs_subject(batch.partition))
+    assert message.headers is not None
+    assert message.headers["Nats-Msg-Id"] == f"{batch.runs[0].key}#{batch.dispatch_seq}"
 
 
 async def test_due_job_gets_one_run_and_advances(
