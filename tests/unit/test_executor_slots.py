@@ -64,3 +64,31 @@ async def test_slots_left_by_the_first_go_on_to_the_next_and_a_timeout_gives_up_
     assert (await first, await second) == (1, 1)
     stop.set()
     assert await inflight.reserve(1, stop=stop) == 0
+
+
+async def test_a_batch_keeps_its_place_ahead_of_batches_fetched_after_it() -> None:
+    inflight, stop = slots(), asyncio.Event()
+    quiet, herd = inflight.ticket(), inflight.ticket()  # fetched in this order
+    assert await inflight.reserve(5, stop=stop, ticket=quiet) == 2  # leases two runs
+    later = asyncio.create_task(inflight.reserve(5, stop=stop, ticket=herd))
+    await until_waiting(inflight, 1)
+    # Back for more slots after its lease: it waits ahead of the batch fetched later...
+    more = asyncio.create_task(inflight.reserve(5, stop=stop, ticket=quiet))
+    await until_waiting(inflight, 2)
+    assert [place for place, _ in inflight._waiting] == [quiet, herd]
+    inflight.release(1)
+    assert await more == 1  # ...so the freed slot is its own
+    assert not later.done()
+    inflight.release(2)
+    assert await later == 2
+    # A caller without a ticket queues behind every one handed out, and one whose
+    # ticket is older than every waiter takes free slots at once.
+    newest = asyncio.create_task(inflight.reserve(1, stop=stop))
+    await until_waiting(inflight, 1)
+    inflight.release(1)  # wakes the waiter...
+    assert await inflight.reserve(1, stop=stop, ticket=quiet) == 1  # ...which loses it
+    for _ in range(20):  # turns of the loop: the waiter runs, finds no slot, waits on
+        await asyncio.sleep(0)
+    assert not newest.done()
+    inflight.release(1)
+    assert await newest == 1

@@ -20,13 +20,23 @@ __all__ = ["PassLoop", "repeat", "wait_or_stop"]
 log = logging.getLogger(__name__)
 
 
-async def wait_or_stop(stopping: asyncio.Event, seconds: float) -> None:
-    """Wait ``seconds`` or until ``stopping`` is set, whichever comes first."""
-    if seconds <= 0 or stopping.is_set():
+async def wait_or_stop(
+    stopping: asyncio.Event, seconds: float, wake: asyncio.Event | None = None
+) -> None:
+    """Wait ``seconds`` or until ``stopping`` (or ``wake``) is set, whichever comes first."""
+    if seconds <= 0 or stopping.is_set() or (wake is not None and wake.is_set()):
         return
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(seconds):
-            await stopping.wait()
+    if wake is None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await stopping.wait()
+        return
+    events = [asyncio.ensure_future(stopping.wait()), asyncio.ensure_future(wake.wait())]
+    try:
+        await asyncio.wait(events, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for event in events:
+            event.cancel()
 
 
 async def repeat(
@@ -36,6 +46,7 @@ async def repeat(
     transient: tuple[type[BaseException], ...],
     error_wait_s: float,
     action: str,
+    wake: asyncio.Event | None = None,
 ) -> None:
     """Run ``step`` until ``stopping`` is set.
 
@@ -46,14 +57,18 @@ async def repeat(
         transient: Errors logged and retried after ``error_wait_s``.
         error_wait_s: The wait after a failed pass.
         action: The ``action`` of the warning logged for a failed pass.
+        wake: Set to end a wait early (the next pass starts at once); cleared as each
+            pass starts.
     """
     while not stopping.is_set():
+        if wake is not None:
+            wake.clear()
         try:
             wait = await step()
         except transient as exc:
             log.warning("%s pass failed: %s", action, exc, extra={"action": action})
             wait = error_wait_s
-        await wait_or_stop(stopping, wait)
+        await wait_or_stop(stopping, wait, wake)
 
 
 class PassLoop:
@@ -69,6 +84,7 @@ class PassLoop:
 
     def __init__(self) -> None:
         self._stopping = asyncio.Event()
+        self._wake = asyncio.Event()
 
     @property
     def error_wait_s(self) -> float:
@@ -92,7 +108,12 @@ class PassLoop:
             transient=self.transient,
             error_wait_s=self.error_wait_s,
             action=self.name,
+            wake=self._wake,
         )
+
+    def wake(self) -> None:
+        """End the current wait between passes: the next pass starts at once."""
+        self._wake.set()
 
     async def stop(self) -> None:
         """Make ``run`` return after the current pass (idempotent, safe before start)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -25,9 +26,16 @@ from sundial.scheduler.publisher import RunPublisher
 from sundial.scheduler.store import SchedulerStore, queries
 from sundial.scheduler.store._tx import EARLIEST
 from sundial.scheduler.sweeper import Sweeper
+from tests.helpers.eventually import assert_eventually
 from tests.helpers.metrics import meter_and_reader, points
 from tests.integration.scheduler.conftest import scheduler_config
-from tests.integration.scheduler.support import add_tenant, insert_jobs, runs_of, set_schedule
+from tests.integration.scheduler.support import (
+    TENANT,
+    add_tenant,
+    insert_jobs,
+    runs_of,
+    set_schedule,
+)
 
 ALL = range(256)
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -527,3 +535,46 @@ async def test_dispatch_lag_is_the_age_of_the_oldest_due_job_left_and_skips_are_
     assert lag.value == 0.0  # nothing due any more (the next is 15:00)
     [skipped] = points(reader, OCCURRENCES_SKIPPED)
     assert (dict(skipped.attributes or {}), skipped.value) == ({"reason": "misfire"}, 9)
+
+
+async def test_runs_a_busy_admission_lock_put_on_the_waiting_list_are_admitted_at_once(
+    pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
+) -> None:
+    # No whole sweep for a minute: only the dispatcher's call can bring the next pass.
+    config = scheduler_config(migrated_database_url, stack, sweep_interval_s=60.0)
+    publisher = RunPublisher(bus.jetstream, "test")
+    sweeper = Sweeper(SchedulerStore(pool), publisher, lambda: ALL, config, clock)
+    dispatcher = Dispatcher(
+        SchedulerStore(pool),
+        publisher,
+        lambda: ALL,
+        config,
+        clock,
+        runs_waiting=sweeper.runs_waiting,
+    )
+    sweeping = asyncio.create_task(sweeper.run(lambda: None))
+    try:
+        # The sweeper's first pass (a whole one, nothing waiting) is behind it.
+        await assert_eventually(lambda: sweeper._next_whole > 0, what="first sweep")
+        [job] = await insert_jobs(pool, HOURLY, first_due=T0)
+        # Another dispatch of the tenant holds its admission lock: this one does not wait
+        # for it, the run waits for admission instead.
+        async with pool.acquire() as other, other.transaction():
+            await other.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended('sundial.admit:' || $1, 0))",
+                TENANT,
+            )
+            await dispatcher.pass_once()
+            [run] = await runs_of(pool, job)
+            assert run["dispatch_seq"] == 0
+        # The lock is free: the sweeper, woken by the dispatcher, admits and publishes the
+        # run within moments, not at its next whole sweep a minute away.
+        await assert_eventually(lambda: _published(pool, job), what="the run admitted")
+    finally:
+        await sweeper.stop()
+        await sweeping
+
+
+async def _published(pool: asyncpg.Pool, job: uuid.UUID) -> bool:
+    [run] = await runs_of(pool, job)
+    return bool(run["dispatch_seq"] > 0)

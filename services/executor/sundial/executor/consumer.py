@@ -417,15 +417,15 @@ class Consumer:
             return
         keepalive = asyncio.create_task(self._keep_alive(pendings))
         out_of_slots = False
+        # The batch's place in the queue for slots, kept for all its runs (InFlight.reserve).
+        ticket = self._inflight.ticket()
         try:
             position = 0
             while position < len(work) and not self._stopping.is_set():
                 most = min(len(work) - position, _MAX_LEASE_BATCH)
-                slots = self._inflight.take(most)
-                if slots == 0:
-                    slots = await self._inflight.reserve(
-                        most, stop=self._stopping, timeout_s=_SLOT_WAIT_S
-                    )
+                slots = await self._inflight.reserve(
+                    most, stop=self._stopping, timeout_s=_SLOT_WAIT_S, ticket=ticket
+                )
                 if slots == 0:
                     out_of_slots = not self._stopping.is_set()
                     break

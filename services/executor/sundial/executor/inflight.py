@@ -25,10 +25,12 @@ How a held run ends:
 from __future__ import annotations
 
 import asyncio
+import bisect
+import itertools
 import logging
 import time
 from asyncio import FIRST_COMPLETED
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -102,8 +104,9 @@ class InFlight:
         self._clock = clock or SystemClock()
         self.max_in_flight = config.max_in_flight
         self._free = config.max_in_flight
-        self._waiting: deque[asyncio.Event] = deque()
-        """Callers of :meth:`reserve` waiting for slots, longest first."""
+        self._waiting: list[tuple[int, asyncio.Event]] = []
+        """Callers of :meth:`reserve` waiting for slots with their tickets, lowest first."""
+        self._tickets = itertools.count(1)
         self._held: dict[HeldRun, Held] = {}
         self._finished: OrderedDict[HeldLease, tuple[Completion, float]] = OrderedDict()
         """Outcomes of attempts called under each lease, until that lease has surely
@@ -134,43 +137,72 @@ class InFlight:
         """Slots not taken."""
         return self._free
 
+    def ticket(self) -> int:
+        """A place in the queue for slots, behind every ticket handed out before."""
+        return next(self._tickets)
+
     async def reserve(
-        self, most: int, *, stop: asyncio.Event, timeout_s: float | None = None
+        self,
+        most: int,
+        *,
+        stop: asyncio.Event,
+        timeout_s: float | None = None,
+        ticket: int | None = None,
     ) -> int:
         """Wait for at least one free slot, then take up to ``most``.
 
-        Callers are served in the order they began waiting (and :meth:`take` takes
-        nothing while any wait): a batch of a quiet tenant's runs fetched behind a herd's
-        gets the next free slots after the batches fetched before it, instead of losing
-        each freed slot to whichever batch wakes first (it then gave its message back
-        after ``timeout_s``, again and again: seconds of lateness behind a herd,
-        docs/design.md section 7, "Flow control").
+        Callers are served in the order of their tickets (a new one, the last place,
+        when ``ticket`` is None), and :meth:`take` takes nothing while any wait. A fetched
+        batch keeps its ticket for all of its runs: a quiet tenant's batch fetched behind
+        a herd's gets the next free slots after the batches fetched before it, and when
+        it comes back for more slots after a lease it is still ahead of every batch
+        fetched after it. Served in the order of waiting instead, each freed slot went
+        to whichever batch woke first (it then gave its message back after
+        ``timeout_s``, again and again), and later a batch that had leased a few runs
+        went to the back of the queue each time: seconds, then most of a second, of
+        lateness behind a herd (docs/design.md section 7, "Flow control").
 
         Returns:
             The slots taken; 0 when ``stop`` was set first or ``timeout_s`` passed.
         """
         if stop.is_set():
             return 0
-        if not self._waiting:
-            taken = self.take(most)
+        place = self.ticket() if ticket is None else ticket
+        if not self._waiting or place < self._waiting[0][0]:
+            taken = min(most, self._free)
             if taken:
+                self._free -= taken
                 return taken
         turn = asyncio.Event()
-        self._waiting.append(turn)
+        entry = (place, turn)
+        bisect.insort(self._waiting, entry, key=lambda waiter: waiter[0])
         self._pass_turn()
-        woken = asyncio.ensure_future(turn.wait())
-        stopped = asyncio.ensure_future(stop.wait())
-        try:
-            await asyncio.wait([woken, stopped], timeout=timeout_s, return_when=FIRST_COMPLETED)
-        finally:
-            woken.cancel()
-            stopped.cancel()
-            self._waiting.remove(turn)
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout_s is None else loop.time() + timeout_s
         taken = 0
-        if turn.is_set() and not stop.is_set():
-            taken = min(most, self._free)
-            self._free -= taken
-        self._pass_turn()
+        try:
+            while not stop.is_set():
+                left = None if deadline is None else deadline - loop.time()
+                if left is not None and left <= 0:
+                    break
+                woken = asyncio.ensure_future(turn.wait())
+                stopped = asyncio.ensure_future(stop.wait())
+                try:
+                    await asyncio.wait([woken, stopped], timeout=left, return_when=FIRST_COMPLETED)
+                finally:
+                    woken.cancel()
+                    stopped.cancel()
+                if not turn.is_set() or stop.is_set():
+                    break  # timed out, or stopping
+                if self._free:
+                    taken = min(most, self._free)
+                    self._free -= taken
+                    break
+                # Woken, but a batch of an older ticket took the slot first: wait on.
+                turn.clear()
+        finally:
+            self._waiting.remove(entry)
+            self._pass_turn()
         return taken
 
     def take(self, most: int) -> int:
@@ -189,10 +221,10 @@ class InFlight:
             self._pass_turn()
 
     def _pass_turn(self) -> None:
-        """Wake the longest waiting caller when a slot is free (only it takes slots
-        while callers wait)."""
+        """Wake the waiting caller of the lowest ticket when a slot is free (only it
+        takes slots while callers wait)."""
         if self._free and self._waiting:
-            self._waiting[0].set()
+            self._waiting[0][1].set()
 
     # --- held runs ---------------------------------------------------------------------
 

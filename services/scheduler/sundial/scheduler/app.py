@@ -87,6 +87,7 @@ async def build(config: SchedulerConfig) -> Service:
             clock=clock,
         )
         publisher = RunPublisher(bus.jetstream, config.node_id, streams=streams)
+        sweeper = Sweeper(store, publisher, owned, config, clock)
         server.add_services(
             [
                 (
@@ -104,8 +105,10 @@ async def build(config: SchedulerConfig) -> Service:
                 membership,
                 streams,
                 Maintenance(store, owned, config, clock),
-                Dispatcher(store, publisher, owned, config, clock),
-                Sweeper(store, publisher, owned, config, clock),
+                Dispatcher(
+                    store, publisher, owned, config, clock, runs_waiting=sweeper.runs_waiting
+                ),
+                sweeper,
             ],
             grace_period_s=config.grace_period_s,
             resources=resources.pop_all(),

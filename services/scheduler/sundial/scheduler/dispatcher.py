@@ -77,6 +77,8 @@ class Dispatcher(PassLoop):
         clock: The source of "now".
         meter: Where the dispatch instruments go (default: global): the lateness
             histogram, the lag gauge and the skipped-occurrences counter.
+        runs_waiting: Called after a pass that put runs on the waiting list (flow
+            control): the sweeper's :meth:`~sundial.scheduler.sweeper.Sweeper.runs_waiting`.
     """
 
     name = "dispatcher"
@@ -91,6 +93,7 @@ class Dispatcher(PassLoop):
         clock: Clock | None = None,
         *,
         meter: metrics.Meter | None = None,
+        runs_waiting: Callable[[], None] | None = None,
     ) -> None:
         super().__init__()
         self._store = store
@@ -98,6 +101,7 @@ class Dispatcher(PassLoop):
         self._owned = owned
         self._config = config
         self._clock = clock or SystemClock()
+        self._runs_waiting = runs_waiting
         self._cache = DefinitionCache()
         self._documents = DocumentCache()
         meter = meter or metrics.get_meter("sundial.scheduler")
@@ -151,6 +155,8 @@ class Dispatcher(PassLoop):
         now), else until the next job of the owned partitions comes due, at most
         ``poll_interval_s`` (a job created or resumed meanwhile is seen by then)."""
         outcome = await self.dispatch_once(wait_for_publish=False)
+        if outcome.waiting and self._runs_waiting is not None:
+            self._runs_waiting()
         if outcome.claimed >= self._config.batch_size:
             # More is due: the oldest job this batch claimed is about as old as the
             # oldest left (the claim takes each partition's oldest first).

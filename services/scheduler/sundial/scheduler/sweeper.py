@@ -70,6 +70,8 @@ class Sweeper(PassLoop):
         self._clock = clock or SystemClock()
         self._admission_cursor = ""
         self._next_whole = 0.0  # monotonic instant of the next whole sweep
+        self._admitting = False
+        """The last pass left runs waiting: the next one comes within admit_interval_s."""
         meter = meter or metrics.get_meter("sundial.scheduler")
         self._expired = meter.create_counter(
             LEASES_EXPIRED,
@@ -110,9 +112,18 @@ class Sweeper(PassLoop):
         until_whole = max(0.0, self._next_whole - time.monotonic())
         # Runs waiting for admission are looked at again soon: a window frees as runs
         # finish, on any scheduler's ledger, and a rate limit's tokens refill.
+        self._admitting = outcome.waiting > 0
         if outcome.waiting:
             return min(self._config.admit_interval_s, until_whole)
         return self._config.sweep_interval_s if whole else until_whole
+
+    def runs_waiting(self) -> None:
+        """A dispatch put runs on the waiting list: admit them within
+        ``admit_interval_s``, not at the next whole sweep (the waits of a tenant whose
+        admission lock another dispatch held, docs/design.md section 7)."""
+        if not self._admitting:
+            self._admitting = True
+            self.wake()
 
     async def sweep_once(self, *, whole: bool = True) -> SweepOutcome:
         """One pass: release buffered runs, admit waiting ones, act on due checks,
