@@ -232,10 +232,14 @@ def calendars_and_channels(driver: WebDriver, visit: Visit) -> None:
     calendars = listed_rows(driver, "calendars-table", "calendar")
     assert list(calendars) == ["holidays", "quarter-ends"], calendars  # not the other's
     assert "include" in calendars["quarter-ends"], calendars
-    counts = [
-        e.text
-        for e in driver.find_elements(By.CSS_SELECTOR, '#calendars-table td[data-count="dates"]')
-    ]
+    counts = until(
+        driver,
+        lambda d: [
+            e.text
+            for e in d.find_elements(By.CSS_SELECTOR, '#calendars-table td[data-count="dates"]')
+        ],
+        "the calendars' date counts",
+    )
     assert counts == ["3", "4"], counts
     click(driver, '#calendars-table a[href="#/calendars/quarter-ends"]', "quarter-ends")
     assert list(listed_rows(driver, "dates-table", "date"))[-1] == "2031-12-31"
@@ -371,10 +375,16 @@ def browse(driver: WebDriver, visit: Visit) -> dict[str, str]:
         "the changed fields of version 1",
     )
     assert len(changed) == 1 and "changed since" in changed[0], changed
-    assert [
-        r.find_element(By.TAG_NAME, "th").text
-        for r in driver.find_elements(By.CSS_SELECTOR, "#slo-table tbody tr")
-    ] == ["1 h", "24 h", "7 d"]
+    # Read in one poll: the job page re-renders its SLO table as it refreshes.
+    windows = until(
+        driver,
+        lambda d: [
+            r.find_element(By.TAG_NAME, "th").text
+            for r in d.find_elements(By.CSS_SELECTOR, "#slo-table tbody tr")
+        ],
+        "the SLO table",
+    )
+    assert windows == ["1 h", "24 h", "7 d"], windows
     driver.save_screenshot(str(shots / "6-revision.png"))
     # Roll back to it: version 3 has version 1's definition (no description).
     confirm(driver, "#revision-rollback")
