@@ -35,24 +35,27 @@ async def until_waiting(inflight: InFlight, count: int) -> None:
 
 async def test_waiting_callers_are_served_first_come_first_served() -> None:
     inflight, stop = slots(), asyncio.Event()
-    assert inflight.take(5) == 2
+    assert await inflight.reserve(5, stop=stop) == 2
     first = asyncio.create_task(inflight.reserve(5, stop=stop))
     await until_waiting(inflight, 1)
     second = asyncio.create_task(inflight.reserve(5, stop=stop))
     await until_waiting(inflight, 2)
-    # A caller that does not wait takes nothing while others wait.
+    # A newcomer takes nothing while others wait: it queues behind them.
     inflight.release(1)
-    assert inflight.take(5) == 0
+    third = asyncio.create_task(inflight.reserve(5, stop=stop))
+    await until_waiting(inflight, 3)
     assert await first == 1
-    assert not second.done()
+    assert not second.done() and not third.done()
     inflight.release(1)
     assert await second == 1
+    inflight.release(1)
+    assert await third == 1
     assert inflight.free_slots == 0
 
 
 async def test_slots_left_by_the_first_go_on_to_the_next_and_a_timeout_gives_up_its_turn() -> None:
     inflight, stop = slots(), asyncio.Event()
-    assert inflight.take(2) == 2
+    assert await inflight.reserve(2, stop=stop) == 2
     gives_up = asyncio.create_task(inflight.reserve(1, stop=stop, timeout_s=0.01))
     await until_waiting(inflight, 1)
     assert await gives_up == 0  # nothing freed within its wait

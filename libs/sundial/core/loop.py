@@ -10,7 +10,6 @@ crashed).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import ClassVar
@@ -24,19 +23,15 @@ async def wait_or_stop(
     stopping: asyncio.Event, seconds: float, wake: asyncio.Event | None = None
 ) -> None:
     """Wait ``seconds`` or until ``stopping`` (or ``wake``) is set, whichever comes first."""
-    if seconds <= 0 or stopping.is_set() or (wake is not None and wake.is_set()):
+    events = [stopping] if wake is None else [stopping, wake]
+    if seconds <= 0 or any(event.is_set() for event in events):
         return
-    if wake is None:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await stopping.wait()
-        return
-    events = [asyncio.ensure_future(stopping.wait()), asyncio.ensure_future(wake.wait())]
+    waits = [asyncio.ensure_future(event.wait()) for event in events]
     try:
-        await asyncio.wait(events, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for event in events:
-            event.cancel()
+        for wait in waits:
+            wait.cancel()
 
 
 async def repeat(

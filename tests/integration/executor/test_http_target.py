@@ -326,7 +326,7 @@ async def test_an_unsampled_run_makes_no_attempt_span_and_calls_with_its_own_con
     inflight = InFlight(config, runner, submit)
     tracing.install(provider)
     try:
-        assert inflight.take(2) == 2
+        assert await inflight.reserve(2, stop=asyncio.Event()) == 2
         assert all(inflight.start(lease) for lease in leases)
         await asyncio.wait_for(inflight.wait_idle(), 10)
     finally:

@@ -152,7 +152,8 @@ class InFlight:
         """Wait for at least one free slot, then take up to ``most``.
 
         Callers are served in the order of their tickets (a new one, the last place,
-        when ``ticket`` is None), and :meth:`take` takes nothing while any wait. A fetched
+        when ``ticket`` is None); a caller takes free slots at once only when no caller
+        of an older ticket waits. A fetched
         batch keeps its ticket for all of its runs: a quiet tenant's batch fetched behind
         a herd's gets the next free slots after the batches fetched before it, and when
         it comes back for more slots after a lease it is still ahead of every batch
@@ -203,15 +204,6 @@ class InFlight:
         finally:
             self._waiting.remove(entry)
             self._pass_turn()
-        return taken
-
-    def take(self, most: int) -> int:
-        """Take up to ``most`` free slots without waiting; returns how many (maybe 0, and
-        always 0 while a caller of :meth:`reserve` waits: it goes first)."""
-        if self._waiting:
-            return 0
-        taken = min(most, self._free)
-        self._free -= taken
         return taken
 
     def release(self, count: int = 1) -> None:
