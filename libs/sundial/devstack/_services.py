@@ -45,6 +45,16 @@ def local_secret_keys() -> str:
     return f"local-{os.urandom(4).hex()}:{base64.b64encode(os.urandom(32)).decode()}"
 
 
+READY_SERVICE = {
+    "api": "sundial.v1.JobService",
+    "scheduler": "sundial.internal.v1.RunLedgerService",
+}
+"""The health entry that says a process of each service serves: a service it alone has,
+so another kind of process already on a picked port (the test suite runs two processes,
+each starting services) is not taken for it. The executor serves no service of its own:
+the server's overall status."""
+
+
 @dataclass
 class ServiceProcess:
     """One service process; ``address`` is its gRPC listen address on loopback."""
@@ -63,8 +73,9 @@ class ServiceProcess:
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:
         """Wait until the started process serves (health SERVING)."""
+        service = READY_SERVICE.get(self.name, "")
         self.process.wait_ready(
-            lambda: health_status(self.address, tls=self.tls) == "SERVING", timeout_s
+            lambda: health_status(self.address, service, tls=self.tls) == "SERVING", timeout_s
         )
 
     def stop(self, timeout_s: float = 30.0) -> None:
