@@ -197,6 +197,17 @@ async def herd(
             for kind in sorted(cpu_after)
         },
     }
+    # The herd's drain: when its runs finished, after due (a long tail past the p99 is
+    # a few runs held back, not a slower herd).
+    finished = [
+        r["finished_at"].timestamp() - due.timestamp()
+        for r in await conn.fetch("SELECT finished_at FROM job_runs WHERE tenant_id = $1", a)
+    ]
+    result.update({f"a_finished_p{q}_s": quantile(finished, q) for q in (50, 90, 99)})
+    result["a_finished_max_s"] = round(max(finished), 3)
+    result["a_attempts_over_1"] = await conn.fetchval(
+        "SELECT count(*) FROM job_runs WHERE tenant_id = $1 AND attempt > 1", a
+    )
     # Where the herd's time went: its last run's dispatch (the runs row is written by the
     # dispatch transaction, created_at) after the due time.
     result["a_dispatched_within_s"] = round(
@@ -327,10 +338,12 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
     target = FastTarget()
     try:
         recorder = Recorder(target)
-        with Stack(durable=False) as stack, tempfile.TemporaryDirectory() as logs:
+        with Stack(durable=False) as stack, tempfile.TemporaryDirectory() as scratch:
+            logs = Path(args.logs) if args.logs else Path(scratch)
+            logs.mkdir(parents=True, exist_ok=True)
             services = Services(
                 stack,
-                Path(logs),
+                logs,
                 extra_env=bench_env(
                     stack,
                     ADMIN_TOKEN,
@@ -396,6 +409,7 @@ def parse_args() -> argparse.Namespace:
         "--window", type=int, default=0, help="SUNDIAL_TENANT_WINDOW (0: the default)"
     )
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--logs", help="keep the services' logs in this directory")
     return parser.parse_args()
 
 

@@ -1,6 +1,7 @@
-"""The executor's call slots are handed out in the order callers began waiting
-(sundial.executor.inflight.InFlight.reserve): a batch fetched behind others gets the
-next free slots after them, and a batch that has just leased cannot jump the queue."""
+"""The executor's call slots (sundial.executor.inflight.InFlight.reserve): freed slots go
+to the waiting tenant holding the fewest, so a quiet tenant's runs fetched behind a
+herd's start next; among one tenant's batches in the order they were fetched, and a
+batch that has just leased cannot lose its place."""
 
 from __future__ import annotations
 
@@ -78,20 +79,80 @@ async def test_a_batch_keeps_its_place_ahead_of_batches_fetched_after_it() -> No
     # Back for more slots after its lease: it waits ahead of the batch fetched later...
     more = asyncio.create_task(inflight.reserve(5, stop=stop, ticket=quiet))
     await until_waiting(inflight, 2)
-    assert [place for place, _ in inflight._waiting] == [quiet, herd]
+    assert sorted(w.ticket for w in inflight._waiting) == [quiet, herd]
     inflight.release(1)
     assert await more == 1  # ...so the freed slot is its own
     assert not later.done()
     inflight.release(2)
     assert await later == 2
-    # A caller without a ticket queues behind every one handed out, and one whose
-    # ticket is older than every waiter takes free slots at once.
+    # A caller without a ticket queues behind every one handed out, and a slot freed
+    # while it waits is its own: a caller coming after cannot take it.
     newest = asyncio.create_task(inflight.reserve(1, stop=stop))
     await until_waiting(inflight, 1)
-    inflight.release(1)  # wakes the waiter...
-    assert await inflight.reserve(1, stop=stop, ticket=quiet) == 1  # ...which loses it
-    for _ in range(20):  # turns of the loop: the waiter runs, finds no slot, waits on
-        await asyncio.sleep(0)
-    assert not newest.done()
     inflight.release(1)
+    assert inflight.free_slots == 0
     assert await newest == 1
+
+
+async def test_freed_slots_go_to_the_tenant_holding_the_fewest() -> None:
+    inflight, stop = slots(), asyncio.Event()
+    herd, quiet = inflight.ticket(), inflight.ticket()  # the herd's batch fetched first
+    assert await inflight.reserve(2, stop=stop, ticket=herd, tenant="a") == 2
+    herd_more = asyncio.create_task(inflight.reserve(5, stop=stop, ticket=herd, tenant="a"))
+    await until_waiting(inflight, 1)
+    quiet_runs = asyncio.create_task(inflight.reserve(1, stop=stop, ticket=quiet, tenant="b"))
+    await until_waiting(inflight, 2)
+    # The herd's waiter is older, but its tenant holds both slots: b's gets the first.
+    inflight.release(1, "a")
+    assert await quiet_runs == 1
+    assert not herd_more.done()
+    assert (inflight.taken("a"), inflight.taken("b")) == (1, 1)
+    # Back for more: the slot "a" frees leaves it holding fewer, so it is a's...
+    quiet_more = asyncio.create_task(inflight.reserve(1, stop=stop, ticket=quiet, tenant="b"))
+    await until_waiting(inflight, 2)
+    inflight.release(1, "a")
+    assert await herd_more == 1
+    assert not quiet_more.done()
+    # ...and the one "b" frees is b's: the two tenants take turns.
+    inflight.release(1, "b")
+    assert await quiet_more == 1
+    assert (inflight.taken("a"), inflight.taken("b")) == (1, 1)
+
+
+async def test_a_waiter_takes_every_slot_freed_before_it_runs_again() -> None:
+    inflight, stop = slots(), asyncio.Event()
+    assert await inflight.reserve(2, stop=stop, tenant="a") == 2
+    waiting = asyncio.create_task(inflight.reserve(5, stop=stop, tenant="b"))
+    await until_waiting(inflight, 1)
+    inflight.release(1, "a")
+    inflight.release(1, "a")
+    # Both slots freed before it ran: one LeaseRuns for two runs, not two of one.
+    assert await waiting == 2
+    assert (inflight.taken("a"), inflight.taken("b")) == (0, 2)
+
+
+async def test_a_cancelled_waiter_gives_back_the_slots_it_was_given() -> None:
+    inflight, stop = slots(), asyncio.Event()
+    assert await inflight.reserve(2, stop=stop, tenant="a") == 2
+    waiting = asyncio.create_task(inflight.reserve(2, stop=stop, tenant="b"))
+    await until_waiting(inflight, 1)
+    inflight.release(1, "a")  # given to the waiter, which is cancelled before it runs
+    waiting.cancel()
+    await asyncio.gather(waiting, return_exceptions=True)
+    assert inflight.free_slots == 1 and inflight.taken("b") == 0
+
+
+async def test_tenants_share_freed_slots_in_proportion_to_their_weights() -> None:
+    config = ExecutorConfig(
+        nats_url="nats://127.0.0.1:4222",
+        ledger_address="127.0.0.1:50051",
+        ledger_token="executor-token",
+        max_in_flight=8,
+    )
+    inflight, stop = InFlight(config, runner=None, submit=_unused_submit), asyncio.Event()  # type: ignore[arg-type]
+    assert await inflight.reserve(8, stop=stop, tenant="busy") == 8
+    light = asyncio.create_task(inflight.reserve(8, stop=stop, tenant="c", weight=1))
+    heavy = asyncio.create_task(inflight.reserve(8, stop=stop, tenant="d", weight=3))
+    await until_waiting(inflight, 2)
+    inflight.release(8, "busy")  # eight freed at once: shared 1 to 3
+    assert (await light, await heavy) == (2, 6)

@@ -219,7 +219,8 @@ async def test_slots_are_given_back_when_leasing_fails_unexpectedly(
 ) -> None:
     refs = add_jobs(ledger, target, 1)
     executor = await start_executor(max_in_flight=2)
-    real_lease = executor.consumer._lease
+    # The LeaseRuns call every ask for a lease goes through (lease_batch.LeaseBatcher).
+    real_lease = executor.consumer._leases._lease
     calls = 0
 
     async def lease_failing_once(chunk):  # type: ignore[no-untyped-def]
@@ -229,7 +230,7 @@ async def test_slots_are_given_back_when_leasing_fails_unexpectedly(
             raise RuntimeError("injected: a bug while leasing")
         return await real_lease(chunk)
 
-    executor.consumer._lease = lease_failing_once  # type: ignore[method-assign]
+    executor.consumer._leases._lease = lease_failing_once
     await publish(jetstream, refs)
     await assert_eventually(lambda: succeeded(ledger, refs[0]), timeout_s=15)
     assert calls == 2  # the message came back (nak) and was leased again

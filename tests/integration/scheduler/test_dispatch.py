@@ -16,6 +16,7 @@ from sundial.core.bus import RUNS_STREAM, Bus, runs_subject
 from sundial.core.clock import ManualClock
 from sundial.core.telemetry import DISPATCH_LAG, DISPATCH_LATENESS, OCCURRENCES_SKIPPED
 from sundial.devstack import Stack
+from sundial.internal.v1 import events_pb2
 from sundial.job import JobPolicies, OverlapPolicy, policies_to_json, schedule_to_json
 from sundial.schedule import CronSpec, IntervalSpec, MisfirePolicy, Schedule
 from sundial.scheduler import planning
@@ -61,6 +62,8 @@ async def test_runs_of_many_partitions_go_out_in_one_message(
     pool: asyncpg.Pool, dispatcher: Dispatcher, bus: Bus
 ) -> None:
     jobs = await insert_jobs(pool, HOURLY, first_due=T0, count=120)
+    await add_tenant(pool, "other")
+    others = await insert_jobs(pool, HOURLY, first_due=T0, count=5, tenant_id="other")
     partitions = set(
         await pool.fetchval("SELECT array_agg(DISTINCT partition_id) FROM jobs")  # type: ignore[arg-type]
     )
@@ -69,11 +72,20 @@ async def test_runs_of_many_partitions_go_out_in_one_message(
     # One message, not one per partition: an executor with one free slot takes all of
     # them in one fetch (a message per partition reached it a fetch and a lease apiece).
     [batch] = outcome.batches
-    assert {ref.job_id for ref in batch.runs} == set(jobs)
+    assert {ref.job_id for ref in batch.runs} == set(jobs) | set(others)
     assert batch.partition in partitions
     message = await bus.jetstream.get_last_msg(RUNS_STREAM, runs_subject(batch.partition))
     assert message.headers is not None
     assert message.headers["Nats-Msg-Id"] == f"{batch.runs[0].key}#{batch.dispatch_seq}"
+    # Each run's tenant, named once: an executor orders its slots by tenant before it
+    # leases (docs/design.md section 7, "Flow control").
+    body = events_pb2.RunDispatch.FromString(message.data)
+    assert sorted(body.tenants) == sorted({TENANT, "other"})
+    tenant_of = {
+        uuid.UUID(run.job_id): body.tenants[i]
+        for run, i in zip(body.runs, body.run_tenants, strict=True)
+    }
+    assert tenant_of == {job: TENANT for job in jobs} | {job: "other" for job in others}
 
 
 async def test_due_job_gets_one_run_and_advances(

@@ -27,7 +27,7 @@ from sundial.v1 import job_pb2 as sundial_dot_v1_dot_job__pb2
 from sundial.v1 import run_pb2 as sundial_dot_v1_dot_run__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n sundial/internal/v1/events.proto\x12\x13sundial.internal.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14sundial/v1/job.proto\x1a\x14sundial/v1/run.proto\"\x9c\x01\n\x0bRunDispatch\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x14\n\x0c\x64ispatch_seq\x18\x02 \x01(\x03\x12\x31\n\rdispatched_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12 \n\x04runs\x18\x04 \x03(\x0b\x32\x12.sundial.v1.RunRef\x12\x0f\n\x07node_id\x18\x05 \x01(\t\"\xf1\x02\n\nDeadLetter\x12\x1c\n\x03run\x18\x01 \x01(\x0b\x32\x0f.sundial.v1.Run\x12\x11\n\ttenant_id\x18\x02 \x01(\t\x12\"\n\x06target\x18\x03 \x01(\x0b\x32\x12.sundial.v1.Target\x12\x0f\n\x07payload\x18\x04 \x01(\x0c\x12\x12\n\nlast_error\x18\x05 \x01(\t\x12+\n\x0b\x65rror_class\x18\x06 \x01(\x0e\x32\x16.sundial.v1.ErrorClass\x12+\n\x07\x64ied_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08job_name\x18\x08 \x01(\t\x12;\n\x06labels\x18\t \x03(\x0b\x32+.sundial.internal.v1.DeadLetter.LabelsEntry\x12\x11\n\ttruncated\x18\n \x01(\x08\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n sundial/internal/v1/events.proto\x12\x13sundial.internal.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14sundial/v1/job.proto\x1a\x14sundial/v1/run.proto\"\xda\x01\n\x0bRunDispatch\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x14\n\x0c\x64ispatch_seq\x18\x02 \x01(\x03\x12\x31\n\rdispatched_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12 \n\x04runs\x18\x04 \x03(\x0b\x32\x12.sundial.v1.RunRef\x12\x0f\n\x07node_id\x18\x05 \x01(\t\x12\x0f\n\x07tenants\x18\x06 \x03(\t\x12\x13\n\x0brun_tenants\x18\x07 \x03(\r\x12\x16\n\x0etenant_weights\x18\x08 \x03(\r\"\xf1\x02\n\nDeadLetter\x12\x1c\n\x03run\x18\x01 \x01(\x0b\x32\x0f.sundial.v1.Run\x12\x11\n\ttenant_id\x18\x02 \x01(\t\x12\"\n\x06target\x18\x03 \x01(\x0b\x32\x12.sundial.v1.Target\x12\x0f\n\x07payload\x18\x04 \x01(\x0c\x12\x12\n\nlast_error\x18\x05 \x01(\t\x12+\n\x0b\x65rror_class\x18\x06 \x01(\x0e\x32\x16.sundial.v1.ErrorClass\x12+\n\x07\x64ied_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08job_name\x18\x08 \x01(\t\x12;\n\x06labels\x18\t \x03(\x0b\x32+.sundial.internal.v1.DeadLetter.LabelsEntry\x12\x11\n\ttruncated\x18\n \x01(\x08\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,9 +37,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DEADLETTER_LABELSENTRY']._loaded_options = None
   _globals['_DEADLETTER_LABELSENTRY']._serialized_options = b'8\001'
   _globals['_RUNDISPATCH']._serialized_start=135
-  _globals['_RUNDISPATCH']._serialized_end=291
-  _globals['_DEADLETTER']._serialized_start=294
-  _globals['_DEADLETTER']._serialized_end=663
-  _globals['_DEADLETTER_LABELSENTRY']._serialized_start=618
-  _globals['_DEADLETTER_LABELSENTRY']._serialized_end=663
+  _globals['_RUNDISPATCH']._serialized_end=353
+  _globals['_DEADLETTER']._serialized_start=356
+  _globals['_DEADLETTER']._serialized_end=725
+  _globals['_DEADLETTER_LABELSENTRY']._serialized_start=680
+  _globals['_DEADLETTER_LABELSENTRY']._serialized_end=725
 # @@protoc_insertion_point(module_scope)

@@ -12,18 +12,24 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RunDispatch(_message.Message):
-    __slots__ = ("partition", "dispatch_seq", "dispatched_at", "runs", "node_id")
+    __slots__ = ("partition", "dispatch_seq", "dispatched_at", "runs", "node_id", "tenants", "run_tenants", "tenant_weights")
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     DISPATCH_SEQ_FIELD_NUMBER: _ClassVar[int]
     DISPATCHED_AT_FIELD_NUMBER: _ClassVar[int]
     RUNS_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANTS_FIELD_NUMBER: _ClassVar[int]
+    RUN_TENANTS_FIELD_NUMBER: _ClassVar[int]
+    TENANT_WEIGHTS_FIELD_NUMBER: _ClassVar[int]
     partition: int
     dispatch_seq: int
     dispatched_at: _timestamp_pb2.Timestamp
     runs: _containers.RepeatedCompositeFieldContainer[_run_pb2.RunRef]
     node_id: str
-    def __init__(self, partition: _Optional[int] = ..., dispatch_seq: _Optional[int] = ..., dispatched_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., runs: _Optional[_Iterable[_Union[_run_pb2.RunRef, _Mapping]]] = ..., node_id: _Optional[str] = ...) -> None: ...
+    tenants: _containers.RepeatedScalarFieldContainer[str]
+    run_tenants: _containers.RepeatedScalarFieldContainer[int]
+    tenant_weights: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, partition: _Optional[int] = ..., dispatch_seq: _Optional[int] = ..., dispatched_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., runs: _Optional[_Iterable[_Union[_run_pb2.RunRef, _Mapping]]] = ..., node_id: _Optional[str] = ..., tenants: _Optional[_Iterable[str]] = ..., run_tenants: _Optional[_Iterable[int]] = ..., tenant_weights: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class DeadLetter(_message.Message):
     __slots__ = ("run", "tenant_id", "target", "payload", "last_error", "error_class", "died_at", "job_name", "labels", "truncated")

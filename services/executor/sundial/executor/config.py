@@ -43,8 +43,14 @@ class ExecutorConfig(NatsConfig, ServerConfig, ResolverConfig, LogConfig, Teleme
     fetch_batch: int = 16
     """Most RunDispatch messages pulled per fetch (each carries up to 500 runs)."""
 
-    lease_pipeline: int = 4
-    """Fetched batches being leased at once (each one LeaseRuns call at a time)."""
+    lease_pipeline: int = 16
+    """Fetched batches waiting for call slots or being leased at once."""
+
+    prefetch_runs: int = 128
+    """Runs fetched ahead of free call slots at most (not leased: another executor takes
+    what waited here 1 s). A quiet tenant's run behind a busy tenant's in the stream is
+    reached only this far ahead; keep it at least the schedulers'
+    SUNDIAL_TENANT_WINDOW (docs/design.md section 7, "Flow control")."""
 
     ack_wait_s: float = 30.0
     """Seconds JetStream waits for an ack before redelivering a message to any executor."""
@@ -129,6 +135,7 @@ class ExecutorConfig(NatsConfig, ServerConfig, ResolverConfig, LogConfig, Teleme
             "max_in_flight",
             "fetch_batch",
             "lease_pipeline",
+            "prefetch_runs",
             "breaker_failures",
             "http_max_connections",
         ):

@@ -3,14 +3,18 @@
 One durable pull consumer (``sundial-executors``) on SUNDIAL_RUNS is shared by every
 executor, so each message goes to one of them. The loop:
 
-1. wait for a free call slot, then fetch up to ``fetch_batch`` messages (never more
-   than free slots: every message holds at least one run);
+1. fetch up to ``fetch_batch`` messages while a call slot is free (never more messages
+   than free slots: every message holds at least one run), or one at a time while fewer
+   than ``prefetch_runs`` fetched runs wait for a slot (so a quiet tenant's message
+   behind a busy tenant's runs in the stream is reached at once);
 2. decode them; a malformed message (not a RunDispatch, no runs, a run whose job id
    is not a UUID) is logged and terminated (never redelivered, never raised into the
    loop);
-3. lease their runs in chunks of at most the free slots (and 500), one LeaseRuns per
-   chunk, so the runs of several small messages share a call. Only what fits in the
-   slots free NOW is leased: a message whose runs do not all fit is nak'ed without
+3. lease their runs per tenant as call slots come, each tenant's in chunks of the slots
+   it was given (and 500), one LeaseRuns per chunk, so the runs of several small
+   messages share a call. Freed slots go to the tenant holding the fewest
+   (:meth:`InFlight.reserve`): behind a herd, a quiet tenant's runs start next. Only
+   what has slots is leased: a message whose runs wait 1 s without one is nak'ed without
    delay once the rest is leased, so an executor with free slots takes it at once
    instead of it waiting here for ours (hoarding). Its leased runs come back as
    LEASED_ELSEWHERE (or re-granted, if it comes back here), so it converges;
@@ -65,6 +69,7 @@ from sundial.core.telemetry import CONSUMER_ACK_PENDING, CONSUMER_PENDING
 from sundial.executor.config import ExecutorConfig
 from sundial.executor.convert import decode_dispatch
 from sundial.executor.inflight import InFlight, Submit
+from sundial.executor.lease_batch import MAX_LEASE_BATCH, LeaseBatcher
 from sundial.executor.ledger import LedgerClient, LedgerError
 from sundial.executor.model import Lease, LeaseResult, UnusableGrant
 from sundial.executor.timing import sleep_unless
@@ -74,7 +79,6 @@ __all__ = ["CONSUMER_CHECK_S", "Consumer", "MessageStats"]
 
 log = logging.getLogger(__name__)
 
-_MAX_LEASE_BATCH = 500  # LeaseRuns takes 1-500 runs
 _FETCH_WAIT_S = 1.0  # how long one fetch waits for messages (stop is noticed this fast)
 _FETCH_BACKOFF = Backoff(initial_s=0.1, max_s=5.0)  # between fetches that failed
 # How long a fetched batch waits for free slots before giving its unleased runs back
@@ -83,6 +87,9 @@ _FETCH_BACKOFF = Backoff(initial_s=0.1, max_s=5.0)  # between fetches that faile
 # lease the same runs again (bench_e2e, a 20k herd at 256 slots: 1,936 messages given
 # back, 2,917 finished runs leased again; with the wait none).
 _SLOT_WAIT_S = 1.0
+# LeaseRuns calls in flight at most; the runs whose slots are reserved meanwhile go out
+# together in the next (lease_batch.LeaseBatcher).
+_LEASE_CALLS = 2
 CONSUMER_CHECK_S = 5.0
 """Seconds between checks that the durable consumer still exists (also looked up after
 every failed fetch)."""
@@ -109,6 +116,21 @@ class MessageStats:
     granted: int = 0
     rejected: dict[RejectReason | None, int] = field(default_factory=dict)
     """Rejections by reason (None: a reason newer than this executor)."""
+
+
+@dataclass(eq=False)
+class _BatchOutcome:
+    """What the tenants' lease loops of one fetched batch found."""
+
+    slotted: int = 0
+    """Runs given call slots (the rest of the batch still counts as unslotted)."""
+    out_of_slots: bool = False
+    """A run waited :data:`_SLOT_WAIT_S` without a slot: its message goes back at once."""
+    refused: bool = False
+    """A LeaseRuns was refused or given up: lease no more, the messages go back later."""
+
+    def unslotted_left(self, runs: int) -> int:
+        return runs - self.slotted
 
 
 @dataclass(eq=False)
@@ -159,6 +181,10 @@ class Consumer:
         self._ack_wait_s = config.ack_wait_s
         self._capacity_retry_s = config.capacity_retry_s
         self._pipeline = config.lease_pipeline
+        self._prefetch = config.prefetch_runs
+        self._unslotted = 0
+        self._leases = LeaseBatcher(self._lease, calls=_LEASE_CALLS)
+        """Runs of fetched batches not given call slots yet (bounded by the prefetch)."""
         self._submit = submit
         self._clock = clock or SystemClock()
         self._rng = random.Random()
@@ -263,15 +289,17 @@ class Consumer:
                     if fresh is None:
                         break  # stopped while waiting for the stream
                     subscription = fresh
-                free = await self._inflight.reserve(self._fetch_batch, stop=self._stopping)
-                if free == 0:
-                    break
-                # The slots were only a gauge for how much to fetch: give them back, the
-                # lease step takes its own.
-                self._inflight.release(free)
+                # Fetch while a slot is free, or while fewer than the prefetch's runs
+                # wait for one: a quiet tenant's message behind a busy tenant's window
+                # in the stream is fetched at once, and its runs take the next freed
+                # slots (InFlight.reserve), not after every run fetched before them.
+                if not self._inflight.free_slots and self._unslotted >= self._prefetch:
+                    await self._inflight.wait_released(self._stopping, _FETCH_WAIT_S)
+                    continue
+                wanted = max(1, min(self._fetch_batch, self._inflight.free_slots))
                 await room.acquire()
                 try:
-                    messages = await subscription.fetch(batch=free, timeout=_FETCH_WAIT_S)
+                    messages = await subscription.fetch(batch=wanted, timeout=_FETCH_WAIT_S)
                 except (TimeoutError, NatsTimeoutError):
                     room.release()
                     continue
@@ -310,6 +338,7 @@ class Consumer:
         finally:
             for task in batches:
                 task.cancel()
+            await self._leases.close()
             self._inflight.draining = True
             self._fetching_done.set()
 
@@ -390,11 +419,13 @@ class Consumer:
 
     async def _process(self, messages: list[Msg]) -> None:
         pendings: list[_Pending] = []
-        work: list[tuple[RunRef, list[_Pending]]] = []
-        index: dict[RunRef, int] = {}
+        # Per tenant, in message order: each run with the messages naming it.
+        groups: dict[str, list[tuple[RunRef, list[_Pending]]]] = {}
+        weights: dict[str, int] = {}
+        index: dict[RunRef, list[_Pending]] = {}
         for msg in messages:
             try:
-                refs = decode_dispatch(msg.data)
+                runs = decode_dispatch(msg.data)
             except ValueError as exc:
                 log.warning(
                     "terminating malformed message: %s",
@@ -406,49 +437,35 @@ class Consumer:
                 continue
             pending = _Pending(msg, unresolved=0)
             pendings.append(pending)
-            for ref in refs:
-                if ref in index:  # the same run twice in a batch: lease it once
-                    work[index[ref]][1].append(pending)
+            for ref, tenant, weight in runs:
+                weights[tenant] = weight
+                owners = index.get(ref)
+                if owners is not None:  # the same run twice in a batch: lease it once
+                    owners.append(pending)
                 else:
-                    index[ref] = len(work)
-                    work.append((ref, [pending]))
+                    owners = index[ref] = [pending]
+                    groups.setdefault(tenant, []).append((ref, owners))
                 pending.unresolved += 1
-        if not work:
+        if not groups:
             return
         keepalive = asyncio.create_task(self._keep_alive(pendings))
-        out_of_slots = False
         # The batch's place in the queue for slots, kept for all its runs (InFlight.reserve).
         ticket = self._inflight.ticket()
+        outcome = _BatchOutcome()
+        self._unslotted += len(index)
         try:
-            position = 0
-            while position < len(work) and not self._stopping.is_set():
-                most = min(len(work) - position, _MAX_LEASE_BATCH)
-                slots = await self._inflight.reserve(
-                    most, stop=self._stopping, timeout_s=_SLOT_WAIT_S, ticket=ticket
-                )
-                if slots == 0:
-                    out_of_slots = not self._stopping.is_set()
-                    break
-                used = 0
-                try:
-                    chunk = work[position : position + slots]
-                    results = await self._lease([ref for ref, _ in chunk])
-                    if results is None:
-                        break
-                    position += slots
-                    used, finished = self._apply(chunk, results)
-                finally:
-                    # Whatever happened (cancelled, a bug), the slots no started run
-                    # took go back: a leaked slot would shrink max_in_flight for good.
-                    self._inflight.release(slots - used)
-                for pending in finished:
-                    await self._finish(pending)
+            async with asyncio.TaskGroup() as tasks:
+                for tenant, work in groups.items():
+                    tasks.create_task(
+                        self._lease_group(tenant, weights[tenant], work, ticket, outcome)
+                    )
         finally:
             keepalive.cancel()
             await asyncio.gather(keepalive, return_exceptions=True)
+            self._unslotted -= outcome.unslotted_left(len(index))
             # Stopping or out of slots: another executor may take them now. The ledger
             # refusing: wait. A run rejected at capacity keeps its retry_after.
-            at_once = self._stopping.is_set() or out_of_slots
+            at_once = self._stopping.is_set() or outcome.out_of_slots
             delay = None if at_once else self._capacity_retry_s
             for pending in pendings:
                 if not pending.done:
@@ -457,10 +474,61 @@ class Consumer:
                     await _quietly(pending.msg.nak(delay=wait))
                     self.stats.naked += 1
 
+    async def _lease_group(
+        self,
+        tenant: str,
+        weight: int,
+        work: list[tuple[RunRef, list[_Pending]]],
+        ticket: int,
+        outcome: _BatchOutcome,
+    ) -> None:
+        """Lease one tenant's runs of a batch as its call slots come: each slot's worth
+        in a LeaseRuns of its own while this waits for more (the next freed slots go to
+        the tenant holding the fewest, so waiting out a lease would hand them on)."""
+        position = 0
+        async with asyncio.TaskGroup() as leases:
+            while position < len(work) and not (self._stopping.is_set() or outcome.refused):
+                most = min(len(work) - position, MAX_LEASE_BATCH)
+                slots = await self._inflight.reserve(
+                    most,
+                    stop=self._stopping,
+                    timeout_s=_SLOT_WAIT_S,
+                    ticket=ticket,
+                    tenant=tenant,
+                    weight=weight,
+                )
+                if slots == 0:
+                    outcome.out_of_slots = outcome.out_of_slots or not self._stopping.is_set()
+                    break
+                chunk = work[position : position + slots]
+                position += slots
+                self._unslotted -= slots
+                outcome.slotted += slots
+                leases.create_task(self._lease_chunk(tenant, chunk, outcome))
+
+    async def _lease_chunk(
+        self, tenant: str, chunk: list[tuple[RunRef, list[_Pending]]], outcome: _BatchOutcome
+    ) -> None:
+        """One LeaseRuns for runs whose slots are reserved; the slots no started run
+        took go back, whatever happened (a leaked slot would shrink max_in_flight)."""
+        used = 0
+        finished: list[_Pending] = []
+        try:
+            results = await self._leases.lease([ref for ref, _ in chunk])
+            if results is None:
+                outcome.refused = True
+                return
+            used, finished = self._apply(chunk, results, tenant)
+        finally:
+            self._inflight.release(len(chunk) - used, tenant)
+        for pending in finished:
+            await self._finish(pending)
+
     def _apply(
         self,
         chunk: list[tuple[RunRef, list[_Pending]]],
         results: list[LeaseResult],
+        tenant: str,
     ) -> tuple[int, list[_Pending]]:
         """Start granted runs, record rejections; returns the slots used and the
         messages whose runs are now all resolved."""
@@ -470,7 +538,7 @@ class Consumer:
             if isinstance(result, Lease):
                 self.stats.granted += 1
                 # False: already held (an idempotent re-grant), no second call.
-                if self._inflight.start(result):
+                if self._inflight.start(result, tenant):
                     used += 1
             elif isinstance(result, UnusableGrant):
                 self.stats.granted += 1

@@ -86,8 +86,10 @@ def _known(kind: type[E], number: int) -> E | None:
 # --- the bus ---------------------------------------------------------------------------
 
 
-def decode_dispatch(data: bytes) -> list[RunRef]:
-    """The runs of a RunDispatch message body.
+def decode_dispatch(data: bytes) -> list[tuple[RunRef, str, int]]:
+    """The runs of a RunDispatch message body, each with its tenant ("" when the
+    message does not say: a republish, or a scheduler older than this executor) and
+    that tenant's fair-sharing weight (1 when not said).
 
     Raises:
         ValueError: The body is not a RunDispatch, or carries no run, or a run whose
@@ -101,9 +103,16 @@ def decode_dispatch(data: bytes) -> list[RunRef]:
     if not dispatch.runs:
         raise ValueError("RunDispatch without runs")
     try:
-        return [wire.run_ref_in(ref, f"runs[{i}]") for i, ref in enumerate(dispatch.runs)]
+        refs = [wire.run_ref_in(ref, f"runs[{i}]") for i, ref in enumerate(dispatch.runs)]
     except InvalidArgument as exc:
         raise ValueError(f"RunDispatch with a malformed RunRef: {exc}") from None
+    tenants, indexes = dispatch.tenants, dispatch.run_tenants
+    if len(indexes) != len(refs) or any(i >= len(tenants) for i in indexes):
+        # Not named, or named wrong: the runs are still work, in the unknown tenant's place.
+        return [(ref, "", 1) for ref in refs]
+    weights = list(dispatch.tenant_weights)
+    weights = [max(w, 1) for w in weights] + [1] * (len(tenants) - len(weights))
+    return [(ref, tenants[i], weights[i]) for ref, i in zip(refs, indexes, strict=True)]
 
 
 # --- LeaseRuns -------------------------------------------------------------------------

@@ -25,14 +25,13 @@ How a held run ends:
 from __future__ import annotations
 
 import asyncio
-import bisect
 import itertools
 import logging
 import time
 from asyncio import FIRST_COMPLETED
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
@@ -76,6 +75,19 @@ class Held:
     """Cancelled by shutdown: nothing is reported."""
     cancels: int = 0
     """Cancellations of the task requested by a cancel order or a lost lease."""
+    slot_tenant: str = ""
+    """The tenant its slot was reserved for (what :meth:`InFlight.release` gives back)."""
+
+
+@dataclass(eq=False)
+class _Waiter:
+    """A caller of :meth:`InFlight.reserve` waiting for slots."""
+
+    ticket: int
+    tenant: str
+    want: int
+    got: int = 0
+    turn: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class InFlight:
@@ -104,8 +116,14 @@ class InFlight:
         self._clock = clock or SystemClock()
         self.max_in_flight = config.max_in_flight
         self._free = config.max_in_flight
-        self._waiting: list[tuple[int, asyncio.Event]] = []
-        """Callers of :meth:`reserve` waiting for slots with their tickets, lowest first."""
+        self._waiting: list[_Waiter] = []
+        """Callers of :meth:`reserve` waiting for slots."""
+        self._taken: Counter[str] = Counter()
+        """Slots taken per tenant (reserved for a LeaseRuns, or calling)."""
+        self._weights: dict[str, int] = {}
+        """Each waiting tenant's fair-sharing weight, as its runs' messages said."""
+        self._released = asyncio.Event()
+        """Set when a slot is given back (see :meth:`wait_released`)."""
         self._tickets = itertools.count(1)
         self._held: dict[HeldRun, Held] = {}
         self._finished: OrderedDict[HeldLease, tuple[Completion, float]] = OrderedDict()
@@ -141,6 +159,10 @@ class InFlight:
         """A place in the queue for slots, behind every ticket handed out before."""
         return next(self._tickets)
 
+    def taken(self, tenant: str) -> int:
+        """Slots ``tenant`` holds now (reserved or calling)."""
+        return self._taken[tenant]
+
     async def reserve(
         self,
         most: int,
@@ -148,75 +170,116 @@ class InFlight:
         stop: asyncio.Event,
         timeout_s: float | None = None,
         ticket: int | None = None,
+        tenant: str = "",
+        weight: int = 1,
     ) -> int:
-        """Wait for at least one free slot, then take up to ``most``.
+        """Wait for at least one free slot for a run of ``tenant``, then take up to
+        ``most``.
 
-        Callers are served in the order of their tickets (a new one, the last place,
-        when ``ticket`` is None); a caller takes free slots at once only when no caller
-        of an older ticket waits. A fetched
-        batch keeps its ticket for all of its runs: a quiet tenant's batch fetched behind
-        a herd's gets the next free slots after the batches fetched before it, and when
-        it comes back for more slots after a lease it is still ahead of every batch
-        fetched after it. Served in the order of waiting instead, each freed slot went
-        to whichever batch woke first (it then gave its message back after
-        ``timeout_s``, again and again), and later a batch that had leased a few runs
-        went to the back of the queue each time: seconds, then most of a second, of
-        lateness behind a herd (docs/design.md section 7, "Flow control").
+        Freed slots go one at a time to the waiting caller whose tenant holds the fewest
+        slots for its ``weight`` (slots / weight), the oldest ticket first among equals
+        (a new ticket, the last place, when ``ticket`` is None); a caller takes free
+        slots at once only when no waiting caller comes before it in that order. So a
+        quiet tenant's runs fetched behind a herd's get the next freed slots until both
+        tenants hold as many for their weights, then the two share them in proportion
+        (docs/design.md section 7, "Flow control"). A fetched batch keeps its
+        ticket for all of its runs, so among one tenant's batches the first fetched is
+        served first, also when it comes back for more after a lease. Served in the
+        order of waiting instead, each freed slot went to whichever batch woke first, and
+        a batch that had leased a few runs went to the back of the queue each time:
+        seconds of lateness behind a herd.
 
         Returns:
-            The slots taken; 0 when ``stop`` was set first or ``timeout_s`` passed.
+            The slots taken; 0 when ``stop`` was set first (slots given meanwhile go
+            back) or ``timeout_s`` passed before any was given.
         """
         if stop.is_set():
             return 0
         place = self.ticket() if ticket is None else ticket
-        if not self._waiting or place < self._waiting[0][0]:
+        self._weights[tenant] = max(weight, 1)
+        mine = (self._taken[tenant] / self._weights[tenant], place)
+        if self._free and not any(self._key(w) < mine for w in self._waiting):
             taken = min(most, self._free)
-            if taken:
-                self._free -= taken
-                return taken
-        turn = asyncio.Event()
-        entry = (place, turn)
-        bisect.insort(self._waiting, entry, key=lambda waiter: waiter[0])
+            self._free -= taken
+            self._taken[tenant] += taken
+            return taken
+        waiter = _Waiter(place, tenant, most)
+        self._waiting.append(waiter)
         self._pass_turn()
         loop = asyncio.get_running_loop()
         deadline = None if timeout_s is None else loop.time() + timeout_s
-        taken = 0
+        returned = False
         try:
-            while not stop.is_set():
+            while not waiter.got and not stop.is_set():
                 left = None if deadline is None else deadline - loop.time()
                 if left is not None and left <= 0:
                     break
-                woken = asyncio.ensure_future(turn.wait())
+                woken = asyncio.ensure_future(waiter.turn.wait())
                 stopped = asyncio.ensure_future(stop.wait())
                 try:
                     await asyncio.wait([woken, stopped], timeout=left, return_when=FIRST_COMPLETED)
                 finally:
                     woken.cancel()
                     stopped.cancel()
-                if not turn.is_set() or stop.is_set():
+                if not waiter.turn.is_set():
                     break  # timed out, or stopping
-                if self._free:
-                    taken = min(most, self._free)
-                    self._free -= taken
-                    break
-                # Woken, but a batch of an older ticket took the slot first: wait on.
-                turn.clear()
+                waiter.turn.clear()
+            returned = True
         finally:
-            self._waiting.remove(entry)
-            self._pass_turn()
-        return taken
+            if waiter in self._waiting:
+                self._waiting.remove(waiter)
+            if waiter.got and (stop.is_set() or not returned):
+                # Stopping, or cancelled: nothing will be leased with them.
+                self.release(waiter.got, tenant)
+                waiter.got = 0
+        return waiter.got
 
-    def release(self, count: int = 1) -> None:
-        """Give back ``count`` slots (unused after LeaseRuns, or a finished call)."""
+    def release(self, count: int = 1, tenant: str = "") -> None:
+        """Give back ``count`` slots of ``tenant`` (unused after LeaseRuns, or a
+        finished call)."""
         if count > 0:
             self._free += count
+            left = self._taken[tenant] - count
+            if left > 0:
+                self._taken[tenant] = left
+            else:
+                del self._taken[tenant]
+                if not any(w.tenant == tenant for w in self._waiting):
+                    self._weights.pop(tenant, None)  # kept only while it holds or waits
+            self._released.set()
             self._pass_turn()
 
+    async def wait_released(self, stop: asyncio.Event, timeout_s: float) -> None:
+        """Return once a slot was given back since the last call, ``stop`` was set, or
+        ``timeout_s`` passed (the consumer's prefetch waits on this)."""
+        if not self._released.is_set():
+            released = asyncio.ensure_future(self._released.wait())
+            stopped = asyncio.ensure_future(stop.wait())
+            try:
+                await asyncio.wait(
+                    [released, stopped], timeout=timeout_s, return_when=FIRST_COMPLETED
+                )
+            finally:
+                released.cancel()
+                stopped.cancel()
+        self._released.clear()
+
+    def _key(self, waiter: _Waiter) -> tuple[float, int]:
+        """A waiter's place in the order for slots: its tenant's slots for its weight,
+        then its ticket."""
+        return (self._taken[waiter.tenant] / self._weights.get(waiter.tenant, 1), waiter.ticket)
+
     def _pass_turn(self) -> None:
-        """Wake the waiting caller of the lowest ticket when a slot is free (only it
-        takes slots while callers wait)."""
-        if self._free and self._waiting:
-            self._waiting[0][1].set()
+        """Give the free slots, one at a time, to the waiter first in the order (its
+        tenant's count grows with each, so tenants alternate once they hold as many)."""
+        while self._free and self._waiting:
+            best = min(self._waiting, key=self._key)
+            best.got += 1
+            self._free -= 1
+            self._taken[best.tenant] += 1
+            if best.got >= best.want:
+                self._waiting.remove(best)
+            best.turn.set()
 
     # --- held runs ---------------------------------------------------------------------
 
@@ -227,8 +290,9 @@ class InFlight:
     def __len__(self) -> int:
         return len(self._held)
 
-    def start(self, lease: Lease) -> bool:
-        """Hold ``lease`` and call its target; its slot must already be reserved.
+    def start(self, lease: Lease, slot_tenant: str = "") -> bool:
+        """Hold ``lease`` and call its target; its slot must already be reserved (for
+        ``slot_tenant``).
 
         Returns:
             False (nothing started; the caller keeps the slot) when this attempt is
@@ -262,7 +326,7 @@ class InFlight:
             self._reports.add(task)
             task.add_done_callback(self._reports.discard)
             return False
-        held = Held(lease)
+        held = Held(lease, slot_tenant=slot_tenant)
         self._held[(lease.run, lease.attempt)] = held
         held.task = asyncio.create_task(self._execute(held), name=f"run {lease.run_key}")
         return True
@@ -396,7 +460,7 @@ class InFlight:
                 )
             finally:
                 held.calling = False
-            self.release()
+            self.release(1, held.slot_tenant)
             released = True
             if held.lost:
                 return
@@ -420,7 +484,7 @@ class InFlight:
             )
         finally:
             if not released:
-                self.release()
+                self.release(1, held.slot_tenant)
             self._held.pop((lease.run, lease.attempt), None)
             run_key_var.reset(token)
             if span is not None:

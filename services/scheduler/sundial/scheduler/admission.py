@@ -87,6 +87,8 @@ class TenantFlow:
     priority order)."""
     keys: Mapping[str, KeyBucket] = field(default_factory=dict)
     """Its rate-limit keys that have a limit or a block."""
+    weight: int = 1
+    """Its weight in fair sharing (executors share their call slots by it too)."""
 
     @property
     def free(self) -> int:

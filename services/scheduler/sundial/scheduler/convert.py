@@ -38,6 +38,15 @@ def encode_run_dispatch(batch: PublishBatch, node_id: str, now: datetime) -> byt
         if stamp is None:
             stamp = stamps[ref.scheduled_at] = wire.timestamp(ref.scheduled_at)
         message.runs.add(job_id=str(ref.job_id), scheduled_at=stamp)
+    if batch.tenants:
+        index: dict[str, int] = {}
+        for tenant in batch.tenants:
+            at = index.get(tenant)
+            if at is None:
+                at = index[tenant] = len(index)
+            message.run_tenants.append(at)
+        message.tenants.extend(index)
+        message.tenant_weights.extend(batch.weights.get(tenant, 0) for tenant in index)
     return message.SerializeToString()
 
 

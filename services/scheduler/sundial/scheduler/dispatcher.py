@@ -211,7 +211,7 @@ class Dispatcher(PassLoop):
             plan = plan_batch(claimed, now, self._cache)
             await tx.quarantine_jobs(plan.quarantined, now + QUARANTINE)
             await tx.cancel_other_runs(plan.cancel_other, now)
-            runs, waiting = await self._admit(tx, plan.runs, now)
+            runs, waiting, weights = await self._admit(tx, plan.runs, now)
             traceparents = _start_traces(runs, claimed, spans) if tracing.enabled() else None
             outcome.inserted, outcome.batches = await tx.insert_runs(
                 runs,
@@ -219,6 +219,7 @@ class Dispatcher(PassLoop):
                 confirm_until=now + timedelta(seconds=self._config.publish_confirm_s),
                 traceparents=traceparents,
                 waiting=waiting,
+                weights=weights,
             )
             await tx.advance_jobs(plan.advances, now)
         outcome.waiting = len(waiting)
@@ -266,13 +267,13 @@ class Dispatcher(PassLoop):
 
     async def _admit(
         self, tx: Transaction, runs: list[PlannedRun], now: datetime
-    ) -> tuple[list[PlannedRun], dict[PlannedRun, bool]]:
+    ) -> tuple[list[PlannedRun], dict[PlannedRun, bool], dict[str, int]]:
         """Admission of the runs due now (admission.py): ``runs`` (with rate-limit keys
-        resolved where a tenant has limits) and those of them that wait, each with
-        whether its rate-limit key holds it."""
+        resolved where a tenant has limits), those of them that wait, each with
+        whether its rate-limit key holds it, and the tenants' fair-sharing weights."""
         due = [r for r in runs if r.status is RunStatus.QUEUED and r.due_at <= now]
         if not due:
-            return runs, {}
+            return runs, {}, {}
         flows = await tx.lock_admission(
             {r.tenant_id for r in due},
             self._config.tenant_window,
@@ -283,7 +284,8 @@ class Dispatcher(PassLoop):
         if any(flow.keys for flow in flows.values()):
             runs = await tx.resolve_rate_keys(runs, flows, now)
             due = [r for r in runs if r.status is RunStatus.QUEUED and r.due_at <= now]
-        return runs, admit_at_dispatch(due, flows, now)
+        weights = {tenant: flow.weight for tenant, flow in flows.items()}
+        return runs, admit_at_dispatch(due, flows, now), weights
 
     async def _publish(self, batches: list[PublishBatch]) -> None:
         try:

@@ -115,11 +115,16 @@ class BatchPlan:
 
 @dataclass(frozen=True, slots=True)
 class PublishBatch:
-    """One RunDispatch message: runs of one partition under one dispatch sequence."""
+    """One RunDispatch message: runs of any partitions under one dispatch sequence,
+    named by its first run's partition."""
 
     partition: int
     dispatch_seq: int
     runs: tuple[RunRef, ...]
+    tenants: tuple[str, ...] = ()
+    """Each run's tenant, parallel to ``runs``; empty when not known (a republish)."""
+    weights: Mapping[str, int] = field(default_factory=dict)
+    """The fair-sharing weights of ``tenants`` that admission read (others: 1)."""
 
 
 @dataclass(slots=True)

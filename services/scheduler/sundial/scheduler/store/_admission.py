@@ -29,7 +29,7 @@ from sundial.scheduler.admission import (
 )
 from sundial.scheduler.model import PlannedRun, PublishBatch
 from sundial.scheduler.store._queries import queries
-from sundial.scheduler.store._rows import chunks, target_of, unzip
+from sundial.scheduler.store._rows import chunks, publish_batch, target_of, unzip
 
 __all__ = ["AdmissionSteps", "Admitted"]
 
@@ -98,6 +98,7 @@ class AdmissionSteps:
                         in_flight=r["in_flight"],
                         waiting=r["waiting"],
                         keys=keys.get(r["tenant_id"], {}),
+                        weight=r["fair_weight"] or default_weight,
                     )
                     for r in await self._conn.fetch(queries.admission_terms, locked)
                 }
@@ -175,6 +176,7 @@ class AdmissionSteps:
         flows = await self.lock_admission(tenants, window, default_weight, now)
         # Per tenant, in its order: the run, its partition, whether its key held it.
         by_tenant: list[list[tuple[RunRef, int, bool]]] = []
+        tenant_of: dict[RunRef, str] = {}
         spent: list[tuple[str, str, float]] = []
         total = 0
         for tenant in sorted(flows):
@@ -197,6 +199,7 @@ class AdmissionSteps:
                 found = await self._next_waiting(tenant, owned, None, free, held)
                 mine.extend((ref, partition, False) for ref, partition in found)
             by_tenant.append(mine)
+            tenant_of.update((ref, tenant) for ref, _, _ in mine)
             total += len(mine)
         # The message's order: each tenant's runs spread over it (see interleave).
         chosen = interleave(by_tenant)
@@ -231,7 +234,11 @@ class AdmissionSteps:
         for ref, _, _ in chosen:
             if ref in done:
                 published[seq_of[ref]].append(ref)
-        batches = [PublishBatch(first, seq, tuple(refs)) for seq, refs in sorted(published.items())]
+        weights = {tenant: flow.weight for tenant, flow in flows.items()}
+        batches = [
+            publish_batch(first, seq, refs, tenant_of, weights)
+            for seq, refs in sorted(published.items())
+        ]
         return Admitted(admitted, True, cursor, batches)
 
     async def _next_waiting(

@@ -7,7 +7,7 @@ import functools
 import json
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,7 +16,7 @@ import asyncpg
 from sundial.core.egress import policy_from_document
 from sundial.job import JobPolicies, duration_from_json, policies_from_json, target_from_json
 from sundial.run import ErrorClass, RetryPolicy, RunKind, RunRef, RunState, RunStatus, Target
-from sundial.scheduler.model import DeadLetterRun, LeaseCandidate, TenantTerms
+from sundial.scheduler.model import DeadLetterRun, LeaseCandidate, PublishBatch, TenantTerms
 
 Record = asyncpg.Record
 
@@ -187,6 +187,21 @@ def unzip(refs: Iterable[RunRef]) -> tuple[list[uuid.UUID], list[datetime]]:
 
 MAX_RUNS_PER_MESSAGE = 500
 """Runs of one RunDispatch message (LeaseRuns takes up to 500)."""
+
+
+def publish_batch(
+    partition: int,
+    seq: int,
+    refs: Sequence[RunRef],
+    tenant_of: Mapping[RunRef, str],
+    weights: Mapping[str, int],
+) -> PublishBatch:
+    """The message of ``refs`` with each run's tenant and the tenants' weights (an
+    executor shares its call slots by them before it leases: docs/design.md section 7,
+    "Flow control")."""
+    tenants = tuple(tenant_of[ref] for ref in refs)
+    mine = {tenant: weights[tenant] for tenant in set(tenants) if tenant in weights}
+    return PublishBatch(partition, seq, tuple(refs), tenants, mine)
 
 
 def chunks(by_partition: dict[int, list[RunRef]]) -> list[tuple[int, list[RunRef]]]:

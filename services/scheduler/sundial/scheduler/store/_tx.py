@@ -42,6 +42,7 @@ from sundial.scheduler.store._rows import (
     dead_letter_run,
     fixed_delays,
     lease_candidate,
+    publish_batch,
     ref_of,
     run_state,
     tenant_terms,
@@ -218,6 +219,7 @@ class Transaction(AdmissionSteps):
         confirm_until: datetime,
         traceparents: Sequence[str | None] | None = None,
         waiting: Mapping[PlannedRun, bool] | None = None,
+        weights: Mapping[str, int] | None = None,
     ) -> tuple[int, list[PublishBatch]]:
         """Insert the planned run rows (a run key that exists is left alone).
 
@@ -227,7 +229,8 @@ class Transaction(AdmissionSteps):
         ``check_at`` at it (the sweeper publishes it then). The runs of ``waiting``
         (admission said wait; True: held by its rate-limit key) get neither, and a
         waiting-list row each. ``traceparents``
-        (one per run, None while tracing is off) is each run's trace context.
+        (one per run, None while tracing is off) is each run's trace context;
+        ``weights`` the fair-sharing weights admission read, carried in the messages.
 
         Returns:
             The number of rows inserted and the batches to publish.
@@ -235,10 +238,14 @@ class Transaction(AdmissionSteps):
         if not runs:
             return 0, []
         waiting = waiting or {}
+        weights = weights or {}
         publish_now: dict[int, list[RunRef]] = defaultdict(list)
+        tenant_of: dict[RunRef, str] = {}
         for run in runs:
             if run.status is RunStatus.QUEUED and run.due_at <= now and run not in waiting:
-                publish_now[run.partition_id].append(RunRef(run.job_id, run.scheduled_at))
+                ref = RunRef(run.job_id, run.scheduled_at)
+                publish_now[run.partition_id].append(ref)
+                tenant_of[ref] = run.tenant_id
         chunks = _chunks(publish_now)
         seqs = await self._seqs(len(chunks))
         seq_of = {ref: seq for (_, chunk), seq in zip(chunks, seqs, strict=True) for ref in chunk}
@@ -273,7 +280,7 @@ class Transaction(AdmissionSteps):
         await self.insert_run_waits(waiting, now, all_new=inserted == len(runs))
         if inserted == len(runs):  # the usual case: every run key was new
             return inserted, [
-                PublishBatch(partition, seq, tuple(chunk))
+                publish_batch(partition, seq, chunk, tenant_of, weights)
                 for (partition, chunk), seq in zip(chunks, seqs, strict=True)
             ]
         # Only the runs this transaction inserted: an existing run key is not ours.
@@ -283,9 +290,9 @@ class Transaction(AdmissionSteps):
                 published[row["dispatch_seq"]].add(ref_of(row))
         batches = []
         for (partition, chunk), seq in zip(chunks, seqs, strict=True):
-            mine = tuple(ref for ref in chunk if ref in published.get(seq, ()))
+            mine = [ref for ref in chunk if ref in published.get(seq, ())]
             if mine:
-                batches.append(PublishBatch(partition, seq, mine))
+                batches.append(publish_batch(partition, seq, mine, tenant_of, weights))
         return inserted, batches
 
     @translate_db_errors()
