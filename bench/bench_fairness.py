@@ -348,6 +348,7 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
                     stack,
                     ADMIN_TOKEN,
                     **({"SUNDIAL_TENANT_WINDOW": str(args.window)} if args.window else {}),
+                    **({"SUNDIAL_LOG_LEVEL": args.log_level} if args.log_level else {}),
                 ),
             )
             await asyncio.to_thread(services.start)
@@ -410,6 +411,7 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--logs", help="keep the services' logs in this directory")
+    parser.add_argument("--log-level", help="the services' SUNDIAL_LOG_LEVEL (default WARNING)")
     return parser.parse_args()
 
 

@@ -3,10 +3,11 @@
 One durable pull consumer (``sundial-executors``) on SUNDIAL_RUNS is shared by every
 executor, so each message goes to one of them. The loop:
 
-1. fetch up to ``fetch_batch`` messages while a call slot is free (never more messages
-   than free slots: every message holds at least one run), or one at a time while fewer
-   than ``prefetch_runs`` fetched runs wait for a slot (so a quiet tenant's message
-   behind a busy tenant's runs in the stream is reached at once);
+1. while a call slot is free, or fewer than ``prefetch_runs`` fetched runs wait for one
+   (so a quiet tenant's message behind a busy tenant's runs in the stream is reached at
+   once): fetch one message, waiting for it, then with a short pull what else is there,
+   up to ``fetch_batch`` messages in all and never more than free slots (every message
+   holds at least one run);
 2. decode them; a malformed message (not a RunDispatch, no runs, a run whose job id
    is not a UUID) is logged and terminated (never redelivered, never raised into the
    loop);
@@ -80,6 +81,7 @@ __all__ = ["CONSUMER_CHECK_S", "Consumer", "MessageStats"]
 log = logging.getLogger(__name__)
 
 _FETCH_WAIT_S = 1.0  # how long one fetch waits for messages (stop is noticed this fast)
+_MORE_WAIT_S = 0.005  # how long the pull for more after the first message lingers
 _FETCH_BACKOFF = Backoff(initial_s=0.1, max_s=5.0)  # between fetches that failed
 # How long a fetched batch waits for free slots before giving its unleased runs back
 # (another executor may have room). Calls to a fast target free slots within
@@ -275,6 +277,7 @@ class Consumer:
         # trip does not hold up the next fetch (measured: a single executor reached
         # ~700 runs/s with one batch at a time).
         room = asyncio.Semaphore(self._pipeline)
+        subscription: JetStreamContext.PullSubscription | None = None
         try:
             if not await self._await_stream():
                 return  # stopped before the stream existed
@@ -299,7 +302,12 @@ class Consumer:
                 wanted = max(1, min(self._fetch_batch, self._inflight.free_slots))
                 await room.acquire()
                 try:
-                    messages = await subscription.fetch(batch=wanted, timeout=_FETCH_WAIT_S)
+                    # One message, waiting for it: a pull of several that finds the
+                    # stream empty lingers on the server until it is filled or expires
+                    # (nats-py sends its no-wait probe with `expires`), so a message
+                    # published a moment after another waited up to the whole
+                    # _FETCH_WAIT_S (a quiet tenant's runs: leased 0.8 s after due).
+                    messages = await subscription.fetch(batch=1, timeout=_FETCH_WAIT_S)
                 except (TimeoutError, NatsTimeoutError):
                     room.release()
                     continue
@@ -329,18 +337,43 @@ class Consumer:
                     await sleep_unless(self._clock, delay, self._stopping)
                     continue
                 fetch_failures = 0
-                task = asyncio.create_task(self._process(messages))
-                batches.add(task)
-                task.add_done_callback(lambda done: self._batch_done(done, batches, room))
+                self._start_batch(messages, batches, room)
+                if wanted > 1 and not room.locked():
+                    # Then what else is there now, as one more batch (LeaseRuns calls
+                    # are shared anyway): a short pull, so it waits for nothing.
+                    await room.acquire()
+                    try:
+                        more = await subscription.fetch(batch=wanted - 1, timeout=_MORE_WAIT_S)
+                    except (TimeoutError, NatsTimeoutError, NatsError):
+                        more = []  # nothing now, or an error the next fetch meets again
+                    if more:
+                        self._start_batch(more, batches, room)
+                    else:
+                        room.release()
             if batches:
                 await asyncio.wait(batches)
-            await subscription.unsubscribe()
         finally:
             for task in batches:
                 task.cancel()
             await self._leases.close()
+            if subscription is not None:
+                # Also when cancelled (a stop past the grace period): a pull answer that
+                # came after its fetch gave up sits in the subscription's queue, and
+                # draining the connection would wait for it until the drain timeout.
+                try:
+                    await subscription.unsubscribe()
+                except (NatsError, TimeoutError) as exc:
+                    log.debug("unsubscribe failed: %s", exc, extra={"action": "consume.stop"})
             self._inflight.draining = True
             self._fetching_done.set()
+
+    def _start_batch(
+        self, messages: list[Msg], batches: set[asyncio.Task[None]], room: asyncio.Semaphore
+    ) -> None:
+        """Lease ``messages`` as one batch (it holds one of ``room``'s permits)."""
+        task = asyncio.create_task(self._process(messages))
+        batches.add(task)
+        task.add_done_callback(lambda done: self._batch_done(done, batches, room))
 
     async def _rebind_if_gone(
         self, subscription: JetStreamContext.PullSubscription
