@@ -46,11 +46,11 @@ class ExecutorConfig(NatsConfig, ServerConfig, ResolverConfig, LogConfig, Teleme
     lease_pipeline: int = 16
     """Fetched batches waiting for call slots or being leased at once."""
 
-    prefetch_runs: int = 128
+    prefetch_runs: int = 256
     """Runs fetched ahead of free call slots at most (not leased: another executor takes
-    what waited here 1 s). A quiet tenant's run behind a busy tenant's in the stream is
-    reached only this far ahead; keep it at least the schedulers'
-    SUNDIAL_TENANT_WINDOW (docs/design.md section 7, "Flow control")."""
+    what waited here 1 s). A quiet tenant's run behind busy tenants' in the stream is
+    reached only this far ahead: keep it above the schedulers' SUNDIAL_TENANT_WINDOW
+    (default twice it; docs/design.md section 7, "Flow control")."""
 
     ack_wait_s: float = 30.0
     """Seconds JetStream waits for an ack before redelivering a message to any executor."""
