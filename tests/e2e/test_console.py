@@ -59,6 +59,7 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
+from selenium.webdriver.support.select import Select  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 
@@ -704,7 +705,10 @@ def author(driver: WebDriver, base: str, tenant: Tenant, url: str, shots: Path) 
     # Its first run succeeds, seen on the tenant-wide Runs page.
     driver.find_element(By.ID, "nav-runs").click()
     status = until(driver, lambda d: d.find_element(By.ID, "runs-status"), "the Runs page")
-    status.send_keys("succeeded")
+    # Chosen by value, not typed: typing into a <select> is the browser's typeahead, which
+    # starts over after a pause between keys, and on a loaded machine "succeeded" ended on
+    # another status (a fresh-clone CI run found no succeeded row in 30 s).
+    Select(status).select_by_value("succeeded")
     selector = driver.find_element(By.ID, "runs-selector")
     selector.send_keys("team=web")
     driver.find_element(By.ID, "runs-search").click()
