@@ -12,9 +12,10 @@ executor, so each message goes to one of them. The loop:
    is not a UUID) is logged and terminated (never redelivered, never raised into the
    loop);
 3. lease their runs per tenant as call slots come, each tenant's in chunks of the slots
-   it was given (and 500), one LeaseRuns per chunk, so the runs of several small
-   messages share a call. Freed slots go to the tenant holding the fewest
-   (:meth:`InFlight.reserve`): behind a herd, a quiet tenant's runs start next. Only
+   it was given (and 500); the chunks asked for while a LeaseRuns is out share the next
+   one (:class:`~sundial.executor.lease_batch.LeaseBatcher`). Freed slots go to the
+   tenant holding the fewest for its weight (:meth:`InFlight.reserve`): behind a herd,
+   a quiet tenant's runs start next. Only
    what has slots is leased: a message whose runs wait 1 s without one is nak'ed without
    delay once the rest is leased, so an executor with free slots takes it at once
    instead of it waiting here for ours (hoarding). Its leased runs come back as
@@ -131,9 +132,6 @@ class _BatchOutcome:
     refused: bool = False
     """A LeaseRuns was refused or given up: lease no more, the messages go back later."""
 
-    def unslotted_left(self, runs: int) -> int:
-        return runs - self.slotted
-
 
 @dataclass(eq=False)
 class _Pending:
@@ -185,8 +183,8 @@ class Consumer:
         self._pipeline = config.lease_pipeline
         self._prefetch = config.prefetch_runs
         self._unslotted = 0
-        self._leases = LeaseBatcher(self._lease, calls=_LEASE_CALLS)
         """Runs of fetched batches not given call slots yet (bounded by the prefetch)."""
+        self._leases = LeaseBatcher(self._lease, calls=_LEASE_CALLS)
         self._submit = submit
         self._clock = clock or SystemClock()
         self._rng = random.Random()
@@ -495,7 +493,7 @@ class Consumer:
         finally:
             keepalive.cancel()
             await asyncio.gather(keepalive, return_exceptions=True)
-            self._unslotted -= outcome.unslotted_left(len(index))
+            self._unslotted -= len(index) - outcome.slotted
             # Stopping or out of slots: another executor may take them now. The ledger
             # refusing: wait. A run rejected at capacity keeps its retry_after.
             at_once = self._stopping.is_set() or outcome.out_of_slots
