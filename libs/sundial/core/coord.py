@@ -48,11 +48,19 @@ def _read(path: Path | None) -> bytes | None:
 _AUTHENTICATE = "/etcdserverpb.Auth/Authenticate"
 
 # What etcd answers a request whose token it does not know (a member restarted and lost
-# its simple tokens, a JWT expired) or that predates an auth change.
+# its simple tokens, a JWT expired) or that predates an auth change. The last: a request
+# whose token passed the check on a member that had not yet applied the auth change, and
+# that met the change when applied; etcd 3.5.1 sends that error unconverted, as UNKNOWN.
+# Each of these requests was refused before it changed anything: retrying is safe.
 _STALE_TOKEN = (
     (grpc.StatusCode.UNAUTHENTICATED, "invalid auth token"),
     (grpc.StatusCode.INVALID_ARGUMENT, "revision of auth store is old"),
+    (grpc.StatusCode.UNKNOWN, "auth: revision in header is old"),
 )
+# A token is valid on a member once that member applied the Authenticate that made it: a
+# lagging member can refuse a fresh token too. A unary call renews and retries this many
+# times (as etcd's own client retries while it refreshes) before its answer stands.
+_STALE_RETRIES = 3
 
 
 def _stale_token(code: grpc.StatusCode | None, details: str | None) -> bool:
@@ -74,7 +82,7 @@ class EtcdClient(aetcd.Client):
     - ``secure_channel`` when ``credentials`` are given;
     - an interceptor puts the current token on every call, and when etcd refuses one as
       stale (a restarted member forgets simple tokens; JWTs expire) it authenticates
-      again and retries a unary call once; a stream refused that way renews the token
+      again and retries a unary call (up to three times); a stream refused that way renews the token
       for the caller's next attempt (membership re-watches and re-refreshes anyway).
     """
 
@@ -206,12 +214,12 @@ class _TokenInterceptor(
     async def intercept_unary_unary(
         self, continuation: Any, client_call_details: Any, request: Any
     ) -> Any:
-        sent = self._client._token
-        call = await continuation(self._client.with_token(client_call_details), request)
-        code = await call.code()
-        if sent is None or not _stale_token(code, await call.details()):
-            return call
-        await self._client.renew_token(sent)
+        for _ in range(_STALE_RETRIES):
+            sent = self._client._token
+            call = await continuation(self._client.with_token(client_call_details), request)
+            if sent is None or not _stale_token(await call.code(), await call.details()):
+                return call
+            await self._client.renew_token(sent)
         return await continuation(self._client.with_token(client_call_details), request)
 
     async def intercept_unary_stream(
