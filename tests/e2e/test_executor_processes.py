@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from sundial.devstack import Services, Stack, health_status
+from sundial.devstack._process import tail
 from sundial.v1 import job_pb2, run_pb2
 from tests.helpers.cluster import Cluster, Tenant, shared_services, with_own_executor
 from tests.helpers.eventually import assert_eventually
@@ -143,10 +144,7 @@ async def test_sigterm_drains_every_worker_then_the_supervisor_exits_0(
     tenant = await cluster.tenant()
     [job_id] = await one_time_jobs(tenant, f"{target.url}/slow", 1, in_s=1)
 
-    def called() -> None:
-        assert target.calls_to("/slow"), "not called yet"
-
-    await assert_eventually(called, timeout_s=30)
+    await assert_eventually(lambda: slow_called(cluster, target, tenant, job_id), timeout_s=30)
     proc.send_signal(signal.SIGTERM)
     # Draining: the held call is let finish within the grace period and reported.
     await assert_eventually(lambda: _not_serving(cluster), timeout_s=10)
@@ -156,6 +154,18 @@ async def test_sigterm_drains_every_worker_then_the_supervisor_exits_0(
     assert all(_gone(w) for w in workers)
     [run] = await succeeded(tenant, [job_id])
     assert run.attempt == 1
+
+
+async def slow_called(
+    cluster: Cluster, target: RecordingTarget, tenant: Tenant, job_id: str
+) -> None:
+    """Passes once the target was called at ``/slow``; until then says where the run is
+    (none, its status and attempt) and what the executor logged last."""
+    if target.calls_to("/slow"):
+        return
+    runs = [(run_pb2.RunStatus.Name(r.status), r.attempt) for r in await tenant.runs(job_id)]
+    log = tail(cluster.services.processes["executor"].process.log_path, 20)
+    raise AssertionError(f"not called yet; runs {runs}; the executor logged last:\n{log}")
 
 
 def _not_serving(cluster: Cluster) -> None:
@@ -180,10 +190,7 @@ async def test_workers_do_not_outlive_a_killed_supervisor(
     tenant = await cluster.tenant()
     [job_id] = await one_time_jobs(tenant, f"{target.url}/slow", 1, in_s=1)
 
-    def called() -> None:
-        assert target.calls_to("/slow"), "not called yet"
-
-    await assert_eventually(called, timeout_s=30)
+    await assert_eventually(lambda: slow_called(cluster, target, tenant, job_id), timeout_s=30)
     proc.kill()
     await asyncio.to_thread(proc.wait, 10)
 
