@@ -21,6 +21,10 @@ with B alone, then under each of A's loads, each beside B alone in the same run:
 
 A ratio (loaded / alone) at or under 1.5 means B did not notice A. Missing B runs
 (due in the window, never called) are counted too.
+
+A's calls (``schedule``, ``payload``) come from a process of their own, as A's own
+client on its own machine would: in B's process, decoding A's answers (1,000 fire
+times a preview, 5 MiB a backfill) would hold the event loop that times B's calls.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -233,6 +238,60 @@ async def load_payload(
     return await looping(stop, 1, call)
 
 
+A_LOADS = ("schedule", "payload")
+"""A's loads that are calls of A's client (run by :func:`a_client`)."""
+A_TOKEN_ENV = "BENCH_A_TOKEN"
+"""How the process of A's client gets A's bearer token (never in its arguments)."""
+
+
+async def a_client(
+    name: str, address: str, md: tuple[tuple[str, str], ...], url: str, stop: asyncio.Event
+) -> int:
+    """A's load ``name`` from a process of its own until ``stop``; the calls it made.
+
+    The process calls until its stdin closes (and ends by itself after an hour)."""
+    [(_, bearer)] = md
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        __file__,
+        "--a-load",
+        name,
+        "--a-address",
+        address,
+        "--a-url",
+        url,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, A_TOKEN_ENV: bearer.removeprefix("Bearer ")},
+    )
+    assert proc.stdin is not None
+    try:
+        await stop.wait()
+    finally:
+        proc.stdin.close()
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout=60)
+    return int(out.decode().strip().splitlines()[-1])
+
+
+async def a_load_main(name: str, address: str, url: str) -> None:
+    """The process of :func:`a_client`: prints the calls made once stdin closes."""
+    md = (("authorization", f"Bearer {os.environ[A_TOKEN_ENV]}"),)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    closed = loop.run_in_executor(None, sys.stdin.buffer.read)
+    closed.add_done_callback(lambda _: loop.call_soon_threadsafe(stop.set))
+    loop.call_later(3600, stop.set)
+    # As the Python client does: its channel honours the API's pushback (RetryInfo) on
+    # RESOURCE_EXHAUSTED by itself.
+    async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+        api = Api(channel)
+        if name == "schedule":
+            made = await load_schedule(api, md, stop)
+        else:
+            made = await load_payload(api, md, url, stop)
+    print(made, flush=True)
+
+
 async def create_every_second(
     api: Api, md: tuple[tuple[str, str], ...], url: str, count: int
 ) -> None:
@@ -294,15 +353,10 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
                 await asyncio.to_thread(services.start)
                 try:
                     address = services.processes["api"].address
-                    # A calls as the Python client does: its channel honours the API's
-                    # pushback (RetryInfo) on RESOURCE_EXHAUSTED by itself.
-                    async with (
-                        grpc.aio.insecure_channel(address) as channel,
-                        grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as a_channel,
-                    ):
+                    async with grpc.aio.insecure_channel(address) as channel:
                         await run_phases(
                             Api(channel),
-                            Api(a_channel),
+                            address,
                             database_url=stack.database_url,
                             target=target,
                             recorder=recorder,
@@ -318,7 +372,7 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
 
 async def run_phases(
     api: Api,
-    a_api: Api,
+    address: str,
     *,
     database_url: str,
     target: FastTarget,
@@ -349,12 +403,13 @@ async def run_phases(
         }
 
     phases = set(args.phases.split(","))
-    if "schedule" in phases:
-        _, a_md = await api.tenant()
-        await run("schedule", lambda stop: load_schedule(a_api, a_md, stop))
-    if "payload" in phases:
-        _, a_md = await api.tenant()
-        await run("payload", lambda stop: load_payload(a_api, a_md, target.url, stop))
+    for name in A_LOADS:
+        if name in phases:
+            _, a_md = await api.tenant()
+            await run(
+                name,
+                lambda stop, name=name, a_md=a_md: a_client(name, address, a_md, target.url, stop),
+            )
     if "failing" in phases:
         _, a_md = await api.tenant()
         await create_every_second(api, a_md, f"{target.url}{FAIL_PATH}", 50)
@@ -401,6 +456,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--herd", type=int, default=20_000)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--a-load", choices=A_LOADS, help=argparse.SUPPRESS)
+    parser.add_argument("--a-address", help=argparse.SUPPRESS)
+    parser.add_argument("--a-url", help=argparse.SUPPRESS)
     parser.add_argument(
         "--phases",
         default="schedule,payload,failing,dns,herd",
@@ -411,6 +469,9 @@ def parse_args() -> argparse.Namespace:
 
 if __name__ == "__main__":
     arguments = parse_args()
+    if arguments.a_load:
+        asyncio.run(a_load_main(arguments.a_load, arguments.a_address, arguments.a_url))
+        sys.exit(0)
     figures = asyncio.run(main(arguments))
     report(figures)
     if arguments.json:

@@ -74,8 +74,13 @@ class SearchExceeded(InvalidArgument):
             "ahead): check its specs against its calendars",
             reason="SCHEDULE_SEARCH_EXCEEDED",
         )
+        self.start = start
         self.looked_until = looked_until
         self.steps = steps
+
+    def __reduce__(self) -> tuple[type[SearchExceeded], tuple[datetime, datetime, int]]:
+        # Raised in the API's worker processes (sundial.api.offload), it crosses back.
+        return (type(self), (self.start, self.looked_until, self.steps))
 
 
 # Occurrences a preview reports as removed per refused day (an every-second spec would

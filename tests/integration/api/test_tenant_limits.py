@@ -149,6 +149,54 @@ async def test_a_tenants_schedule_computations_are_held_to_its_cpu_share(
     assert len([f for f in answer.fire_times if not f.dropped]) == 1000
 
 
+async def test_a_write_time_search_through_calendars_runs_within_the_tenants_cpu_share(
+    start_api: StartApi,
+) -> None:
+    """The longest search a write can make (16 Tuesday crons against a calendar of
+    Mondays: every step lands on a refused day, 4,096 steps) runs in the API's worker
+    pool, charged to the tenant: its refusal names the field from there, and once A's
+    share is spent A's next write is refused RESOURCE_EXHAUSTED while B's are not."""
+    api = await start_api(tenant_compute_share=0.01, tenant_compute_burst_s=0.01)
+    a, b = await api.tenant("tenant-a"), await api.tenant("tenant-b")
+    mondays = [(date(2027, 1, 4) + timedelta(weeks=w)).isoformat() for w in range(300)]
+    tuesdays = job_pb2.Schedule(calendars=["mondays"])
+    for i in range(16):
+        tuesdays.specs.add(cron=f"{i} {i} * * 2")
+    for tenant in (a, b):
+        await api.jobs.CreateCalendar(
+            pb.CreateCalendarRequest(
+                calendar=calendar_pb2.Calendar(
+                    name="mondays", kind=calendar_pb2.CALENDAR_KIND_INCLUDE, dates=mondays
+                )
+            ),
+            metadata=tenant.md,
+        )
+    await expect_error(
+        api.jobs.CreateJob(
+            pb.CreateJobRequest(job=make_job("a", schedule=tuesdays)), metadata=a.md
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        field="schedule",
+        text="(4096 steps; a search looks at most 5 years ahead)",
+    )
+    await expect_error(
+        api.jobs.CreateJob(
+            pb.CreateJobRequest(job=make_job("a", schedule=tuesdays)), metadata=a.md
+        ),
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        text="exceed their share of 0.01 of a core",
+    )
+    # B's share is its own: B's search runs, and is refused for its schedule alone.
+    await expect_error(
+        api.jobs.CreateJob(
+            pb.CreateJobRequest(job=make_job("b", schedule=tuesdays)), metadata=b.md
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        field="schedule",
+    )
+    assert list((await api.jobs.ListJobs(pb.ListJobsRequest(), metadata=a.md)).jobs) == []
+
+
 async def test_a_revisions_page_stops_at_its_byte_budget_and_payloads_come_when_asked(
     api: Api,
 ) -> None:

@@ -49,11 +49,14 @@ def _lower_priority() -> None:
 
 def _measured(
     fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[T, float]:
-    """``fn(*args, **kwargs)`` in a worker, with the CPU seconds it took there."""
+) -> tuple[T | None, Exception | None, float]:
+    """``fn(*args, **kwargs)`` in a worker: its result or the error it raised, with the
+    CPU seconds it took there (a refused search costs its tenant what it used too)."""
     started = time.process_time()
-    result = fn(*args, **kwargs)
-    return result, time.process_time() - started
+    try:
+        return fn(*args, **kwargs), None, time.process_time() - started
+    except Exception as exc:  # re-raised by Offload.run, once charged
+        return None, exc, time.process_time() - started
 
 
 @dataclass(slots=True)
@@ -108,11 +111,13 @@ class Offload:
                 )
 
             loop = asyncio.get_running_loop()
-            result, used_s = await loop.run_in_executor(
+            result, error, used_s = await loop.run_in_executor(
                 self._pool, _measured, fn, args, dict(kwargs)
             )
             budget.seconds -= used_s
-            return result
+            if error is not None:
+                raise error
+            return result  # type: ignore[return-value]
 
     def _refilled(self, tenant_id: str) -> _Budget:
         now = time.monotonic()

@@ -36,7 +36,7 @@ from sundial.api.convert._jobs import (
     revision_out,
     view_in,
 )
-from sundial.api.convert._previews import fire_time_out, slo_out
+from sundial.api.convert._previews import fire_time_out, preview_out, slo_out
 from sundial.api.convert._runs import run_filter_in, run_out, run_ref_in
 from sundial.api.convert._schedule import policies_in, policies_out, schedule_in, schedule_out
 from sundial.api.convert._secrets import secret_out, target_out
@@ -61,6 +61,7 @@ __all__ = [
     "outcome_out",
     "policies_in",
     "policies_out",
+    "preview_out",
     "revision_out",
     "run_filter_in",
     "run_out",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sundial.api.model import (
+    Preview,
     PreviewEntry,
     Slo,
 )
@@ -44,6 +45,14 @@ def fire_time_out(entry: PreviewEntry) -> job_service_pb2.FireTime:
     if entry.due_at is not None:
         message.due_at.CopyFrom(wire.timestamp(entry.due_at))
     return message
+
+
+def preview_out(preview: Preview) -> job_service_pb2.PreviewScheduleResponse:
+    """A preview's answer (built in the worker that computed it: JobLifecycle.preview)."""
+    return job_service_pb2.PreviewScheduleResponse(
+        fire_times=[fire_time_out(entry) for entry in preview.entries],
+        exhausted=preview.exhausted,
+    )
 
 
 def slo_out(slo: Slo) -> job_service_pb2.JobSlo:

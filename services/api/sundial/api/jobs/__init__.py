@@ -19,7 +19,13 @@ resume, preview); ``_schedule`` computes fire times and previews.
 from sundial.api.jobs._base import APPLY_JOB, BATCH_CREATE_JOBS, CREATE_JOB
 from sundial.api.jobs._batch import MAX_BATCH_APPLY, JobBatches
 from sundial.api.jobs._lifecycle import JobLifecycle
-from sundial.api.jobs._schedule import PREVIEW_KEY, compiled_of, first_fire, preview
+from sundial.api.jobs._schedule import (
+    PREVIEW_KEY,
+    compiled_of,
+    first_fire,
+    preview,
+    rendered_preview,
+)
 
 __all__ = [
     "APPLY_JOB",
@@ -31,6 +37,7 @@ __all__ = [
     "compiled_of",
     "first_fire",
     "preview",
+    "rendered_preview",
 ]
 
 

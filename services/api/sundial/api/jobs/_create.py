@@ -14,7 +14,7 @@ from sundial.api.jobs._base import (
     JobsBase,
     call_traceparent,
 )
-from sundial.api.jobs._schedule import first_fire, named_calendars
+from sundial.api.jobs._schedule import named_calendars
 from sundial.api.kit import (
     RequestKey,
 )
@@ -63,14 +63,15 @@ class JobCreation(JobsBase):
 
         return await self._requests.once(tenant_id, key, work, replay)
 
-    def _prepare(
+    async def _prepare(
         self,
+        tenant_id: str,
         spec: JobSpec,
         now: datetime,
+        *,
         prefix: str = "",
         shared: validation.SharedChecks | None = None,
         fires: Memo | None = None,
-        *,
         client_id: str | None = None,
         calendars: Mapping[str, Calendar] | None = None,
     ) -> NewJob:
@@ -92,7 +93,7 @@ class JobCreation(JobsBase):
         if known is not None:
             next_run_at = known[1]
         else:
-            next_run_at = first_fire(compiled, spec.schedule, now)
+            next_run_at = await self._first_fire(tenant_id, compiled, spec.schedule, now)
             if fires is not None:  # kept with its schedule: the id is not reused meanwhile
                 fires[id(compiled)] = (compiled, next_run_at)
         return NewJob(
@@ -133,7 +134,9 @@ class JobCreation(JobsBase):
         for attempt in range(OPTIMISTIC_ATTEMPTS):
             calendars = await self._calendars(tenant_id, [spec])
             now = self._clock.now()
-            new = self._prepare(spec, now, client_id=client_id, calendars=calendars)
+            new = await self._prepare(
+                tenant_id, spec, now, client_id=client_id, calendars=calendars
+            )
             assert new.spec.target is not None
             await self._guard.check(new.spec.target, await self._egress.policy(tenant_id))
             if validate_only:
@@ -216,8 +219,15 @@ class JobCreation(JobsBase):
         shared = validation.SharedChecks()
         fires: Memo = {}
         prepared = [
-            self._prepare(
-                spec, now, f"jobs[{i}].", shared, fires, client_id=client_id, calendars=calendars
+            await self._prepare(
+                tenant_id,
+                spec,
+                now,
+                prefix=f"jobs[{i}].",
+                shared=shared,
+                fires=fires,
+                client_id=client_id,
+                calendars=calendars,
             )
             for i, (spec, client_id) in enumerate(zip(specs, ids, strict=True))
         ]

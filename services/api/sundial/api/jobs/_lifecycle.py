@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import datetime
+from typing import TypeVar
 
 from sundial.api import validation
 from sundial.api.jobs._base import OPTIMISTIC_ATTEMPTS, JobsBase
-from sundial.api.jobs._schedule import PREVIEW_KEY, first_fire, preview
+from sundial.api.jobs._schedule import PREVIEW_KEY, rendered_preview
 from sundial.api.kit import (
     check_expected_version,
     require_version,
@@ -24,6 +26,8 @@ from sundial.core.errors import (
     NotFound,
 )
 from sundial.schedule import Schedule, compile_schedule
+
+T = TypeVar("T")
 
 
 class JobLifecycle(JobsBase):
@@ -82,7 +86,8 @@ class JobLifecycle(JobsBase):
             schedule = job.spec.schedule
             calendars = await self._store.calendars_named(tenant_id, list(schedule.calendars))
             now = self._clock.now()
-            next_run_at = first_fire(
+            next_run_at = await self._first_fire(
+                tenant_id,
                 compile_schedule(schedule, job_id=str(job.job_id), calendars=calendars),
                 schedule,
                 now,
@@ -116,8 +121,11 @@ class JobLifecycle(JobsBase):
         count: int,
         after: datetime | None,
         job_id: uuid.UUID | None,
-    ) -> Preview:
-        """Upcoming fire times of ``schedule`` (for ``job_id``'s H and jitter if given)."""
+        render: Callable[[Preview], T],
+    ) -> T:
+        """Upcoming fire times of ``schedule`` (for ``job_id``'s H and jitter if given),
+        as ``render`` (a module-level function) puts them: computed and rendered in one
+        worker process."""
         if count == 0:
             count = validation.DEFAULT_PREVIEW_COUNT
         if not 1 <= count <= validation.MAX_PREVIEW_COUNT:
@@ -131,7 +139,9 @@ class JobLifecycle(JobsBase):
         )
         if job_id is not None and await self._store.job_version(tenant_id, job_id) is None:
             raise NotFound(f"job_id: job {job_id} not found")
-        # Up to a fifth of a second of pure Python: off the event loop (sundial.api.offload).
+        # Up to a fifth of a second of pure Python: off the event loop (sundial.api.offload),
+        # and so is building the answer (1,000 entries: 6 ms to unpickle as dataclasses
+        # and 6 ms to convert, against well under 1 ms for the wire message).
         return await self._offload.run(
-            tenant_id, preview, compiled, after or self._clock.now(), count, 0
+            tenant_id, rendered_preview, render, compiled, after or self._clock.now(), count, 0
         )

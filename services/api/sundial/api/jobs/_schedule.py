@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from sundial.api.model import (
     Job,
@@ -69,3 +70,19 @@ def named_calendars(schedule: Schedule, calendars: Mapping[str, Calendar] | None
     if not schedule.calendars or calendars is None:
         return []
     return [calendars[name] for name in schedule.calendars]
+
+
+T = TypeVar("T")
+
+
+def rendered_preview(
+    render: Callable[[Preview], T],
+    compiled: CompiledSchedule,
+    after: datetime,
+    count: int,
+    fired_count: int,
+) -> T:
+    """:func:`preview` passed through ``render`` (its answer on the wire), in one step: in
+    a worker process, so the event loop neither builds nor unpickles a thousand entries
+    (``render`` is a module-level function; its result pickles small)."""
+    return render(preview(compiled, after, count, fired_count))

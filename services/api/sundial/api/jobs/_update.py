@@ -10,7 +10,7 @@ from sundial.api import validation
 from sundial.api.jobs._base import APPLY_JOB, OPTIMISTIC_ATTEMPTS, with_outcome
 from sundial.api.jobs._create import JobCreation
 from sundial.api.jobs._read import JobReading
-from sundial.api.jobs._schedule import first_fire, named_calendars
+from sundial.api.jobs._schedule import named_calendars
 from sundial.api.kit import (
     RequestKey,
     check_expected_version,
@@ -112,7 +112,8 @@ class JobUpdates(JobCreation, JobReading):
             await self._guard.check(spec.target, await self._egress.policy(tenant_id))
         next_run_at = job.next_run_at
         if reschedule:
-            next_run_at = first_fire(
+            next_run_at = await self._first_fire(
+                tenant_id,
                 compiled,
                 spec.schedule,
                 now,

@@ -315,14 +315,11 @@ class JobHandlers(ServicerBase):
         tenant = current_tenant()
         if not request.HasField("schedule"):
             raise InvalidArgument("schedule", "is required")
-        preview = await self._jobs.preview(
+        return await self._jobs.preview(
             tenant,
             convert.schedule_in(request.schedule),
             count=request.count,
             after=wire.optional_timestamp(request, "after", "after"),
             job_id=await self._job(tenant, request.job_id) if request.job_id else None,
-        )
-        return pb.PreviewScheduleResponse(
-            fire_times=[convert.fire_time_out(entry) for entry in preview.entries],
-            exhausted=preview.exhausted,
+            render=convert.preview_out,
         )
