@@ -75,8 +75,9 @@ class ApiConfig(
     size)."""
 
     tenant_compute_share: float = 0.25
-    """Fraction of a core one tenant's schedule computations (previews) may use on one
-    API replica, on average; past it they are refused RESOURCE_EXHAUSTED with a
+    """Fraction of a core one tenant's schedule computations (previews, backfills, first
+    fire times through calendars) may use on one API replica, on average; past it they
+    are refused RESOURCE_EXHAUSTED with a
     RetryInfo until the tenant's share has refilled. They run off the event loop, one
     at a time per tenant (sundial.api.offload)."""
 
