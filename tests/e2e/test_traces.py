@@ -159,16 +159,25 @@ async def test_a_triggered_run_is_one_trace_across_the_three_services(
     assert second.attributes["sundial.run.next_status"] == "succeeded"
 
     # Each attempt links to the LeaseRuns batch that granted it, whose RPC reached the
-    # ledger (the scheduler's server span, a child of the executor's client span).
-    for attempt in (first, second):
-        [(link_trace, link_span)] = attempt.links
-        lease = receiver.span(link_span)
-        assert lease is not None and lease.name == "sundial.lease"
-        calls = [
-            s for s in receiver.trace(link_trace) if s.name.endswith("RunLedgerService/LeaseRuns")
-        ]
-        assert {s.service for s in calls} == {"sundial-executor", "sundial-scheduler"}
-        assert any(s.kind == SPAN_KIND_CLIENT and "server.address" in s.attributes for s in calls)
+    # ledger (the scheduler's server span, a child of the executor's client span). That
+    # batch is a trace of its own, exported by each process on its own schedule: waited
+    # for (the scheduler's span once came after the run's trace was whole).
+    def leases_reached_the_ledger() -> None:
+        for attempt in (first, second):
+            [(link_trace, link_span)] = attempt.links
+            lease = receiver.span(link_span)
+            assert lease is not None and lease.name == "sundial.lease"
+            calls = [
+                s
+                for s in receiver.trace(link_trace)
+                if s.name.endswith("RunLedgerService/LeaseRuns")
+            ]
+            assert {s.service for s in calls} == {"sundial-executor", "sundial-scheduler"}
+            assert any(
+                s.kind == SPAN_KIND_CLIENT and "server.address" in s.attributes for s in calls
+            )
+
+    await assert_eventually(leases_reached_the_ledger, timeout_s=20, interval_s=0.2)
 
     # The target received a traceparent inside the trace: the HTTP call's span, a child
     # of its attempt, with the HTTP attributes (the 503 an error).
