@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import grpc
 
@@ -69,8 +69,23 @@ class SundialError(Exception):
         self.retry_delay_s = self.default_retry_delay_s if retry_delay_s is None else retry_delay_s
         self.preconditions = tuple(preconditions)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Subclasses take other arguments than the message (InvalidArgument: field and
+        # problem), so the default (the class called with ``args``) cannot rebuild them.
+        # An error raised in the API's worker pool (sundial.api.offload) must: one that
+        # fails to unpickle there breaks the pool for every tenant.
+        return (_rebuilt, (type(self), self.args, self.__dict__))
+
     def __str__(self) -> str:
         return self.message
+
+
+def _rebuilt(cls: type[SundialError], args: tuple[Any, ...], state: dict[str, Any]) -> SundialError:
+    """A :class:`SundialError` unpickled: its arguments and attributes as they were."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
 
 
 class InvalidArgument(SundialError):

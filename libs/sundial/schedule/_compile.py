@@ -78,10 +78,6 @@ class SearchExceeded(InvalidArgument):
         self.looked_until = looked_until
         self.steps = steps
 
-    def __reduce__(self) -> tuple[type[SearchExceeded], tuple[datetime, datetime, int]]:
-        # Raised in the API's worker processes (sundial.api.offload), it crosses back.
-        return (type(self), (self.start, self.looked_until, self.steps))
-
 
 # Occurrences a preview reports as removed per refused day (an every-second spec would
 # add 86,400 identical explanations).

@@ -20,7 +20,7 @@ from sundial.core.tls import dial
 from sundial.v1 import admin_pb2 as apb
 from sundial.v1 import calendar_pb2, job_pb2, job_service_pb2_grpc
 from sundial.v1 import job_service_pb2 as pb
-from tests.integration.api.support import Api, StartApi, expect_error, make_job
+from tests.integration.api.support import Api, StartApi, Tenant, expect_error, make_job
 
 EXCLUDE = calendar_pb2.CALENDAR_KIND_EXCLUDE
 EVERY_DAY = sorted(
@@ -149,6 +149,20 @@ async def test_a_tenants_schedule_computations_are_held_to_its_cpu_share(
     assert len([f for f in answer.fire_times if not f.dropped]) == 1000
 
 
+async def include_mondays(api: Api, tenants: list[Tenant], first: date) -> None:
+    """Each of ``tenants`` gets the calendar ``mondays``: 300 Mondays from ``first``."""
+    mondays = [(first + timedelta(weeks=w)).isoformat() for w in range(300)]
+    for tenant in tenants:
+        await api.jobs.CreateCalendar(
+            pb.CreateCalendarRequest(
+                calendar=calendar_pb2.Calendar(
+                    name="mondays", kind=calendar_pb2.CALENDAR_KIND_INCLUDE, dates=mondays
+                )
+            ),
+            metadata=tenant.md,
+        )
+
+
 async def test_a_write_time_search_through_calendars_runs_within_the_tenants_cpu_share(
     start_api: StartApi,
 ) -> None:
@@ -158,19 +172,11 @@ async def test_a_write_time_search_through_calendars_runs_within_the_tenants_cpu
     share is spent A's next write is refused RESOURCE_EXHAUSTED while B's are not."""
     api = await start_api(tenant_compute_share=0.01, tenant_compute_burst_s=0.01)
     a, b = await api.tenant("tenant-a"), await api.tenant("tenant-b")
-    mondays = [(date(2027, 1, 4) + timedelta(weeks=w)).isoformat() for w in range(300)]
+    first = date(2027, 1, 4)
     tuesdays = job_pb2.Schedule(calendars=["mondays"])
     for i in range(16):
         tuesdays.specs.add(cron=f"{i} {i} * * 2")
-    for tenant in (a, b):
-        await api.jobs.CreateCalendar(
-            pb.CreateCalendarRequest(
-                calendar=calendar_pb2.Calendar(
-                    name="mondays", kind=calendar_pb2.CALENDAR_KIND_INCLUDE, dates=mondays
-                )
-            ),
-            metadata=tenant.md,
-        )
+    await include_mondays(api, [a, b], first)
     await expect_error(
         api.jobs.CreateJob(
             pb.CreateJobRequest(job=make_job("a", schedule=tuesdays)), metadata=a.md
@@ -195,6 +201,37 @@ async def test_a_write_time_search_through_calendars_runs_within_the_tenants_cpu
         field="schedule",
     )
     assert list((await api.jobs.ListJobs(pb.ListJobsRequest(), metadata=a.md)).jobs) == []
+
+
+async def test_a_jitter_check_through_calendars_runs_within_the_tenants_cpu_share(
+    start_api: StartApi,
+) -> None:
+    """A schedule whose first fire time is found at once, but whose jitter check samples
+    50 fire times through a calendar of Mondays (tens of milliseconds): the check runs in
+    the pool, charged to A, so A's next write is refused for its share; B's is not."""
+    api = await start_api(tenant_compute_share=0.01, tenant_compute_burst_s=0.01)
+    a, b = await api.tenant("tenant-a"), await api.tenant("tenant-b")
+    first = date.today() + timedelta(days=7 - date.today().weekday())
+    schedule = job_pb2.Schedule(calendars=["mondays"])
+    schedule.specs.add(cron="0 9 * * 1")
+    for i in range(15):
+        schedule.specs.add(cron=f"{i} {i} * * 2")
+    schedule.jitter.FromSeconds(60)
+    await include_mondays(api, [a, b], first)
+    created = await api.jobs.CreateJob(
+        pb.CreateJobRequest(job=make_job("a-1", schedule=schedule)), metadata=a.md
+    )
+    assert created.job.next_run_at.ToDatetime().weekday() == 0
+    await expect_error(
+        api.jobs.CreateJob(
+            pb.CreateJobRequest(job=make_job("a-2", schedule=schedule)), metadata=a.md
+        ),
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        text="exceed their share of 0.01 of a core",
+    )
+    await api.jobs.CreateJob(
+        pb.CreateJobRequest(job=make_job("b", schedule=schedule)), metadata=b.md
+    )
 
 
 async def test_a_revisions_page_stops_at_its_byte_budget_and_payloads_come_when_asked(

@@ -81,11 +81,19 @@ def check_disjoint_cover(members: list[Membership]) -> None:
     assert len(seen) == PARTITION_COUNT, f"{PARTITION_COUNT - len(seen)} partitions unowned"
 
 
+def check_assigned(members: list[Membership]) -> None:
+    """The members own the partitions rendezvous hashing assigns them. A disjoint cover
+    alone can be a moment of a handover (node-0 still holding what node-2 has yet to
+    claim)."""
+    check_disjoint_cover(members)
+    nodes = sorted(m.node_id for m in members)
+    for member in members:
+        assert member.owned() == assignment(nodes, member.node_id), member.node_id
+
+
 async def test_three_schedulers_own_all_partitions_once(cluster: Running) -> None:
     members = [await cluster.add(f"node-{i}") for i in range(3)]
-    await assert_eventually(lambda: check_disjoint_cover(members), timeout_s=15, what="cover")
-    for member in members:
-        assert member.owned() == assignment(sorted(m.node_id for m in members), member.node_id)
+    await assert_eventually(lambda: check_assigned(members), timeout_s=15, what="assignment")
     # etcd agrees: one key per partition, each naming its owner.
     client = cluster.members["node-0"][2]
     keys = await client.get_prefix(f"/sundial/{cluster.cluster}/partitions/".encode())
@@ -97,7 +105,7 @@ async def test_three_schedulers_own_all_partitions_once(cluster: Running) -> Non
 
 async def test_graceful_leave_hands_partitions_over(cluster: Running) -> None:
     members = [await cluster.add(f"node-{i}") for i in range(3)]
-    await assert_eventually(lambda: check_disjoint_cover(members), timeout_s=15, what="cover")
+    await assert_eventually(lambda: check_assigned(members), timeout_s=15, what="assignment")
     before = {m.node_id: m.owned() for m in members}
     await cluster.remove("node-2")
     rest = members[:2]

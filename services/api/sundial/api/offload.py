@@ -26,10 +26,12 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 from sundial.api.ratelimit import RateLimited
+from sundial.core.errors import Unavailable
 
 __all__ = ["Offload"]
 
@@ -80,12 +82,8 @@ class Offload:
     """
 
     def __init__(self, workers: int = 2, *, share: float = 0.25, burst_s: float = 1.0) -> None:
-        # spawn, not fork: the API process has threads (gRPC) that fork would copy badly.
-        self._pool = ProcessPoolExecutor(
-            max_workers=workers,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=_lower_priority,
-        )
+        self._workers = workers
+        self._pool = self._new_pool()
         self._busy: dict[str, asyncio.Lock] = {}
         self._users: dict[str, int] = {}
         self._share = share
@@ -111,13 +109,29 @@ class Offload:
                 )
 
             loop = asyncio.get_running_loop()
-            result, error, used_s = await loop.run_in_executor(
-                self._pool, _measured, fn, args, dict(kwargs)
-            )
+            pool = self._pool
+            try:
+                result, error, used_s = await loop.run_in_executor(
+                    pool, _measured, fn, args, dict(kwargs)
+                )
+            except BrokenProcessPool:
+                # A worker died (killed, out of memory): the pool refuses all work from
+                # then on. The next call gets a new one; this one may be retried.
+                if self._pool is pool:
+                    self._pool = self._new_pool()
+                raise Unavailable("a schedule computation's worker stopped; retry") from None
             budget.seconds -= used_s
             if error is not None:
                 raise error
             return result  # type: ignore[return-value]
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        # spawn, not fork: the API process has threads (gRPC) that fork would copy badly.
+        return ProcessPoolExecutor(
+            max_workers=self._workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_lower_priority,
+        )
 
     def _refilled(self, tenant_id: str) -> _Budget:
         now = time.monotonic()

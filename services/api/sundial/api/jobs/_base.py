@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from opentelemetry import trace
 
+from sundial.api import validation
 from sundial.api.egress import EgressPolicies
 from sundial.api.jobs._schedule import first_fire
 from sundial.api.kit import (
@@ -90,6 +91,24 @@ class JobsBase:
         self._clock = clock
         self._requests = Requests(store, clock, request_retention)
         self._offload = offload or Offload()
+
+    async def _checked(
+        self,
+        tenant_id: str,
+        spec: JobSpec,
+        job_id: str,
+        *,
+        now: datetime | None,
+        calendars: Mapping[str, Calendar] | None,
+    ) -> tuple[JobSpec, CompiledSchedule]:
+        """:func:`validation.check_job_spec` of a changed job, in the pool when its
+        jitter check samples fire times through calendars (as long as a search: up to
+        0.2 s), else here. (A new job's: ``JobCreation._prepare``.)"""
+        if spec.schedule.calendars and spec.schedule.jitter:
+            return await self._offload.run(
+                tenant_id, validation.check_job_spec, spec, job_id, now=now, calendars=calendars
+            )
+        return validation.check_job_spec(spec, job_id, now=now, calendars=calendars)
 
     async def _first_fire(
         self,

@@ -14,7 +14,7 @@ from sundial.api.jobs._base import (
     JobsBase,
     call_traceparent,
 )
-from sundial.api.jobs._schedule import named_calendars
+from sundial.api.jobs._schedule import checked_first_fire, named_calendars
 from sundial.api.kit import (
     RequestKey,
 )
@@ -85,11 +85,21 @@ class JobCreation(JobsBase):
             calendars: The tenant's calendars the schedule names (:meth:`_calendars`).
         """
         job_id = uuid.uuid4()
-        with field_prefix(prefix):
-            spec, compiled = validation.check_job_spec(
-                spec, job_id, now=now, shared=shared, calendars=calendars
-            )
-        known = None if fires is None else fires.get(id(compiled))
+        known = None
+        if spec.schedule.calendars and spec.schedule.jitter:
+            # Its jitter check samples fire times through calendars (as long as a search):
+            # checked, and its first fire time found, in one call to the pool.
+            with field_prefix(prefix):
+                spec, compiled, first = await self._offload.run(
+                    tenant_id, checked_first_fire, spec, job_id, now, calendars
+                )
+            known = (compiled, first)
+        else:
+            with field_prefix(prefix):
+                spec, compiled = validation.check_job_spec(
+                    spec, job_id, now=now, shared=shared, calendars=calendars
+                )
+            known = None if fires is None else fires.get(id(compiled))
         if known is not None:
             next_run_at = known[1]
         else:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import TypeVar
 
+from sundial.api import validation
 from sundial.api.model import (
     Job,
     Preview,
     PreviewEntry,
 )
+from sundial.job import JobSpec
 from sundial.schedule import Calendar, CompiledSchedule, OnceSpec, Schedule, compile_schedule
 
 PREVIEW_KEY = "00000000-0000-0000-0000-000000000000"
@@ -86,3 +89,15 @@ def rendered_preview(
     a worker process, so the event loop neither builds nor unpickles a thousand entries
     (``render`` is a module-level function; its result pickles small)."""
     return render(preview(compiled, after, count, fired_count))
+
+
+def checked_first_fire(
+    spec: JobSpec,
+    job_id: uuid.UUID,
+    now: datetime,
+    calendars: Mapping[str, Calendar] | None,
+) -> tuple[JobSpec, CompiledSchedule, datetime | None]:
+    """A new job's checks (:func:`validation.check_job_spec`) and its first fire time, in
+    one step: for the API's worker pool, when both search through calendars."""
+    spec, compiled = validation.check_job_spec(spec, job_id, now=now, calendars=calendars)
+    return spec, compiled, first_fire(compiled, spec.schedule, now)

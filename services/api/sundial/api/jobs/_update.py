@@ -102,8 +102,8 @@ class JobUpdates(JobCreation, JobReading):
         reschedule = spec.schedule != job.spec.schedule
         calendars = await self._calendars(tenant_id, [spec])
         now = self._clock.now()
-        spec, compiled = validation.check_job_spec(
-            spec, str(job.job_id), now=now if reschedule else None, calendars=calendars
+        spec, compiled = await self._checked(
+            tenant_id, spec, str(job.job_id), now=now if reschedule else None, calendars=calendars
         )
         if keep_equal and spec == job.spec:
             return job, False
