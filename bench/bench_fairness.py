@@ -349,6 +349,7 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
                     ADMIN_TOKEN,
                     **({"SUNDIAL_TENANT_WINDOW": str(args.window)} if args.window else {}),
                     **({"SUNDIAL_LOG_LEVEL": args.log_level} if args.log_level else {}),
+                    **dict(setting.split("=", 1) for setting in args.env),
                 ),
             )
             await asyncio.to_thread(services.start)
@@ -412,6 +413,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--logs", help="keep the services' logs in this directory")
     parser.add_argument("--log-level", help="the services' SUNDIAL_LOG_LEVEL (default WARNING)")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="one more setting of every service (repeatable), e.g. SUNDIAL_LEASE_PIPELINE=64",
+    )
     return parser.parse_args()
 
 

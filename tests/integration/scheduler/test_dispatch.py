@@ -415,6 +415,43 @@ async def test_a_backlog_keeps_a_share_of_every_batch_however_much_falls_due_aft
     assert (await claimed_of(pool, "tenant-a"), await claimed_of(pool, "b")) == (120, 100)
 
 
+async def test_a_backlog_that_only_fills_the_waiting_list_is_dispatched_at_a_pace(
+    pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
+) -> None:
+    # A window of 10: A's herd of 400 fills it with its first batch, and every run of
+    # the next waits for admission. Dispatching more of it at once would only lengthen
+    # the waiting list: the worker rests, and no later than the next job due after the
+    # backlog began (B's), whose batch is not rested after.
+    dispatcher, _ = measured_dispatcher(
+        pool,
+        bus,
+        stack,
+        migrated_database_url,
+        clock,
+        batch_size=100,
+        tenant_window=10,
+        poll_interval_s=60.0,
+    )
+    await add_tenant(pool, "tenant-a")
+    await insert_jobs(pool, HOURLY, first_due=T0, count=400, tenant_id="tenant-a")
+    assert await dispatcher.pass_once() == 0.0  # 10 published, 90 held
+    rested = await dispatcher.pass_once()  # 100 held
+    assert 0.0 < rested < 60.0
+    await add_tenant(pool, "b")
+    soon = T0 + timedelta(milliseconds=1)
+    await insert_jobs(pool, HOURLY, first_due=soon, count=10, tenant_id="b")
+    assert await dispatcher.pass_once() == pytest.approx(0.001)  # B's due in 1 ms
+    clock.advance(1)
+    assert await dispatcher.pass_once() == 0.0  # B's 10 published with 90 of A's held
+    assert await claimed_of(pool, "b") == 10
+    assert (
+        await pool.fetchval(
+            "SELECT count(*) FROM job_runs WHERE tenant_id = 'b' AND dispatch_seq > 0"
+        )
+        == 10
+    )
+
+
 def measured_dispatcher(
     pool: asyncpg.Pool,
     bus: Bus,

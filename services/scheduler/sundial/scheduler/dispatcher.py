@@ -8,7 +8,9 @@ next batch's transaction (a bounded number in flight) so the database never wait
 
 Between passes it sleeps until the next due instant of its partitions (``next_due_at``,
 one index probe per partition), at most ``poll_interval_s``: an idle scheduler starts a
-run within milliseconds of its due time instead of up to a poll interval late.
+run within milliseconds of its due time instead of up to a poll interval late. Behind a
+backlog whose runs all wait for admission, a worker rests as long as its pass took
+before the next (:meth:`Dispatcher._backlog_pace`).
 
 Ownership is asked before every batch: when the etcd lease is lost the owned set is
 empty and dispatch stops at once. A stale owner cannot duplicate a run anyway: the row
@@ -20,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Collection
 from datetime import datetime, timedelta
@@ -154,6 +157,7 @@ class Dispatcher(PassLoop):
         """One pass; the wait before the next: 0 when the pass was full (more is due right
         now), else until the next job of the owned partitions comes due, at most
         ``poll_interval_s`` (a job created or resumed meanwhile is seen by then)."""
+        started = time.monotonic()
         outcome = await self.dispatch_once(wait_for_publish=False)
         if outcome.waiting and self._runs_waiting is not None:
             self._runs_waiting()
@@ -161,7 +165,7 @@ class Dispatcher(PassLoop):
             # More is due: the oldest job this batch claimed is about as old as the
             # oldest left (the claim takes each partition's oldest first).
             self._lag_s = outcome.oldest_due_age_s
-            return 0.0
+            return await self._backlog_pace(outcome, time.monotonic() - started)
         poll_s = self._config.poll_interval_s
         due = await self._store.next_due_at(sorted(self._owned()))
         now = self._clock.now()
@@ -171,6 +175,23 @@ class Dispatcher(PassLoop):
         # Due already yet not claimed: another worker holds it (SKIP LOCKED), or the
         # database clock is a hair behind ours; look again very soon, without spinning.
         return min(poll_s, max(MIN_WAIT_S, (due - now).total_seconds()))
+
+    async def _backlog_pace(self, outcome: DispatchOutcome, took_s: float) -> float:
+        """The wait after a full pass: 0, unless every run it created waits for
+        admission behind a backlog (docs/design.md section 7, "Flow control"). Then
+        dispatching more of that backlog at once only lengthens the waiting list while
+        it takes the event loop and the database from everyone else's leases and
+        completions: this worker rests as long as the pass took (at most
+        ``poll_interval_s``), and no later than the next job due after the backlog began,
+        which is claimed first (:meth:`_claim`)."""
+        since = self._backlog_since
+        if since is None or not outcome.inserted or outcome.waiting < outcome.inserted:
+            return 0.0
+        rest = min(self._config.poll_interval_s, took_s)
+        due = await self._store.next_due_at(sorted(self._owned()), after=since)
+        if due is not None:
+            rest = min(rest, max(0.0, (due - self._clock.now()).total_seconds()))
+        return rest
 
     async def dispatch_once(self, *, wait_for_publish: bool = True) -> DispatchOutcome:
         """Run one dispatch transaction and publish its batches.

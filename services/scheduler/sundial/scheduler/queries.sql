@@ -39,15 +39,15 @@ SELECT j.job_id, j.tenant_id, j.partition_id, j.next_run_at, j.fired_count, j.ve
  LIMIT $2;
 
 -- name: next_due_at
--- When the next unpaused job of the owned partitions $1 comes due (a quarantined one at
--- its dispatch_not_before): one probe of jobs_due_idx per partition, so the dispatcher
--- can sleep until then instead of polling. NULL: nothing scheduled.
+-- When the next unpaused job of the owned partitions $1 due after $2 comes due (a
+-- quarantined one at its dispatch_not_before): one probe of jobs_due_idx per partition,
+-- so the dispatcher can sleep until then instead of polling. NULL: nothing scheduled.
 SELECT min(greatest(j.next_run_at, coalesce(j.dispatch_not_before, j.next_run_at))) AS due
   FROM unnest($1::smallint[]) AS p(id)
  CROSS JOIN LATERAL (
         SELECT next_run_at, dispatch_not_before
           FROM jobs
-         WHERE partition_id = p.id AND NOT paused AND next_run_at IS NOT NULL
+         WHERE partition_id = p.id AND NOT paused AND next_run_at > $2::timestamptz
          ORDER BY next_run_at
          LIMIT 1) AS j;
 

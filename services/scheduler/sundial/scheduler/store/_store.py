@@ -20,7 +20,7 @@ from sundial.run import RunRef
 from sundial.scheduler.model import DeadLetterRun, PublishBatch
 from sundial.scheduler.store._queries import queries
 from sundial.scheduler.store._rows import dead_letter_run, ref_of, unzip
-from sundial.scheduler.store._tx import Transaction
+from sundial.scheduler.store._tx import EARLIEST, Transaction
 
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     SundialError,
@@ -81,11 +81,16 @@ class SchedulerStore:
         await self._pool.execute(queries.purge_dispatch_acks, now, limit)
 
     @translate_db_errors()
-    async def next_due_at(self, partitions: Sequence[int]) -> datetime | None:
-        """When the next job of ``partitions`` comes due (None: none scheduled)."""
+    async def next_due_at(
+        self, partitions: Sequence[int], *, after: datetime = EARLIEST
+    ) -> datetime | None:
+        """When the next job of ``partitions`` due after ``after`` comes due (None: none
+        scheduled)."""
         if not partitions:
             return None
-        due: datetime | None = await self._pool.fetchval(queries.next_due_at, list(partitions))
+        due: datetime | None = await self._pool.fetchval(
+            queries.next_due_at, list(partitions), after
+        )
         return due
 
     @translate_db_errors()
