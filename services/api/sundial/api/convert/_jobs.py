@@ -137,9 +137,14 @@ def job_out(
         into: An answer's repeated field of jobs to add it to (so it is not copied
             again into the answer); None: a message of its own.
     """
-    spec = job.spec
-    once = _Once(memo if memo is not None else {})
     message = job_pb2.Job() if into is None else into.add()
+    _fill(message, job, _Once(memo if memo is not None else {}), shown)
+    return message
+
+
+def _fill(message: job_pb2.Job, job: Job, once: _Once, shown: bool) -> None:
+    """:func:`job_out` into an empty ``message``."""
+    spec = job.spec
     # The shared fields from the template (one C copy), then the job's own, each set
     # only when not its default (setting one is a call; updating a map is dearer still).
     message.CopyFrom(_template(job, once, shown))
@@ -151,9 +156,10 @@ def job_out(
         message.description = spec.description
     if spec.payload:
         message.payload = spec.payload
-    labels = message.labels
-    for key, value in spec.labels.items():
-        labels[key] = value
+    if spec.labels:
+        labels = message.labels
+        for key, value in spec.labels.items():
+            labels[key] = value
     if spec.paused:
         message.paused = True
     if spec.pause_note:
@@ -163,7 +169,6 @@ def job_out(
         message.next_run_at.CopyFrom(once(wire.timestamp, job.next_run_at))
     if job.pause_until is not None:
         message.pause_until.CopyFrom(wire.timestamp(job.pause_until))
-    return message
 
 
 def _template(job: Job, once: _Once, shown: bool) -> job_pb2.Job:
@@ -206,10 +211,12 @@ def jobs_out(jobs: Sequence[Job], *, full: bool = True, into: Any = None) -> lis
         into: An answer's repeated ``jobs`` field to add them to (none copied again);
             None: new messages.
     """
-    memo: dict[object, Any] = {}
+    once = _Once({})
+    add = job_pb2.Job if into is None else into.add
     out = []
-    for job in jobs:
-        message = job_out(job, memo, into=into)
+    for job in jobs:  # job_out's steps, the per-call setup once for all
+        message = add()
+        _fill(message, job, once, True)
         out.append(message if full else basic_view(message))
     return out
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
@@ -14,7 +15,7 @@ from sundial.api.jobs._base import (
     JobsBase,
     call_traceparent,
 )
-from sundial.api.jobs._schedule import checked_first_fire, named_calendars
+from sundial.api.jobs._schedule import checked_first_fire, first_fire, named_calendars
 from sundial.api.kit import (
     RequestKey,
 )
@@ -74,6 +75,7 @@ class JobCreation(JobsBase):
         fires: Memo | None = None,
         client_id: str | None = None,
         calendars: Mapping[str, Calendar] | None = None,
+        job_id: uuid.UUID | None = None,
     ) -> NewJob:
         """Validate one new job and compute its first fire time.
 
@@ -83,10 +85,17 @@ class JobCreation(JobsBase):
             fires: First fire times by compiled schedule object, shared likewise: a
                 schedule compiled once for many jobs fires first at the same instant.
             calendars: The tenant's calendars the schedule names (:meth:`_calendars`).
+            job_id: Its uid, if drawn already (:func:`new_job_ids`); else a new one.
         """
-        job_id = uuid.uuid4()
+        job_id = uuid.uuid4() if job_id is None else job_id
+        if not spec.schedule.calendars:
+            # No search through calendars: done here, in one step.
+            with field_prefix(prefix):
+                return _prepared_here(
+                    spec, job_id, now, shared=shared, fires=fires, client_id=client_id
+                )
         known = None
-        if spec.schedule.calendars and spec.schedule.jitter:
+        if spec.schedule.jitter:
             # Its jitter check samples fire times through calendars (as long as a search):
             # checked, and its first fire time found, in one call to the pool.
             with field_prefix(prefix):
@@ -114,6 +123,49 @@ class JobCreation(JobsBase):
             client_id=client_id,
             calendars=named_calendars(spec.schedule, calendars),
         )
+
+    async def _prepare_all(
+        self,
+        tenant_id: str,
+        specs: Sequence[JobSpec],
+        ids: Sequence[str | None],
+        now: datetime,
+        calendars: Mapping[str, Calendar],
+    ) -> list[NewJob]:
+        """:meth:`_prepare` of each job of a batch, the checks and first fire times
+        shared (docs/design.md section 8): a job whose schedule names no calendar in one
+        plain step (no coroutine, no context manager per job), a failure's field given
+        the job's index (``jobs[3].schedule.cron``) where it is raised."""
+        shared = validation.SharedChecks()
+        fires: Memo = {}
+        prepared: list[NewJob] = []
+        for i, (spec, job_id, client_id) in enumerate(
+            zip(specs, new_job_ids(len(specs)), ids, strict=True)
+        ):
+            if spec.schedule.calendars:
+                prepared.append(
+                    await self._prepare(
+                        tenant_id,
+                        spec,
+                        now,
+                        prefix=f"jobs[{i}].",
+                        shared=shared,
+                        fires=fires,
+                        client_id=client_id,
+                        calendars=calendars,
+                        job_id=job_id,
+                    )
+                )
+                continue
+            try:
+                prepared.append(
+                    _prepared_here(
+                        spec, job_id, now, shared=shared, fires=fires, client_id=client_id
+                    )
+                )
+            except InvalidArgument as exc:
+                raise InvalidArgument(f"jobs[{i}].{exc.field}", exc.problem) from None
+        return prepared
 
     @staticmethod
     def _created(tenant_id: str, new: NewJob, now: datetime) -> Job:
@@ -226,21 +278,7 @@ class JobCreation(JobsBase):
         """Validate ``specs`` together and insert them in one transaction."""
         calendars = await self._calendars(tenant_id, specs)
         now = self._clock.now()
-        shared = validation.SharedChecks()
-        fires: Memo = {}
-        prepared = [
-            await self._prepare(
-                tenant_id,
-                spec,
-                now,
-                prefix=f"jobs[{i}].",
-                shared=shared,
-                fires=fires,
-                client_id=client_id,
-                calendars=calendars,
-            )
-            for i, (spec, client_id) in enumerate(zip(specs, ids, strict=True))
-        ]
+        prepared = await self._prepare_all(tenant_id, specs, ids, now, calendars)
         first_index: dict[str, int] = {}
         for i, new in enumerate(prepared):
             seen = first_index.setdefault(new.spec.name, i)
@@ -259,3 +297,38 @@ class JobCreation(JobsBase):
             traceparent=call_traceparent(),
         )
         return [self._created(tenant_id, new, now) for new in prepared]
+
+
+def new_job_ids(count: int) -> list[uuid.UUID]:
+    """``count`` new uids, each as :func:`uuid.uuid4` makes one (16 random bytes, version
+    4), their bytes drawn from the system in one call rather than one per job."""
+    raw = os.urandom(16 * count)
+    return [uuid.UUID(bytes=raw[at : at + 16], version=4) for at in range(0, 16 * count, 16)]
+
+
+def _prepared_here(
+    spec: JobSpec,
+    job_id: uuid.UUID,
+    now: datetime,
+    *,
+    shared: validation.SharedChecks | None,
+    fires: Memo | None,
+    client_id: str | None,
+) -> NewJob:
+    """A new job whose schedule names no calendar checked, and its first fire time
+    found, on this thread (a search without calendars is one step per spec)."""
+    spec, compiled = validation.check_job_spec(spec, job_id, now=now, shared=shared)
+    known = None if fires is None else fires.get(id(compiled))
+    if known is not None:
+        next_run_at = known[1]
+    else:
+        next_run_at = first_fire(compiled, spec.schedule, now)
+        if fires is not None:  # kept with its schedule: the id is not reused meanwhile
+            fires[id(compiled)] = (compiled, next_run_at)
+    return NewJob(
+        job_id=job_id,
+        spec=spec,
+        partition_id=partition_of(job_id),
+        next_run_at=next_run_at,
+        client_id=client_id,
+    )

@@ -16,7 +16,7 @@ from sundial.api.model import (
     Job,
 )
 from sundial.api.servicer._base import ServicerBase
-from sundial.api.validation import check_client_job_id, field_prefix
+from sundial.api.validation import check_client_job_id
 from sundial.core import wire
 from sundial.core.errors import InvalidArgument
 from sundial.job import JobSpec
@@ -146,10 +146,12 @@ class JobHandlers(ServicerBase):
         specs = []
         client_ids = []
         memo: dict[object, Any] = {}
-        for i, message in enumerate(request.jobs):
-            with field_prefix(f"jobs[{i}]."):
+        try:  # one handler for the batch, not a context manager per job
+            for message in request.jobs:
                 client_ids.append(client_id_in(message.job_id, "job_id"))
                 specs.append(convert.job_spec_in(message, memo))
+        except InvalidArgument as exc:  # the failing job's index: the jobs converted
+            raise InvalidArgument(f"jobs[{len(specs)}].{exc.field}", exc.problem) from None
         jobs = await self._jobs.batch_create(
             tenant,
             specs,
