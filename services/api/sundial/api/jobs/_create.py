@@ -6,6 +6,7 @@ import os
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
+from typing import TypeVar
 
 from sundial.api import validation
 from sundial.api.jobs._base import (
@@ -38,6 +39,8 @@ from sundial.schedule import Calendar
 _NO_RUNS = JobStats()
 """A new job's stats (one immutable value for every job a batch creates)."""
 
+T = TypeVar("T")
+
 
 class JobCreation(JobsBase):
     """CreateJob and BatchCreateJobs (and ApplyJob's create)."""
@@ -46,12 +49,13 @@ class JobCreation(JobsBase):
         self,
         tenant_id: str,
         key: RequestKey,
-        work: Callable[[RequestClaim | None], Awaitable[list[Job]]],
-    ) -> list[Job]:
-        """``work`` (a create) done once per request id: a repeat answers the jobs the
-        first call created, as they are now (NOT_FOUND if one is gone)."""
+        work: Callable[[RequestClaim | None], Awaitable[T]],
+        answer: Callable[[list[Job]], T],
+    ) -> T:
+        """``work`` (a create) done once per request id: a repeat answers (``answer``)
+        the jobs the first call created, as they are now (NOT_FOUND if one is gone)."""
 
-        async def replay(record: RequestRecord) -> list[Job]:
+        async def replay(record: RequestRecord) -> T:
             ids = list(record.job_ids) if record.job_id is None else [record.job_id]
             jobs = await self._store.get_jobs(tenant_id, ids)
             if len(jobs) != len(ids):
@@ -60,7 +64,7 @@ class JobCreation(JobsBase):
                     f"{'this job' if len(ids) == 1 else 'these jobs'}, and "
                     f"{'it was' if len(ids) == 1 else 'some were'} deleted since"
                 )
-            return jobs
+            return answer(jobs)
 
         return await self._requests.once(tenant_id, key, work, replay)
 
@@ -232,7 +236,7 @@ class JobCreation(JobsBase):
             return [await self._create(tenant_id, spec, client_id=client_id, claim=claim)]
 
         key = RequestKey(CREATE_JOB, request_id, request_hash)
-        return (await self._create_once(tenant_id, key, work))[0]
+        return (await self._create_once(tenant_id, key, work, lambda jobs: jobs))[0]
 
     async def batch_create(
         self,
@@ -242,12 +246,17 @@ class JobCreation(JobsBase):
         client_ids: Sequence[str | None] = (),
         request_id: str = "",
         request_hash: bytes = b"",
-    ) -> list[Job]:
+        answer: Callable[[list[Job]], T],
+    ) -> T:
         """Validate and create up to 1,000 jobs in one transaction: all or none.
 
         Args:
             client_ids: Each job's client-chosen id (checked by the caller) or None;
                 empty: none has one.
+            answer: Builds the call's answer from the jobs created (a repeated request
+                id: from the jobs the first call created); called while PostgreSQL
+                runs the insert (``JobStore.create_jobs``' ``meanwhile``), so its cost
+                overlaps with the statement's. Its result is returned.
         """
         validation.check_request_id(request_id)
         if not 1 <= len(specs) <= validation.MAX_BATCH:
@@ -262,11 +271,11 @@ class JobCreation(JobsBase):
                     f"jobs[{i}].job_id", f"same id as jobs[{first_holder[client_id]}]"
                 )
 
-        async def work(claim: RequestClaim | None) -> list[Job]:
-            return await self._create_all(tenant_id, specs, ids, claim)
+        async def work(claim: RequestClaim | None) -> T:
+            return await self._create_all(tenant_id, specs, ids, claim, answer)
 
         key = RequestKey(BATCH_CREATE_JOBS, request_id, request_hash)
-        return await self._create_once(tenant_id, key, work)
+        return await self._create_once(tenant_id, key, work, answer)
 
     async def _create_all(
         self,
@@ -274,8 +283,10 @@ class JobCreation(JobsBase):
         specs: Sequence[JobSpec],
         ids: Sequence[str | None],
         claim: RequestClaim | None,
-    ) -> list[Job]:
-        """Validate ``specs`` together and insert them in one transaction."""
+        answer: Callable[[list[Job]], T],
+    ) -> T:
+        """Validate ``specs`` together and insert them in one transaction; ``answer`` of
+        the jobs, built while the insert runs."""
         calendars = await self._calendars(tenant_id, specs)
         now = self._clock.now()
         prepared = await self._prepare_all(tenant_id, specs, ids, now, calendars)
@@ -288,6 +299,11 @@ class JobCreation(JobsBase):
             [(new.spec.target, f"jobs[{i}].target") for i, new in enumerate(prepared)],  # type: ignore[misc]
             await self._egress.policy(tenant_id),
         )
+        answered: list[T] = []
+
+        def build_answer() -> None:
+            answered.append(answer([self._created(tenant_id, new, now) for new in prepared]))
+
         await self._store.create_jobs(
             tenant_id,
             prepared,
@@ -295,8 +311,9 @@ class JobCreation(JobsBase):
             claim=claim,
             single=False,
             traceparent=call_traceparent(),
+            meanwhile=build_answer,
         )
-        return [self._created(tenant_id, new, now) for new in prepared]
+        return answered[0]
 
 
 def new_job_ids(count: int) -> list[uuid.UUID]:
