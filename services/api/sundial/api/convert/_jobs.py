@@ -59,17 +59,45 @@ def job_spec_in(message: job_pb2.Job, memo: dict[object, Any] | None = None) -> 
     """
     if not message.HasField("schedule"):
         raise InvalidArgument("schedule", "is required")
+    schedule, target, policies = _shared_parts(memo, message)
     return JobSpec(
         name=message.name,
-        schedule=_converted(memo, schedule_in, message.schedule),
-        target=_converted(memo, wire.target_in, message.target),
+        schedule=schedule,
+        target=target,
         description=message.description,
         payload=message.payload,
-        policies=_converted(memo, policies_in, message.policies),
+        policies=policies,
         labels={key: message.labels[key] for key in message.labels},
         paused=message.paused,
         pause_note=message.pause_note,
     )
+
+
+def _shared_parts(memo: dict[object, Any] | None, message: job_pb2.Job) -> tuple[Any, Any, Any]:
+    """The job's schedule, target and policies converted, in that order; with ``memo``,
+    a combination met before is found with one look-up (a batch holds a few), each part
+    still shared by its own encoding with the jobs that combine it differently."""
+    if memo is None:
+        return (
+            schedule_in(message.schedule),
+            wire.target_in(message.target),
+            policies_in(message.policies),
+        )
+    key = (
+        _shared_parts,
+        message.schedule.SerializeToString(deterministic=True),
+        message.target.SerializeToString(deterministic=True),
+        message.policies.SerializeToString(deterministic=True),
+    )
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = (
+            _converted(memo, schedule_in, message.schedule),
+            _converted(memo, wire.target_in, message.target),
+            _converted(memo, policies_in, message.policies),
+        )
+    parts: tuple[Any, Any, Any] = found
+    return parts
 
 
 def _converted(memo: dict[object, Any] | None, convert: Callable[[Any], Any], message: Any) -> Any:
