@@ -9,8 +9,15 @@ import grpc
 import pytest
 from google.protobuf import duration_pb2, field_mask_pb2, timestamp_pb2
 
+from sundial.api.model import NewJob
+from sundial.api.store import Store
 from sundial.core.clock import ManualClock
+from sundial.core.config import DatabaseConfig
+from sundial.core.db import close_pool, create_pool
 from sundial.core.partition import partition_of
+from sundial.job import JobSpec
+from sundial.run import HttpTarget
+from sundial.schedule import CronSpec, Schedule
 from sundial.v1 import job_pb2, job_service_pb2_grpc
 from sundial.v1 import job_service_pb2 as pb
 from tests.integration.api.support import Api, StartApi, Tenant, expect_error, make_job, names
@@ -215,6 +222,61 @@ async def test_a_batch_names_its_taken_name_or_id_whatever_else_fails_and_keeps_
     created = await batch([make_job("a"), make_job("b")], "import")
     assert names(created.jobs) == ["a", "b"]
     await expect_error(batch([make_job("c"), make_job("d")]), grpc.StatusCode.RESOURCE_EXHAUSTED)
+
+
+async def test_work_done_while_the_insert_runs_leaves_it_all_or_nothing(
+    api: Api, tenant: Tenant
+) -> None:
+    """JobStore.create_jobs' ``meanwhile`` (where BatchCreateJobs builds its answer,
+    while PostgreSQL runs the insert) is called once; when it raises, its error is
+    raised, nothing is written (a single job's insert too, though alone it would run in
+    autocommit), and the connection serves the next write (a pool of one)."""
+
+    def new(name: str) -> NewJob:
+        job_id = uuid.uuid4()
+        return NewJob(
+            job_id=job_id,
+            spec=JobSpec(
+                name=name,
+                schedule=Schedule(CronSpec("0 9 * * *")),
+                target=HttpTarget(url="http://127.0.0.1:9/x"),
+            ),
+            partition_id=partition_of(job_id),
+            next_run_at=datetime(2030, 1, 1, 9, tzinfo=UTC),
+        )
+
+    class Broken(Exception):
+        pass
+
+    def broken() -> None:
+        raise Broken
+
+    before = await api.counts()
+    now = datetime.now(UTC)
+    pool = await create_pool(
+        DatabaseConfig(database_url=api.database_url, pool_min_size=1, pool_max_size=1)
+    )
+    try:
+        store = Store(pool)
+        for jobs, single in (([new("a"), new("b")], False), ([new("a")], True)):
+            with pytest.raises(Broken):
+                await store.create_jobs(
+                    tenant.tenant_id, jobs, now, single=single, meanwhile=broken
+                )
+            assert await api.counts() == before
+        calls: list[int] = []
+        await store.create_jobs(
+            tenant.tenant_id,
+            [new("a"), new("b")],
+            now,
+            single=False,
+            meanwhile=lambda: calls.append(len(calls)),
+        )
+    finally:
+        await close_pool(pool, 5.0)
+    assert calls == [0]
+    after = await api.counts()
+    assert after["jobs"] == after["job_definitions"] == before["jobs"] + 2
 
 
 async def test_get_job_errors(api: Api, tenant: Tenant) -> None:

@@ -59,17 +59,45 @@ def job_spec_in(message: job_pb2.Job, memo: dict[object, Any] | None = None) -> 
     """
     if not message.HasField("schedule"):
         raise InvalidArgument("schedule", "is required")
+    schedule, target, policies = _shared_parts(memo, message)
     return JobSpec(
         name=message.name,
-        schedule=_converted(memo, schedule_in, message.schedule),
-        target=_converted(memo, wire.target_in, message.target),
+        schedule=schedule,
+        target=target,
         description=message.description,
         payload=message.payload,
-        policies=_converted(memo, policies_in, message.policies),
+        policies=policies,
         labels={key: message.labels[key] for key in message.labels},
         paused=message.paused,
         pause_note=message.pause_note,
     )
+
+
+def _shared_parts(memo: dict[object, Any] | None, message: job_pb2.Job) -> tuple[Any, Any, Any]:
+    """The job's schedule, target and policies converted, in that order; with ``memo``,
+    a combination met before is found with one look-up (a batch holds a few), each part
+    still shared by its own encoding with the jobs that combine it differently."""
+    if memo is None:
+        return (
+            schedule_in(message.schedule),
+            wire.target_in(message.target),
+            policies_in(message.policies),
+        )
+    key = (
+        _shared_parts,
+        message.schedule.SerializeToString(deterministic=True),
+        message.target.SerializeToString(deterministic=True),
+        message.policies.SerializeToString(deterministic=True),
+    )
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = (
+            _converted(memo, schedule_in, message.schedule),
+            _converted(memo, wire.target_in, message.target),
+            _converted(memo, policies_in, message.policies),
+        )
+    parts: tuple[Any, Any, Any] = found
+    return parts
 
 
 def _converted(memo: dict[object, Any] | None, convert: Callable[[Any], Any], message: Any) -> Any:
@@ -137,9 +165,14 @@ def job_out(
         into: An answer's repeated field of jobs to add it to (so it is not copied
             again into the answer); None: a message of its own.
     """
-    spec = job.spec
-    once = _Once(memo if memo is not None else {})
     message = job_pb2.Job() if into is None else into.add()
+    _fill(message, job, _Once(memo if memo is not None else {}), shown)
+    return message
+
+
+def _fill(message: job_pb2.Job, job: Job, once: _Once, shown: bool) -> None:
+    """:func:`job_out` into an empty ``message``."""
+    spec = job.spec
     # The shared fields from the template (one C copy), then the job's own, each set
     # only when not its default (setting one is a call; updating a map is dearer still).
     message.CopyFrom(_template(job, once, shown))
@@ -151,9 +184,10 @@ def job_out(
         message.description = spec.description
     if spec.payload:
         message.payload = spec.payload
-    labels = message.labels
-    for key, value in spec.labels.items():
-        labels[key] = value
+    if spec.labels:
+        labels = message.labels
+        for key, value in spec.labels.items():
+            labels[key] = value
     if spec.paused:
         message.paused = True
     if spec.pause_note:
@@ -163,7 +197,6 @@ def job_out(
         message.next_run_at.CopyFrom(once(wire.timestamp, job.next_run_at))
     if job.pause_until is not None:
         message.pause_until.CopyFrom(wire.timestamp(job.pause_until))
-    return message
 
 
 def _template(job: Job, once: _Once, shown: bool) -> job_pb2.Job:
@@ -206,10 +239,12 @@ def jobs_out(jobs: Sequence[Job], *, full: bool = True, into: Any = None) -> lis
         into: An answer's repeated ``jobs`` field to add them to (none copied again);
             None: new messages.
     """
-    memo: dict[object, Any] = {}
+    once = _Once({})
+    add = job_pb2.Job if into is None else into.add
     out = []
-    for job in jobs:
-        message = job_out(job, memo, into=into)
+    for job in jobs:  # job_out's steps, the per-call setup once for all
+        message = add()
+        _fill(message, job, once, True)
         out.append(message if full else basic_view(message))
     return out
 

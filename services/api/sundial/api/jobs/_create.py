@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
+from typing import TypeVar
 
 from sundial.api import validation
 from sundial.api.jobs._base import (
@@ -14,7 +16,7 @@ from sundial.api.jobs._base import (
     JobsBase,
     call_traceparent,
 )
-from sundial.api.jobs._schedule import checked_first_fire, named_calendars
+from sundial.api.jobs._schedule import checked_first_fire, first_fire, named_calendars
 from sundial.api.kit import (
     RequestKey,
 )
@@ -37,6 +39,8 @@ from sundial.schedule import Calendar
 _NO_RUNS = JobStats()
 """A new job's stats (one immutable value for every job a batch creates)."""
 
+T = TypeVar("T")
+
 
 class JobCreation(JobsBase):
     """CreateJob and BatchCreateJobs (and ApplyJob's create)."""
@@ -45,12 +49,13 @@ class JobCreation(JobsBase):
         self,
         tenant_id: str,
         key: RequestKey,
-        work: Callable[[RequestClaim | None], Awaitable[list[Job]]],
-    ) -> list[Job]:
-        """``work`` (a create) done once per request id: a repeat answers the jobs the
-        first call created, as they are now (NOT_FOUND if one is gone)."""
+        work: Callable[[RequestClaim | None], Awaitable[T]],
+        answer: Callable[[list[Job]], T],
+    ) -> T:
+        """``work`` (a create) done once per request id: a repeat answers (``answer``)
+        the jobs the first call created, as they are now (NOT_FOUND if one is gone)."""
 
-        async def replay(record: RequestRecord) -> list[Job]:
+        async def replay(record: RequestRecord) -> T:
             ids = list(record.job_ids) if record.job_id is None else [record.job_id]
             jobs = await self._store.get_jobs(tenant_id, ids)
             if len(jobs) != len(ids):
@@ -59,7 +64,7 @@ class JobCreation(JobsBase):
                     f"{'this job' if len(ids) == 1 else 'these jobs'}, and "
                     f"{'it was' if len(ids) == 1 else 'some were'} deleted since"
                 )
-            return jobs
+            return answer(jobs)
 
         return await self._requests.once(tenant_id, key, work, replay)
 
@@ -74,6 +79,7 @@ class JobCreation(JobsBase):
         fires: Memo | None = None,
         client_id: str | None = None,
         calendars: Mapping[str, Calendar] | None = None,
+        job_id: uuid.UUID | None = None,
     ) -> NewJob:
         """Validate one new job and compute its first fire time.
 
@@ -83,10 +89,17 @@ class JobCreation(JobsBase):
             fires: First fire times by compiled schedule object, shared likewise: a
                 schedule compiled once for many jobs fires first at the same instant.
             calendars: The tenant's calendars the schedule names (:meth:`_calendars`).
+            job_id: Its uid, if drawn already (:func:`new_job_ids`); else a new one.
         """
-        job_id = uuid.uuid4()
+        job_id = uuid.uuid4() if job_id is None else job_id
+        if not spec.schedule.calendars:
+            # No search through calendars: done here, in one step.
+            with field_prefix(prefix):
+                return _prepared_here(
+                    spec, job_id, now, shared=shared, fires=fires, client_id=client_id
+                )
         known = None
-        if spec.schedule.calendars and spec.schedule.jitter:
+        if spec.schedule.jitter:
             # Its jitter check samples fire times through calendars (as long as a search):
             # checked, and its first fire time found, in one call to the pool.
             with field_prefix(prefix):
@@ -114,6 +127,49 @@ class JobCreation(JobsBase):
             client_id=client_id,
             calendars=named_calendars(spec.schedule, calendars),
         )
+
+    async def _prepare_all(
+        self,
+        tenant_id: str,
+        specs: Sequence[JobSpec],
+        ids: Sequence[str | None],
+        now: datetime,
+        calendars: Mapping[str, Calendar],
+    ) -> list[NewJob]:
+        """:meth:`_prepare` of each job of a batch, the checks and first fire times
+        shared (docs/design.md section 8): a job whose schedule names no calendar in one
+        plain step (no coroutine, no context manager per job), a failure's field given
+        the job's index (``jobs[3].schedule.cron``) where it is raised."""
+        shared = validation.SharedChecks()
+        fires: Memo = {}
+        prepared: list[NewJob] = []
+        for i, (spec, job_id, client_id) in enumerate(
+            zip(specs, new_job_ids(len(specs)), ids, strict=True)
+        ):
+            if spec.schedule.calendars:
+                prepared.append(
+                    await self._prepare(
+                        tenant_id,
+                        spec,
+                        now,
+                        prefix=f"jobs[{i}].",
+                        shared=shared,
+                        fires=fires,
+                        client_id=client_id,
+                        calendars=calendars,
+                        job_id=job_id,
+                    )
+                )
+                continue
+            try:
+                prepared.append(
+                    _prepared_here(
+                        spec, job_id, now, shared=shared, fires=fires, client_id=client_id
+                    )
+                )
+            except InvalidArgument as exc:
+                raise InvalidArgument(f"jobs[{i}].{exc.field}", exc.problem) from None
+        return prepared
 
     @staticmethod
     def _created(tenant_id: str, new: NewJob, now: datetime) -> Job:
@@ -180,7 +236,7 @@ class JobCreation(JobsBase):
             return [await self._create(tenant_id, spec, client_id=client_id, claim=claim)]
 
         key = RequestKey(CREATE_JOB, request_id, request_hash)
-        return (await self._create_once(tenant_id, key, work))[0]
+        return (await self._create_once(tenant_id, key, work, lambda jobs: jobs))[0]
 
     async def batch_create(
         self,
@@ -190,12 +246,17 @@ class JobCreation(JobsBase):
         client_ids: Sequence[str | None] = (),
         request_id: str = "",
         request_hash: bytes = b"",
-    ) -> list[Job]:
+        answer: Callable[[list[Job]], T],
+    ) -> T:
         """Validate and create up to 1,000 jobs in one transaction: all or none.
 
         Args:
             client_ids: Each job's client-chosen id (checked by the caller) or None;
                 empty: none has one.
+            answer: Builds the call's answer from the jobs created (a repeated request
+                id: from the jobs the first call created); called while PostgreSQL
+                runs the insert (``JobStore.create_jobs``' ``meanwhile``), so its cost
+                overlaps with the statement's. Its result is returned.
         """
         validation.check_request_id(request_id)
         if not 1 <= len(specs) <= validation.MAX_BATCH:
@@ -210,11 +271,11 @@ class JobCreation(JobsBase):
                     f"jobs[{i}].job_id", f"same id as jobs[{first_holder[client_id]}]"
                 )
 
-        async def work(claim: RequestClaim | None) -> list[Job]:
-            return await self._create_all(tenant_id, specs, ids, claim)
+        async def work(claim: RequestClaim | None) -> T:
+            return await self._create_all(tenant_id, specs, ids, claim, answer)
 
         key = RequestKey(BATCH_CREATE_JOBS, request_id, request_hash)
-        return await self._create_once(tenant_id, key, work)
+        return await self._create_once(tenant_id, key, work, answer)
 
     async def _create_all(
         self,
@@ -222,25 +283,13 @@ class JobCreation(JobsBase):
         specs: Sequence[JobSpec],
         ids: Sequence[str | None],
         claim: RequestClaim | None,
-    ) -> list[Job]:
-        """Validate ``specs`` together and insert them in one transaction."""
+        answer: Callable[[list[Job]], T],
+    ) -> T:
+        """Validate ``specs`` together and insert them in one transaction; ``answer`` of
+        the jobs, built while the insert runs."""
         calendars = await self._calendars(tenant_id, specs)
         now = self._clock.now()
-        shared = validation.SharedChecks()
-        fires: Memo = {}
-        prepared = [
-            await self._prepare(
-                tenant_id,
-                spec,
-                now,
-                prefix=f"jobs[{i}].",
-                shared=shared,
-                fires=fires,
-                client_id=client_id,
-                calendars=calendars,
-            )
-            for i, (spec, client_id) in enumerate(zip(specs, ids, strict=True))
-        ]
+        prepared = await self._prepare_all(tenant_id, specs, ids, now, calendars)
         first_index: dict[str, int] = {}
         for i, new in enumerate(prepared):
             seen = first_index.setdefault(new.spec.name, i)
@@ -250,6 +299,11 @@ class JobCreation(JobsBase):
             [(new.spec.target, f"jobs[{i}].target") for i, new in enumerate(prepared)],  # type: ignore[misc]
             await self._egress.policy(tenant_id),
         )
+        answered: list[T] = []
+
+        def build_answer() -> None:
+            answered.append(answer([self._created(tenant_id, new, now) for new in prepared]))
+
         await self._store.create_jobs(
             tenant_id,
             prepared,
@@ -257,5 +311,41 @@ class JobCreation(JobsBase):
             claim=claim,
             single=False,
             traceparent=call_traceparent(),
+            meanwhile=build_answer,
         )
-        return [self._created(tenant_id, new, now) for new in prepared]
+        return answered[0]
+
+
+def new_job_ids(count: int) -> list[uuid.UUID]:
+    """``count`` new uids, each as :func:`uuid.uuid4` makes one (16 random bytes, version
+    4), their bytes drawn from the system in one call rather than one per job."""
+    raw = os.urandom(16 * count)
+    return [uuid.UUID(bytes=raw[at : at + 16], version=4) for at in range(0, 16 * count, 16)]
+
+
+def _prepared_here(
+    spec: JobSpec,
+    job_id: uuid.UUID,
+    now: datetime,
+    *,
+    shared: validation.SharedChecks | None,
+    fires: Memo | None,
+    client_id: str | None,
+) -> NewJob:
+    """A new job whose schedule names no calendar checked, and its first fire time
+    found, on this thread (a search without calendars is one step per spec)."""
+    spec, compiled = validation.check_job_spec(spec, job_id, now=now, shared=shared)
+    known = None if fires is None else fires.get(id(compiled))
+    if known is not None:
+        next_run_at = known[1]
+    else:
+        next_run_at = first_fire(compiled, spec.schedule, now)
+        if fires is not None:  # kept with its schedule: the id is not reused meanwhile
+            fires[id(compiled)] = (compiled, next_run_at)
+    return NewJob(
+        job_id=job_id,
+        spec=spec,
+        partition_id=partition_of(job_id),
+        next_run_at=next_run_at,
+        client_id=client_id,
+    )

@@ -16,7 +16,7 @@ from sundial.api.model import (
     Job,
 )
 from sundial.api.servicer._base import ServicerBase
-from sundial.api.validation import check_client_job_id, field_prefix
+from sundial.api.validation import check_client_job_id
 from sundial.core import wire
 from sundial.core.errors import InvalidArgument
 from sundial.job import JobSpec
@@ -107,6 +107,13 @@ def client_id_in(text: str, field: str) -> str | None:
     return text
 
 
+def _batch_answer(jobs: list[Job]) -> pb.BatchCreateJobsResponse:
+    """BatchCreateJobs' answer, each job built in its repeated field (none copied)."""
+    response = pb.BatchCreateJobsResponse()
+    convert.jobs_out(jobs, into=response.jobs)
+    return response
+
+
 class JobHandlers(ServicerBase):
     """CreateJob, BatchCreateJobs, ApplyJob, GetJob, ListJobRevisions, RollbackJob,
     DescribeJob, ListJobs, UpdateJob, DeleteJob, PauseJob, ResumeJob, PreviewSchedule."""
@@ -146,20 +153,20 @@ class JobHandlers(ServicerBase):
         specs = []
         client_ids = []
         memo: dict[object, Any] = {}
-        for i, message in enumerate(request.jobs):
-            with field_prefix(f"jobs[{i}]."):
+        try:  # one handler for the batch, not a context manager per job
+            for message in request.jobs:
                 client_ids.append(client_id_in(message.job_id, "job_id"))
                 specs.append(convert.job_spec_in(message, memo))
-        jobs = await self._jobs.batch_create(
+        except InvalidArgument as exc:  # the failing job's index: the jobs converted
+            raise InvalidArgument(f"jobs[{len(specs)}].{exc.field}", exc.problem) from None
+        return await self._jobs.batch_create(
             tenant,
             specs,
             client_ids=client_ids,
             request_id=request.request_id,
             request_hash=request_hash("BatchCreateJobs", request.jobs),
+            answer=_batch_answer,
         )
-        response = pb.BatchCreateJobsResponse()
-        convert.jobs_out(jobs, into=response.jobs)
-        return response
 
     async def ApplyJob(
         self, request: pb.ApplyJobRequest, context: grpc.aio.ServicerContext

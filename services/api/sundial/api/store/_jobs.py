@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
+from typing import TypeVar
 
 import asyncpg
 
@@ -92,9 +94,17 @@ class JobStore(RequestStore):
         claim: RequestClaim | None = None,
         single: bool = True,
         traceparent: str = "",
+        meanwhile: Callable[[], None] | None = None,
     ) -> None:
         """Insert ``jobs`` atomically, within the tenant's max_jobs quota; ``traceparent``
         is the creating call's trace context (empty: none), which their first runs link to.
+
+        ``meanwhile``, if given, is called once, on this thread, as soon as the insert
+        statement is sent, while PostgreSQL runs it: work the caller wants only if the
+        insert succeeds (BatchCreateJobs builds its answer there), overlapped with the
+        statement instead of following it. It decides nothing: its result is the caller's,
+        and a failure of the insert is raised as without it. Should it raise, that error
+        is raised and nothing is written (the insert then runs in a transaction).
 
         Raises:
             RequestTaken: ``claim``'s key already has a live record (nothing written).
@@ -105,7 +115,13 @@ class JobStore(RequestStore):
         """
         try:
             await self._insert_jobs(
-                tenant_id, jobs, now, claim=claim, single=single, traceparent=traceparent
+                tenant_id,
+                jobs,
+                now,
+                claim=claim,
+                single=single,
+                traceparent=traceparent,
+                meanwhile=meanwhile,
             )
         except asyncpg.UniqueViolationError as exc:
             if exc.constraint_name not in (NAME_INDEX, CLIENT_JOB_ID_INDEX):
@@ -131,20 +147,27 @@ class JobStore(RequestStore):
         claim: RequestClaim | None,
         single: bool,
         traceparent: str,
+        meanwhile: Callable[[], None] | None,
     ) -> None:
         params = InsertJobs.of(tenant_id, jobs, now, traceparent)
         named = distinct_calendars([c for job in jobs for c in job.calendars])
 
         async def insert(conn: Conn) -> None:
-            inserted = await conn.fetchval(*queries.bind("insert_jobs", params))
+            statement = conn.fetchval(*queries.bind("insert_jobs", params))
+            if meanwhile is None:
+                inserted = await statement
+            else:
+                inserted = await _while_running(statement, meanwhile)
             if inserted == 0:
                 if not single:
                     await self._check_taken(conn, tenant_id, jobs)  # the error it had
                 await self._quota_exceeded(conn, tenant_id, len(jobs))
 
         async with self._pool.acquire() as conn:
-            if claim is None and single and not named:
+            if claim is None and single and not named and meanwhile is None:
                 # One statement in autocommit: atomic, and the fewest round trips.
+                # (With `meanwhile`, in a transaction: should it fail after the
+                # statement committed on its own, nothing would be undone.)
                 await insert(conn)
                 return
             async with conn.transaction():
@@ -346,3 +369,28 @@ class JobStore(RequestStore):
             await conn.execute(queries.delete_job, job_id, tenant_id)
             await conn.execute(queries.remove_job_from_quota, tenant_id)
             return True
+
+
+T = TypeVar("T")
+
+
+async def _while_running(statement: Awaitable[T], meanwhile: Callable[[], None]) -> T:
+    """``statement``'s result, with ``meanwhile()`` run while PostgreSQL executes it.
+
+    The statement's task gets one turn of the event loop first, in which asyncpg encodes
+    and sends it (a statement not yet prepared on the connection sends its Parse only:
+    the overlap is then smaller, the result the same). Should ``meanwhile`` raise, the
+    statement is cancelled and waited for (its connection free again before the
+    transaction ends), and the error raised.
+    """
+    pending = asyncio.ensure_future(statement)
+    try:
+        await asyncio.sleep(0)
+        meanwhile()
+    except BaseException:
+        pending.cancel()
+        await asyncio.wait([pending])
+        if not pending.cancelled():
+            pending.exception()  # retrieved: the error raised is meanwhile's
+        raise
+    return await pending
