@@ -105,6 +105,29 @@ class TenantB:
             await conn.close()
         return dict(Counter(row["status"] or "none" for row in rows))
 
+    async def skipped_behind(self, keys: set[str]) -> dict[str, float | None]:
+        """Of the runs ``keys`` the overlap policy skipped: the slowest of the runs that
+        were unfinished at their occurrence (the job's run due a second before), as
+        seconds after that run's due time to its lease, its end and the record of its
+        end (None: none skipped)."""
+        pairs = [key.split("@", 1) for key in keys]
+        conn = await asyncpg.connect(self.database_url)
+        try:
+            row = await conn.fetchrow(
+                "SELECT max(extract(epoch FROM p.started_at - p.scheduled_at)) AS leased,"
+                "       max(extract(epoch FROM p.finished_at - p.scheduled_at)) AS ended,"
+                "       max(extract(epoch FROM p.updated_at - p.scheduled_at)) AS recorded"
+                "  FROM unnest($1::uuid[], $2::timestamptz[]) AS k(j, at)"
+                "  JOIN job_runs r ON r.job_id = k.j AND r.scheduled_at = k.at"
+                "  JOIN job_runs p ON p.job_id = k.j AND p.scheduled_at = k.at - interval '1 s'"
+                " WHERE r.status = 'skipped'",
+                [uuid.UUID(job) for job, _ in pairs],
+                [datetime.fromisoformat(at.replace("Z", "+00:00")) for _, at in pairs],
+            )
+        finally:
+            await conn.close()
+        return {name: None if row[name] is None else round(float(row[name]), 3) for name in row}
+
     async def measure(
         self, recorder: Recorder, seconds: float, settle_s: float = 3.0
     ) -> dict[str, object]:
@@ -152,6 +175,7 @@ class TenantB:
             # Why: "skipped" is the overlap policy (the job's previous run unfinished at
             # the occurrence), anything else a run not called (yet).
             "missing_by_status": await self.statuses(missing) if missing else {},
+            **({"skipped_behind": await self.skipped_behind(missing)} if missing else {}),
         }
 
 
