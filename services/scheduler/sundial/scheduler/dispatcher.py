@@ -155,7 +155,8 @@ class Dispatcher(PassLoop):
 
     async def pass_once(self) -> float:
         """One pass; the wait before the next: 0 when the pass was full (more is due right
-        now), else until the next job of the owned partitions comes due, at most
+        now; a rest when it only filled the waiting list, :meth:`_backlog_pace`), else
+        until the next job of the owned partitions comes due, at most
         ``poll_interval_s`` (a job created or resumed meanwhile is seen by then)."""
         started = time.monotonic()
         outcome = await self.dispatch_once(wait_for_publish=False)
@@ -177,15 +178,15 @@ class Dispatcher(PassLoop):
         return min(poll_s, max(MIN_WAIT_S, (due - now).total_seconds()))
 
     async def _backlog_pace(self, outcome: DispatchOutcome, took_s: float) -> float:
-        """The wait after a full pass: 0, unless every run it created waits for
-        admission behind a backlog (docs/design.md section 7, "Flow control"). Then
+        """The wait after a full pass: 0, unless it published nothing and put runs on
+        the waiting list, behind a backlog (docs/design.md section 7, "Flow control"). Then
         dispatching more of that backlog at once only lengthens the waiting list while
         it takes the event loop and the database from everyone else's leases and
         completions: this worker rests as long as the pass took (at most
         ``poll_interval_s``), and no later than the next job due after the backlog began,
         which is claimed first (:meth:`_claim`)."""
         since = self._backlog_since
-        if since is None or not outcome.inserted or outcome.waiting < outcome.inserted:
+        if since is None or not outcome.waiting or outcome.batches:
             return 0.0
         rest = min(self._config.poll_interval_s, took_s)
         due = await self._store.next_due_at(sorted(self._owned()), after=since)
