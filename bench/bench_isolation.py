@@ -74,6 +74,15 @@ def every_second(name: str, url: str) -> job_pb2.Job:
     return job_pb2.Job(name=name, schedule=schedule, target=http_target(url))
 
 
+def run_key_arrays(keys: set[str]) -> tuple[list[uuid.UUID], list[datetime]]:
+    """The job ids and due times of run keys ``job_id@due`` (for unnest in SQL)."""
+    pairs = [key.split("@", 1) for key in keys]
+    return (
+        [uuid.UUID(job) for job, _ in pairs],
+        [datetime.fromisoformat(at.replace("Z", "+00:00")) for _, at in pairs],
+    )
+
+
 class TenantB:
     """B's steady load and what it saw."""
 
@@ -92,14 +101,12 @@ class TenantB:
     async def statuses(self, keys: set[str]) -> dict[str, int]:
         """How many of the runs ``keys`` (``job_id@due``) stand at each status ("none":
         no run row: the occurrence was never dispatched)."""
-        pairs = [key.split("@", 1) for key in keys]
         conn = await asyncpg.connect(self.database_url)
         try:
             rows = await conn.fetch(
                 "SELECT r.status FROM unnest($1::uuid[], $2::timestamptz[]) AS k(j, at)"
                 " LEFT JOIN job_runs r ON r.job_id = k.j AND r.scheduled_at = k.at",
-                [uuid.UUID(job) for job, _ in pairs],
-                [datetime.fromisoformat(at.replace("Z", "+00:00")) for _, at in pairs],
+                *run_key_arrays(keys),
             )
         finally:
             await conn.close()
@@ -110,7 +117,6 @@ class TenantB:
         were unfinished at their occurrence (the job's run due a second before), as
         seconds after that run's due time to its lease, its end and the record of its
         end (None: none skipped)."""
-        pairs = [key.split("@", 1) for key in keys]
         conn = await asyncpg.connect(self.database_url)
         try:
             row = await conn.fetchrow(
@@ -121,8 +127,7 @@ class TenantB:
                 "  JOIN job_runs r ON r.job_id = k.j AND r.scheduled_at = k.at"
                 "  JOIN job_runs p ON p.job_id = k.j AND p.scheduled_at = k.at - interval '1 s'"
                 " WHERE r.status = 'skipped'",
-                [uuid.UUID(job) for job, _ in pairs],
-                [datetime.fromisoformat(at.replace("Z", "+00:00")) for _, at in pairs],
+                *run_key_arrays(keys),
             )
         finally:
             await conn.close()
