@@ -3,6 +3,13 @@
 -- Conventions: "now" is always a parameter (the caller's clock) so tests control time;
 -- batches travel as parallel arrays through unnest(), never one statement per row.
 -- Lock order everywhere: jobs, then job_runs (sorted by primary key), then job_stats.
+-- A statement that finds runs by their keys (unnest of job ids and instants) states the
+-- run's required state inside a CASE, never as a plain status predicate: a plain
+-- `r.status = 'running'` lets the planner answer it from a status-keyed or partial index
+-- instead of the primary key, and those indexes' statistics describe the moment of the
+-- last ANALYZE (a daily partition analyzed before a herd believes it holds no queued or
+-- running run). With them, one admission of 128 runs scanned a whole partial index per
+-- key: 0.2-0.5 s a call (docs/design.md section 8, "Plans that stay index probes").
 
 -- fragment: fixed_delay
 -- The delay of a fixed-delay job (IntervalSchedule.from_end) as its JSON duration text,
@@ -370,8 +377,8 @@ SELECT c.*, j.name AS job_name, d.target, d.payload, d.labels
 UPDATE job_runs r
    SET check_at = NULL
   FROM unnest($1::uuid[], $2::timestamptz[], $3::int[]) AS a(job_id, scheduled_at, attempt)
- WHERE r.job_id = a.job_id AND r.scheduled_at = a.scheduled_at
-   AND r.status = 'dead' AND r.attempt = a.attempt;
+ WHERE r.job_id = a.job_id AND r.scheduled_at = a.scheduled_at AND r.attempt = a.attempt
+   AND CASE WHEN r.status = 'dead' THEN true ELSE false END;  -- by key (conventions)
 
 -- name: durable_commit
 -- Run first in a transaction that hands out or ends an attempt (LeaseRuns, CompleteRuns):
@@ -476,7 +483,7 @@ SELECT r.job_id, r.scheduled_at, r.tenant_id, r.kind, r.attempt, r.executor_id,
     ON r.job_id = q.job_id AND r.scheduled_at = q.scheduled_at
   LEFT JOIN jobs j ON j.job_id = r.job_id
   LEFT JOIN job_definitions d ON d.job_id = r.job_id
- WHERE r.status = 'dead' AND r.check_at IS NOT NULL;
+ WHERE CASE WHEN r.status = 'dead' THEN r.check_at IS NOT NULL ELSE false END;  -- by key
 
 -- name: grant_runs
 -- Leases the runs to executor $3 (credential $6) until $4: a new attempt (the fencing
@@ -496,7 +503,8 @@ UPDATE job_runs r
    SET lease_until = $5, check_at = $5, updated_at = $6
   FROM unnest($1::uuid[], $2::timestamptz[], $3::int[]) AS h(job_id, scheduled_at, attempt)
  WHERE r.job_id = h.job_id AND r.scheduled_at = h.scheduled_at AND r.attempt = h.attempt
-   AND r.status = 'running' AND r.executor_id = $4
+   AND CASE WHEN r.status = 'running' THEN true ELSE false END  -- by key (conventions)
+   AND r.executor_id = $4
 RETURNING r.job_id, r.scheduled_at, r.attempt, coalesce(r.lease_id::text, '') AS lease_id;
 
 -- name: extend_leases
@@ -508,7 +516,8 @@ UPDATE job_runs r
        AS h(job_id, scheduled_at, attempt, lease_id)
  WHERE r.job_id = h.job_id AND r.scheduled_at = h.scheduled_at AND r.attempt = h.attempt
    AND coalesce(r.lease_id::text, '') = h.lease_id
-   AND r.status = 'running' AND r.executor_id = $5
+   AND CASE WHEN r.status = 'running' THEN true ELSE false END  -- by key (conventions)
+   AND r.executor_id = $5
 RETURNING r.job_id, r.scheduled_at, r.attempt, h.lease_id, r.cancel_requested;
 
 -- name: record_outcomes
@@ -629,7 +638,7 @@ SELECT r.job_id, r.scheduled_at, r.attempt, h.lease_id
        AS h(job_id, scheduled_at, attempt, lease_id)
     ON r.job_id = h.job_id AND r.scheduled_at = h.scheduled_at AND r.attempt = h.attempt
    AND coalesce(r.lease_id::text, '') = h.lease_id
- WHERE r.status = 'running' AND r.cancel_requested;
+ WHERE CASE WHEN r.status = 'running' THEN r.cancel_requested ELSE false END;  -- by key
 
 -- ---------------------------------------------------------------------------------------
 -- Admission (flow control, docs/design.md section 7 "Flow control"; admission.py)
@@ -694,8 +703,9 @@ SELECT w.job_id, w.scheduled_at, w.tenant_id, w.partition_id, w.priority, w.due_
  WHERE CASE WHEN $10::boolean THEN true
             ELSE EXISTS (SELECT 1 FROM job_runs r
                           WHERE r.job_id = w.job_id AND r.scheduled_at = w.scheduled_at
-                            AND r.status = 'queued' AND r.dispatch_seq = 0
-                            AND r.check_at IS NULL) END
+                            AND CASE WHEN r.status = 'queued' AND r.dispatch_seq = 0
+                                          AND r.check_at IS NULL
+                                     THEN true ELSE false END) END
 ON CONFLICT (job_id, scheduled_at) DO NOTHING;
 
 -- name: waiting_tenants
@@ -733,9 +743,16 @@ WITH k AS (
     SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $6::boolean[])
                   AS k(job_id, scheduled_at, dispatch_seq, throttled)
 ), gone AS (
+    -- Each key's waiting row found by a primary-key probe (OFFSET 0 keeps the probe per
+    -- key) and deleted by its row address: a join of k with run_waits was planned as a
+    -- scan of the whole waiting list per call, a cost growing with the herd.
     DELETE FROM run_waits w
-     USING k
-     WHERE w.job_id = k.job_id AND w.scheduled_at = k.scheduled_at
+     USING k CROSS JOIN LATERAL (
+               SELECT v.ctid AS wait_row
+                 FROM run_waits v
+                WHERE v.job_id = k.job_id AND v.scheduled_at = k.scheduled_at
+               OFFSET 0) AS x
+     WHERE w.ctid = x.wait_row
     RETURNING w.job_id, w.scheduled_at, w.due_at, w.throttled
 )
 UPDATE job_runs r
@@ -747,7 +764,8 @@ UPDATE job_runs r
   FROM gone g
   JOIN k ON k.job_id = g.job_id AND k.scheduled_at = g.scheduled_at
  WHERE r.job_id = g.job_id AND r.scheduled_at = g.scheduled_at
-   AND r.status = 'queued' AND r.dispatch_seq = 0 AND r.check_at IS NULL
+   AND CASE WHEN r.status = 'queued' AND r.dispatch_seq = 0 AND r.check_at IS NULL
+            THEN true ELSE false END  -- by key (the conventions above)
 RETURNING r.job_id, r.scheduled_at, r.tenant_id, r.partition_id, r.dispatch_seq;
 
 -- name: spend_tokens

@@ -1,0 +1,159 @@
+"""The statements that find runs by their keys probe primary keys, whatever the statistics.
+
+A daily partition of ``job_runs`` analyzed before a herd believes it holds no queued or
+running run. A statement that said ``r.status = 'queued'`` beside its keys was then
+planned as a scan of a partial or status-keyed index filtered per key: one admission of
+128 runs took 0.2-0.5 s, growing with the herd (queries.sql's conventions;
+docs/design.md section 8, "Plans that stay index probes"). These tests build that
+moment (history analyzed, autovacuum off, then thousands of live runs) and ask
+PostgreSQL for the plan it would run, custom (this call's 128 keys) and generic (the
+plan a prepared statement keeps): no read of a run or waiting row may go through an
+index other than the primary key (see ``_by_key``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import pytest
+
+from sundial.core.db._partitions import ensure_run_partitions, run_partition_name
+from sundial.core.partition import partition_of
+from sundial.scheduler.store._queries import queries
+
+HISTORY = 6_000
+LIVE = 4_000
+KEYS = 128
+LEASE = uuid.uuid4()
+NOW = datetime.now(UTC).replace(microsecond=0)
+
+ArgsOf = Callable[[list[uuid.UUID]], tuple[Any, ...]]
+
+
+def _admit(keys: list[uuid.UUID]) -> tuple[Any, ...]:
+    n = len(keys)
+    return (keys, [NOW] * n, list(range(1, n + 1)), NOW, NOW + timedelta(seconds=10), [False] * n)
+
+
+def _held(keys: list[uuid.UUID]) -> tuple[Any, ...]:
+    n = len(keys)
+    return (keys, [NOW] * n, [1] * n, [str(LEASE)] * n)
+
+
+# Each statement, the status its live runs have, and its arguments for KEYS of them.
+STATEMENTS: dict[str, tuple[str, ArgsOf]] = {
+    "admit_runs": ("queued", _admit),
+    "extend_leases": (
+        "running",
+        lambda k: (*_held(k), "ex", NOW + timedelta(seconds=30), NOW),
+    ),
+    "regrant_leases": (
+        "running",
+        lambda k: (k, [NOW] * len(k), [1] * len(k), "ex", NOW + timedelta(seconds=30), NOW),
+    ),
+    "cancel_requested": ("running", _held),
+    "clear_dead_letters": ("dead", lambda k: (k, [NOW] * len(k), [1] * len(k))),
+    "dead_letters_of": ("dead", lambda k: (k, [NOW] * len(k))),
+    "grant_runs": (
+        "queued",
+        lambda k: (k, [NOW] * len(k), "ex", NOW + timedelta(seconds=30), NOW, str(LEASE)),
+    ),
+    "lock_runs": ("queued", lambda k: (k, [NOW] * len(k))),
+    "lock_runs_for_completion": ("running", lambda k: (k, [NOW] * len(k))),
+}
+
+
+async def _stale_database(pool: asyncpg.Pool, status: str) -> list[uuid.UUID]:
+    """History analyzed with autovacuum off, then LIVE runs in ``status`` (a waiting row
+    each when queued); returns the live runs' job ids."""
+    async with pool.acquire() as conn:
+        await ensure_run_partitions(conn, NOW.date() - timedelta(days=1), NOW.date())
+        part = run_partition_name(NOW.date())
+
+        async def runs(count: int, run_status: str) -> list[uuid.UUID]:
+            ids = [uuid.uuid4() for _ in range(count)]
+            await conn.execute(
+                "INSERT INTO job_runs (job_id, scheduled_at, tenant_id, partition_id, status,"
+                " dispatch_seq, attempt, executor_id, lease_id, check_at)"
+                " SELECT j, $3::timestamptz, 'acme', p, $4::text,"
+                " CASE WHEN $4::text = 'queued' THEN 0 ELSE 1 END, 1, 'ex', $5::uuid,"
+                " CASE WHEN $4::text = 'dead' THEN $3::timestamptz END"
+                " FROM unnest($1::uuid[], $2::smallint[]) AS u(j, p)",
+                ids,
+                [partition_of(i) for i in ids],
+                NOW,
+                run_status,
+                LEASE,
+            )
+            return ids
+
+        await runs(HISTORY, "succeeded")
+        for table in (part, "run_waits"):
+            await conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+            await conn.execute(f"VACUUM ANALYZE {table}")
+        live = await runs(LIVE, status)
+        if status == "queued":
+            await conn.execute(
+                "INSERT INTO run_waits (job_id, scheduled_at, tenant_id, partition_id,"
+                " priority, due_at, rate_key) SELECT j, $2, 'acme', 0, 1, $2, ''"
+                " FROM unnest($1::uuid[]) AS u(j)",
+                live,
+                NOW,
+            )
+        return live
+
+
+def _scans(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    if "Relation Name" in plan:
+        yield plan
+    for child in plan.get("Plans", ()):
+        yield from _scans(child)
+
+
+async def _plans(conn: asyncpg.Connection, sql: str, args: tuple[Any, ...]) -> list[dict]:
+    """The plan of ``sql`` with ``args`` as a custom plan and as the generic one."""
+    plans = []
+    for mode in ("force_custom_plan", "force_generic_plan"):
+        await conn.execute(f"SET plan_cache_mode = {mode}")
+        (explained,) = await conn.fetchrow("EXPLAIN (FORMAT JSON) " + sql, *args)
+        # The pool's connections decode json (sundial.core.db.init_connection).
+        plans.append(explained[0]["Plan"])
+    return plans
+
+
+@pytest.mark.parametrize("name", sorted(STATEMENTS))
+async def test_a_statement_by_run_keys_probes_primary_keys_under_stale_statistics(
+    pool: asyncpg.Pool, name: str
+) -> None:
+    status, args_of = STATEMENTS[name]
+    live = await _stale_database(pool, status)
+    sql = getattr(queries, name)
+    async with pool.acquire() as conn:
+        for plan in await _plans(conn, sql, args_of(live[-KEYS:])):
+            reads = [
+                (scan["Node Type"], scan["Relation Name"], scan.get("Index Name", ""))
+                for scan in _scans(plan)
+                if scan["Relation Name"].startswith(("job_runs", "run_waits"))
+                and scan["Node Type"] != "ModifyTable"
+            ]
+            assert reads, f"{name}: no read of runs in {plan}"
+            assert not [read for read in reads if not _by_key(*read)], (
+                f"{name} reads runs by other than their keys: {reads}"
+            )
+
+
+def _by_key(node: str, relation: str, index: str) -> bool:
+    """A primary-key probe, or a fetch by the row address one returned; or a scan of a
+    run partition, which the planner costs by the partition's real size (a waiting list
+    is never scanned: an admission's cost must not grow with the herd)."""
+    if node == "Tid Scan":
+        return True
+    if node in ("Index Scan", "Index Only Scan", "Bitmap Index Scan"):
+        return index.endswith("_pkey")
+    if node == "Bitmap Heap Scan":
+        return True  # its Bitmap Index Scan child is judged
+    return node == "Seq Scan" and relation.startswith("job_runs")
