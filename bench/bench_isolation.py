@@ -131,7 +131,9 @@ class TenantB:
             )
         finally:
             await conn.close()
-        return {name: None if row[name] is None else round(float(row[name]), 3) for name in row}
+        return {
+            name: None if value is None else round(float(value), 3) for name, value in row.items()
+        }
 
     async def measure(
         self, recorder: Recorder, seconds: float, settle_s: float = 3.0
@@ -343,9 +345,9 @@ async def phase(
         figures = await b.measure(recorder, seconds, settle_s)
     finally:
         stop.set()
-        if task is not None:
-            figures_load = await task
-            figures["a_calls"] = figures_load
+        made = None if task is None else await task
+    if task is not None:
+        figures["a_calls"] = made
     print(f"  {name}: {json.dumps(figures)}", flush=True)
     return figures
 
