@@ -700,6 +700,7 @@ async def sundial_phases(
                 "SUNDIAL_LOG_LEVEL": "WARNING",
                 "SUNDIAL_MAX_IN_FLIGHT": str(args.max_in_flight),
                 "SUNDIAL_EXECUTOR_PROCESSES": str(args.executor_processes),
+                **dict(setting.split("=", 1) for setting in args.env),
                 # Spans exported every 0.5 s (the SDK's default is 5 s), so that their
                 # export happens within the measured herd, not after it.
                 **(
@@ -909,6 +910,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--settings", default="fast,durable")
     parser.add_argument("--tracing", default="off")
     parser.add_argument("--clients-only", action="store_true")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="one more setting of every service (repeatable), e.g. SUNDIAL_TENANT_WINDOW=512",
+    )
     parser.add_argument(
         "--no-bare",
         dest="bare",
