@@ -1,5 +1,6 @@
 """Pure pieces of the API service that need no server: page tokens, prefix bounds, the
-SSRF address policy and target guard (with a fake resolver), update masks."""
+SSRF address policy and target guard (with a fake resolver), update masks, new job
+ids."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from sundial.api import slo
+from sundial.api.jobs._create import new_job_ids
 from sundial.api.jobs._read import prefix_upper_bound
 from sundial.api.kit import UpdateMask, check_expected_version, paging, require_version
 from sundial.api.model import MisfireRecord
@@ -241,3 +243,18 @@ def test_number_page_keys_stay_within_bigint() -> None:
     assert pager.open(2, paging.encode([2**63 - 1], fingerprint)).after == (2**63 - 1,)
     with pytest.raises(InvalidArgument):
         pager.open(2, paging.encode([2**63], fingerprint))
+
+
+def test_new_job_ids_are_distinct_version_4_uuids() -> None:
+    ids = new_job_ids(2_000)
+    assert len(set(ids)) == 2_000
+    for job_id in ids:
+        assert isinstance(job_id, uuid.UUID)
+        assert job_id.version == 4 and job_id.variant == uuid.RFC_4122
+        # The same value as the standard type: equal, hashing alike, the same text.
+        same = uuid.UUID(str(job_id))
+        assert same == job_id and hash(same) == hash(job_id) and str(same) == str(job_id)
+    # Each id's other bits are random: every hex digit outside the version's and the
+    # variant's takes many values across the ids.
+    for at in (0, 7, 15, 21, 35):
+        assert len({str(job_id)[at] for job_id in ids}) >= 12
