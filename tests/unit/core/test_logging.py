@@ -29,8 +29,9 @@ def capture() -> Iterator[tuple[io.StringIO, logging.Logger]]:
 
 def _lines(stream: io.StringIO, logger: str = "sundial.test") -> list[dict[str, object]]:
     """The lines of ``logger`` and its children. The handler is the root's, at DEBUG, so
-    any thread another test left running (an exporter, a channel) may add lines of its
-    own loggers while a test writes: counting every line made the tests flaky."""
+    other loggers write into it too: pytest-asyncio's event loop, set up after this
+    fixture, logs asyncio's "Using selector" there, and counting every line made the
+    span test fail in a fresh-clone run."""
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
     return [
         line

@@ -9,7 +9,7 @@
 -- instead of the primary key, and those indexes' statistics describe the moment of the
 -- last ANALYZE (a daily partition analyzed before a herd believes it holds no queued or
 -- running run). With them, one admission of 128 runs scanned a whole partial index per
--- key: 0.2-0.5 s a call (docs/design.md section 8, "Plans that stay index probes").
+-- key: 0.12-0.52 s a call (docs/design.md section 8, "Plans that stay index probes").
 
 -- fragment: fixed_delay
 -- The delay of a fixed-delay job (IntervalSchedule.from_end) as its JSON duration text,
