@@ -112,6 +112,28 @@ class TenantB:
             await conn.close()
         return dict(Counter(row["status"] or "none" for row in rows))
 
+    async def stages(self, keys: set[str]) -> dict[str, float]:
+        """Where the runs ``keys`` spent their lateness: p99 of their dispatch (the
+        dispatcher's or the admission's publish, after the due time) and of their lease
+        (the executor's grant), in seconds after their due times."""
+        conn = await asyncpg.connect(self.database_url)
+        try:
+            rows = await conn.fetch(
+                "SELECT r.lateness_ms / 1000.0 AS dispatched,"
+                "       extract(epoch FROM r.started_at - r.scheduled_at) AS leased"
+                "  FROM unnest($1::uuid[], $2::timestamptz[]) AS k(j, at)"
+                "  JOIN job_runs r ON r.job_id = k.j AND r.scheduled_at = k.at",
+                *run_key_arrays(keys),
+            )
+        finally:
+            await conn.close()
+        return {
+            f"run_{stage}_p99_s": quantile(
+                [float(row[stage]) for row in rows if row[stage] is not None], 99
+            )
+            for stage in ("dispatched", "leased")
+        }
+
     async def skipped_behind(self, keys: set[str]) -> dict[str, float | None]:
         """Of the runs ``keys`` the overlap policy skipped: the slowest of the runs that
         were unfinished at their occurrence (the job's run due a second before), as
@@ -178,6 +200,7 @@ class TenantB:
             "api_timeouts": timeouts,
             "run_lateness_p50_s": quantile(lateness, 50),
             "run_lateness_p99_s": quantile(lateness, 99),
+            **await self.stages(expected),
             "runs_missing": len(missing),
             # Why: "skipped" is the overlap policy (the job's previous run unfinished at
             # the occurrence), anything else a run not called (yet).
