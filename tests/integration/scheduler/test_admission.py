@@ -1,40 +1,26 @@
 """Admission against PostgreSQL (docs/design.md section 7, "Flow control"): a rate-limit
 key's token bucket is shared by every scheduler's sweeper, whatever order their passes
-take its lock in; a lease of a tenant whose window is full brings the next admission."""
+take its lock in."""
 
 from __future__ import annotations
 
-import asyncio
-import random
-import uuid
 from datetime import datetime, timedelta
 
 import asyncpg
 
-from sundial.core.bus import Bus
-from sundial.core.clock import ManualClock
 from sundial.core.partition import PARTITION_COUNT, partition_of
-from sundial.devstack import Stack
 from sundial.job import JobPolicies
 from sundial.schedule import OnceSpec, Schedule
-from sundial.scheduler.ledger import RunLedgerServiceServicer
-from sundial.scheduler.publisher import RunPublisher
 from sundial.scheduler.store import SchedulerStore
-from sundial.scheduler.sweeper import Sweeper
-from tests.helpers.eventually import assert_eventually
-from tests.integration.scheduler.conftest import scheduler_config
 from tests.integration.scheduler.support import TENANT, insert_jobs
-from tests.integration.scheduler.test_ledger import lease, ref, serve
 
 S = timedelta(seconds=1)
 ALL = list(range(PARTITION_COUNT))
 
 
-async def waiting_runs(
-    pool: asyncpg.Pool, due: datetime, count: int, key: str
-) -> tuple[list[uuid.UUID], list[int]]:
+async def waiting_runs(pool: asyncpg.Pool, due: datetime, count: int, key: str) -> list[int]:
     """``count`` runs of key ``key`` waiting for admission since ``due``, as a dispatch
-    leaves them; their jobs and partitions."""
+    leaves them; their partitions."""
     ids = await insert_jobs(
         pool,
         Schedule(OnceSpec(due)),
@@ -64,14 +50,14 @@ async def waiting_runs(
         partitions,
         key,
     )
-    return ids, partitions
+    return partitions
 
 
 async def test_a_pass_that_waited_for_the_lock_does_not_wind_the_buckets_clock_back(
     pool: asyncpg.Pool,
 ) -> None:
     t0 = await pool.fetchval("SELECT date_trunc('second', now())")
-    _, partitions = await waiting_runs(pool, t0, 40, "crm")
+    partitions = await waiting_runs(pool, t0, 40, "crm")
     # 10 calls a second, 5 at once; the bucket full at t0.
     await pool.execute(
         "INSERT INTO flow_limits (tenant_id, key, rate_per_s, burst, tokens, refilled_at)"
@@ -106,52 +92,3 @@ async def test_a_pass_that_waited_for_the_lock_does_not_wind_the_buckets_clock_b
         "SELECT tokens, refilled_at FROM flow_limits WHERE key = 'crm'"
     )
     assert refilled_at == t0 + 1.1 * S and tokens < 1
-
-
-async def test_a_lease_of_a_tenant_whose_window_is_full_brings_the_next_admission(
-    pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str
-) -> None:
-    # A window of 2 and no timed pass for a minute: only the ledger's lease can bring
-    # the admission of the next two.
-    config = scheduler_config(
-        migrated_database_url,
-        stack,
-        tenant_window=2,
-        admit_interval_s=60.0,
-        sweep_interval_s=60.0,
-    )
-    t0 = await pool.fetchval("SELECT date_trunc('second', now())")
-    clock = ManualClock(t0 + S)
-    store = SchedulerStore(pool)
-    sweeper = Sweeper(store, RunPublisher(bus.jetstream, "test"), lambda: ALL, config, clock)
-    servicer = RunLedgerServiceServicer(
-        store, bus.jetstream, config, clock, random.Random(7), runs_leased=sweeper.runs_leased
-    )
-    jobs, _ = await waiting_runs(pool, t0, 5, "crm")  # a key without a limit: no hold
-
-    async def published() -> list[uuid.UUID]:
-        rows = await pool.fetch(
-            "SELECT job_id FROM job_runs WHERE job_id = ANY($1) AND dispatch_seq > 0"
-            " AND status = 'queued'",
-            jobs,
-        )
-        return [row["job_id"] for row in rows]
-
-    async def window_of(count: int) -> list[uuid.UUID]:
-        runs = await published()
-        assert len(runs) == count, runs
-        return runs
-
-    sweeping = asyncio.create_task(sweeper.run(lambda: None))
-    try:
-        async with serve(servicer, pool) as ledger:
-            for left in (2, 2, 1):
-                runs = await assert_eventually(lambda n=left: window_of(n), what="a window")
-                results = await lease(ledger, [ref(job, t0) for job in runs])
-                assert all(r.WhichOneof("result") == "grant" for r in results)
-        assert (
-            await pool.fetchval("SELECT count(*) FROM run_waits WHERE job_id = ANY($1)", jobs) == 0
-        )
-    finally:
-        await sweeper.stop()
-        await sweeping

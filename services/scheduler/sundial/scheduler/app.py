@@ -92,9 +92,7 @@ async def build(config: SchedulerConfig) -> Service:
             [
                 (
                     ledger_pb2_grpc.add_RunLedgerServiceServicer_to_server,
-                    RunLedgerServiceServicer(
-                        store, bus.jetstream, config, clock, runs_leased=sweeper.runs_leased
-                    ),
+                    RunLedgerServiceServicer(store, bus.jetstream, config, clock),
                 )
             ],
             interceptors=[LedgerAuthInterceptor(Tokens(pool, SystemClock()))],

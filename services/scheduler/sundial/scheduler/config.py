@@ -88,18 +88,15 @@ class SchedulerConfig(
     priority first, as executors lease its runs. Another tenant's newly due run so waits
     behind at most this many of each busy tenant's runs. Running runs do not count (the
     tenant's max_concurrent_runs bounds them); a tenant's runs go out at most this many
-    per admission pass (one after each lease of a full window by this scheduler's
-    ledger, else every SUNDIAL_ADMIT_INTERVAL_S), so raise it where executors lease
-    more than that of one tenant's herd per pass."""
+    per admission pass (SUNDIAL_ADMIT_INTERVAL_S), so raise it where executors lease
+    more than that of one tenant's herd."""
 
     fair_weight: int = 1
     """A tenant's weight in fair sharing when the admin API sets none (Quotas.fair_weight)."""
 
     admit_interval_s: float = 0.05
     """Seconds between admission passes while runs of owned partitions wait (the sweeper
-    admits them as their tenants' windows free and their keys' rate limits allow); a
-    lease by this scheduler's ledger of a tenant whose window is full brings the next
-    pass at once."""
+    admits them as their tenants' windows free and their keys' rate limits allow)."""
 
     identity_issuer: str = "sundial"
     """The ``iss`` claim of the identity tokens the ledger mints (docs/design.md section

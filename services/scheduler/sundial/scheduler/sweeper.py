@@ -72,9 +72,6 @@ class Sweeper(PassLoop):
         self._next_whole = 0.0  # monotonic instant of the next whole sweep
         self._admitting = False
         """The last pass left runs waiting: the next one comes within admit_interval_s."""
-        self._window_bound: set[str] = set()
-        """Tenants whose runs wait behind their full window: a lease of theirs wakes the
-        next pass (:meth:`runs_leased`)."""
         meter = meter or metrics.get_meter("sundial.scheduler")
         self._expired = meter.create_counter(
             LEASES_EXPIRED,
@@ -113,12 +110,11 @@ class Sweeper(PassLoop):
             self._next_whole = 0.0
             return 0.0
         until_whole = max(0.0, self._next_whole - time.monotonic())
-        # Runs waiting for admission are looked at again soon: a window frees as its
-        # runs are leased, on any scheduler's ledger, and a rate limit's tokens refill.
+        # Runs waiting for admission are looked at again soon: a window frees as runs
+        # finish, on any scheduler's ledger, and a rate limit's tokens refill.
         self._admitting = outcome.waiting > 0
         if outcome.waiting:
             return min(self._config.admit_interval_s, until_whole)
-        self._window_bound.clear()
         return self._config.sweep_interval_s if whole else until_whole
 
     def runs_waiting(self) -> None:
@@ -128,17 +124,6 @@ class Sweeper(PassLoop):
         if not self._admitting:
             self._admitting = True
             self.wake()
-
-    def runs_leased(self, tenants: Collection[str]) -> None:
-        """This process's ledger granted runs of ``tenants`` (called after its commit).
-        A tenant whose runs wait behind its full window has room again, so the next pass
-        comes now, not up to ``admit_interval_s`` later: without it a busy tenant's runs
-        went out one window per interval however fast executors leased them (a
-        one-tenant herd: the lease came 20-30 ms after the publish, the next pass 50 ms
-        after the last). Leases answered by another scheduler's ledger are found by the
-        timed pass."""
-        if self._window_bound and not self._window_bound.isdisjoint(tenants):
-            self.wake()  # a lease during a pass brings the next one at once
 
     async def sweep_once(self, *, whole: bool = True) -> SweepOutcome:
         """One pass: release buffered runs, admit waiting ones, act on due checks,
@@ -163,8 +148,6 @@ class Sweeper(PassLoop):
                 after=self._admission_cursor,
             )
             self._admission_cursor = admission.cursor
-            self._window_bound -= admission.looked_at
-            self._window_bound |= admission.window_bound
             due = await tx.lock_due_checks(owned, limit, now) if whole else []
             # A queued run whose publish was acknowledged waits for its lost-message
             # recheck; the others are decided by the run machine.

@@ -24,7 +24,7 @@ import logging
 import random
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from http import HTTPStatus
@@ -227,9 +227,6 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
         rng: Randomness of the backoff (tests pass a seeded one).
         meter: Where ``sundial.runs.completed`` and ``sundial.runs.fenced`` go (default:
             global).
-        runs_leased: Called with the tenants of the runs a LeaseRuns call granted, after
-            its commit: the sweeper's :meth:`~sundial.scheduler.sweeper.Sweeper.runs_leased`
-            (their windows have room again).
     """
 
     def __init__(
@@ -241,10 +238,8 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
         rng: random.Random | None = None,
         *,
         meter: metrics.Meter | None = None,
-        runs_leased: Callable[[Collection[str]], None] | None = None,
     ) -> None:
         self._store = store
-        self._runs_leased = runs_leased
         keyring = config.keyring()
         self._secrets = SecretResolver(store, keyring)
         self._identity = IdentityMinter(store, keyring, config.identity_issuer)
@@ -313,8 +308,6 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
                     now,
                 )
         granted = [(lock.candidates[g.ref], leases[g.ref]) for g in grants if g.ref in leases]
-        if granted and self._runs_leased is not None:
-            self._runs_leased({candidate.state.tenant_id for candidate, _ in granted})
         # Secret references become values in the grants only (docs/design.md section 7).
         resolved = await self._secrets.targets([candidate for candidate, _ in granted])
         # Identity tokens too: minted here, never by an executor (section 7).

@@ -50,11 +50,6 @@ class Admitted:
     """The tenant the next pass starts after (empty: from the first)."""
     batches: list[PublishBatch] = field(default_factory=list)
     """The admitted runs' RunDispatch messages, to publish after the commit."""
-    looked_at: frozenset[str] = frozenset()
-    """The tenants with waiting runs this pass looked at."""
-    window_bound: frozenset[str] = frozenset()
-    """Those of them whose window this pass left full (it took every free place, or
-    there was none): only a lease of their runs lets more of theirs in."""
 
 
 class AdmissionSteps:
@@ -184,11 +179,8 @@ class AdmissionSteps:
         tenant_of: dict[RunRef, str] = {}
         spent: list[tuple[str, str, float]] = []
         total = 0
-        full: set[str] = set()
         for tenant in sorted(flows):
             flow = flows[tenant]
-            if flow.free <= 0:
-                full.add(tenant)
             free = min(flow.free, limit - total)
             if free <= 0:
                 continue
@@ -209,8 +201,6 @@ class AdmissionSteps:
             by_tenant.append(mine)
             tenant_of.update((ref, tenant) for ref, _, _ in mine)
             total += len(mine)
-            if len(mine) >= flow.free:
-                full.add(tenant)
         # The message's order: each tenant's runs spread over it (see interleave).
         chosen = interleave(by_tenant)
         if spent:
@@ -218,9 +208,8 @@ class AdmissionSteps:
             await self._conn.execute(
                 queries.spend_tokens, list(tenants_of), list(keys_of), list(tokens_of), now
             )
-        looked_at, window_bound = frozenset(tenants), frozenset(full)
         if not chosen:
-            return Admitted({}, True, cursor, looked_at=looked_at, window_bound=window_bound)
+            return Admitted({}, True, cursor)
         # One message per 500 admitted runs, whatever their partitions (the subject
         # names the first run's): a pass admits a few runs of many partitions, and a
         # message per partition would cost a publish, a fetch and an ack per run.
@@ -250,9 +239,7 @@ class AdmissionSteps:
             publish_batch(first, seq, refs, tenant_of, weights)
             for seq, refs in sorted(published.items())
         ]
-        return Admitted(
-            admitted, True, cursor, batches, looked_at=looked_at, window_bound=window_bound
-        )
+        return Admitted(admitted, True, cursor, batches)
 
     async def _next_waiting(
         self,
