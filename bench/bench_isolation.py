@@ -114,13 +114,16 @@ class TenantB:
 
     async def stages(self, keys: set[str]) -> dict[str, float]:
         """Where the runs ``keys`` spent their lateness: p99 of their dispatch (the
-        dispatcher's or the admission's publish, after the due time) and of their lease
-        (the executor's grant), in seconds after their due times."""
+        dispatcher's or the admission's publish, after the due time), of their lease
+        (the executor's grant) and of their end as the ledger recorded it, in seconds
+        after their due times (a job's next occurrence finds its run live, and skips
+        under the overlap policy, until that record)."""
         conn = await asyncpg.connect(self.database_url)
         try:
             rows = await conn.fetch(
                 "SELECT r.lateness_ms / 1000.0 AS dispatched,"
-                "       extract(epoch FROM r.started_at - r.scheduled_at) AS leased"
+                "       extract(epoch FROM r.started_at - r.scheduled_at) AS leased,"
+                "       extract(epoch FROM r.finished_at - r.scheduled_at) AS ended"
                 "  FROM unnest($1::uuid[], $2::timestamptz[]) AS k(j, at)"
                 "  JOIN job_runs r ON r.job_id = k.j AND r.scheduled_at = k.at",
                 *run_key_arrays(keys),
@@ -131,7 +134,7 @@ class TenantB:
             f"run_{stage}_p99_s": quantile(
                 [float(row[stage]) for row in rows if row[stage] is not None], 99
             )
-            for stage in ("dispatched", "leased")
+            for stage in ("dispatched", "leased", "ended")
         }
 
     async def skipped_behind(self, keys: set[str]) -> dict[str, float | None]:

@@ -382,20 +382,21 @@ async def herd_then_later(pool: asyncpg.Pool, herd: int, later: int) -> None:
         await insert_jobs(pool, HOURLY, first_due=due, count=count, tenant_id=tenant)
 
 
-async def test_behind_a_herd_what_falls_due_later_is_claimed_first(
+async def test_behind_a_herd_what_falls_due_later_is_claimed_first_and_alone(
     pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
 ) -> None:
     # A's herd of 250 due at T0 takes three batches of 100; B's 10 fall due a second
-    # later, while it is being dispatched: the next batch takes them, not 100 more of A's.
+    # later, while it is being dispatched: the next pass takes them alone (a small
+    # transaction), not with 90 more of A's.
     dispatcher, _ = measured_dispatcher(
         pool, bus, stack, migrated_database_url, clock, batch_size=100
     )
     await herd_then_later(pool, 250, 10)
     assert (await dispatcher.dispatch_once()).claimed == 100
     clock.advance(2)
-    assert (await dispatcher.dispatch_once()).claimed == 100
+    assert (await dispatcher.dispatch_once()).claimed == 10
     assert await claimed_of(pool, "b") == 10
-    assert await claimed_of(pool, "tenant-a") == 190
+    assert await claimed_of(pool, "tenant-a") == 100
     while (await dispatcher.dispatch_once()).claimed:
         pass
     assert (await claimed_of(pool, "tenant-a"), await claimed_of(pool, "b")) == (250, 10)
@@ -413,6 +414,30 @@ async def test_a_backlog_keeps_a_share_of_every_batch_however_much_falls_due_aft
     # B's 300, due after the backlog began, fill the batch; A's 50 left still get a fifth.
     assert (await dispatcher.dispatch_once()).claimed == 120
     assert (await claimed_of(pool, "tenant-a"), await claimed_of(pool, "b")) == (120, 100)
+
+
+async def test_a_backlog_gets_one_pass_in_five_however_often_jobs_fall_due_after_it(
+    pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
+) -> None:
+    dispatcher, _ = measured_dispatcher(
+        pool, bus, stack, migrated_database_url, clock, batch_size=100
+    )
+    await herd_then_later(pool, 150, 0)
+    await dispatcher.dispatch_once()  # 100 of A's: a backlog as of T0
+    # Ten of B's fall due before every pass: each of four passes takes them alone...
+    for second in range(1, 6):
+        due = T0 + timedelta(seconds=second)
+        await insert_jobs(
+            pool, HOURLY, first_due=due, count=10, tenant_id="b", name_prefix=f"b{second}"
+        )
+        clock.advance(1)
+        claimed = (await dispatcher.dispatch_once()).claimed
+        if second < 5:
+            assert claimed == 10
+            assert await claimed_of(pool, "tenant-a") == 100
+    # ...and the fifth takes the backlog's 50 with them.
+    assert claimed == 60
+    assert (await claimed_of(pool, "tenant-a"), await claimed_of(pool, "b")) == (150, 50)
 
 
 async def test_a_backlog_that_only_fills_the_waiting_list_is_dispatched_at_a_pace(
@@ -442,8 +467,10 @@ async def test_a_backlog_that_only_fills_the_waiting_list_is_dispatched_at_a_pac
     await insert_jobs(pool, HOURLY, first_due=soon, count=10, tenant_id="b")
     assert await dispatcher.pass_once() == pytest.approx(0.001)  # B's due in 1 ms
     clock.advance(1)
-    assert await dispatcher.pass_once() == 0.0  # B's 10 published with 90 of A's held
+    before = await claimed_of(pool, "tenant-a")
+    assert await dispatcher.pass_once() < 60.0  # B's 10, alone: published
     assert await claimed_of(pool, "b") == 10
+    assert await claimed_of(pool, "tenant-a") == before
     assert (
         await pool.fetchval(
             "SELECT count(*) FROM job_runs WHERE tenant_id = 'b' AND dispatch_seq > 0"

@@ -64,8 +64,9 @@ MIN_WAIT_S = 0.002
 """Shortest wait between passes that found less than a batch."""
 
 BACKLOG_SHARE = 5
-"""Behind a backlog, at least a fifth of each batch is the backlog's (the rest goes to
-jobs due since it began): newly due jobs cannot starve it."""
+"""Behind a backlog, jobs due since it began are claimed first, in a pass of their own
+while they are fewer than a batch; at least one pass in five takes the backlog, and at
+least a fifth of each batch is the backlog's: newly due jobs cannot starve it."""
 
 
 class Dispatcher(PassLoop):
@@ -133,6 +134,8 @@ class Dispatcher(PassLoop):
         self._backlog_since: datetime | None = None
         """Due jobs exceeded a batch at this instant and not all of those due by then are
         claimed yet (:meth:`_claim`)."""
+        self._newer_alone = 0
+        """Passes in a row that claimed only jobs due since the backlog began."""
         self._in_flight: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(MAX_PUBLISHES_IN_FLIGHT)
         self.dispatched = 0
@@ -271,8 +274,10 @@ class Dispatcher(PassLoop):
     async def _claim(self, tx: Transaction, owned: list[int], now: datetime) -> list[ClaimedJob]:
         """Up to a batch of due jobs, oldest first; behind a backlog, those that fell due
         since it began go first (docs/design.md section 7, "Flow control"): one tenant's
-        herd being dispatched holds back no one's newly due jobs, and the backlog still
-        gets at least a ``BACKLOG_SHARE``-th of every batch."""
+        herd being dispatched holds back no one's newly due jobs. Fewer than a batch of
+        them are claimed alone, so their runs commit in a small transaction instead of
+        waiting for a batch of the backlog to be written; the backlog still gets at
+        least one pass in ``BACKLOG_SHARE`` and a ``BACKLOG_SHARE``-th of every batch."""
         batch = self._config.batch_size
         since = self._backlog_since
         if since is None:
@@ -281,6 +286,10 @@ class Dispatcher(PassLoop):
                 self._backlog_since = now  # more is due than a batch: a backlog begins
             return claimed
         newer = await tx.claim_due_jobs(owned, batch, now, self._documents, due_after=since)
+        if 0 < len(newer) < batch and self._newer_alone < BACKLOG_SHARE - 1:
+            self._newer_alone += 1
+            return newer
+        self._newer_alone = 0
         room = max(batch - len(newer), batch // BACKLOG_SHARE)
         older = await tx.claim_due_jobs(owned, room, now, self._documents, due_until=since)
         if len(older) < room:  # the backlog as of `since` is claimed
