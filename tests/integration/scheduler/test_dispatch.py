@@ -375,11 +375,25 @@ async def claimed_of(pool: asyncpg.Pool, tenant: str) -> int:
     return await pool.fetchval("SELECT count(*) FROM job_runs WHERE tenant_id = $1", tenant)
 
 
-async def herd_then_later(pool: asyncpg.Pool, herd: int, later: int) -> None:
-    """Tenant A's ``herd`` jobs due at T0 and B's ``later`` jobs due a second after."""
+async def behind_a_backlog(
+    pool: asyncpg.Pool,
+    bus: Bus,
+    stack: Stack,
+    database_url: str,
+    clock: ManualClock,
+    *,
+    herd: int,
+    later: int,
+) -> Dispatcher:
+    """A dispatcher of batches of 100 that has claimed the first 100 of tenant A's
+    ``herd`` jobs due at T0 (a backlog as of T0); B's ``later`` jobs fall due a second
+    after T0."""
     for tenant, count, due in (("tenant-a", herd, T0), ("b", later, T0 + timedelta(seconds=1))):
         await add_tenant(pool, tenant)
         await insert_jobs(pool, HOURLY, first_due=due, count=count, tenant_id=tenant)
+    dispatcher, _ = measured_dispatcher(pool, bus, stack, database_url, clock, batch_size=100)
+    assert (await dispatcher.dispatch_once()).claimed == 100
+    return dispatcher
 
 
 async def test_behind_a_herd_what_falls_due_later_is_claimed_first_and_alone(
@@ -388,11 +402,9 @@ async def test_behind_a_herd_what_falls_due_later_is_claimed_first_and_alone(
     # A's herd of 250 due at T0 takes three batches of 100; B's 10 fall due a second
     # later, while it is being dispatched: the next pass takes them alone (a small
     # transaction), not with 90 more of A's.
-    dispatcher, _ = measured_dispatcher(
-        pool, bus, stack, migrated_database_url, clock, batch_size=100
+    dispatcher = await behind_a_backlog(
+        pool, bus, stack, migrated_database_url, clock, herd=250, later=10
     )
-    await herd_then_later(pool, 250, 10)
-    assert (await dispatcher.dispatch_once()).claimed == 100
     clock.advance(2)
     assert (await dispatcher.dispatch_once()).claimed == 10
     assert await claimed_of(pool, "b") == 10
@@ -405,11 +417,9 @@ async def test_behind_a_herd_what_falls_due_later_is_claimed_first_and_alone(
 async def test_a_backlog_keeps_a_share_of_every_batch_however_much_falls_due_after_it(
     pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
 ) -> None:
-    dispatcher, _ = measured_dispatcher(
-        pool, bus, stack, migrated_database_url, clock, batch_size=100
+    dispatcher = await behind_a_backlog(
+        pool, bus, stack, migrated_database_url, clock, herd=150, later=300
     )
-    await herd_then_later(pool, 150, 300)
-    await dispatcher.dispatch_once()  # 100 of A's: a backlog as of T0
     clock.advance(2)
     # B's 300, due after the backlog began, fill the batch; A's 50 left still get a fifth.
     assert (await dispatcher.dispatch_once()).claimed == 120
@@ -419,11 +429,9 @@ async def test_a_backlog_keeps_a_share_of_every_batch_however_much_falls_due_aft
 async def test_a_backlog_gets_one_pass_in_five_however_often_jobs_fall_due_after_it(
     pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
 ) -> None:
-    dispatcher, _ = measured_dispatcher(
-        pool, bus, stack, migrated_database_url, clock, batch_size=100
+    dispatcher = await behind_a_backlog(
+        pool, bus, stack, migrated_database_url, clock, herd=150, later=0
     )
-    await herd_then_later(pool, 150, 0)
-    await dispatcher.dispatch_once()  # 100 of A's: a backlog as of T0
     # Ten of B's fall due before every pass: each of four passes takes them alone...
     for second in range(1, 6):
         due = T0 + timedelta(seconds=second)
