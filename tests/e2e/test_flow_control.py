@@ -174,6 +174,9 @@ this many runs published and not leased (weight w: w times as many)."""
 SLOTS = 8
 """SUNDIAL_MAX_IN_FLIGHT of its one executor: fewer than the windows of the tenants
 that compete for it, so their runs queue for it."""
+TENANT_SLOTS = SLOTS - 1
+"""Slots one tenant may hold there: one (an eighth, SUNDIAL_SLOTS_KEPT_FREE's bound) is
+kept for another tenant's runs."""
 
 
 class TestContendedExecutor:
@@ -245,18 +248,42 @@ class TestContendedExecutor:
         print(f"weight 3's share of the first {counted} calls: {share:.3f}")
         assert 0.6 <= share <= 0.9, share
 
+    async def test_a_tenant_whose_calls_hang_leaves_a_slot_for_another_tenants_run(
+        self, deployed: Cluster, target: RecordingTarget, db: asyncpg.Connection
+    ) -> None:
+        a, b = await deployed.tenant(), await deployed.tenant()
+        # A's calls never end while the test runs: A holds every slot it may, and a
+        # window of its runs waits in the stream.
+        target.hold("/hang")
+        await create_all(a, herd("hang", f"{target.url}/hang", soon(), TENANT_SLOTS + WINDOW))
+
+        def a_holds_its_slots() -> None:
+            assert len(target.calls_to("/hang")) == TENANT_SLOTS
+
+        await assert_eventually(a_holds_its_slots, timeout_s=30, what="A's calls hanging")
+        # B's run takes the slot kept free, while every call of A's still hangs (with
+        # every slot A's, it would start only after one of them ended).
+        await create_all(b, herd("kept", f"{target.url}/kept", soon(), 1))
+        await all_succeeded(db, 1, b, timeout_s=30)
+        assert len(target.calls_to("/hang")) == TENANT_SLOTS
+        assert all(c.finished is None for c in target.calls_to("/hang"))
+        target.release("/hang")
+        await all_succeeded(db, TENANT_SLOTS + WINDOW, a, timeout_s=60)
+
     async def test_high_priority_runs_start_before_low_priority_ones_due_with_them(
         self, deployed: Cluster, target: RecordingTarget, db: asyncpg.Connection
     ) -> None:
         tenant = await deployed.tenant()
-        # Every slot of the executor holds a call first, and a window of runs waits in the
-        # stream behind them, so every run below waits for admission, whatever dispatch
-        # transaction its job was claimed in.
+        # Every slot the tenant may hold holds a call first, and a window of runs waits in
+        # the stream behind them, so every run below waits for admission, whatever
+        # dispatch transaction its job was claimed in.
         target.hold("/block")
-        await create_all(tenant, herd("block", f"{target.url}/block", soon(), SLOTS + WINDOW))
+        await create_all(
+            tenant, herd("block", f"{target.url}/block", soon(), TENANT_SLOTS + WINDOW)
+        )
 
         async def window_full() -> None:
-            assert len(target.calls_to("/block")) == SLOTS
+            assert len(target.calls_to("/block")) == TENANT_SLOTS
             in_stream = await db.fetchval(
                 "SELECT count(*) FROM job_runs WHERE tenant_id = $1 AND status = 'queued'"
                 " AND dispatch_seq > 0",
@@ -279,7 +306,7 @@ class TestContendedExecutor:
 
         await assert_eventually(all_waiting, timeout_s=30, what="40 runs waiting")
         target.release("/block")
-        await all_succeeded(db, 40 + SLOTS + WINDOW, tenant, timeout_s=60)
+        await all_succeeded(db, 40 + TENANT_SLOTS + WINDOW, tenant, timeout_s=60)
         last_high = max(c.started for c in target.calls_to("/high"))
         early_low = sum(c.started < last_high for c in target.calls_to("/low"))
         print(f"low-priority calls before the last high-priority one: {early_low}")

@@ -1,7 +1,8 @@
 """The executor's call slots (sundial.executor.inflight.InFlight.reserve): freed slots go
 to the waiting tenant holding the fewest, so a quiet tenant's runs fetched behind a
-herd's start next; among one tenant's batches in the order they were fetched, and a
-batch that has just leased cannot lose its place."""
+herd's start next; among one tenant's batches in the order they were fetched, a batch
+that has just leased cannot lose its place, and no one tenant takes the slots kept free
+for the others."""
 
 from __future__ import annotations
 
@@ -11,20 +12,24 @@ from sundial.executor.config import ExecutorConfig
 from sundial.executor.inflight import InFlight
 from sundial.run import Completion
 
-CONFIG = ExecutorConfig(
-    nats_url="nats://127.0.0.1:4222",
-    ledger_address="127.0.0.1:50051",
-    ledger_token="executor-token",
-    max_in_flight=2,
-)
-
 
 async def _unused_submit(completion: Completion) -> object:
     raise AssertionError("no run is started in these tests")
 
 
-def slots() -> InFlight:
-    return InFlight(CONFIG, runner=None, submit=_unused_submit)  # type: ignore[arg-type]
+def slots(max_in_flight: int = 2, **config: int) -> InFlight:
+    """Slots of an executor configured so (its other settings unused here)."""
+    return InFlight(
+        ExecutorConfig(
+            nats_url="nats://127.0.0.1:4222",
+            ledger_address="127.0.0.1:50051",
+            ledger_token="executor-token",
+            max_in_flight=max_in_flight,
+            **config,  # type: ignore[arg-type]
+        ),
+        runner=None,  # type: ignore[arg-type]
+        submit=_unused_submit,
+    )
 
 
 async def until_waiting(inflight: InFlight, count: int) -> None:
@@ -143,16 +148,28 @@ async def test_a_cancelled_waiter_gives_back_the_slots_it_was_given() -> None:
 
 
 async def test_tenants_share_freed_slots_in_proportion_to_their_weights() -> None:
-    config = ExecutorConfig(
-        nats_url="nats://127.0.0.1:4222",
-        ledger_address="127.0.0.1:50051",
-        ledger_token="executor-token",
-        max_in_flight=8,
-    )
-    inflight, stop = InFlight(config, runner=None, submit=_unused_submit), asyncio.Event()  # type: ignore[arg-type]
+    inflight, stop = slots(8, slots_kept_free=0), asyncio.Event()
     assert await inflight.reserve(8, stop=stop, tenant="busy") == 8
     light = asyncio.create_task(inflight.reserve(8, stop=stop, tenant="c", weight=1))
     heavy = asyncio.create_task(inflight.reserve(8, stop=stop, tenant="d", weight=3))
     await until_waiting(inflight, 2)
     inflight.release(8, "busy")  # eight freed at once: shared 1 to 3
     assert (await light, await heavy) == (2, 6)
+
+
+async def test_a_tenant_never_takes_the_slots_kept_free_for_another() -> None:
+    inflight, stop = slots(16, slots_kept_free=2), asyncio.Event()
+    # A herd's batch asks for every slot: it gets all but the two kept free...
+    assert await inflight.reserve(16, stop=stop, tenant="a") == 14
+    assert inflight.free_slots == 2 and inflight.idle_slots == 2
+    herd_more = asyncio.create_task(inflight.reserve(5, stop=stop, tenant="a"))
+    await until_waiting(inflight, 1)
+    # ...and waits for its own to end, though two are free (busy in all but name).
+    assert inflight.idle_slots == 0
+    # Another tenant's runs take the kept slots at once, not after a call of a's ends.
+    assert await inflight.reserve(3, stop=stop, tenant="b") == 2
+    inflight.release(1, "a")
+    assert await herd_more == 1
+    assert (inflight.taken("a"), inflight.taken("b")) == (14, 2)
+    # At most an eighth of the slots are kept, whatever is asked for.
+    assert await slots(16, slots_kept_free=10).reserve(16, stop=stop, tenant="a") == 14

@@ -32,6 +32,11 @@ class ExecutorConfig(NatsConfig, ServerConfig, ResolverConfig, LogConfig, Teleme
     max_in_flight: int = 64
     """Most runs this executor calls targets for at once (each worker process's own)."""
 
+    slots_kept_free: int = 8
+    """Call slots no one tenant takes, kept for the next tenant's runs (which otherwise
+    wait for a busy tenant's calls to end); at most an eighth of SUNDIAL_MAX_IN_FLIGHT
+    (none below 8 slots). 0: a tenant may take every slot."""
+
     executor_processes: int = 1
     """Worker processes of this executor, each a whole executor on its own core, started
     and restarted by a supervisor that serves health at SUNDIAL_LISTEN; 0: one per core
@@ -141,6 +146,8 @@ class ExecutorConfig(NatsConfig, ServerConfig, ResolverConfig, LogConfig, Teleme
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(name, "must be >= 1")
+        if self.slots_kept_free < 0:
+            raise ConfigError("slots_kept_free", "must be >= 0")
         if self.executor_processes < 0:
             raise ConfigError("executor_processes", "must be >= 0 (0: one per core)")
         if not 1 <= self.complete_batch_size <= 500:

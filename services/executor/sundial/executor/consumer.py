@@ -90,8 +90,8 @@ _FETCH_BACKOFF = Backoff(initial_s=0.1, max_s=5.0)  # between fetches that faile
 # lease the same runs again (bench_e2e, a 20k herd at 256 slots: 1,936 messages given
 # back, 2,917 finished runs leased again; with the wait none).
 _SLOT_WAIT_S = 1.0
-# LeaseRuns calls in flight at most; the runs whose slots are reserved meanwhile go out
-# together in the next (lease_batch.LeaseBatcher).
+# LeaseRuns calls in flight at most per tenant; the tenant's runs whose slots are reserved
+# meanwhile go out together in the next (lease_batch.LeaseBatcher).
 _LEASE_CALLS = 2
 CONSUMER_CHECK_S = 5.0
 """Seconds between checks that the durable consumer still exists (also looked up after
@@ -294,7 +294,9 @@ class Consumer:
                 # wait for one: a quiet tenant's message behind a busy tenant's window
                 # in the stream is fetched at once, and its runs take the next freed
                 # slots (InFlight.reserve), not after every run fetched before them.
-                if not self._inflight.free_slots and self._unslotted >= self._prefetch:
+                # Slots kept free for other tenants while this one's runs wait do not
+                # count: only the prefetch then bounds what is fetched.
+                if not self._inflight.idle_slots and self._unslotted >= self._prefetch:
                     await self._inflight.wait_released(self._stopping, _FETCH_WAIT_S)
                     continue
                 wanted = max(1, min(self._fetch_batch, self._inflight.free_slots))
@@ -545,7 +547,7 @@ class Consumer:
         used = 0
         finished: list[_Pending] = []
         try:
-            results = await self._leases.lease([ref for ref, _ in chunk])
+            results = await self._leases.lease(tenant, [ref for ref, _ in chunk])
             if results is None:
                 outcome.refused = True
                 return
