@@ -69,6 +69,14 @@ while they are fewer than a batch; at least one pass in five takes the backlog, 
 least a fifth of each batch is the backlog's: newly due jobs cannot starve it."""
 
 
+def backlog_tenants(claimed: list[ClaimedJob], batch: int) -> frozenset[str]:
+    """The tenants that make a backlog whose first batch is ``claimed``: those holding
+    at least a ``BACKLOG_SHARE``-th of it. The other tenants' jobs due with the backlog
+    are claimed before its rest (:meth:`Dispatcher._claim`)."""
+    counts = Counter(job.tenant_id for job in claimed)
+    return frozenset(t for t, n in counts.items() if n >= max(1, batch // BACKLOG_SHARE))
+
+
 class Dispatcher(PassLoop):
     """Lifecycle component running the dispatch loop.
 
@@ -136,6 +144,9 @@ class Dispatcher(PassLoop):
         claimed yet (:meth:`_claim`)."""
         self._newer_alone = 0
         """Passes in a row that claimed only jobs due since the backlog began."""
+        self._backlog_tenants: frozenset[str] = frozenset()
+        """The tenants that made the backlog, while the other tenants' part of it is not
+        claimed yet (empty: it is, or no backlog)."""
         self._in_flight: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(MAX_PUBLISHES_IN_FLIGHT)
         self.dispatched = 0
@@ -277,15 +288,32 @@ class Dispatcher(PassLoop):
         herd being dispatched holds back no one's newly due jobs. Fewer than a batch of
         them are claimed alone, so their runs commit in a small transaction instead of
         waiting for a batch of the backlog to be written; the backlog still gets at
-        least one pass in ``BACKLOG_SHARE`` and a ``BACKLOG_SHARE``-th of every batch."""
+        least one pass in ``BACKLOG_SHARE`` and a ``BACKLOG_SHARE``-th of every batch.
+        Once per backlog, the jobs of tenants other than those that made it, due with it,
+        are claimed alone too (with the newly due), before the backlog's rest."""
         batch = self._config.batch_size
         since = self._backlog_since
         if since is None:
             claimed = await tx.claim_due_jobs(owned, batch, now, self._documents)
             if len(claimed) >= batch:
                 self._backlog_since = now  # more is due than a batch: a backlog begins
+                self._backlog_tenants = backlog_tenants(claimed, batch)
             return claimed
         newer = await tx.claim_due_jobs(owned, batch, now, self._documents, due_after=since)
+        if self._backlog_tenants and len(newer) < batch:
+            # Once per backlog: the other tenants' jobs due with it (a top-of-the-hour
+            # cron beside one tenant's herd), alone, before the herd's rest.
+            others = await tx.claim_due_jobs(
+                owned,
+                batch - len(newer),
+                now,
+                self._documents,
+                due_until=since,
+                except_tenants=sorted(self._backlog_tenants),
+            )
+            self._backlog_tenants = frozenset()
+            if others:
+                return newer + others
         if 0 < len(newer) < batch and self._newer_alone < BACKLOG_SHARE - 1:
             self._newer_alone += 1
             return newer
@@ -294,6 +322,8 @@ class Dispatcher(PassLoop):
         older = await tx.claim_due_jobs(owned, room, now, self._documents, due_until=since)
         if len(older) < room:  # the backlog as of `since` is claimed
             self._backlog_since = now if len(newer) >= batch else None
+            if self._backlog_since is not None:
+                self._backlog_tenants = backlog_tenants(newer, batch)
         return newer + older
 
     async def _admit(

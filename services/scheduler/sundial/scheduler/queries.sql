@@ -26,8 +26,11 @@ CASE WHEN d.schedule -> 'interval' ->> 'from_end' = 'true'
 -- every partition (a global ORDER BY over partition_id = ANY(...) would read and sort all
 -- of them for each batch of a herd). The range lets a dispatcher behind a backlog take
 -- what fell due since before the backlog (docs/design.md section 7, "Flow control").
--- Rows another scheduler holds are skipped, not waited for. Definitions are read after
--- the lock, in another statement (job_definitions_of).
+-- Jobs of the tenants $7 are left out (empty: none): the other tenants' part of a
+-- backlog, claimed before the rest; the probe then reads the left-out tenants' due rows
+-- too (a heap visit each, once per backlog: the backlog's own dispatch writes each of
+-- them). Rows another scheduler holds are skipped, not waited for. Definitions are read
+-- after the lock, in another statement (job_definitions_of).
 SELECT j.job_id, j.tenant_id, j.partition_id, j.next_run_at, j.fired_count, j.version,
        j.definition_digest, j.create_traceparent, j.last_fire_at
   FROM unnest($1::smallint[]) AS p(id)
@@ -40,6 +43,7 @@ SELECT j.job_id, j.tenant_id, j.partition_id, j.next_run_at, j.fired_count, j.ve
            AND next_run_at > $5::timestamptz
            AND next_run_at <= $6::timestamptz
            AND (dispatch_not_before IS NULL OR dispatch_not_before <= $3::timestamptz)
+           AND tenant_id <> ALL($7::text[])
          ORDER BY next_run_at
          LIMIT $4
            FOR UPDATE SKIP LOCKED) AS j

@@ -120,6 +120,7 @@ class Transaction(AdmissionSteps):
         *,
         due_after: datetime = EARLIEST,
         due_until: datetime | None = None,
+        except_tenants: Sequence[str] = (),
     ) -> list[ClaimedJob]:
         """Lock up to ``limit`` due jobs of ``owned`` (SKIP LOCKED), with their
         definitions read after the lock (never an old definition with a new jobs row).
@@ -130,10 +131,18 @@ class Transaction(AdmissionSteps):
                 per digest not in it has its definition read (and it is added).
             due_after, due_until: Only jobs due in (``due_after``, ``due_until``]
                 (``due_until`` at most and by default ``now``), oldest first.
+            except_tenants: Tenants whose jobs are left out.
         """
         until = now if due_until is None else min(due_until, now)
         rows = await self._conn.fetch(
-            queries.claim_due_jobs, list(owned), limit, now, limit, due_after, until
+            queries.claim_due_jobs,
+            list(owned),
+            limit,
+            now,
+            limit,
+            due_after,
+            until,
+            list(except_tenants),
         )
         if not rows:
             return []
