@@ -69,11 +69,6 @@ while they are fewer than a batch; at least one pass in five takes the backlog, 
 least a fifth of each batch is the backlog's: newly due jobs cannot starve it."""
 
 
-class _BacklogBegan(Exception):
-    """A claim found a backlog beginning (``Dispatcher._claim``): its pass rolls back and
-    starts again, taking the other tenants' jobs due with the backlog first."""
-
-
 def backlog_tenants(claimed: list[ClaimedJob], batch: int) -> frozenset[str]:
     """The tenants that make a backlog whose first batch is ``claimed``: those holding
     at least a ``BACKLOG_SHARE``-th of it. The other tenants' jobs due with the backlog
@@ -220,14 +215,6 @@ class Dispatcher(PassLoop):
             wait_for_publish: Wait for the publishes and their confirmation (tests);
                 the loop lets them overlap the next transaction instead.
         """
-        try:
-            return await self._dispatch(wait_for_publish, restart=True)
-        except _BacklogBegan:
-            # Rolled back: the pass takes the other tenants' jobs due with the backlog
-            # first, alone (_claim).
-            return await self._dispatch(wait_for_publish, restart=False)
-
-    async def _dispatch(self, wait_for_publish: bool, *, restart: bool) -> DispatchOutcome:
         owned = sorted(self._owned())
         if not owned:
             return DispatchOutcome()
@@ -243,7 +230,7 @@ class Dispatcher(PassLoop):
             # Entered first, so it ends the runs' spans after the commit (or the error).
             stack.callback(_end_all, spans)
             tx = await stack.enter_async_context(self._store.transaction())
-            claimed = await self._claim(tx, owned, now, restart=restart)
+            claimed = await self._claim(tx, owned, now)
             if not claimed:
                 return outcome
             outcome.claimed = len(claimed)
@@ -295,9 +282,7 @@ class Dispatcher(PassLoop):
                 await task
         return outcome
 
-    async def _claim(
-        self, tx: Transaction, owned: list[int], now: datetime, *, restart: bool = False
-    ) -> list[ClaimedJob]:
+    async def _claim(self, tx: Transaction, owned: list[int], now: datetime) -> list[ClaimedJob]:
         """Up to a batch of due jobs, oldest first; behind a backlog, those that fell due
         since it began go first (docs/design.md section 7, "Flow control"): one tenant's
         herd being dispatched holds back no one's newly due jobs. Fewer than a batch of
@@ -305,10 +290,7 @@ class Dispatcher(PassLoop):
         waiting for a batch of the backlog to be written; the backlog still gets at
         least one pass in ``BACKLOG_SHARE`` and a ``BACKLOG_SHARE``-th of every batch.
         Once per backlog, the jobs of tenants other than those that made it, due with it,
-        are claimed alone too (with the newly due), before the backlog's rest: the claim
-        that finds a backlog beginning raises :class:`_BacklogBegan` when ``restart``
-        allows, so that its pass rolls back and claims them at once, instead of after a
-        whole batch of the backlog was written."""
+        are claimed alone too (with the newly due), before the backlog's rest."""
         batch = self._config.batch_size
         since = self._backlog_since
         if since is None:
@@ -316,8 +298,6 @@ class Dispatcher(PassLoop):
             if len(claimed) >= batch:
                 self._backlog_since = now  # more is due than a batch: a backlog begins
                 self._backlog_tenants = backlog_tenants(claimed, batch)
-                if restart and self._backlog_tenants:
-                    raise _BacklogBegan
             return claimed
         newer = await tx.claim_due_jobs(owned, batch, now, self._documents, due_after=since)
         if self._backlog_tenants and len(newer) < batch:
