@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from sundial.devstack._process import ManagedProcess, StackError, free_port, tail
+from sundial.devstack._process import ManagedProcess, StackError, _shimmed, free_port, tail
 
 SERVICE_USER = os.environ.get("SUNDIAL_DEVSTACK_USER", "sundial")
 
@@ -150,15 +150,21 @@ class PostgresServer:
 
     def _run(self, *argv: str) -> None:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", "LANG": "C"}
+        # Through the exec shim, as ManagedProcess does, never subprocess's user= and
+        # group=: those make Python fork() instead of vfork(), and a process with gRPC
+        # loaded then runs gRPC's fork handlers in the child, whose poller can crash it
+        # before exec (grpc/grpc#43055: "initdb failed: ... epoll_wait error: Bad file
+        # descriptor", once in a CI run).
         result = subprocess.run(
-            [str(self._install.bin_dir / argv[0]), *argv[1:]],
+            _shimmed(
+                [str(self._install.bin_dir / argv[0]), *argv[1:]],
+                self._install.uid,
+                self._install.gid,
+            ),
             capture_output=True,
             text=True,
             env=env,
             cwd=self.data_dir,
-            user=self._install.uid,
-            group=self._install.gid,
-            extra_groups=[] if self._install.uid is not None else None,
             check=False,
         )
         if result.returncode != 0:
