@@ -42,6 +42,15 @@ class Ledger:
         assert len(self.calls) == count, self.calls
 
 
+async def one_call_busy() -> tuple[Ledger, LeaseBatcher, asyncio.Task[list[LeaseResult] | None]]:
+    """A batcher of one call per tenant, and tenant A's one-run ask in flight on it."""
+    ledger = Ledger()
+    batcher = LeaseBatcher(ledger.lease, calls=1)
+    busy = asyncio.create_task(batcher.lease(A, refs(1)))
+    await ledger.calls_made(1)
+    return ledger, batcher, busy
+
+
 async def test_asks_made_while_the_calls_are_busy_share_the_next_call() -> None:
     ledger = Ledger()
     batcher = LeaseBatcher(ledger.lease, calls=1)
@@ -61,10 +70,7 @@ async def test_asks_made_while_the_calls_are_busy_share_the_next_call() -> None:
 
 
 async def test_a_refused_call_answers_none_to_every_ask_it_carried() -> None:
-    ledger = Ledger()
-    batcher = LeaseBatcher(ledger.lease, calls=1)
-    busy = asyncio.create_task(batcher.lease(A, refs(1)))
-    await ledger.calls_made(1)
+    ledger, batcher, busy = await one_call_busy()
     carried = [asyncio.create_task(batcher.lease(A, refs(2))) for _ in range(2)]
     ledger.answers[0].set_result(True)
     await busy
@@ -74,10 +80,7 @@ async def test_a_refused_call_answers_none_to_every_ask_it_carried() -> None:
 
 
 async def test_a_call_holds_500_runs_at_most_and_never_a_run_twice() -> None:
-    ledger = Ledger()
-    batcher = LeaseBatcher(ledger.lease, calls=1)
-    busy = asyncio.create_task(batcher.lease(A, refs(1)))
-    await ledger.calls_made(1)
+    ledger, batcher, busy = await one_call_busy()
     twice = refs(1)
     big, again, small = refs(MAX_LEASE_BATCH - 10), twice + refs(1), refs(20)
     asks = [asyncio.create_task(batcher.lease(A, asked)) for asked in (twice, big, again, small)]
@@ -95,10 +98,7 @@ async def test_a_call_holds_500_runs_at_most_and_never_a_run_twice() -> None:
 
 
 async def test_close_cancels_the_waiting_asks() -> None:
-    ledger = Ledger()
-    batcher = LeaseBatcher(ledger.lease, calls=1)
-    busy = asyncio.create_task(batcher.lease(A, refs(1)))
-    await ledger.calls_made(1)
+    ledger, batcher, busy = await one_call_busy()
     waiting = asyncio.create_task(batcher.lease(A, refs(1)))
     await asyncio.sleep(0)
     await batcher.close()
@@ -108,10 +108,7 @@ async def test_close_cancels_the_waiting_asks() -> None:
 
 
 async def test_a_tenant_never_waits_for_another_tenants_calls_nor_shares_them() -> None:
-    ledger = Ledger()
-    batcher = LeaseBatcher(ledger.lease, calls=1)
-    busy = asyncio.create_task(batcher.lease(A, refs(3)))
-    await ledger.calls_made(1)
+    ledger, batcher, busy = await one_call_busy()
     a_waiting = asyncio.create_task(batcher.lease(A, refs(2)))
     b_asked = refs(1)
     b = asyncio.create_task(batcher.lease(B, b_asked))
