@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from sundial.devstack._process import ManagedProcess, StackError, _shimmed, free_port, tail
+from sundial.devstack._process import ManagedProcess, StackError, free_port, shimmed, tail
 
 SERVICE_USER = os.environ.get("SUNDIAL_DEVSTACK_USER", "sundial")
 
@@ -156,7 +156,7 @@ class PostgresServer:
         # before exec (grpc/grpc#43055: "initdb failed: ... epoll_wait error: Bad file
         # descriptor", once in a CI run).
         result = subprocess.run(
-            _shimmed(
+            shimmed(
                 [str(self._install.bin_dir / argv[0]), *argv[1:]],
                 self._install.uid,
                 self._install.gid,

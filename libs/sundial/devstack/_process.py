@@ -47,7 +47,7 @@ os.execvp(sys.argv[4], sys.argv[4:])
 """
 
 
-def _shimmed(argv: Sequence[str], user: int | None, group: int | None) -> list[str]:
+def shimmed(argv: Sequence[str], user: int | None, group: int | None) -> list[str]:
     """``argv`` started through :data:`_EXEC_SHIM` (as ``user``/``group`` if given).
 
     The interpreter loads before the switch to ``user``, who need not be able to read
@@ -195,7 +195,7 @@ class ManagedProcess:
             # parent-death signal. `group` counts only with a `user`; root's
             # supplementary groups are dropped then too.
             self.proc = subprocess.Popen(
-                _shimmed(self.argv, self.user, self.group),
+                shimmed(self.argv, self.user, self.group),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
