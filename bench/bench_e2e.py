@@ -32,6 +32,11 @@ the same run against that one target:
   top statements by execution time from the instant to the last success (named after
   the named query they are), and each table's inserts, updates with their HOT share,
   deletes and index count from the instant until the services stopped.
+* ``stages`` (in ``herd``): where the herd's runs spent their time, from the run rows'
+  own instants, p50/p90: admission to lease, lease to the completion's write, and a
+  lease (which frees room in the tenant's admission window) to the next pass that
+  admitted runs; the passes that admitted runs, the runs each admitted and the time
+  between them.
 
 The Sundial phases run once per PostgreSQL setting of ``--settings``, each on a new
 stack: ``fast`` (fsync, synchronous_commit and full_page_writes off, as the tests run)
@@ -52,8 +57,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import contextlib
 import importlib.util
+import itertools
 import json
 import os
 import signal
@@ -507,6 +514,7 @@ async def herd(
         last_finished = await conn.fetchval(
             "SELECT max(finished_at) FROM job_runs WHERE tenant_id = $1", tenant_id
         )
+        stages = await herd_stages(conn, tenant_id)
     finally:
         await conn.close()
         await asyncio.to_thread(stop_profilers, profilers)
@@ -532,6 +540,48 @@ async def herd(
             (sum(cpu_after.values()) - sum(cpu_before.values())) / max(finished_s, 1e-9), 2
         ),
         "postgresql": statements,
+        "stages": stages,
+    }
+
+
+async def herd_stages(conn: asyncpg.Connection, tenant_id: str) -> dict[str, object]:
+    """Where a herd's runs spent their time, from the run rows' own instants (p50/p90
+    in ms): from admission (the run's due time plus its lateness, both written by the
+    pass or dispatch that admitted it) to its lease (``started_at``), from the lease to
+    the completion's write (``finished_at``), and from a lease (which frees room in the
+    tenant's window) to the next pass that admitted runs; the passes that admitted runs,
+    the runs each admitted (median) and the time between them."""
+    rows = await conn.fetch(
+        """SELECT scheduled_at + make_interval(secs => lateness_ms / 1000.0) AS admitted,
+                  started_at, finished_at
+             FROM job_runs WHERE tenant_id = $1 AND status = 'succeeded'""",
+        tenant_id,
+    )
+    if not rows:
+        return {}
+
+    def spread(values: list[float]) -> str:
+        return f"{quantile(values, 50) * 1000:.0f}/{quantile(values, 90) * 1000:.0f}ms"
+
+    admitted = Counter(r["admitted"] for r in rows)
+    passes = sorted(admitted)
+    waits = []
+    for r in rows:
+        k = bisect.bisect_right(passes, r["started_at"])
+        if k < len(passes):
+            waits.append((passes[k] - r["started_at"]).total_seconds())
+    between = [(b - a).total_seconds() for a, b in itertools.pairwise(passes)]
+
+    def step(start: str, end: str) -> str:
+        return spread([(r[end] - r[start]).total_seconds() for r in rows])
+
+    return {
+        "admit_to_lease": step("admitted", "started_at"),
+        "lease_to_done": step("started_at", "finished_at"),
+        "lease_to_next_pass": spread(waits) if waits else "-",
+        "passes": len(passes),
+        "runs_per_pass_p50": round(quantile([float(n) for n in admitted.values()], 50)),
+        "between_passes": spread(between) if between else "-",
     }
 
 
