@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import struct
 import sys
+import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -457,12 +459,85 @@ async def test_pool_sessions_are_utc_with_timeouts_and_json_codecs(database_url:
             assert await c.fetchval("SHOW timezone") == "UTC"
             assert await c.fetchval("SHOW statement_timeout") == "30s"
             assert await c.fetchval("SHOW idle_in_transaction_session_timeout") == "15s"
+            assert await c.fetchval("SHOW transaction_timeout") == "30s"
             assert await c.fetchval("SHOW application_name") == "sundial-test"
             document = {"cron": "0 9 * * *", "time_zone": "Europe/Paris", "labels": [1, 2]}
             assert await c.fetchval("SELECT $1::jsonb", document) == document
             assert await c.fetchval("SELECT $1::json", [1, "a"]) == [1, "a"]
     finally:
         await close_pool(pool, timeout_s=10)
+
+
+async def test_a_session_frozen_mid_statement_holds_its_locks_only_until_the_transaction_timeout(
+    database_url: str,
+) -> None:
+    # A process stopped between writing a statement's Execute and its Sync (asyncpg's
+    # write split by a full socket buffer, then SIGSTOP) leaves its session active and
+    # reading: idle_in_transaction_session_timeout never starts and no statement runs
+    # for statement_timeout to end, so only transaction_timeout frees the rows its
+    # transaction locked (a scheduler's claimed jobs, which the other schedulers' SKIP
+    # LOCKED claims would skip for as long as the process stays frozen). Found by
+    # tests/fault/test_scheduler_faults.py's SIGSTOP test, about one run in ten.
+    setup = await asyncpg.connect(database_url)
+    config = DatabaseConfig(
+        database_url=database_url,
+        pool_min_size=0,
+        pool_max_size=1,
+        idle_in_transaction_timeout_s=0.5,
+        transaction_timeout_s=3.0,
+    )
+    pool = await create_pool(config, application_name="sundial-frozen")
+    try:
+        await setup.execute(
+            "CREATE TABLE frozen_rows (id int PRIMARY KEY); INSERT INTO frozen_rows VALUES (1)"
+        )
+        conn = await pool.acquire()
+        await conn.execute("BEGIN")
+        await conn.execute("SELECT id FROM frozen_rows WHERE id = 1 FOR UPDATE")
+        locked_at = time.monotonic()
+        # The frozen process: it reads nothing more, and of its next statement only
+        # Parse, Bind and Execute reached the server (no Sync).
+        transport = conn._con._transport  # type: ignore[attr-defined]
+        transport.pause_reading()
+        transport.write(
+            _message(b"P", b"\0SELECT 1\0" + struct.pack("!h", 0))
+            + _message(b"B", b"\0\0" + struct.pack("!hhh", 0, 0, 0))
+            + _message(b"E", b"\0" + struct.pack("!i", 0))
+        )
+
+        async def claimable() -> bool:
+            found = await setup.fetchval("SELECT id FROM frozen_rows FOR UPDATE SKIP LOCKED")
+            return found == 1
+
+        async def frozen_session() -> tuple[str, str] | None:
+            row = await setup.fetchrow(
+                "SELECT state, wait_event FROM pg_stat_activity WHERE application_name = $1",
+                "sundial-frozen",
+            )
+            return None if row is None else (row["state"], row["wait_event"])
+
+        await assert_eventually(
+            lambda: _equal(frozen_session(), ("active", "ClientRead")), what="Execute read"
+        )
+        # Three times the idle timeout: still locked, the session active and reading.
+        while time.monotonic() < locked_at + 1.5:
+            assert not await claimable()
+        assert await frozen_session() == ("active", "ClientRead")
+        await assert_eventually(claimable, timeout_s=10, what="the frozen session's row freed")
+        assert time.monotonic() - locked_at >= 2.5
+        assert await frozen_session() is None
+    finally:
+        pool.terminate()
+        await setup.close()
+
+
+def _message(kind: bytes, body: bytes) -> bytes:
+    """One message of PostgreSQL's frontend protocol."""
+    return kind + struct.pack("!i", len(body) + 4) + body
+
+
+async def _equal(value: Awaitable[object], expected: object) -> bool:
+    return await value == expected
 
 
 async def test_close_pool_is_bounded_by_its_timeout(database_url: str) -> None:

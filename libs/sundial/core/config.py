@@ -375,6 +375,13 @@ class DatabaseConfig(EnvConfig):
     other schedulers' ``SKIP LOCKED`` claims would otherwise skip forever (0 disables it).
     """
 
+    transaction_timeout_s: float = 30.0
+    """Seconds any one transaction may last before PostgreSQL ends its session (0: not
+    set, as an older PostgreSQL than 17 needs). Bounds what idle_in_transaction_timeout_s
+    cannot see: a process frozen while it was sending a statement leaves its session
+    busy reading the rest, not idle, and holding its row locks. Every transaction of
+    Sundial's is one batch of milliseconds."""
+
     connect_timeout_s: float = 10.0
     """Seconds to wait for a new connection before giving up."""
 
@@ -397,6 +404,7 @@ class DatabaseConfig(EnvConfig):
             "idle_in_transaction_timeout_s",
             "must be >= 0",
         )
+        _check(self.transaction_timeout_s >= 0, "transaction_timeout_s", "must be >= 0")
         _check(self.connect_timeout_s > 0, "connect_timeout_s", "must be > 0")
 
 

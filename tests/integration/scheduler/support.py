@@ -139,6 +139,9 @@ def process_env(database_url: str, cluster: str, **overrides: str) -> dict[str, 
         "SUNDIAL_PUBLISH_CONFIRM_S": "2",
         "SUNDIAL_GRACE_PERIOD_S": "5",
         "SUNDIAL_POOL_MAX_SIZE": "4",
+        # A process frozen mid-statement holds its claimed rows until this ends its
+        # transaction (config.py, transaction_timeout_s): within a fault test's wait.
+        "SUNDIAL_TRANSACTION_TIMEOUT_S": "8",
     }
     env.update(overrides)
     return env

@@ -39,7 +39,7 @@ def session_settings(config: DatabaseConfig, application_name: str) -> dict[str,
     ``::date``) mean the UTC day, whatever the server's default; the timeouts bound what
     a stuck statement or a frozen client can hold.
     """
-    return {
+    settings = {
         "application_name": application_name,
         "timezone": "UTC",
         "statement_timeout": str(round(config.statement_timeout_s * 1000)),
@@ -47,6 +47,11 @@ def session_settings(config: DatabaseConfig, application_name: str) -> dict[str,
             round(config.idle_in_transaction_timeout_s * 1000)
         ),
     }
+    if config.transaction_timeout_s:
+        # PostgreSQL 17 and later; 0 leaves it out for an older server, which refuses a
+        # session naming a setting it does not know.
+        settings["transaction_timeout"] = str(round(config.transaction_timeout_s * 1000))
+    return settings
 
 
 def json_text(value: object) -> str:
