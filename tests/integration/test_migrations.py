@@ -9,7 +9,7 @@ import struct
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -516,14 +516,15 @@ async def test_a_session_frozen_mid_statement_holds_its_locks_only_until_the_tra
             )
             return None if row is None else (row["state"], row["wait_event"])
 
-        await assert_eventually(
-            lambda: _equal(frozen_session(), ("active", "ClientRead")), what="Execute read"
-        )
+        async def reading() -> bool:
+            return await frozen_session() == ("active", "ClientRead")
+
+        await assert_eventually(reading, what="the session active, reading after Execute")
         # Three times the idle timeout, well before the transaction timeout (a stall of
         # the machine cannot free the row before these checks): still locked, active.
         while time.monotonic() < locked_at + 1.5:
             assert not await claimable()
-        assert await frozen_session() == ("active", "ClientRead")
+        assert await reading()
         await assert_eventually(claimable, timeout_s=10, what="the frozen session's row freed")
         assert time.monotonic() - locked_at >= 4.5
         assert await frozen_session() is None
@@ -535,10 +536,6 @@ async def test_a_session_frozen_mid_statement_holds_its_locks_only_until_the_tra
 def _message(kind: bytes, body: bytes) -> bytes:
     """One message of PostgreSQL's frontend protocol."""
     return kind + struct.pack("!i", len(body) + 4) + body
-
-
-async def _equal(value: Awaitable[object], expected: object) -> bool:
-    return await value == expected
 
 
 async def test_close_pool_is_bounded_by_its_timeout(database_url: str) -> None:
