@@ -270,6 +270,50 @@ async def test_hot_path_counts_and_sweeps_read_their_partial_indexes(
         assert any(index in plan for index in indexes), f"{name}:\n{plan}"
 
 
+async def test_the_tenant_run_index_leaves_the_runs_in_flight_to_their_own(
+    conn: asyncpg.Connection,
+) -> None:
+    """Migration 0026: job_runs_tenant_status_idx holds every run but those in flight
+    (queued and published, or running), the rows job_runs_tenant_inflight_idx holds: each
+    run is in exactly one of the two, and the API's tenant-wide counts read both (sequential
+    scans off, as above)."""
+    from sundial.api.store import queries  # noqa: PLC0415
+
+    tenant = await _tenant(conn)
+    job_id = uuid.uuid4()
+    now = datetime.now(UTC)
+    states = [
+        ("queued", 0), ("queued", 3), ("running", 4), ("retrying", 0), ("pending", 0),
+        ("succeeded", 5), ("dead", 6),
+    ]  # fmt: skip
+    for k, (status, seq) in enumerate(states):
+        await conn.execute(
+            "INSERT INTO job_runs (job_id, scheduled_at, tenant_id, partition_id, kind,"
+            " status, dispatch_seq) VALUES ($1, $2, $3, 0, 'manual', $4, $5)",
+            job_id,
+            now - timedelta(minutes=k),
+            tenant,
+            status,
+            seq,
+        )
+    waiting = "status <> 'running' AND (status <> 'queued' OR dispatch_seq <= 0)"
+    flying = "status = 'running' OR (status = 'queued' AND dispatch_seq > 0)"
+    held = await conn.fetchrow(
+        f"SELECT count(*) FILTER (WHERE {waiting}) AS waiting,"
+        f"       count(*) FILTER (WHERE {flying}) AS flying,"
+        f"       count(*) FILTER (WHERE ({waiting}) = ({flying})) AS both_or_neither"
+        "  FROM job_runs WHERE tenant_id = $1",
+        tenant,
+    )
+    assert dict(held) == {"waiting": 5, "flying": 2, "both_or_neither": 0}
+    # Not started yet: the waiting queued, the published queued, the retrying, the pending.
+    assert await conn.fetchval(queries.count_waiting_requested_runs, tenant) == 4
+    await conn.execute("SET enable_seqscan = off")
+    plan = await _plan(conn, queries.count_waiting_requested_runs, tenant)
+    for index in ("job_runs_tenant_status_idx", "job_runs_tenant_inflight_idx"):
+        assert any(name in plan for name in await _partition_indexes(conn, index)), plan
+
+
 async def test_schema_constraints_hold(conn: asyncpg.Connection) -> None:
     tenant = await _tenant(conn)
     job_id = uuid.uuid4()

@@ -4,6 +4,7 @@ beside a second tenant with runs of the same shape."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -31,7 +32,9 @@ def ts(value: datetime) -> timestamp_pb2.Timestamp:
 async def history(api: Api, tenant: Tenant, labels: list[dict[str, str]]) -> list[str]:
     """One job per entry of ``labels`` (a threshold of 60 s), each with 12 runs, one a
     minute back from an hour ago, statuses cycling through :data:`STATUSES`; every
-    third is a backfill; a run started 10 minutes after its time is late."""
+    third is a backfill; a run started 10 minutes after its time is late. Of the two
+    queued runs the older is published (in flight, as the running ones: ListRuns reads
+    them from the in-flight index), the newer waits for admission."""
     created = await api.jobs.BatchCreateJobs(
         pb.BatchCreateJobsRequest(
             jobs=[make_job(f"job-{i}", labels=job_labels) for i, job_labels in enumerate(labels)]
@@ -46,13 +49,14 @@ async def history(api: Api, tenant: Tenant, labels: list[dict[str, str]]) -> lis
             started = at + timedelta(minutes=10 if k % 4 == 0 else 0, seconds=1)
             await api.sql(
                 "INSERT INTO job_runs (job_id, scheduled_at, tenant_id, partition_id, kind,"
-                " status, started_at) VALUES ($1::uuid, $2, $3, 0, $4, $5, $6)",
+                " status, started_at, dispatch_seq) VALUES ($1::uuid, $2, $3, 0, $4, $5, $6, $7)",
                 uid,
                 at,
                 tenant.tenant_id,
                 "backfill" if k % 3 == 2 else "scheduled",
                 status,
                 None if status == "queued" else started,
+                7 if status == "queued" and k > 6 else 0,
             )
     return uids
 
@@ -193,20 +197,28 @@ def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
-async def test_the_dead_runs_page_reads_the_status_index_only(api: Api, tenant: Tenant) -> None:
+async def test_a_page_reads_each_status_range_in_index_order(api: Api, tenant: Tenant) -> None:
     """The plan docs/design.md section 13 states, on a history of 40,000 runs of two
-    tenants over two days: one range of job_runs_tenant_status_idx per status asked,
-    merged in order, reading the page and no more (no sort of the matches, no other
-    tenant's or status's rows read)."""
+    tenants over two days, the newest of them in flight: per status asked, one range of
+    job_runs_tenant_status_idx read in order, reading the page and no more (no sort of
+    its matches, no other tenant's or status's rows read), merged with that status's
+    runs in flight from job_runs_tenant_inflight_idx (sorted: at most the tenant's
+    window and cap)."""
     other = await api.tenant("other")
     uids = await history(api, tenant, [{"customer": "42"}] * 2)
     others = await history(api, other, [{"customer": "42"}] * 2)
+    # The 400 newest runs are running or queued (four in five of them published, so in
+    # flight), the rest finished.
     await api.sql(
-        "INSERT INTO job_runs (job_id, scheduled_at, tenant_id, partition_id, kind, status)"
+        "INSERT INTO job_runs (job_id, scheduled_at, tenant_id, partition_id, kind, status,"
+        "                      dispatch_seq)"
         " SELECT (ARRAY[$1, $2, $3, $4]::uuid[])[1 + i % 4],"
         "        $5::timestamptz - make_interval(secs => i * 4.3),"
         "        (ARRAY[$6, $6, $7, $7])[1 + i % 4], 0, 'scheduled',"
-        "        (ARRAY['succeeded', 'succeeded', 'succeeded', 'dead', 'running'])[1 + i % 5]"
+        "        CASE WHEN i <= 400 THEN (ARRAY['running', 'queued', 'queued'])[1 + i % 3]"
+        "             ELSE (ARRAY['succeeded', 'succeeded', 'dead', 'succeeded', 'cancelled'])"
+        "                  [1 + i % 5] END,"
+        "        CASE WHEN i <= 400 THEN i % 5 ELSE 0 END"
         "   FROM generate_series(1, 40000) AS i",
         *uids,
         *others,
@@ -215,6 +227,11 @@ async def test_the_dead_runs_page_reads_the_status_index_only(api: Api, tenant: 
         other.tenant_id,
     )
     await api.sql("ANALYZE job_runs")
+    in_flight = await api.sql(
+        "SELECT count(*) FROM job_runs WHERE tenant_id = $1"
+        " AND (status = 'running' OR (status = 'queued' AND dispatch_seq > 0))",
+        tenant.tenant_id,
+    )
     for statuses in (["dead"], ["dead", "running"], [s.value for s in RunStatus]):
         args = [tenant.tenant_id, statuses, None, None, NOW - timedelta(hours=30)]
         args += [None] * 6 + [False, NOW, 50, 51]
@@ -224,11 +241,19 @@ async def test_the_dead_runs_page_reads_the_status_index_only(api: Api, tenant: 
         nodes = _nodes(json.loads(explained[0][0])[0]["Plan"])
         scans = [n for n in nodes if n.get("Relation Name", "").startswith("job_runs")]
         assert scans and all(n["Node Type"] == "Index Scan" for n in scans), nodes
-        assert all("tenant_id_status" in n["Index Name"] for n in scans), scans
-        # No run is sorted: each status's range comes in index order.
-        assert not [n for n in nodes if n["Node Type"] == "Sort" and "r.scheduled_at" in str(n)]
+        ordered = [n for n in scans if "tenant_id_status_scheduled_at" in n["Index Name"]]
+        flying = [n for n in scans if n["Index Name"].endswith("tenant_id_status_idx")]
+        assert ordered and len(ordered) + len(flying) == len(scans), scans
+        # Only runs in flight are sorted as they are read: each status's other runs come
+        # in index order (the sorts above the scan sort the page's budget at most).
+        for sort in (n for n in nodes if n["Node Type"] == "Sort"):
+            if any(re.match(r"r(_\d+)?\.scheduled_at", key) for key in sort["Sort Key"]):
+                assert all(n in flying for n in _nodes(sort) if "Index Name" in n), sort
         # Each status's range reads at most its share (a page, 51) and only this
-        # tenant's runs of that status.
-        for scan in scans:
+        # tenant's runs of that status; its runs in flight at most all of them.
+        for scan in ordered:
             assert scan["Actual Rows"] <= 51, scan
+            assert scan.get("Rows Removed by Filter", 0) == 0, scan
+        for scan in flying:
+            assert scan["Actual Rows"] <= in_flight[0][0], scan
             assert scan.get("Rows Removed by Filter", 0) == 0, scan

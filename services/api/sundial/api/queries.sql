@@ -762,10 +762,17 @@ SELECT max_calendars, max_waiting_requested_runs FROM tenants WHERE tenant_id = 
 SELECT count(*) FROM calendars WHERE tenant_id = $1;
 
 -- name: count_waiting_requested_runs
--- Tenant $1's runs made by TriggerJob or BackfillJob that have not started yet.
-SELECT count(*) FROM job_runs
- WHERE tenant_id = $1 AND kind IN ('manual', 'backfill')
-   AND status IN ('pending', 'queued', 'retrying');
+-- Tenant $1's runs made by TriggerJob or BackfillJob that have not started yet: those
+-- not in flight (job_runs_tenant_status_idx, its predicate repeated) and those queued and
+-- published (job_runs_tenant_inflight_idx).
+SELECT (SELECT count(*) FROM job_runs
+         WHERE tenant_id = $1 AND kind IN ('manual', 'backfill')
+           AND status IN ('pending', 'queued', 'retrying')
+           AND status <> 'running' AND (status <> 'queued' OR dispatch_seq <= 0))
+     + (SELECT count(*) FROM job_runs
+         WHERE tenant_id = $1 AND kind IN ('manual', 'backfill')
+           AND (status = 'running' OR (status = 'queued' AND dispatch_seq > 0))
+           AND status = 'queued');
 
 -- name: purge_old_revisions
 -- Revisions past the retention (created before $1), or past the newest of their job its
@@ -1261,8 +1268,8 @@ SELECT j.job_id, j.tenant_id, coalesce(j.client_job_id, j.job_id::text) AS shown
  LIMIT $2;
 
 -- fragment: tenant_run_range
--- One status's range of tenant $1's runs for list_tenant_runs (job_runs_tenant_status_idx,
--- migration 0024): newest first, before the cursor ($3, $4), scheduled in [$5, $6).
+-- One status's range of tenant $1's runs for list_tenant_runs: newest first, before the
+-- cursor ($3, $4), scheduled in [$5, $6).
 r.tenant_id = $1
    AND ($3::timestamptz IS NULL OR r.scheduled_at <= $3::timestamptz)
    AND ($3::timestamptz IS NULL OR (r.scheduled_at, r.job_id) < ($3::timestamptz, $4::uuid))
@@ -1272,26 +1279,39 @@ r.tenant_id = $1
 -- name: list_tenant_runs
 -- Tenant-wide ListRuns: a page of tenant $1's runs in the statuses $2 (every status when
 -- no filter), newest scheduled_at first, then by job uid descending, after the cursor
--- ($3, $4), scheduled in [$5, $6). Each status's range of job_runs_tenant_status_idx is
--- read in order (a lateral subquery: the status a constant of its own level, so the
--- index gives the order and no sort is needed), at most $15 runs each (the page's scan
--- budget shared by the statuses). Where a status used its whole share, runs past it are
--- not known yet: the scan keeps only the runs at or above the highest such cut (the
--- boundary, returned with every row), so the next page starts after it and none is
--- skipped. Of the runs kept, those passing the filters the index does not serve are the
--- page: kinds $7, first start in [$8, $9), their job's labels ($10: the tenant-keyed
--- document, $11: a path predicate, as job_filters' $2 and $3), late only ($12, judged
--- at $13: see ListRunsRequest.late_only). Runs of deleted jobs are left out. The page
+-- ($3, $4), scheduled in [$5, $6). Each status is read from two indexes (a lateral
+-- subquery: the status a constant of its own level): the runs not in flight from
+-- job_runs_tenant_status_idx in order (migration 0026: the index gives the order, no sort
+-- is needed), the runs in flight (queued and published, or running: at most the
+-- tenant's window and cap) from job_runs_tenant_inflight_idx, sorted; the two merged, at
+-- most $15 runs each status (the page's scan budget shared by the statuses). Each
+-- branch repeats its index's predicate as written. Where a status used its whole
+-- share, runs past it are not known yet: the scan keeps only the runs at or above the
+-- highest such cut (the boundary, returned with every row), so the next page starts
+-- after it and none is skipped. Of the runs kept, those passing the filters the indexes
+-- do not serve are the page: kinds $7, first start in [$8, $9), their job's labels
+-- ($10: the tenant-keyed document, $11: a path predicate, as job_filters' $2 and $3),
+-- late only ($12, judged at $13: see ListRunsRequest.late_only). Runs of deleted jobs are left out. The page
 -- is at most $14 runs; a scan that kept none answers one row with NULL run columns.
 WITH per_status AS (
     SELECT x.*
       FROM unnest($2::text[]) AS s(status)
      CROSS JOIN LATERAL (
-         SELECT {run_columns}
-           FROM job_runs r
-          WHERE {tenant_run_range} AND r.status = s.status
-          ORDER BY r.scheduled_at DESC, r.job_id DESC
-          LIMIT $15) AS x
+         (SELECT {run_columns}
+            FROM job_runs r
+           WHERE {tenant_run_range} AND r.status = s.status
+             AND r.status <> 'running' AND (r.status <> 'queued' OR r.dispatch_seq <= 0)
+           ORDER BY r.scheduled_at DESC, r.job_id DESC
+           LIMIT $15)
+         UNION ALL
+         (SELECT {run_columns}
+            FROM job_runs r
+           WHERE {tenant_run_range} AND r.status = s.status
+             AND (r.status = 'running' OR (r.status = 'queued' AND r.dispatch_seq > 0))
+           ORDER BY r.scheduled_at DESC, r.job_id DESC
+           LIMIT $15)
+         ORDER BY scheduled_at DESC, job_id DESC
+         LIMIT $15) AS x
 ), lowest AS (
     SELECT DISTINCT ON (status) status, scheduled_at, job_id
       FROM per_status
