@@ -28,6 +28,7 @@ from sundial.run._machine import (
     is_last_attempt,
     lease_expiry,
     lease_verdict,
+    succeeded,
     truncate_error,
 )
 from sundial.run._secrets import (
@@ -123,6 +124,7 @@ __all__ = [
     "references",
     "resolve_target",
     "run_key",
+    "succeeded",
     "target_references",
     "truncate_error",
 ]

@@ -18,6 +18,7 @@ The transitions (docs/design.md, "The life of a run")::
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -350,6 +351,21 @@ def fence(
     return None
 
 
+def succeeded(ref: RunRef, outcome: Outcome, now: datetime) -> Transition:
+    """The new state of a RUNNING run whose holder reports that ``outcome`` (SUCCEEDED)
+    ended it at ``now``. It depends on nothing of the run but the fence, so the ledger
+    writes it fenced inside one statement, without reading the run first."""
+    return Transition(
+        ref=ref,
+        status=RunStatus.SUCCEEDED,
+        check_at=None,
+        finished_at=now,
+        last_error=truncate_error(outcome.error) or None,
+        http_status=outcome.http_status or None,
+        grpc_code=outcome.grpc_code,
+    )
+
+
 def complete(
     state: RunState,
     attempt: int,
@@ -387,7 +403,7 @@ def complete(
         )
 
     if outcome.status is OutcomeStatus.SUCCEEDED:
-        return ended(RunStatus.SUCCEEDED, None, None)
+        return succeeded(state.ref, outcome, now)
     if outcome.status is OutcomeStatus.CANCELLED or state.cancel_requested:
         return ended(RunStatus.CANCELLED, ErrorClass.CANCELLED, None)
     if outcome.status is OutcomeStatus.TIMED_OUT:
@@ -431,7 +447,9 @@ def decide_completions(
 ) -> list[Transition | Fenced]:
     """One CompleteRuns call's answer for each completion, in order: the run's new state
     (:func:`complete`) where :func:`fence` lets it through, else why it was fenced. A
-    run named twice in one call is decided once; the second is NOT_RUNNING.
+    run named twice in one call is decided once: the next outcomes for it are fenced
+    against the state the first gave it (a second report of the same attempt is
+    NOT_RUNNING), as they would be in a call of their own after it.
 
     Args:
         completions: The reported outcomes.
@@ -441,29 +459,26 @@ def decide_completions(
         rng: Randomness of the backoff.
         dead_letter_at: When a run that dies now has its dead-letter outbox entry due.
     """
-    decided: set[RunRef] = set()
+    decided: dict[RunRef, RunState] = {}
     answers: list[Transition | Fenced] = []
     for completion in completions:
-        state = states.get(completion.ref)
+        state = decided.get(completion.ref) or states.get(completion.ref)
         reason = fence(
             state, completion.attempt, executor_id=executor_id, lease_id=completion.lease_id
         )
-        if reason is None and completion.ref in decided:
-            reason = FenceReason.NOT_RUNNING
         if state is None or reason is not None:
             answers.append(Fenced(reason or FenceReason.NOT_FOUND, state.status if state else None))
             continue
-        decided.add(completion.ref)
-        answers.append(
-            complete(
-                state,
-                completion.attempt,
-                completion.outcome,
-                now,
-                rng=rng,
-                dead_letter_at=dead_letter_at,
-            )
+        transition = complete(
+            state,
+            completion.attempt,
+            completion.outcome,
+            now,
+            rng=rng,
+            dead_letter_at=dead_letter_at,
         )
+        decided[completion.ref] = dataclasses.replace(state, status=transition.status)
+        answers.append(transition)
     return answers
 
 

@@ -443,6 +443,48 @@ async def test_success_is_accepted_once_then_fenced_not_running(ledger: Ledger) 
     assert rejection(finished) == ledger_pb2.REJECT_REASON_FINISHED
 
 
+async def test_one_call_answers_mixed_outcomes_each_in_its_place(ledger: Ledger) -> None:
+    """Successes, a failure, a success under another lease and a run named twice in one
+    CompleteRuns call: each answered in the request's order, each run written once."""
+    runs = [await ledger.queued_run(retry=FAST_RETRY) for _ in range(4)]
+    grants = [result.grant for result in await lease(ledger, runs)]
+    assert all(g.attempt == 1 for g in grants)
+
+    def outcome(i: int, status: ledger_pb2.OutcomeStatus, lease_id: str) -> ledger_pb2.Outcome:
+        return ledger_pb2.Outcome(run=runs[i], attempt=1, status=status, lease_id=lease_id)
+
+    ok, failed = ledger_pb2.OUTCOME_STATUS_SUCCEEDED, ledger_pb2.OUTCOME_STATUS_FAILED_RETRYABLE
+    outcomes = [
+        outcome(2, ok, grants[2].lease_id),
+        outcome(1, failed, grants[1].lease_id),
+        outcome(3, ok, str(uuid.uuid4())),  # not the lease it holds
+        outcome(0, ok, grants[0].lease_id),
+        outcome(2, ok, grants[2].lease_id),  # named twice: the first counts
+    ]
+    answer = await ledger.stub.CompleteRuns(
+        ledger_pb2.CompleteRunsRequest(executor_id="ex-1", outcomes=outcomes),
+        metadata=auth(ledger.token),
+    )
+    seen = [(r.accepted, r.next_status, r.fence_reason, r.run.job_id) for r in answer.results]
+    succeeded, retrying = run_pb2.RUN_STATUS_SUCCEEDED, run_pb2.RUN_STATUS_RETRYING
+    assert seen == [
+        (True, succeeded, ledger_pb2.FENCE_REASON_UNSPECIFIED, runs[2].job_id),
+        (True, retrying, ledger_pb2.FENCE_REASON_UNSPECIFIED, runs[1].job_id),
+        (False, run_pb2.RUN_STATUS_RUNNING, ledger_pb2.FENCE_REASON_NOT_HOLDER, runs[3].job_id),
+        (True, succeeded, ledger_pb2.FENCE_REASON_UNSPECIFIED, runs[0].job_id),
+        (False, succeeded, ledger_pb2.FENCE_REASON_NOT_RUNNING, runs[2].job_id),
+    ]
+    statuses = [await ledger.status(run) for run in runs]
+    assert statuses == [
+        RunStatus.SUCCEEDED,
+        RunStatus.RETRYING,
+        RunStatus.SUCCEEDED,
+        RunStatus.RUNNING,
+    ]
+    # The run under the other lease is still its holder's to complete.
+    assert (await complete(ledger, runs[3], 1)).accepted
+
+
 async def test_a_stale_attempt_is_fenced_and_changes_nothing(ledger: Ledger) -> None:
     run = await ledger.queued_run(retry=FAST_RETRY)
     first = await granted(ledger, run)

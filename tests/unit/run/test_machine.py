@@ -717,10 +717,21 @@ def test_decide_completions_fences_decides_and_counts_a_run_once() -> None:
     first = answers[0]
     assert isinstance(first, Transition)
     assert (first.ref, first.status, first.finished_at) == (REF, RunStatus.SUCCEEDED, NOW)
+    # After the first, REF is SUCCEEDED: its next reports are fenced against that.
     assert answers[1:] == [
-        Fenced(FenceReason.NOT_RUNNING, RunStatus.RUNNING),
+        Fenced(FenceReason.NOT_RUNNING, RunStatus.SUCCEEDED),
         Fenced(FenceReason.NOT_RUNNING, RunStatus.SUCCEEDED),
         Fenced(FenceReason.NOT_FOUND, None),
-        Fenced(FenceReason.STALE_ATTEMPT, RunStatus.RUNNING),
-        Fenced(FenceReason.NOT_HOLDER, RunStatus.RUNNING),
+        Fenced(FenceReason.STALE_ATTEMPT, RunStatus.SUCCEEDED),
+        Fenced(FenceReason.NOT_RUNNING, RunStatus.SUCCEEDED),
     ]
+    # The holder's lease on a run still running is fenced as NOT_HOLDER.
+    [other] = decide_completions(
+        [Completion(REF, 2, done, OTHER_LEASE_ID)],
+        states,
+        NOW,
+        executor_id=ME,
+        rng=random.Random(0),
+        dead_letter_at=NOW,
+    )
+    assert other == Fenced(FenceReason.NOT_HOLDER, RunStatus.RUNNING)

@@ -545,6 +545,44 @@ UPDATE job_runs r
  WHERE r.job_id = u.job_id AND r.scheduled_at = u.scheduled_at
 RETURNING r.job_id;
 
+-- name: record_successes
+-- CompleteRuns' fast path: the runs $1/$2 reported SUCCEEDED whose lease executor $5
+-- holds (attempt $3, lease id $4; '' for a row leased before lease ids existed) and that
+-- are RUNNING, the fence of sundial.run.fence in the statement, end SUCCEEDED at $9, as
+-- sundial.run.succeeded writes them (record_outcomes' columns, error text $6, HTTP status
+-- $7, gRPC code $8): no read of the run before, no retry decision to make. Rows are
+-- locked in key order (held) before the update. A run not returned was fenced: the
+-- caller reads it under lock_runs_for_completion to say why. Returns each run's tenant
+-- and its job's fixed delay (rearm_fixed_delays).
+WITH held AS (
+    SELECT r.job_id, r.scheduled_at, u.last_error, u.http_status, u.grpc_code,
+           {fixed_delay}
+      FROM job_runs r
+      JOIN unnest($1::uuid[], $2::timestamptz[], $3::int[], $4::text[], $6::text[],
+                  $7::int[], $8::int[])
+           AS u(job_id, scheduled_at, attempt, lease_id, last_error, http_status, grpc_code)
+        ON r.job_id = u.job_id AND r.scheduled_at = u.scheduled_at
+      LEFT JOIN job_definitions d ON d.job_id = r.job_id
+     WHERE r.attempt = u.attempt AND coalesce(r.lease_id::text, '') = u.lease_id
+       AND CASE WHEN r.status = 'running' THEN true ELSE false END  -- by key (conventions)
+       AND r.executor_id = $5
+     ORDER BY r.job_id, r.scheduled_at
+       FOR UPDATE OF r
+)
+UPDATE job_runs r
+   SET status = 'succeeded',
+       check_at = NULL,
+       next_attempt_at = NULL,
+       finished_at = $9,
+       lease_until = NULL,
+       last_error = coalesce(h.last_error, r.last_error),
+       last_http_status = h.http_status,
+       last_grpc_code = h.grpc_code,
+       updated_at = $9
+  FROM held h
+ WHERE r.job_id = h.job_id AND r.scheduled_at = h.scheduled_at
+RETURNING r.job_id, r.scheduled_at, r.tenant_id, h.fixed_delay;
+
 -- name: record_completion_stats
 -- Per-job completion counters, for jobs that still exist. consecutive_dead counts the
 -- dead runs in a row (the failure policy's count): a success resets it (one in the same

@@ -506,18 +506,30 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
         now = self._clock.now()
         dead_letter_at = now + timedelta(seconds=self._config.publish_confirm_s)
         async with self._store.transaction(durable=True) as tx:
-            states = await tx.lock_for_completion([c.ref for c in completions])
-            answers = decide_completions(
-                completions,
+            # Successes are written fenced in one statement (their new state depends on
+            # nothing else of the run); the rest, and a success fenced there, are read
+            # under lock and decided.
+            quick = _first_successes(completions)
+            fast = await tx.record_successes([completions[i] for i in quick], executor_id, now)
+            fast_at = {i for i in quick if completions[i].ref in fast}
+            rest = [c for i, c in enumerate(completions) if i not in fast_at]
+            states = await tx.lock_for_completion([c.ref for c in rest]) if rest else {}
+            decided = decide_completions(
+                rest,
                 states,
                 now,
                 executor_id=executor_id,
                 rng=self._rng,
                 dead_letter_at=dead_letter_at,
             )
-            await tx.write_outcomes([a for a in answers if isinstance(a, Transition)], now)
+            await tx.write_outcomes(
+                [a for a in decided if isinstance(a, Transition)],
+                now,
+                recorded=[transition for transition, _ in fast.values()],
+            )
+            answers, tenants = _in_order(completions, fast_at, fast, decided, states)
             await tx.block_keys(throttled(completions, answers, now))
-        self._count(answers, [states.get(c.ref) for c in completions])
+        self._count(answers, tenants)
         results = [
             completion_result(message.run, answer)
             for message, answer in zip(request.outcomes, answers, strict=True)
@@ -526,15 +538,15 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
         await send_dead_letters(self._store, self._js, dead, now)
         return ledger_pb2.CompleteRunsResponse(results=results)
 
-    def _count(self, answers: list[Transition | Fenced], states: list[RunState | None]) -> None:
+    def _count(self, answers: list[Transition | Fenced], tenants: list[str | None]) -> None:
         """Count the committed outcomes, one ``add`` per distinct attribute set of the
         batch rather than per outcome (no job attribute, and a tenant attribute only where
         the operator asked for one: few series)."""
         by_tenant = self._config.metrics_tenant_attribute
         fenced: Counter[tuple[str, str | None]] = Counter()
         completed: Counter[tuple[str, str | None, str | None]] = Counter()
-        for answer, state in zip(answers, states, strict=True):
-            tenant = state.tenant_id if by_tenant and state is not None else None
+        for answer, run_tenant in zip(answers, tenants, strict=True):
+            tenant = run_tenant if by_tenant else None
             if isinstance(answer, Fenced):
                 fenced[(answer.reason.value, tenant)] += 1
             else:
@@ -547,6 +559,43 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
             if error_class is not None:
                 attributes["error_class"] = error_class
             self._completed.add(count, _with_tenant(attributes, tenant))
+
+
+def _first_successes(completions: Sequence[Completion]) -> list[int]:
+    """The indexes of the completions CompleteRuns' fast path may write: each run's
+    first, when it reports success (a run named twice is decided once)."""
+    seen: set[RunRef] = set()
+    quick: list[int] = []
+    for i, completion in enumerate(completions):
+        if completion.ref not in seen:
+            seen.add(completion.ref)
+            if completion.outcome.status is OutcomeStatus.SUCCEEDED:
+                quick.append(i)
+    return quick
+
+
+def _in_order(
+    completions: Sequence[Completion],
+    fast_at: set[int],
+    fast: Mapping[RunRef, tuple[Transition, str]],
+    decided: Sequence[Transition | Fenced],
+    states: Mapping[RunRef, RunState],
+) -> tuple[list[Transition | Fenced], list[str | None]]:
+    """Each completion's answer and its run's tenant, in the request's order: the fast
+    path's (``fast_at``: the indexes it wrote) and the others' (``decided``, in order)."""
+    rest = iter(decided)
+    answers: list[Transition | Fenced] = []
+    tenants: list[str | None] = []
+    for i, completion in enumerate(completions):
+        if i in fast_at:
+            written, tenant = fast[completion.ref]
+            answers.append(written)
+            tenants.append(tenant)
+        else:
+            answers.append(next(rest))
+            state = states.get(completion.ref)
+            tenants.append(state.tenant_id if state is not None else None)
+    return answers, tenants
 
 
 def throttled(

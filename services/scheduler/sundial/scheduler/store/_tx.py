@@ -22,7 +22,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from sundial.core.db import translate_db_errors
 from sundial.notify import JobEvent, dead_run, misfire_skipped, recovered
-from sundial.run import Grant, RunRef, RunState, RunStatus, Transition
+from sundial.run import Completion, Grant, RunRef, RunState, RunStatus, Transition, succeeded
 from sundial.scheduler.model import (
     ClaimedJob,
     DeadLetterRun,
@@ -606,26 +606,63 @@ class Transaction(AdmissionSteps):
         return {ref_of(r): run_state(r) for r in rows}
 
     @translate_db_errors()
-    async def write_outcomes(self, transitions: Sequence[Transition], now: datetime) -> None:
-        """Write accepted outcomes; for runs that ended, release the next buffered run
-        of their jobs and count them in the jobs' stats."""
-        if not transitions:
-            return
-        ts = transitions
-        await self._conn.execute(
-            queries.record_outcomes,
-            [t.ref.job_id for t in ts],
-            [t.ref.scheduled_at for t in ts],
-            [t.status.value for t in ts],
-            [t.check_at for t in ts],
-            [t.next_attempt_at for t in ts],
-            [t.finished_at for t in ts],
-            [t.last_error for t in ts],
-            [_text(t.error_class) for t in ts],
-            [t.http_status for t in ts],
-            [t.grpc_code for t in ts],
+    async def record_successes(
+        self, completions: Sequence[Completion], executor_id: str, now: datetime
+    ) -> dict[RunRef, tuple[Transition, str]]:
+        """CompleteRuns' fast path: write SUCCEEDED (:func:`sundial.run.succeeded`) for
+        the runs ``completions`` (each reported succeeded, each run once) whose lease
+        ``executor_id`` holds, fenced in the statement, without reading them first.
+
+        Returns:
+            The transition and the tenant of each run written; a run missing was fenced.
+        """
+        if not completions:
+            return {}
+        cs = sorted(completions, key=lambda c: (c.ref.job_id, c.ref.scheduled_at))
+        written = [succeeded(c.ref, c.outcome, now) for c in cs]
+        rows = await self._conn.fetch(
+            queries.record_successes,
+            [c.ref.job_id for c in cs],
+            [c.ref.scheduled_at for c in cs],
+            [c.attempt for c in cs],
+            [c.lease_id for c in cs],
+            executor_id,
+            [t.last_error for t in written],
+            [t.http_status for t in written],
+            [t.grpc_code for t in written],
             now,
         )
+        self._fixed_delays.update(fixed_delays(rows))
+        tenants = {ref_of(r): r["tenant_id"] for r in rows}
+        return {t.ref: (t, tenants[t.ref]) for t in written if t.ref in tenants}
+
+    @translate_db_errors()
+    async def write_outcomes(
+        self,
+        transitions: Sequence[Transition],
+        now: datetime,
+        *,
+        recorded: Sequence[Transition] = (),
+    ) -> None:
+        """Write accepted outcomes; for runs that ended, those and ``recorded`` (written
+        already by :meth:`record_successes`), release the next buffered run of their
+        jobs and count them in the jobs' stats."""
+        if transitions:
+            await self._conn.execute(
+                queries.record_outcomes,
+                [t.ref.job_id for t in transitions],
+                [t.ref.scheduled_at for t in transitions],
+                [t.status.value for t in transitions],
+                [t.check_at for t in transitions],
+                [t.next_attempt_at for t in transitions],
+                [t.finished_at for t in transitions],
+                [t.last_error for t in transitions],
+                [_text(t.error_class) for t in transitions],
+                [t.http_status for t in transitions],
+                [t.grpc_code for t in transitions],
+                now,
+            )
+        ts = [*recorded, *transitions]
         ended = sorted({t.ref.job_id for t in ts if t.status in _ENDED})
         if ended:
             await self._conn.execute(queries.release_pending_of_jobs, ended, now)
