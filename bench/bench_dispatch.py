@@ -15,6 +15,13 @@ Reported, all in the same run on the same PostgreSQL:
   from the due instant until the last run arrived on JetStream, and dispatch lateness
   p50/p99 (arrival on JetStream minus the due instant).
 
+No executor leases the runs, so the schedulers run with a tenant window of 1,000,000
+(every run published at dispatch; the default of 128 would hold all but the first 128 in
+the waiting list). Admission still counts the tenant's runs in the stream for each batch,
+and here they are never leased: up to the whole herd, where a real tenant's are at most
+its window. The figures since flow control are therefore not comparable to the earlier
+ones (``bench/results/dispatch.txt``).
+
 The stack (PostgreSQL, NATS, etcd) is started by ``sundial.devstack`` unless
 ``SUNDIAL_DATABASE_URL``/``SUNDIAL_NATS_URL``/``SUNDIAL_ETCD_ENDPOINTS`` point elsewhere.
 """
@@ -163,6 +170,10 @@ async def scheduler_run(stack: Stack, url: str, count: int, replicas: int) -> di
         "SUNDIAL_CLUSTER": cluster,
         "SUNDIAL_LOG_LEVEL": "WARNING",
         "SUNDIAL_BATCH_SIZE": str(BATCH),
+        # Dispatch alone: no executor leases, so the admission window (flow control) would
+        # hold every run past a tenant's first 128 in the waiting list; this measures the
+        # claim-insert-advance-publish path, every run published at dispatch.
+        "SUNDIAL_TENANT_WINDOW": "1000000",
     }
     bus = await connect_bus(stack.nats_config("admin"), name="bench")
     await ensure_streams(bus.jetstream)
