@@ -1291,8 +1291,9 @@ r.tenant_id = $1
 -- after it and none is skipped. Of the runs kept, those passing the filters the indexes
 -- do not serve are the page: kinds $7, first start in [$8, $9), their job's labels
 -- ($10: the tenant-keyed document, $11: a path predicate, as job_filters' $2 and $3),
--- late only ($12, judged at $13: see ListRunsRequest.late_only). Runs of deleted jobs are left out. The page
--- is at most $14 runs; a scan that kept none answers one row with NULL run columns.
+-- late only ($12, judged at $13: see ListRunsRequest.late_only). Runs of deleted jobs
+-- are left out. The page is at most $14 runs; a scan that kept none answers one row with
+-- NULL run columns.
 WITH per_status AS (
     SELECT x.*
       FROM unnest($2::text[]) AS s(status)
