@@ -725,7 +725,7 @@ def test_decide_completions_fences_decides_and_counts_a_run_once() -> None:
         Fenced(FenceReason.STALE_ATTEMPT, RunStatus.SUCCEEDED),
         Fenced(FenceReason.NOT_RUNNING, RunStatus.SUCCEEDED),
     ]
-    # The holder's lease on a run still running is fenced as NOT_HOLDER.
+    # Another lease's report on a run still running is NOT_HOLDER.
     [other] = decide_completions(
         [Completion(REF, 2, done, OTHER_LEASE_ID)],
         states,
