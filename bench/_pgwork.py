@@ -63,7 +63,8 @@ async def statements(conn: asyncpg.Connection, runs: int) -> dict[str, Any]:
     time in microseconds, WAL bytes) and the totals of every statement."""
     rows = await conn.fetch(
         """
-        SELECT s.query, s.calls, s.total_exec_time, s.rows, s.wal_bytes
+        SELECT s.query, s.calls, s.total_exec_time, s.rows, s.wal_bytes,
+               s.shared_blks_hit + s.shared_blks_read AS blocks
           FROM pg_stat_statements s
          WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
            AND s.query NOT ILIKE '%pg_stat_%'
@@ -81,6 +82,7 @@ async def statements(conn: asyncpg.Connection, runs: int) -> dict[str, Any]:
                 "us_per_run": round(r["total_exec_time"] * 1000 / runs, 1),
                 "rows_per_call": round(r["rows"] / max(r["calls"], 1), 1),
                 "wal_bytes_per_run": round(int(r["wal_bytes"]) / runs),
+                "blocks_per_run": round(r["blocks"] / runs, 1),
             }
         )
     return {
@@ -99,7 +101,7 @@ async def tables(conn: asyncpg.Connection, runs: int) -> dict[str, dict[str, Any
     their own)."""
     rows = await conn.fetch(
         """
-        SELECT t.relname, t.n_tup_ins, t.n_tup_upd, t.n_tup_hot_upd, t.n_tup_del,
+        SELECT t.relname, t.n_tup_ins, t.n_tup_upd, t.n_tup_hot_upd, t.n_tup_del, t.seq_scan,
                t.autovacuum_count + t.autoanalyze_count AS autovacuums,
                (SELECT count(*) FROM pg_index i WHERE i.indrelid = t.relid) AS indexes
           FROM pg_stat_user_tables t
@@ -110,13 +112,14 @@ async def tables(conn: asyncpg.Connection, runs: int) -> dict[str, dict[str, Any
     for t in rows:
         entry = totals.setdefault(
             _PARTITION.sub("", t["relname"]),
-            {"ins": 0, "upd": 0, "hot": 0, "del": 0, "indexes": 0, "autovacuums": 0},
+            {"ins": 0, "upd": 0, "hot": 0, "del": 0, "indexes": 0, "autovacuums": 0, "seq": 0},
         )
         entry["ins"] += t["n_tup_ins"]
         entry["upd"] += t["n_tup_upd"]
         entry["hot"] += t["n_tup_hot_upd"]
         entry["del"] += t["n_tup_del"]
         entry["autovacuums"] += t["autovacuums"]
+        entry["seq"] += t["seq_scan"]
         entry["indexes"] = max(entry["indexes"], t["indexes"])
     ordered = sorted(totals.items(), key=lambda kv: -(kv[1]["upd"] + kv[1]["ins"]))
     return {
@@ -127,6 +130,7 @@ async def tables(conn: asyncpg.Connection, runs: int) -> dict[str, dict[str, Any
             "del_per_run": round(v["del"] / runs, 2),
             "indexes": v["indexes"],
             "autovacuums": v["autovacuums"],
+            "seq_scans": v["seq"],
         }
         for name, v in ordered
     }
@@ -138,21 +142,23 @@ def render(values: dict[str, Any]) -> list[str]:
         f"PostgreSQL per run: {values['calls_per_run']} statements, "
         f"{values['total_us_per_run']} us executing, {values['wal_bytes_per_run']} WAL bytes"
     ]
-    heads = ("calls/run", "us/run", "rows/call", "WAL B/run")
+    heads = ("calls/run", "us/run", "rows/call", "WAL B/run", "blks/run")
     lines.append(f"  {'statement':40s} " + " ".join(f"{h:>9s}" for h in heads))
     for s in values["statements"]:
         lines.append(
             f"  {s['name'][:40]:40s} {s['calls_per_run']:9.3f} {s['us_per_run']:9.1f} "
-            f"{s['rows_per_call']:9.1f} {s['wal_bytes_per_run']:9d}"
+            f"{s['rows_per_call']:9.1f} {s['wal_bytes_per_run']:9d} "
+            f"{s.get('blocks_per_run', 0):9.1f}"
         )
     if "tables" not in values:
         return lines
-    heads = ("ins/run", "upd/run", "HOT", "del/run", "indexes", "autovac")
+    heads = ("ins/run", "upd/run", "HOT", "del/run", "indexes", "autovac", "seqscans")
     lines.append(f"  {'table':40s} " + " ".join(f"{h:>9s}" for h in heads))
     for name, t in values["tables"].items():
         hot = "-" if t["hot_ratio"] is None else f"{t['hot_ratio']:.2f}"
         lines.append(
             f"  {name[:40]:40s} {t['ins_per_run']:9.2f} {t['upd_per_run']:9.2f} {hot:>9s} "
-            f"{t['del_per_run']:9.2f} {t['indexes']:9d} {t['autovacuums']:9d}"
+            f"{t['del_per_run']:9.2f} {t['indexes']:9d} {t['autovacuums']:9d} "
+            f"{t.get('seq_scans', 0):9d}"
         )
     return lines

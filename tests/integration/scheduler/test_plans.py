@@ -24,6 +24,7 @@ import pytest
 from sundial.core.db._partitions import ensure_run_partitions, run_partition_name
 from sundial.core.partition import partition_of
 from sundial.scheduler.store._queries import queries
+from tests.integration.scheduler.support import TENANT
 
 HISTORY = 6_000
 LIVE = 4_000
@@ -144,6 +145,50 @@ async def test_a_statement_by_run_keys_probes_primary_keys_under_stale_statistic
             assert not [read for read in reads if not _by_key(*read)], (
                 f"{name} reads runs by other than their keys: {reads}"
             )
+
+
+@pytest.mark.parametrize("name", ["lock_runs", "lock_runs_for_completion"])
+async def test_a_lock_by_run_keys_never_scans_a_partition(pool: asyncpg.Pool, name: str) -> None:
+    """The locks of LeaseRuns and CompleteRuns probe each key: a scan of the day's runs,
+    which the planner may cost below a probe per key and run partition, is never run."""
+    status, args_of = STATEMENTS[name]
+    live = await _stale_database(pool, status)
+    async with pool.acquire() as conn:
+        for plan in await _plans(conn, getattr(queries, name), args_of(live[-KEYS:])):
+            scanned = [
+                scan["Relation Name"]
+                for scan in _scans(plan)
+                if scan["Relation Name"].startswith("job_runs")
+                and scan["Node Type"] not in ("Index Scan", "ModifyTable")
+            ]
+            assert not scanned, f"{name} reads runs other than by a probe: {scanned}"
+
+
+async def test_a_dispatch_advances_its_jobs_by_probes_not_a_scan_of_every_job(
+    pool: asyncpg.Pool,
+) -> None:
+    """A batch of 500 claimed jobs among 20,000 analyzed is written one probe per job
+    (a join was planned as a seq scan of every job per batch)."""
+    async with pool.acquire() as conn:  # the fixture added TENANT
+        await conn.execute(
+            "INSERT INTO jobs (tenant_id, name, partition_id, next_run_at)"
+            " SELECT $1, 'job-' || i, i % 256, $2 FROM generate_series(1, 20000) AS i",
+            TENANT,
+            NOW,
+        )
+        await conn.execute("ANALYZE jobs")
+        batch = [r["job_id"] for r in await conn.fetch("SELECT job_id FROM jobs LIMIT 500")]
+        batch.sort()
+        n = len(batch)
+        args = (batch, [NOW + timedelta(minutes=1)] * n, [1] * n, [NOW] * n, [0] * n)
+        for plan in await _plans(conn, queries.advance_jobs, args):
+            reads = [
+                (scan["Node Type"], scan.get("Index Name", ""))
+                for scan in _scans(plan)
+                if scan["Relation Name"] == "jobs" and scan["Node Type"] != "ModifyTable"
+            ]
+            assert reads, f"no read of jobs in {plan}"
+            assert set(reads) <= {("Index Scan", "jobs_pkey"), ("Tid Scan", "")}, reads
 
 
 def _by_key(node: str, relation: str, index: str) -> bool:
