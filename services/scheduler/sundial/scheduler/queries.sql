@@ -10,11 +10,13 @@
 -- last ANALYZE (a daily partition analyzed before a herd believes it holds no queued or
 -- running run). With them, one admission of 128 runs scanned a whole partial index per
 -- key: 0.12-0.52 s a call (docs/design.md section 8, "Plans that stay index probes").
--- A statement that locks runs by their keys probes each key in a LATERAL subquery (the
--- keys sorted first: rows are locked in key order): a join of the keys with job_runs
--- is the planner's to cost, and it costs a probe once per run partition, so a hash join
--- over a seq scan of a young day's partition looked cheaper (a LeaseRuns of 128 runs
--- scanned the 8,000-20,000 runs of a herd's day: 7-9 ms against 1.6 ms).
+-- The locks of LeaseRuns and CompleteRuns (runs_locked_by_key) probe each key in a
+-- LATERAL subquery (the keys sorted first: rows are locked in key order): a join of the
+-- keys with job_runs is the planner's to cost, and it costs a probe once per run
+-- partition, so a hash join over a seq scan of a young day's partition looked cheaper (a
+-- LeaseRuns of 128 runs scanned the 8,000-20,000 runs of a herd's day: 7-9 ms against
+-- 1.6 ms). record_successes keeps its join: it locks and updates in one statement, and
+-- a LATERAL lock there made the update's own join a scan (docs/design.md section 8).
 
 -- fragment: runs_locked_by_key
 -- The runs of the keys $1/$2 (job ids, instants) as "r", each key probed and its row
