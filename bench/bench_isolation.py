@@ -17,7 +17,12 @@ with B alone, then under each of A's loads, each beside B alone in the same run:
   answers 502;
 * ``dns``: 50 jobs firing every second at a name whose DNS server never answers (the
   API and the executor ask a DNS server of this benchmark's);
-* ``herd``: ``--herd`` one-time jobs due at one instant, B's runs due meanwhile.
+* ``herd``: ``--herd`` one-time jobs due at one instant, B's runs due meanwhile;
+* ``cores`` (the machine's own limit for the herd row): no Sundial work at all, as many
+  processes spinning as the machine has cores, which is what a herd takes from B (the
+  herd keeps both cores of the reference machine busy). No scheduling inside Sundial
+  can give B back what the operating system hands to other processes, so B's ratio
+  here is the floor under the herd's, measured in the same run.
 
 A ratio (loaded / alone) at or under 1.5 means B did not notice A. Missing B runs
 (due in the window, never called) are counted too.
@@ -349,6 +354,27 @@ async def a_load_main(name: str, address: str, url: str) -> None:
     print(made, flush=True)
 
 
+SPIN = "import time\nend = time.monotonic() + 600\nwhile time.monotonic() < end:\n    pass\n"
+"""A process that keeps a core busy (and ends by itself after 10 minutes)."""
+
+
+async def spin_cores(stop: asyncio.Event) -> int:
+    """Keep every core busy with processes doing nothing else until ``stop``; returns
+    how many there were."""
+    procs = [
+        await asyncio.create_subprocess_exec(sys.executable, "-c", SPIN)
+        for _ in range(os.cpu_count() or 1)
+    ]
+    try:
+        await stop.wait()
+    finally:
+        for proc in procs:
+            proc.kill()
+        for proc in procs:
+            await proc.wait()
+    return len(procs)
+
+
 async def create_every_second(
     api: Api, md: tuple[tuple[str, str], ...], url: str, count: int
 ) -> None:
@@ -477,6 +503,8 @@ async def run_phases(
         await create_every_second(api, a_md, f"http://{SLOW_NAME}:80/x", 50)
         await run("dns", lambda stop: stop.wait())
         await pause_all(api, a_md)
+    if "cores" in phases:
+        await run("cores", spin_cores)
     if "herd" in phases and args.herd:
         _, a_md = await api.tenant()
         due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=30)
@@ -518,7 +546,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--a-url", help=argparse.SUPPRESS)
     parser.add_argument(
         "--phases",
-        default="schedule,payload,failing,dns,herd",
+        default="schedule,payload,failing,dns,cores,herd",
         help="A's loads to run (comma-separated), each beside B alone",
     )
     return parser.parse_args()

@@ -2,14 +2,15 @@
 to the waiting tenant holding the fewest, so a quiet tenant's runs fetched behind a
 herd's start next; among one tenant's batches in the order they were fetched, a batch
 that has just leased cannot lose its place, and no one tenant takes the slots kept free
-for the others."""
+for the others (as many as another tenant needed at once lately, at most half)."""
 
 from __future__ import annotations
 
 import asyncio
 
+from sundial.core.clock import ManualClock
 from sundial.executor.config import ExecutorConfig
-from sundial.executor.inflight import InFlight
+from sundial.executor.inflight import RECENT_NEED_S, InFlight
 from sundial.run import Completion
 
 
@@ -17,7 +18,7 @@ async def _unused_submit(completion: Completion) -> object:
     raise AssertionError("no run is started in these tests")
 
 
-def slots(max_in_flight: int = 2, **config: int) -> InFlight:
+def slots(max_in_flight: int = 2, clock: ManualClock | None = None, **config: int) -> InFlight:
     """Slots of an executor configured so (its other settings unused here)."""
     return InFlight(
         ExecutorConfig(
@@ -29,6 +30,7 @@ def slots(max_in_flight: int = 2, **config: int) -> InFlight:
         ),
         runner=None,  # type: ignore[arg-type]
         submit=_unused_submit,
+        clock=clock,
     )
 
 
@@ -168,8 +170,44 @@ async def test_a_tenant_never_takes_the_slots_kept_free_for_another() -> None:
     assert inflight.idle_slots == 0
     # Another tenant's runs take the kept slots at once, not after a call of a's ends.
     assert await inflight.reserve(3, stop=stop, tenant="b") == 2
-    inflight.release(1, "a")
-    assert await herd_more == 1
-    assert (inflight.taken("a"), inflight.taken("b")) == (14, 2)
+    # b needed three at once: from now on three are kept free of a.
+    assert inflight.tenant_cap("a") == 13
+    inflight.release(2, "a")  # a holds 12 of its 13: one of the two goes to a's batch...
+    assert inflight.taken("a") == 13 and inflight.free_slots == 1
+    # ...and one stays free for b's third run.
+    assert await inflight.reserve(1, stop=stop, tenant="b") == 1
+    herd_more.cancel()  # the slot it was given goes back
+    await asyncio.gather(herd_more, return_exceptions=True)
+    assert (inflight.taken("a"), inflight.taken("b"), inflight.free_slots) == (12, 3, 1)
     # At most an eighth of the slots are kept, whatever is asked for.
     assert await slots(16, slots_kept_free=10).reserve(16, stop=stop, tenant="a") == 14
+
+
+async def test_the_slots_kept_for_a_tenant_follow_its_recent_bursts_up_to_half() -> None:
+    clock = ManualClock()
+    inflight, stop = slots(64, clock=clock), asyncio.Event()
+    # Alone, a herd holds all but the eight kept free (SUNDIAL_SLOTS_KEPT_FREE).
+    assert inflight.tenant_cap("a") == 56
+    # A quiet tenant's burst of 20 (a cron every second at 20 jobs): 20 are kept from
+    # now on, so its next burst finds them free behind the herd.
+    assert await inflight.reserve(20, stop=stop, tenant="b") == 20
+    inflight.release(20, "b")
+    assert inflight.tenant_cap("a") == 44
+    assert await inflight.reserve(64, stop=stop, tenant="a") == 44
+    assert inflight.free_slots == 20
+    # A burst larger than half the slots: half are kept, the herd keeps the rest.
+    assert await inflight.reserve(20, stop=stop, tenant="c") == 20
+    inflight.release(20, "c")
+    assert await inflight.reserve(40, stop=stop, tenant="b") == 20
+    assert inflight.tenant_cap("a") == 32
+    # The herd is another tenant to b: b may hold all but half.
+    assert inflight.tenant_cap("b") == 32
+    inflight.release(20, "b")
+    # Forgotten after RECENT_NEED_S without such a burst: the eight kept again.
+    clock.advance(RECENT_NEED_S + 1.5)
+    assert inflight.tenant_cap("a") == 56
+    # None kept when SUNDIAL_SLOTS_KEPT_FREE is 0, however large the bursts.
+    none_kept = slots(64, slots_kept_free=0)
+    assert await none_kept.reserve(20, stop=stop, tenant="b") == 20
+    none_kept.release(20, "b")
+    assert await none_kept.reserve(64, stop=stop, tenant="a") == 64

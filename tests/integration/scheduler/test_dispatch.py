@@ -475,25 +475,44 @@ async def test_a_backlog_gets_one_pass_in_five_however_often_jobs_fall_due_after
     assert (await claimed_of(pool, "tenant-a"), await claimed_of(pool, "b")) == (150, 50)
 
 
+async def behind_a_herd_of_four_windows(
+    pool: asyncpg.Pool,
+    bus: Bus,
+    stack: Stack,
+    database_url: str,
+    clock: ManualClock,
+    *,
+    workers: int,
+) -> Dispatcher:
+    """A dispatcher of ``workers`` (batches of 100, a tenant window of 10, a poll of
+    60 s) and tenant A's herd of 400 due at T0: its first batch fills A's window, every
+    run of the next waits for admission."""
+    dispatcher, _ = measured_dispatcher(
+        pool,
+        bus,
+        stack,
+        database_url,
+        clock,
+        batch_size=100,
+        tenant_window=10,
+        poll_interval_s=60.0,
+        dispatch_workers=workers,
+    )
+    await add_tenant(pool, "tenant-a")
+    await insert_jobs(pool, HOURLY, first_due=T0, count=400, tenant_id="tenant-a")
+    return dispatcher
+
+
 async def test_a_backlog_that_only_fills_the_waiting_list_is_dispatched_at_a_pace(
     pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
 ) -> None:
     # A window of 10: A's herd of 400 fills it with its first batch, and every run of
     # the next waits for admission. Dispatching more of it at once would only lengthen
-    # the waiting list: the worker rests, and no later than the next job due after the
-    # backlog began (B's), whose batch is not rested after.
-    dispatcher, _ = measured_dispatcher(
-        pool,
-        bus,
-        stack,
-        migrated_database_url,
-        clock,
-        batch_size=100,
-        tenant_window=10,
-        poll_interval_s=60.0,
+    # the waiting list: the worker rests, and (the only worker) no later than the next
+    # job due after the backlog began (B's), whose batch is not rested after.
+    dispatcher = await behind_a_herd_of_four_windows(
+        pool, bus, stack, migrated_database_url, clock, workers=1
     )
-    await add_tenant(pool, "tenant-a")
-    await insert_jobs(pool, HOURLY, first_due=T0, count=400, tenant_id="tenant-a")
     assert await dispatcher.pass_once() == 0.0  # 10 published, 90 held
     rested = await dispatcher.pass_once()  # 100 held
     assert 0.0 < rested < 60.0
@@ -513,6 +532,69 @@ async def test_a_backlog_that_only_fills_the_waiting_list_is_dispatched_at_a_pac
         )
         == 10
     )
+
+
+class Worker:
+    """One dispatch worker: a task of its own that runs the dispatcher's passes asked
+    of it (a worker is known to the dispatcher by its task)."""
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self._asks: asyncio.Queue[asyncio.Future[float]] = asyncio.Queue()
+        self._task = asyncio.create_task(self._serve(dispatcher))
+
+    async def _serve(self, dispatcher: Dispatcher) -> None:
+        while True:
+            answer = await self._asks.get()
+            try:
+                answer.set_result(await dispatcher.pass_once())
+            except Exception as exc:  # handed to the asker
+                answer.set_exception(exc)
+
+    async def pass_once(self) -> float:
+        answer: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        await self._asks.put(answer)
+        return await answer
+
+    async def stop(self) -> None:
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+
+async def test_one_worker_alone_claims_a_backlog_that_only_fills_the_waiting_list(
+    pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
+) -> None:
+    # Two workers behind A's herd. Once a pass of it only filled the waiting list, the
+    # worker that made it claims the rest alone; the other takes only jobs due since the
+    # backlog began (B's) and waits for the next of them, so the herd's dispatch takes
+    # one worker's share of the event loop and the database, not all of them.
+    dispatcher = await behind_a_herd_of_four_windows(
+        pool, bus, stack, migrated_database_url, clock, workers=2
+    )
+    feeder, other = Worker(dispatcher), Worker(dispatcher)
+    try:
+        assert await feeder.pass_once() == 0.0  # 10 published, 90 held
+        assert 0.0 < await feeder.pass_once() < 60.0  # 100 held: it rests
+        assert await claimed_of(pool, "tenant-a") == 200
+        # Nothing due since the backlog began: the other worker claims nothing of it and
+        # waits its poll interval (no job due after the backlog began).
+        assert await other.pass_once() == 60.0
+        assert await claimed_of(pool, "tenant-a") == 200
+        await add_tenant(pool, "b")
+        await insert_jobs(
+            pool, HOURLY, first_due=T0 + timedelta(seconds=1), count=10, tenant_id="b"
+        )
+        # B's next, due in a second: the other worker waits for it...
+        assert await other.pass_once() == pytest.approx(1.0)
+        clock.advance(1)
+        # ...and claims B's ten alone (published), still none of the backlog.
+        await other.pass_once()
+        assert (await claimed_of(pool, "b"), await claimed_of(pool, "tenant-a")) == (10, 200)
+        # The worker that claims the backlog goes on with it.
+        await feeder.pass_once()
+        assert await claimed_of(pool, "tenant-a") == 300
+    finally:
+        await feeder.stop()
+        await other.stop()
 
 
 def measured_dispatcher(

@@ -35,7 +35,8 @@ class ExecutorConfig(NatsConfig, ServerConfig, ResolverConfig, LogConfig, Teleme
     slots_kept_free: int = 8
     """Call slots no one tenant takes, kept for the next tenant's runs (which otherwise
     wait for a busy tenant's calls to end); at most an eighth of SUNDIAL_MAX_IN_FLIGHT
-    (none below 8 slots). 0: a tenant may take every slot."""
+    (none below 8 slots). More are kept while another tenant needed more at once in the
+    last 10 s: that many, up to half. 0: a tenant may take every slot."""
 
     executor_processes: int = 1
     """Worker processes of this executor, each a whole executor on its own core, started

@@ -4,8 +4,9 @@ A granted run is *held* from its grant until the ledger answered its outcome; th
 heartbeat extends the lease of every held run. Its *slot* (one of ``max_in_flight``) is
 taken before LeaseRuns and given back when the target call ends, so the number of
 concurrent target calls never exceeds ``max_in_flight``. No one tenant holds the last
-``slots_kept_free`` of them, so another tenant's run never waits for a busy tenant's
-calls to end.
+of them: as many as another tenant needed at once lately are kept free (at least
+``slots_kept_free``, at most half), so another tenant's runs never wait for a busy
+tenant's calls to end.
 
 How a held run ends:
 
@@ -57,6 +58,12 @@ for a re-grant of that lease."""
 
 MAX_FINISHED = 100_000
 """Finished outcomes kept at most (the oldest go first)."""
+
+RECENT_NEED_S = 10.0
+"""How long a tenant's largest need for slots at once is remembered: while it is, that
+many slots are kept free of every other tenant (:meth:`InFlight.tenant_cap`). A tenant
+whose runs come due every few seconds (a cron of a minute or less, bursts of a
+backfill) finds its usual number free when it comes back behind another's herd."""
 
 Submit = Callable[[Completion], Awaitable[object]]
 """Hands an outcome to the completer and waits until the ledger answered it."""
@@ -118,10 +125,15 @@ class InFlight:
         self._clock = clock or SystemClock()
         self.max_in_flight = config.max_in_flight
         self._free = config.max_in_flight
-        self.tenant_cap = config.max_in_flight - min(
-            config.slots_kept_free, config.max_in_flight // 8
-        )
-        """Slots one tenant holds at most (SUNDIAL_SLOTS_KEPT_FREE left for others)."""
+        self._kept_floor = min(config.slots_kept_free, config.max_in_flight // 8)
+        # 0 kept (SUNDIAL_SLOTS_KEPT_FREE=0, or under 8 slots): a tenant may take all.
+        self._kept_most = config.max_in_flight // 2 if self._kept_floor else 0
+        self._peaks: dict[str, tuple[int, float]] = {}
+        """Per tenant: the most slots it held and asked for at once lately, and when
+        (monotonic); forgotten :data:`RECENT_NEED_S` after."""
+        self._top: tuple[str, int, int] = ("", 0, 0)
+        """The tenant with the largest recent peak, that peak and the next largest."""
+        self._top_at = 0.0
         self._waiting: list[_Waiter] = []
         """Callers of :meth:`reserve` waiting for slots."""
         self._taken: Counter[str] = Counter()
@@ -202,9 +214,10 @@ class InFlight:
         order of waiting instead, each freed slot went to whichever batch woke first, and
         a batch that had leased a few runs went to the back of the queue each time:
         seconds of lateness behind a herd. A tenant never holds more than
-        :attr:`tenant_cap` slots: the rest are kept for the next tenant's runs, which
+        :meth:`tenant_cap` slots: the rest are kept for the next tenant's runs, which
         found them all taken by a herd's calls and waited for one to end (B's runs
-        behind A's 20k herd: 40 ms at p50, up to 0.2 s).
+        behind A's 20k herd: 40 ms at p50, up to 0.2 s; with 8 kept and B's 20 due at
+        once, up to 0.3 s at the herd's start, while A's leases were slow).
 
         Returns:
             The slots taken; 0 when ``stop`` was set first (slots given meanwhile go
@@ -215,7 +228,8 @@ class InFlight:
         place = self.ticket() if ticket is None else ticket
         self._weights[tenant] = max(weight, 1)
         mine = (self._taken[tenant] / self._weights[tenant], place)
-        room = min(self._free, self.tenant_cap - self._taken[tenant])
+        self._note_need(tenant, self._taken[tenant] + most)
+        room = min(self._free, self.tenant_cap(tenant) - self._taken[tenant])
         if room > 0 and not any(
             self._key(w) < mine for w in self._waiting if self._may_take(w.tenant)
         ):
@@ -290,8 +304,43 @@ class InFlight:
         return (self._taken[waiter.tenant] / self._weights.get(waiter.tenant, 1), waiter.ticket)
 
     def _may_take(self, tenant: str) -> bool:
-        """``tenant`` holds fewer than :attr:`tenant_cap` slots."""
-        return self._taken[tenant] < self.tenant_cap
+        """``tenant`` holds fewer than :meth:`tenant_cap` slots."""
+        return self._taken[tenant] < self.tenant_cap(tenant)
+
+    def tenant_cap(self, tenant: str) -> int:
+        """The slots ``tenant`` may hold: all but those kept for other tenants' runs,
+        as many as the largest number another tenant needed at once in the last
+        :data:`RECENT_NEED_S` (held and asked for), at least SUNDIAL_SLOTS_KEPT_FREE
+        (at most an eighth) and at most half of ``max_in_flight``; none when
+        SUNDIAL_SLOTS_KEPT_FREE is 0 or ``max_in_flight`` under 8."""
+        if self._clock.monotonic() - self._top_at > 1.0:
+            self._rank()  # forget peaks that are too old, at most once a second
+        top_tenant, top, second = self._top
+        others = second if tenant == top_tenant else top
+        return self.max_in_flight - min(self._kept_most, max(self._kept_floor, others))
+
+    def _note_need(self, tenant: str, need: int) -> None:
+        """Remember that ``tenant`` needed ``need`` slots at once (held and asked for)."""
+        now = self._clock.monotonic()
+        old = self._peaks.get(tenant)
+        if old is None or need >= old[0] or now - old[1] > RECENT_NEED_S:
+            self._peaks[tenant] = (need, now)
+            if old is None or need != old[0]:
+                self._rank()
+
+    def _rank(self) -> None:
+        """Forget the peaks older than :data:`RECENT_NEED_S`; find the two largest."""
+        now = self._clock.monotonic()
+        self._top_at = now
+        top: tuple[str, int, int] = ("", 0, 0)
+        for tenant, (peak, at) in list(self._peaks.items()):
+            if now - at > RECENT_NEED_S:
+                del self._peaks[tenant]
+            elif peak > top[1]:
+                top = (tenant, peak, top[1])
+            elif peak > top[2]:
+                top = (top[0], top[1], peak)
+        self._top = top
 
     def _pass_turn(self) -> None:
         """Give the free slots, one at a time, to the waiter first in the order among

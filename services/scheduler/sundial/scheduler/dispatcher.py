@@ -147,6 +147,9 @@ class Dispatcher(PassLoop):
         self._backlog_tenants: frozenset[str] = frozenset()
         """The tenants that made the backlog, while the other tenants' part of it is not
         claimed yet (empty: it is, or no backlog)."""
+        self._feeder: asyncio.Task[object] | None = None
+        """The worker that alone claims a backlog that only fills the waiting list
+        (:meth:`_backlog_pace`); None: any worker may."""
         self._in_flight: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(MAX_PUBLISHES_IN_FLIGHT)
         self.dispatched = 0
@@ -182,6 +185,13 @@ class Dispatcher(PassLoop):
             self._lag_s = outcome.oldest_due_age_s
             return await self._backlog_pace(outcome, time.monotonic() - started)
         poll_s = self._config.poll_interval_s
+        since = self._backlog_since
+        if since is not None and self._fed_by_another():
+            # The backlog is another worker's: wait for the next job due after it began.
+            due = await self._store.next_due_at(sorted(self._owned()), after=since)
+            if due is None:
+                return poll_s
+            return min(poll_s, max(MIN_WAIT_S, (due - self._clock.now()).total_seconds()))
         due = await self._store.next_due_at(sorted(self._owned()))
         now = self._clock.now()
         self._lag_s = max(0.0, (now - due).total_seconds()) if due is not None else 0.0
@@ -196,17 +206,28 @@ class Dispatcher(PassLoop):
         the waiting list, behind a backlog (docs/design.md section 7, "Flow control"). Then
         dispatching more of that backlog at once only lengthens the waiting list while
         it takes the event loop and the database from everyone else's leases and
-        completions: this worker rests as long as the pass took (at most
-        ``poll_interval_s``), and no later than the next job due after the backlog began,
-        which is claimed first (:meth:`_claim`)."""
+        completions: from then on one worker alone, this one, claims the backlog (the
+        others take only the jobs due since it began, :meth:`_claim`), and it rests as
+        long as the pass took (at most ``poll_interval_s``). With a single worker it
+        rests no later than the next job due after the backlog began, which is claimed
+        first; with more, another worker claims that one when it falls due."""
         since = self._backlog_since
         if since is None or not outcome.waiting or outcome.batches:
+            self._feeder = None
             return 0.0
+        self._feeder = asyncio.current_task()
         rest = min(self._config.poll_interval_s, took_s)
+        if self._config.dispatch_workers > 1:
+            return rest
         due = await self._store.next_due_at(sorted(self._owned()), after=since)
         if due is not None:
             rest = min(rest, max(0.0, (due - self._clock.now()).total_seconds()))
         return rest
+
+    def _fed_by_another(self) -> bool:
+        """Another worker, still running, claims the backlog alone (:meth:`_backlog_pace`)."""
+        feeder = self._feeder
+        return feeder is not None and feeder is not asyncio.current_task() and not feeder.done()
 
     async def dispatch_once(self, *, wait_for_publish: bool = True) -> DispatchOutcome:
         """Run one dispatch transaction and publish its batches.
@@ -297,6 +318,7 @@ class Dispatcher(PassLoop):
             claimed = await tx.claim_due_jobs(owned, batch, now, self._documents)
             if len(claimed) >= batch:
                 self._backlog_since = now  # more is due than a batch: a backlog begins
+                self._feeder = None
                 self._backlog_tenants = backlog_tenants(claimed, batch)
             return claimed
         newer = await tx.claim_due_jobs(owned, batch, now, self._documents, due_after=since)
@@ -317,11 +339,14 @@ class Dispatcher(PassLoop):
         if 0 < len(newer) < batch and self._newer_alone < BACKLOG_SHARE - 1:
             self._newer_alone += 1
             return newer
+        if self._fed_by_another():
+            return newer
         self._newer_alone = 0
         room = max(batch - len(newer), batch // BACKLOG_SHARE)
         older = await tx.claim_due_jobs(owned, room, now, self._documents, due_until=since)
         if len(older) < room:  # the backlog as of `since` is claimed
             self._backlog_since = now if len(newer) >= batch else None
+            self._feeder = None
             if self._backlog_since is not None:
                 self._backlog_tenants = backlog_tenants(newer, batch)
         return newer + older
