@@ -17,7 +17,8 @@ with B alone, then under each of A's loads, each beside B alone in the same run:
   answers 502;
 * ``dns``: 50 jobs firing every second at a name whose DNS server never answers (the
   API and the executor ask a DNS server of this benchmark's);
-* ``herd``: ``--herd`` one-time jobs due at one instant, B's runs due meanwhile;
+* ``herd``: ``--herd`` one-time jobs due at one instant, calling a target process of
+  A's own (a tenant's target is its own service), B's runs due meanwhile;
 * ``cores`` (the machine's own limit for the herd row): no Sundial work at all, as many
   processes spinning as the machine has cores, which is what a herd takes from B (the
   herd keeps both cores of the reference machine busy). No scheduling inside Sundial
@@ -506,21 +507,28 @@ async def run_phases(
     if "cores" in phases:
         await run("cores", spin_cores)
     if "herd" in phases and args.herd:
+        await herd_phase(api, run, args.herd)
+
+
+async def herd_phase(api: Api, run: Callable[..., Awaitable[None]], herd: int) -> None:
+    """A's ``herd`` one-time jobs due at one instant, calling A's own target process
+    (a tenant's target is its own service; B's target is left to B's runs)."""
+    herd_target = FastTarget()
+    try:
         _, a_md = await api.tenant()
         due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=30)
         jobs = []
-        for i in range(args.herd):
+        for i in range(herd):
             schedule = job_pb2.Schedule()
             schedule.once.FromDatetime(due)
-            jobs.append(
-                job_pb2.Job(
-                    name=f"herd-{i}", schedule=schedule, target=http_target(f"{target.url}/a")
-                )
-            )
+            url = f"{herd_target.url}/a"
+            jobs.append(job_pb2.Job(name=f"herd-{i}", schedule=schedule, target=http_target(url)))
         await api.create(a_md, jobs)
         await asyncio.sleep(max(0.0, due.timestamp() - time.time() - 1.0))  # until the instant
         # B's runs of the window wait behind the herd: up to its whole drain.
         await run("herd", lambda stop: stop.wait(), settle_s=120.0)
+    finally:
+        herd_target.stop()
 
 
 def report(results: dict[str, object]) -> None:

@@ -20,7 +20,7 @@ from sundial.internal.v1 import events_pb2
 from sundial.job import JobPolicies, OverlapPolicy, policies_to_json, schedule_to_json
 from sundial.schedule import CronSpec, IntervalSpec, MisfirePolicy, Schedule
 from sundial.scheduler import planning
-from sundial.scheduler.dispatcher import MIN_WAIT_S, Dispatcher
+from sundial.scheduler.dispatcher import MIN_WAIT_S, WAKE_STAGGER_S, Dispatcher
 from sundial.scheduler.model import ClaimedJob
 from sundial.scheduler.planning import DefinitionCache
 from sundial.scheduler.publisher import RunPublisher
@@ -595,6 +595,34 @@ async def test_one_worker_alone_claims_a_backlog_that_only_fills_the_waiting_lis
     finally:
         await feeder.stop()
         await other.stop()
+
+
+async def test_workers_waiting_for_one_instant_wake_one_after_the_other(
+    pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
+) -> None:
+    # Woken together, two workers split the jobs due at that instant, and the claim that
+    # found their tenant's admission lock taken by the other put its share on the
+    # waiting list. The second waits a little longer: the first claims them all.
+    dispatcher, _ = measured_dispatcher(
+        pool, bus, stack, migrated_database_url, clock, poll_interval_s=60.0, dispatch_workers=2
+    )
+    await insert_jobs(pool, HOURLY, first_due=T0 + timedelta(seconds=1), count=20)
+    first, second = Worker(dispatcher), Worker(dispatcher)
+    try:
+        assert await first.pass_once() == pytest.approx(1.0)
+        assert await second.pass_once() == pytest.approx(1.0 + WAKE_STAGGER_S)
+        clock.advance(1)
+        await first.pass_once()
+        published = "SELECT count(*) FROM job_runs WHERE dispatch_seq > 0"
+        assert await pool.fetchval(published) == 20
+        assert await pool.fetchval("SELECT count(*) FROM run_waits") == 0
+        # Later, the second finds nothing left and waits for the next (an hour on).
+        clock.advance(WAKE_STAGGER_S)
+        assert await second.pass_once() == 60.0
+        assert await pool.fetchval("SELECT count(*) FROM job_runs") == 20
+    finally:
+        await first.stop()
+        await second.stop()
 
 
 def measured_dispatcher(

@@ -63,6 +63,10 @@ MAX_PUBLISHES_IN_FLIGHT = 4
 MIN_WAIT_S = 0.002
 """Shortest wait between passes that found less than a batch."""
 
+WAKE_STAGGER_S = 0.02
+"""How much later than the first the other workers wake for the same due instant
+(about a small dispatch pass: the first has claimed what fell due by then)."""
+
 BACKLOG_SHARE = 5
 """Behind a backlog, jobs due since it began are claimed first, in a pass of their own
 while they are fewer than a batch; at least one pass in five takes the backlog, and at
@@ -150,6 +154,9 @@ class Dispatcher(PassLoop):
         self._feeder: asyncio.Task[object] | None = None
         """The worker that alone claims a backlog that only fills the waiting list
         (:meth:`_backlog_pace`); None: any worker may."""
+        self._wake_at: datetime | None = None
+        self._waker: asyncio.Task[object] | None = None
+        """The worker waiting to wake first at ``_wake_at`` (:meth:`_wait_until`)."""
         self._in_flight: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(MAX_PUBLISHES_IN_FLIGHT)
         self.dispatched = 0
@@ -176,6 +183,8 @@ class Dispatcher(PassLoop):
         until the next job of the owned partitions comes due, at most
         ``poll_interval_s`` (a job created or resumed meanwhile is seen by then)."""
         started = time.monotonic()
+        if self._waker is asyncio.current_task():
+            self._waker = None  # awake: the next worker to wait for that instant wakes first
         outcome = await self.dispatch_once(wait_for_publish=False)
         if outcome.waiting and self._runs_waiting is not None:
             self._runs_waiting()
@@ -191,15 +200,32 @@ class Dispatcher(PassLoop):
             due = await self._store.next_due_at(sorted(self._owned()), after=since)
             if due is None:
                 return poll_s
-            return min(poll_s, max(MIN_WAIT_S, (due - self._clock.now()).total_seconds()))
+            return self._wait_until(due, self._clock.now())
         due = await self._store.next_due_at(sorted(self._owned()))
         now = self._clock.now()
         self._lag_s = max(0.0, (now - due).total_seconds()) if due is not None else 0.0
         if due is None:
             return poll_s
+        return self._wait_until(due, now)
+
+    def _wait_until(self, due: datetime, now: datetime) -> float:
+        """The wait for the next job, due at ``due``: at most ``poll_interval_s``; a
+        little longer (:data:`WAKE_STAGGER_S`) when another worker already waits for
+        that instant, so the first to wake claims what fell due alone. Woken together,
+        the workers split one tenant's jobs due at once, and the claim that found the
+        tenant's admission lock taken by the other put its share on the waiting list,
+        dispatched by the sweeper 0.1-0.25 s later (docs/design.md section 7)."""
+        poll_s = self._config.poll_interval_s
         # Due already yet not claimed: another worker holds it (SKIP LOCKED), or the
         # database clock is a hair behind ours; look again very soon, without spinning.
-        return min(poll_s, max(MIN_WAIT_S, (due - now).total_seconds()))
+        wait = min(poll_s, max(MIN_WAIT_S, (due - now).total_seconds()))
+        me = asyncio.current_task()
+        waker = self._waker
+        if due == self._wake_at and waker is not None and waker is not me and not waker.done():
+            return wait + WAKE_STAGGER_S
+        if wait < poll_s:
+            self._wake_at, self._waker = due, me
+        return wait
 
     async def _backlog_pace(self, outcome: DispatchOutcome, took_s: float) -> float:
         """The wait after a full pass: 0, unless it published nothing and put runs on
