@@ -159,6 +159,23 @@ async def test_tenants_share_freed_slots_in_proportion_to_their_weights() -> Non
     assert (await light, await heavy) == (2, 6)
 
 
+async def test_weighted_shares_hold_beside_the_slots_kept_for_another_tenant() -> None:
+    # Eight slots, one kept free (an eighth). "busy" needed eight at once just now, so
+    # half are kept free of each other tenant while it is remembered; and c and d each
+    # ask for eight. Both backlogged, d may still hold its weighted share of the slots
+    # (six of eight), and the weights decide, not the half kept for "busy" or for c.
+    inflight, stop = slots(8), asyncio.Event()
+    assert await inflight.reserve(8, stop=stop, tenant="busy") == 7
+    assert await inflight.reserve(1, stop=stop, tenant="other") == 1
+    light = asyncio.create_task(inflight.reserve(8, stop=stop, tenant="c", weight=1))
+    heavy = asyncio.create_task(inflight.reserve(8, stop=stop, tenant="d", weight=3))
+    await until_waiting(inflight, 2)
+    inflight.release(1, "other")
+    inflight.release(7, "busy")  # all eight free: shared 1 to 3
+    assert (await light, await heavy) == (2, 6)
+    assert (inflight.tenant_cap("c"), inflight.tenant_cap("d")) == (4, 6)
+
+
 async def test_a_tenant_never_takes_the_slots_kept_free_for_another() -> None:
     inflight, stop = slots(16, slots_kept_free=2), asyncio.Event()
     # A herd's batch asks for every slot: it gets all but the two kept free...

@@ -36,7 +36,8 @@ class ExecutorConfig(NatsConfig, ServerConfig, ResolverConfig, LogConfig, Teleme
     """Call slots no one tenant takes, kept for the next tenant's runs (which otherwise
     wait for a busy tenant's calls to end); at most an eighth of SUNDIAL_MAX_IN_FLIGHT
     (none below 8 slots). More are kept while another tenant needed more at once in the
-    last 10 s: that many, up to half. 0: a tenant may take every slot."""
+    last 10 s: that many, up to half; a tenant beside others holding or waiting for
+    slots may always hold its weighted share. 0: a tenant may take every slot."""
 
     executor_processes: int = 1
     """Worker processes of this executor, each a whole executor on its own core, started
