@@ -6,7 +6,8 @@ taken before LeaseRuns and given back when the target call ends, so the number o
 concurrent target calls never exceeds ``max_in_flight``. No one tenant holds the last
 of them: as many as another tenant needed at once lately are kept free (at least
 ``slots_kept_free``, at most half), so another tenant's runs never wait for a busy
-tenant's calls to end.
+tenant's calls to end; beside other tenants holding or waiting for slots, a tenant may
+still hold its weighted share of them.
 
 How a held run ends:
 
