@@ -191,6 +191,45 @@ async def test_a_dispatch_advances_its_jobs_by_probes_not_a_scan_of_every_job(
             assert set(reads) <= {("Index Scan", "jobs_pkey"), ("Tid Scan", "")}, reads
 
 
+async def _blocks_read(conn: asyncpg.Connection, sql: str, args: tuple[Any, ...]) -> int:
+    """The buffers ``sql`` touched when run with ``args`` (a function's own statement
+    included), after one run to warm the catalog caches."""
+    await conn.fetch(sql, *args)
+    (explained,) = await conn.fetchrow("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql, *args)
+    plan = explained[0]["Plan"]
+    assert plan["Actual Rows"] == args[3], plan
+    return int(plan["Shared Hit Blocks"]) + int(plan["Shared Read Blocks"])
+
+
+async def test_an_admission_pass_reads_the_waiting_runs_it_takes_not_the_whole_list(
+    pool: asyncpg.Pool,
+) -> None:
+    """The next waiting runs are read in the waiting list's index order: analyzed while
+    the list was empty, the planner read every waiting row of the tenant with a bitmap
+    scan and sorted them, for each pass of a herd (migration 0027). A pass's reads stay
+    the same when four times as many runs wait."""
+    await _stale_database(pool, "queued")  # LIVE waiting runs, run_waits analyzed empty
+    args = ("acme", [0], None, KEYS, [])
+    async with pool.acquire() as conn:
+        await conn.execute("SET plan_cache_mode = force_custom_plan")
+        first = await _blocks_read(conn, queries.next_waiting, args)
+        # Three times as many runs again, due after the ones a pass takes first.
+        await conn.execute(
+            "INSERT INTO run_waits (job_id, scheduled_at, tenant_id, partition_id, priority,"
+            " due_at, rate_key) SELECT j, $2, 'acme', 0, 1, $2, '' FROM unnest($1::uuid[]) AS u(j)",
+            [uuid.uuid4() for _ in range(3 * LIVE)],
+            NOW + timedelta(seconds=1),
+        )
+        pages = await conn.fetchval(
+            "SELECT pg_relation_size('run_waits') / current_setting('block_size')::int"
+        )
+        for mode in ("force_custom_plan", "force_generic_plan"):
+            await conn.execute(f"SET plan_cache_mode = {mode}")
+            read = await _blocks_read(conn, queries.next_waiting, args)
+            assert read <= first + 2, f"{mode}: {read} buffers with 4x the runs, {first} before"
+            assert read < pages / 10, f"{mode}: {read} buffers of a {pages}-page waiting list"
+
+
 def _by_key(node: str, relation: str, index: str) -> bool:
     """A primary-key probe, or a fetch by the row address one returned; or a scan of a
     run partition, which the planner costs by the partition's real size (a waiting list

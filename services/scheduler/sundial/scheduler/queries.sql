@@ -782,13 +782,11 @@ SELECT tenant_id FROM t WHERE tenant_id IS NOT NULL LIMIT $2;
 -- name: next_waiting
 -- Up to $4 waiting runs of tenant $1 in partitions $2, the highest priority and oldest
 -- due first: of rate-limit key $3 when it is not NULL, else of any key but the held
--- ones $5.
+-- ones $5. Read in run_waits_order_idx's order whatever the statistics say (migration
+-- 0027: analyzed before a herd, the planner sorted the tenant's whole waiting list for
+-- each pass).
 SELECT job_id, scheduled_at, partition_id
-  FROM run_waits
- WHERE tenant_id = $1 AND partition_id = ANY($2::smallint[])
-   AND (CASE WHEN $3::text IS NULL THEN rate_key <> ALL($5::text[]) ELSE rate_key = $3 END)
- ORDER BY priority, due_at
- LIMIT $4;
+  FROM sundial_next_waiting($1, $2::smallint[], $3, $4, $5::text[]);
 
 -- name: admit_runs
 -- Admits and publishes the waiting runs $1/$2: their waiting rows go, and each run
