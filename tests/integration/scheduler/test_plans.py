@@ -8,7 +8,8 @@ docs/design.md section 8, "Plans that stay index probes"). These tests build tha
 moment (history analyzed, autovacuum off, then thousands of live runs) and ask
 PostgreSQL for the plan it would run, custom (this call's 128 keys) and generic (the
 plan a prepared statement keeps): no read of a run or waiting row may go through an
-index other than the primary key (see ``_by_key``).
+index other than the primary key (see ``_by_key``). The admission's read of the next
+waiting runs, which is not by keys, must read what it returns, not the whole list.
 """
 
 from __future__ import annotations
