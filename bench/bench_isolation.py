@@ -432,7 +432,12 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
                 services = Services(
                     stack,
                     Path(logs),
-                    extra_env=bench_env(stack, ADMIN_TOKEN, SUNDIAL_DNS_NAMESERVERS=dns.address),
+                    extra_env=bench_env(
+                        stack,
+                        ADMIN_TOKEN,
+                        SUNDIAL_DNS_NAMESERVERS=dns.address,
+                        **dict(setting.split("=", 1) for setting in args.env),
+                    ),
                 )
                 await asyncio.to_thread(services.start)
                 try:
@@ -507,15 +512,21 @@ async def run_phases(
     if "cores" in phases:
         await run("cores", spin_cores)
     if "herd" in phases and args.herd:
-        await herd_phase(api, run, args.herd)
+        figures = await herd_phase(api, run, args.herd, database_url, args.seconds)
+        results["herd"] = {**results["herd"], **figures}  # type: ignore[dict-item]
+        print(f"  herd, A: {json.dumps(figures)}", flush=True)
 
 
-async def herd_phase(api: Api, run: Callable[..., Awaitable[None]], herd: int) -> None:
+async def herd_phase(
+    api: Api, run: Callable[..., Awaitable[None]], herd: int, database_url: str, seconds: float
+) -> dict[str, object]:
     """A's ``herd`` one-time jobs due at one instant, calling A's own target process
-    (a tenant's target is its own service; B's target is left to B's runs)."""
+    (a tenant's target is its own service; B's target is left to B's runs). Returns
+    A's runs per second from the instant to the end of B's measure beside it (what the
+    executor's pacing costs A, docs/design.md section 7)."""
     herd_target = FastTarget()
     try:
-        _, a_md = await api.tenant()
+        a_tenant, a_md = await api.tenant()
         due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=30)
         jobs = []
         for i in range(herd):
@@ -527,20 +538,36 @@ async def herd_phase(api: Api, run: Callable[..., Awaitable[None]], herd: int) -
         await asyncio.sleep(max(0.0, due.timestamp() - time.time() - 1.0))  # until the instant
         # B's runs of the window wait behind the herd: up to its whole drain.
         await run("herd", lambda stop: stop.wait(), settle_s=120.0)
+        conn = await asyncpg.connect(database_url)
+        try:
+            # The phase measures B from 1 s after the instant (its ramp) for `seconds`.
+            span_s = 1.0 + seconds
+            done = await conn.fetchval(
+                "SELECT count(*) FROM job_runs WHERE tenant_id = $1 AND status = 'succeeded'"
+                " AND finished_at < $2",
+                a_tenant,
+                due + timedelta(seconds=span_s),
+            )
+        finally:
+            await conn.close()
+        return {"a_runs_per_s": round(done / span_s)}
     finally:
         herd_target.stop()
 
 
 def report(results: dict[str, object]) -> None:
     print()
-    print("| A's load | B API p99 (s) | ratio | B lateness p99 (s) | ratio | B runs missing |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print(
+        "| A's load | B API p99 (s) | ratio | B lateness p99 (s) | ratio | B runs missing"
+        " | A runs/s |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for name, figures in results.items():
         assert isinstance(figures, dict)
         print(
             f"| {name} | {figures['api_p99_s']} | {figures.get('api_p99_ratio', 1.0)} "
             f"| {figures['run_lateness_p99_s']} | {figures.get('lateness_p99_ratio', 1.0)} "
-            f"| {figures['runs_missing']} |"
+            f"| {figures['runs_missing']} | {figures.get('a_runs_per_s', '')} |"
         )
 
 
@@ -552,6 +579,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--a-load", choices=A_LOADS, help=argparse.SUPPRESS)
     parser.add_argument("--a-address", help=argparse.SUPPRESS)
     parser.add_argument("--a-url", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="one more setting of every service (repeatable), e.g. SUNDIAL_PACE_LAG_MS=0",
+    )
     parser.add_argument(
         "--phases",
         default="schedule,payload,failing,dns,cores,herd",

@@ -19,9 +19,10 @@ from sundial.devstack import Stack
 from sundial.internal.v1 import events_pb2
 from sundial.job import JobPolicies, OverlapPolicy, policies_to_json, schedule_to_json
 from sundial.schedule import CronSpec, IntervalSpec, MisfirePolicy, Schedule
+from sundial.scheduler import dispatcher as dispatcher_module
 from sundial.scheduler import planning
-from sundial.scheduler.dispatcher import MIN_WAIT_S, WAKE_STAGGER_S, Dispatcher
-from sundial.scheduler.model import ClaimedJob
+from sundial.scheduler.dispatcher import AHEAD_REST, MIN_WAIT_S, WAKE_STAGGER_S, Dispatcher
+from sundial.scheduler.model import ClaimedJob, DispatchOutcome
 from sundial.scheduler.planning import DefinitionCache
 from sundial.scheduler.publisher import RunPublisher
 from sundial.scheduler.store import SchedulerStore, queries
@@ -532,6 +533,33 @@ async def test_a_backlog_that_only_fills_the_waiting_list_is_dispatched_at_a_pac
         )
         == 10
     )
+
+
+async def test_the_feeder_rests_longer_while_the_waiting_list_is_far_ahead(
+    pool: asyncpg.Pool,
+    bus: Bus,
+    stack: Stack,
+    migrated_database_url: str,
+    clock: ManualClock,
+    *,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Behind A's herd the worker feeding the waiting list rests as long as its pass
+    # took; once AHEAD_RUNS of A's runs wait already (seconds of admission ahead), it
+    # rests AHEAD_REST times as long, leaving the cores to other tenants' runs.
+    dispatcher = await behind_a_herd_of_four_windows(
+        pool, bus, stack, migrated_database_url, clock, workers=2
+    )
+    assert await dispatcher.pass_once() == 0.0  # 10 published, 90 held
+    assert 0.0 < await dispatcher.pass_once() < 60.0  # 100 more held: 190 wait
+    fed = DispatchOutcome(claimed=100, waiting=100, waiting_tenants=frozenset({"tenant-a"}))
+    monkeypatch.setattr(dispatcher_module, "AHEAD_RUNS", 191)
+    assert await dispatcher._backlog_pace(fed, 0.01) == pytest.approx(0.01)
+    monkeypatch.setattr(dispatcher_module, "AHEAD_RUNS", 190)
+    assert await dispatcher._backlog_pace(fed, 0.01) == pytest.approx(0.01 * AHEAD_REST)
+    # Never beyond the poll interval; and a pass that published is never rested.
+    assert await dispatcher._backlog_pace(fed, 30.0) == 60.0
+    assert await dispatcher._backlog_pace(DispatchOutcome(claimed=100), 0.01) == 0.0
 
 
 class Worker:

@@ -25,6 +25,7 @@ from sundial.executor.consumer import Consumer
 from sundial.executor.heartbeat import Heartbeat
 from sundial.executor.inflight import InFlight
 from sundial.executor.ledger import LedgerClient
+from sundial.executor.pacing import Pacer
 from sundial.executor.runner import Runner
 from sundial.internal.v1 import ledger_pb2_grpc
 from sundial.targets import AddressPolicy, CircuitBreaker, GrpcCaller, HttpCaller
@@ -103,7 +104,8 @@ async def build(config: ExecutorConfig, *, clock: Clock | None = None) -> Servic
             tenant_attribute=config.metrics_tenant_attribute,
         )
         completer = Completer(config, ledger, clock=clock)
-        inflight = InFlight(config, runner, completer.submit, clock=clock)
+        pacer = Pacer(config.pace_lag_ms / 1000)
+        inflight = InFlight(config, runner, completer.submit, clock=clock, pacer=pacer)
         heartbeat = Heartbeat(config, ledger, inflight, clock=clock)
         consumer = Consumer(
             config, bus.jetstream, ledger, inflight, submit=completer.submit, clock=clock
@@ -111,7 +113,7 @@ async def build(config: ExecutorConfig, *, clock: Clock | None = None) -> Servic
         return Service(
             "executor",
             server=server,
-            components=[heartbeat, completer, consumer],
+            components=[heartbeat, completer, consumer, pacer],
             grace_period_s=config.grace_period_s,
             resources=resources.pop_all(),
         )

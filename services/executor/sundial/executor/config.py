@@ -39,6 +39,12 @@ class ExecutorConfig(NatsConfig, ServerConfig, ResolverConfig, LogConfig, Teleme
     last 10 s: that many, up to half; a tenant beside others holding or waiting for
     slots may always hold its weighted share. 0: a tenant may take every slot."""
 
+    pace_lag_ms: float = 1.0
+    """The event loop's mean lateness (ms, per 0.1 s) above which a tenant starting more
+    than twice the calls of the least busy tenant with runs is slowed (at least 100 calls
+    a second), so that a herd leaves the executor to the others' runs (docs/design.md
+    section 7, "Flow control"); a tenant alone is never slowed. 0: never."""
+
     executor_processes: int = 1
     """Worker processes of this executor, each a whole executor on its own core, started
     and restarted by a supervisor that serves health at SUNDIAL_LISTEN; 0: one per core
@@ -148,6 +154,8 @@ class ExecutorConfig(NatsConfig, ServerConfig, ResolverConfig, LogConfig, Teleme
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(name, "must be >= 1")
+        if self.pace_lag_ms < 0:
+            raise ConfigError("pace_lag_ms", "must be >= 0 (0: never paced)")
         if self.slots_kept_free < 0:
             raise ConfigError("slots_kept_free", "must be >= 0")
         if self.executor_processes < 0:

@@ -90,6 +90,10 @@ _FETCH_BACKOFF = Backoff(initial_s=0.1, max_s=5.0)  # between fetches that faile
 # lease the same runs again (bench_e2e, a 20k herd at 256 slots: 1,936 messages given
 # back, 2,917 finished runs leased again; with the wait none).
 _SLOT_WAIT_S = 1.0
+# The same wait for a tenant whose call starts are paced (pacing.py): its runs wait for
+# its pace, not for a free slot another executor might have; given back, they came back
+# here, were fetched and decoded again and waited again.
+_PACED_SLOT_WAIT_S = 10.0
 # LeaseRuns calls in flight at most per tenant; the tenant's runs whose slots are reserved
 # meanwhile go out together in the next (lease_batch.LeaseBatcher).
 _LEASE_CALLS = 2
@@ -131,6 +135,21 @@ class _BatchOutcome:
     """A run waited :data:`_SLOT_WAIT_S` without a slot: its message goes back at once."""
     refused: bool = False
     """A LeaseRuns was refused or given up: lease no more, the messages go back later."""
+
+
+class _Permit:
+    """A fetched batch's place in the pipeline (a permit of its semaphore), given back
+    once, when the batch ends or earlier."""
+
+    __slots__ = ("_room",)
+
+    def __init__(self, room: asyncio.Semaphore) -> None:
+        self._room: asyncio.Semaphore | None = room
+
+    def release(self) -> None:
+        if self._room is not None:
+            self._room.release()
+            self._room = None
 
 
 @dataclass(eq=False)
@@ -371,9 +390,10 @@ class Consumer:
         self, messages: list[Msg], batches: set[asyncio.Task[None]], room: asyncio.Semaphore
     ) -> None:
         """Lease ``messages`` as one batch (it holds one of ``room``'s permits)."""
-        task = asyncio.create_task(self._process(messages))
+        permit = _Permit(room)
+        task = asyncio.create_task(self._process(messages, permit))
         batches.add(task)
-        task.add_done_callback(lambda done: self._batch_done(done, batches, room))
+        task.add_done_callback(lambda done: self._batch_done(done, batches, permit))
 
     async def _rebind_if_gone(
         self, subscription: JetStreamContext.PullSubscription
@@ -425,10 +445,10 @@ class Consumer:
 
     @staticmethod
     def _batch_done(
-        task: asyncio.Task[None], batches: set[asyncio.Task[None]], room: asyncio.Semaphore
+        task: asyncio.Task[None], batches: set[asyncio.Task[None]], permit: _Permit
     ) -> None:
         batches.discard(task)
-        room.release()
+        permit.release()
         if not task.cancelled() and task.exception() is not None:
             log.error(
                 "leasing a batch failed",
@@ -450,7 +470,7 @@ class Consumer:
 
     # --- one fetched batch -------------------------------------------------------------
 
-    async def _process(self, messages: list[Msg]) -> None:
+    async def _process(self, messages: list[Msg], permit: _Permit | None = None) -> None:
         pendings: list[_Pending] = []
         # Per tenant, in message order: each run with the messages naming it.
         groups: dict[str, list[tuple[RunRef, list[_Pending]]]] = {}
@@ -481,6 +501,12 @@ class Consumer:
                 pending.unresolved += 1
         if not groups:
             return
+        if permit is not None and all(self._inflight.paced(tenant) for tenant in groups):
+            # Its runs wait for their tenants' pace (pacing.py), which may take seconds:
+            # holding a place in the pipeline meanwhile, a paced tenant's small batches
+            # (one per admission pass) filled it, and another tenant's message waited
+            # in the stream behind them. The prefetch still bounds what waits here.
+            permit.release()
         keepalive = asyncio.create_task(self._keep_alive(pendings))
         # The batch's place in the queue for slots, kept for all its runs (InFlight.reserve).
         ticket = self._inflight.ticket()
@@ -525,7 +551,7 @@ class Consumer:
                 slots = await self._inflight.reserve(
                     most,
                     stop=self._stopping,
-                    timeout_s=_SLOT_WAIT_S,
+                    timeout_s=_PACED_SLOT_WAIT_S if self._inflight.paced(tenant) else _SLOT_WAIT_S,
                     ticket=ticket,
                     tenant=tenant,
                     weight=weight,

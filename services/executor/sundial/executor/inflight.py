@@ -7,7 +7,8 @@ concurrent target calls never exceeds ``max_in_flight``. No one tenant holds the
 of them: as many as another tenant needed at once lately are kept free (at least
 ``slots_kept_free``, at most half), so another tenant's runs never wait for a busy
 tenant's calls to end; beside other tenants holding or waiting for slots, a tenant may
-still hold its weighted share of them.
+still hold its weighted share of them. A tenant the pacer slows (:mod:`pacing`: a herd
+while the event loop lags) is given slots only as its pace allows.
 
 How a held run ends:
 
@@ -46,6 +47,7 @@ from sundial.core.logging import run_key_var
 from sundial.core.telemetry import EXECUTOR_FREE_SLOTS, EXECUTOR_IN_FLIGHT
 from sundial.executor.config import ExecutorConfig
 from sundial.executor.model import Answer, HeldLease, HeldRun, Lease
+from sundial.executor.pacing import Pacer
 from sundial.executor.runner import Runner
 from sundial.run import Completion, ErrorClass, Outcome, OutcomeStatus, RunRef
 
@@ -110,6 +112,8 @@ class InFlight:
         clock: Stamps the outcomes the registry makes itself (cancelled, a caller's bug).
         meter: Where the ``sundial.executor.in_flight`` and ``sundial.executor.free_slots``
             gauges go (default: global).
+        pacer: Slows the call starts of a tenant starting far more calls than another
+            while the event loop lags (:mod:`sundial.executor.pacing`); None: never.
     """
 
     def __init__(
@@ -120,8 +124,12 @@ class InFlight:
         *,
         clock: Clock | None = None,
         meter: metrics.Meter | None = None,
+        pacer: Pacer | None = None,
     ) -> None:
         self._runner = runner
+        self._pacer = pacer
+        if pacer is not None:
+            pacer.on_tokens = self._pass_turn
         self._submit = submit
         self._clock = clock or SystemClock()
         self.max_in_flight = config.max_in_flight
@@ -189,6 +197,10 @@ class InFlight:
         """A place in the queue for slots, behind every ticket handed out before."""
         return next(self._tickets)
 
+    def paced(self, tenant: str) -> bool:
+        """``tenant``'s call starts are paced now (:mod:`sundial.executor.pacing`)."""
+        return self._pacer is not None and tenant in self._pacer.paced
+
     def taken(self, tenant: str) -> int:
         """Slots ``tenant`` holds now (reserved or calling)."""
         return self._taken[tenant]
@@ -235,12 +247,16 @@ class InFlight:
         mine = (self._taken[tenant] / self._weights[tenant], place)
         self._note_need(tenant, self._taken[tenant] + most)
         room = min(self._free, self.tenant_cap(tenant) - self._taken[tenant])
+        if self._pacer is not None:
+            room = min(room, self._pacer.allows(tenant))
         if room > 0 and not any(
             self._key(w) < mine for w in self._waiting if self._may_take(w.tenant)
         ):
             taken = min(most, room)
             self._free -= taken
             self._taken[tenant] += taken
+            if self._pacer is not None:
+                self._pacer.started(tenant, taken, self._weights[tenant])
             return taken
         waiter = _Waiter(place, tenant, most)
         self._waiting.append(waiter)
@@ -318,8 +334,11 @@ class InFlight:
         return (self._taken[waiter.tenant] / self._weights.get(waiter.tenant, 1), waiter.ticket)
 
     def _may_take(self, tenant: str) -> bool:
-        """``tenant`` holds fewer than :meth:`tenant_cap` slots."""
-        return self._taken[tenant] < self.tenant_cap(tenant)
+        """``tenant`` holds fewer than :meth:`tenant_cap` slots, and its pace (if it
+        is paced) lets it start a call now."""
+        return self._taken[tenant] < self.tenant_cap(tenant) and (
+            self._pacer is None or self._pacer.allows(tenant) > 0
+        )
 
     def tenant_cap(self, tenant: str) -> int:
         """The slots ``tenant`` may hold: all but those kept for other tenants' runs,
@@ -380,6 +399,8 @@ class InFlight:
             best.got += 1
             self._free -= 1
             self._taken[best.tenant] += 1
+            if self._pacer is not None:
+                self._pacer.started(best.tenant, 1, self._weights.get(best.tenant, 1))
             if best.got >= best.want:
                 self._waiting.remove(best)
             best.turn.set()

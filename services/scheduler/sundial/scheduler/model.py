@@ -140,6 +140,8 @@ class DispatchOutcome:
     """Lateness of each run published right away (for the lateness histogram)."""
     waiting: int = 0
     """Runs inserted to wait for admission (flow control) instead of published."""
+    waiting_tenants: frozenset[str] = frozenset()
+    """The tenants of those runs."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,6 +80,13 @@ SELECT min(greatest(j.next_run_at, coalesce(j.dispatch_not_before, j.next_run_at
          ORDER BY next_run_at
          LIMIT 1) AS j;
 
+-- name: waiting_runs
+-- How many runs of tenants $1 wait for admission, counted up to $2 (an index-only range
+-- of run_waits_order_idx per tenant, stopped at the limit): how far the waiting list is
+-- ahead of the admissions when the dispatcher feeds a backlog into it.
+SELECT count(*)::int
+  FROM (SELECT 1 FROM run_waits WHERE tenant_id = ANY($1::text[]) LIMIT $2) AS w;
+
 -- name: job_definitions_of
 -- The definitions of jobs $1 this transaction has locked (those whose digest the
 -- dispatcher has not cached: one job per digest), as JSON text grouped by document, with

@@ -94,6 +94,14 @@ class SchedulerStore:
         return due
 
     @translate_db_errors()
+    async def waiting_runs(self, tenants: Sequence[str], limit: int) -> int:
+        """How many runs of ``tenants`` wait for admission, counted up to ``limit``."""
+        if not tenants:
+            return 0
+        count: int = await self._pool.fetchval(queries.waiting_runs, list(tenants), limit)
+        return count
+
+    @translate_db_errors()
     async def republish_queued(self, partitions: Sequence[int], now: datetime) -> int:
         """Make the published, unleased runs of ``partitions`` due for republishing at
         ``now`` (their messages went with a lost stream); returns how many."""
