@@ -7,10 +7,12 @@ throughout: what the busy one does must not slow the quiet one."""
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
 from sundial.core.config import ConfigError
+from sundial.core.telemetry import EXECUTOR_LOOP_LAG, EXECUTOR_PACED_TENANTS
 from sundial.executor.config import ExecutorConfig
 from sundial.executor.inflight import InFlight
 from sundial.executor.pacing import (
@@ -23,6 +25,7 @@ from sundial.executor.pacing import (
     Pacer,
 )
 from sundial.run import Completion
+from tests.helpers.metrics import meter_and_reader, points
 
 LAG_S = 0.001
 LAGGING = 0.005
@@ -163,3 +166,18 @@ async def test_inflight_gives_a_paced_tenant_slots_only_for_its_tokens() -> None
     pacer.on_tokens()
     assert await asyncio.wait_for(waiting, 1.0) == chunk
     assert pacer.allows("a") == 0
+
+
+def test_pacing_is_visible_in_the_gauges_and_the_log(caplog: pytest.LogCaptureFixture) -> None:
+    meter, reader = meter_and_reader()
+    pacer = Pacer(LAG_S, meter=meter)
+    windows(pacer, QUIET, {"a": 100, "b": 1}, count=3)
+    with caplog.at_level(logging.INFO, logger="sundial.executor.pacing"):
+        windows(pacer, LAGGING, {"a": 100, "b": 1})
+        assert [p.value for p in points(reader, EXECUTOR_PACED_TENANTS)] == [1]
+        assert [p.value for p in points(reader, EXECUTOR_LOOP_LAG)] == [LAGGING]
+        windows(pacer, LAGGING, {"a": 10}, count=round(ACTIVE_S / WINDOW_S))
+        assert [p.value for p in points(reader, EXECUTOR_PACED_TENANTS)] == [0]
+    actions = [r.action for r in caplog.records]  # type: ignore[attr-defined]
+    assert actions == ["pace.start", "pace.end"]
+    assert "pacing the call starts of a at 500 a second" in caplog.records[0].getMessage()

@@ -31,10 +31,17 @@ tenant a slot and tells :meth:`Pacer.started` after, and the executor runs
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter, deque
 from collections.abc import Callable
 
+from opentelemetry import metrics
+
+from sundial.core.telemetry import EXECUTOR_LOOP_LAG, EXECUTOR_PACED_TENANTS
+
 __all__ = ["ACTIVE_S", "MIN_RATE", "SAMPLE_S", "WINDOW_S", "Pacer"]
+
+log = logging.getLogger(__name__)
 
 SAMPLE_S = 0.01
 """How often the loop's lateness is sampled (a sleep of this long, timed)."""
@@ -73,6 +80,8 @@ class Pacer:
             (``SUNDIAL_PACE_LAG_MS``); 0 turns pacing off.
         on_tokens: Called when a paced tenant got tokens (a waiting run of it may take
             a slot now); :class:`InFlight` sets it.
+        meter: Where the ``sundial.executor.loop_lag`` and
+            ``sundial.executor.paced_tenants`` gauges go (default: global).
     """
 
     name = "pacer"
@@ -82,9 +91,12 @@ class Pacer:
         lag_s: float,
         *,
         on_tokens: Callable[[], None] | None = None,
+        meter: metrics.Meter | None = None,
     ) -> None:
         self.lag_s = lag_s
         self.on_tokens = on_tokens
+        self.last_lag_s = 0.0
+        """The loop's mean lateness over the last window."""
         self.rate: float | None = None
         """Starts a second each paced tenant may make; None while nobody is paced."""
         self.paced: frozenset[str] = frozenset()
@@ -99,6 +111,21 @@ class Pacer:
         """Per paced tenant: credit not yet a chunk of tokens."""
         self._lags: list[float] = []
         self._stop = asyncio.Event()
+        meter = meter or metrics.get_meter("sundial.executor")
+        meter.create_observable_gauge(
+            EXECUTOR_LOOP_LAG,
+            callbacks=[lambda _options: [metrics.Observation(self.last_lag_s)]],
+            unit="s",
+            description="How late the event loop woke, on average over the last 0.1 s"
+            " (sampled while SUNDIAL_PACE_LAG_MS is on)",
+        )
+        meter.create_observable_gauge(
+            EXECUTOR_PACED_TENANTS,
+            callbacks=[lambda _options: [metrics.Observation(len(self.paced))]],
+            unit="{tenant}",
+            description="Tenants whose call starts are paced now (a herd beside other"
+            " tenants' runs while the event loop lags)",
+        )
 
     # --- what InFlight asks ------------------------------------------------------------
 
@@ -139,6 +166,23 @@ class Pacer:
     def window(self, lag_s: float) -> None:
         """Close a window whose loop lateness was ``lag_s`` (mean): decide who is paced
         and how fast for the next."""
+        before = self.paced
+        self._decide(lag_s)
+        if self.paced != before:
+            if self.paced:
+                log.info(
+                    "pacing the call starts of %s at %.0f a second: the event loop is"
+                    " %.1f ms late while other tenants have runs",
+                    ", ".join(sorted(self.paced)),
+                    self.rate or 0.0,
+                    lag_s * 1000,
+                    extra={"action": "pace.start", "tenants": sorted(self.paced)},
+                )
+            else:
+                log.info("pacing ended", extra={"action": "pace.end", "tenants": sorted(before)})
+
+    def _decide(self, lag_s: float) -> None:
+        self.last_lag_s = lag_s
         self._recent.append(self._window)
         self._window = Counter()
         starts: Counter[str] = Counter()
