@@ -113,9 +113,10 @@ def test_weights_set_the_shares() -> None:
         pacer.started("b", 10, weight=1)
         pacer.window(LAGGING)
     assert pacer.paced == frozenset()
-    # Weights 1 and 1 sharing 57/43 (the slots' order is not exact): not paced either.
+    # Weights 1 and 1 sharing 57/43 (the slots' order is not exact): not paced either,
+    # and no rate is kept for nobody.
     windows(pacer, LAGGING, {"a": 57, "b": 43}, count=30)
-    assert pacer.paced == frozenset()
+    assert pacer.paced == frozenset() and pacer.rate is None
 
 
 def test_a_lag_bound_of_zero_is_no_pacing() -> None:

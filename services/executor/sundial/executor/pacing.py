@@ -195,8 +195,10 @@ class Pacer:
         self._weights = weights  # a tenant idle for ACTIVE_S is forgotten
         least = min(n / weights[t] for t, n in starts.items())
         over = frozenset(t for t, n in starts.items() if n / weights[t] > OVER * least)
-        seconds = len(self._recent) * WINDOW_S
-        busiest = max(starts[t] for t in over) / seconds if over else 0.0
+        if not over:
+            self._unpace()  # sharing about as their weights say: the slots' order decides
+            return
+        busiest = max(starts[t] for t in over) / (len(self._recent) * WINDOW_S)
         if lag_s > self.lag_s:
             base = self.rate if self.rate is not None else busiest
             self.rate = max(MIN_RATE, base * DECREASE)
