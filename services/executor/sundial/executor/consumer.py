@@ -470,7 +470,7 @@ class Consumer:
 
     # --- one fetched batch -------------------------------------------------------------
 
-    async def _process(self, messages: list[Msg], permit: _Permit | None = None) -> None:
+    async def _process(self, messages: list[Msg], permit: _Permit) -> None:
         pendings: list[_Pending] = []
         # Per tenant, in message order: each run with the messages naming it.
         groups: dict[str, list[tuple[RunRef, list[_Pending]]]] = {}
@@ -501,7 +501,7 @@ class Consumer:
                 pending.unresolved += 1
         if not groups:
             return
-        if permit is not None and all(self._inflight.paced(tenant) for tenant in groups):
+        if all(self._inflight.paced(tenant) for tenant in groups):
             # Its runs wait for their tenants' pace (pacing.py), which may take seconds:
             # holding a place in the pipeline meanwhile, a paced tenant's small batches
             # (one per admission pass) filled it, and another tenant's message waited

@@ -23,9 +23,9 @@ executor about as their weights say. What the executor gives up is the busy tena
 throughput while a quiet one has runs, which is what keeps the quiet tenant's runs as
 early as they are alone (``bench/bench_isolation.py``'s herd phase).
 
-:class:`InFlight` asks :meth:`Pacer.allows` before it gives a
-tenant a slot and tells :meth:`Pacer.started` after, and the executor runs
-:meth:`Pacer.run` as a lifecycle component (the loop's samples and the windows).
+:class:`InFlight` asks :meth:`Pacer.allows` before it gives a tenant a slot and tells
+:meth:`Pacer.started` after; the executor runs :meth:`Pacer.run` as a lifecycle
+component (the loop's samples and the windows).
 """
 
 from __future__ import annotations
@@ -39,7 +39,17 @@ from opentelemetry import metrics
 
 from sundial.core.telemetry import EXECUTOR_LOOP_LAG, EXECUTOR_PACED_TENANTS
 
-__all__ = ["ACTIVE_S", "MIN_RATE", "SAMPLE_S", "WINDOW_S", "Pacer"]
+__all__ = [
+    "ACTIVE_S",
+    "CHUNK_S",
+    "DECREASE",
+    "INCREASE",
+    "MIN_RATE",
+    "OVER",
+    "SAMPLE_S",
+    "WINDOW_S",
+    "Pacer",
+]
 
 log = logging.getLogger(__name__)
 
