@@ -1,6 +1,6 @@
 """Benchmark tenant isolation: what tenant A's heaviest legal loads cost tenant B.
 
-Run: ``python bench/bench_isolation.py [--seconds 15] [--herd 20000] [--json]``.
+Run: ``python bench/bench_isolation.py [--seconds 15] [--herd 20000] [--pgwork] [--json]``.
 
 One local stack (API, scheduler, executor as real processes; fast PostgreSQL settings)
 and the fast target of ``bench_e2e.py`` in a process of its own. Tenant B runs a steady
@@ -26,7 +26,11 @@ with B alone, then under each of A's loads, each beside B alone in the same run:
   here is the floor under the herd's, measured in the same run.
 
 A ratio (loaded / alone) at or under 1.5 means B did not notice A. Missing B runs
-(due in the window, never called) are counted too.
+(due in the window, never called) are counted too. B's 20 runs of a second are due at
+one instant, so one slow second sets the p99: each phase also lists B's latest run of
+each second (``run_lateness_max_by_second_s``). ``--pgwork`` loads
+``pg_stat_statements`` and prints PostgreSQL's top statements over the herd phase, per
+run of A's that ended in it (``_pgwork.py``).
 
 A's calls (``schedule``, ``payload``) come from a process of their own, as A's own
 client on its own machine would: in B's process, decoding A's answers (1,000 fire
@@ -55,6 +59,7 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.helpers
 
+import _pgwork  # bench/: the script's folder
 from _common import bench_env
 from bench_e2e import ADMIN_TOKEN, FAIL_PATH, Api, FastTarget, Recorder, http_target
 
@@ -203,12 +208,17 @@ class TenantB:
             await asyncio.sleep(0.5)
         lateness = [recorder.lateness[k] for k in expected if k in recorder.lateness]
         missing = expected - recorder.lateness.keys()
+        worst: dict[str, float] = {}  # B's latest run of each due second, in order
+        for key in sorted(expected & recorder.lateness.keys(), key=lambda k: k.split("@")[1]):
+            due = key.split("@")[1]
+            worst[due] = max(worst.get(due, 0.0), recorder.lateness[key])
         return {
             "api_p50_s": quantile(latencies, 50),
             "api_p99_s": quantile(latencies, 99),
             "api_timeouts": timeouts,
             "run_lateness_p50_s": quantile(lateness, 50),
             "run_lateness_p99_s": quantile(lateness, 99),
+            "run_lateness_max_by_second_s": [round(v, 3) for v in worst.values()],
             **await self.stages(expected),
             "runs_missing": len(missing),
             # Why: "skipped" is the overlap policy (the job's previous run unfinished at
@@ -428,7 +438,11 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
         recorder = Recorder(target)
         async with DnsServer() as dns:
             dns.silent.add(SLOW_NAME)
-            with Stack(durable=False) as stack, tempfile.TemporaryDirectory() as logs:
+            settings = _pgwork.SETTINGS if args.pgwork else ()
+            with (
+                Stack(durable=False, postgres_settings=settings) as stack,
+                tempfile.TemporaryDirectory() as logs,
+            ):
                 services = Services(
                     stack,
                     Path(logs),
@@ -512,13 +526,21 @@ async def run_phases(
     if "cores" in phases:
         await run("cores", spin_cores)
     if "herd" in phases and args.herd:
-        figures = await herd_phase(api, run, args.herd, database_url, args.seconds)
+        figures = await herd_phase(
+            api, run, args.herd, database_url, args.seconds, pgwork=args.pgwork
+        )
         results["herd"] = {**results["herd"], **figures}  # type: ignore[dict-item]
         print(f"  herd, A: {json.dumps(figures)}", flush=True)
 
 
 async def herd_phase(
-    api: Api, run: Callable[..., Awaitable[None]], herd: int, database_url: str, seconds: float
+    api: Api,
+    run: Callable[..., Awaitable[None]],
+    herd: int,
+    database_url: str,
+    seconds: float,
+    *,
+    pgwork: bool = False,
 ) -> dict[str, object]:
     """A's ``herd`` one-time jobs due at one instant, calling A's own target process
     (a tenant's target is its own service; B's target is left to B's runs). Returns
@@ -536,6 +558,12 @@ async def herd_phase(
             jobs.append(job_pb2.Job(name=f"herd-{i}", schedule=schedule, target=http_target(url)))
         await api.create(a_md, jobs)
         await asyncio.sleep(max(0.0, due.timestamp() - time.time() - 1.0))  # until the instant
+        if pgwork:
+            conn = await asyncpg.connect(database_url)
+            try:
+                await _pgwork.reset(conn)
+            finally:
+                await conn.close()
         # B's runs of the window wait behind the herd: up to its whole drain.
         await run("herd", lambda stop: stop.wait(), settle_s=120.0)
         conn = await asyncpg.connect(database_url)
@@ -548,6 +576,13 @@ async def herd_phase(
                 a_tenant,
                 due + timedelta(seconds=span_s),
             )
+            if pgwork:  # what PostgreSQL did in the phase, per run of A's that ended in it
+                ended = await conn.fetchval(
+                    "SELECT count(*) FROM job_runs WHERE tenant_id = $1 AND status = 'succeeded'",
+                    a_tenant,
+                )
+                work = await _pgwork.statements(conn, max(1, ended))
+                print("\n".join(f"    {line}" for line in _pgwork.render(work)), flush=True)
         finally:
             await conn.close()
         return {"a_runs_per_s": round(done / span_s)}
@@ -585,6 +620,11 @@ def parse_args() -> argparse.Namespace:
         default=[],
         metavar="NAME=VALUE",
         help="one more setting of every service (repeatable), e.g. SUNDIAL_PACE_LAG_MS=0",
+    )
+    parser.add_argument(
+        "--pgwork",
+        action="store_true",
+        help="load pg_stat_statements and print what PostgreSQL did in the herd phase",
     )
     parser.add_argument(
         "--phases",
