@@ -385,6 +385,13 @@ class DatabaseConfig(EnvConfig):
     connect_timeout_s: float = 10.0
     """Seconds to wait for a new connection before giving up."""
 
+    plan_lifetime_s: int = 10
+    """Seconds a prepared statement lives on a connection before it is prepared again,
+    and with it the plan PostgreSQL keeps for it (0: for the connection's life). A plan
+    made while the tables were small stays a scan of them after a tenant's herd fills
+    them, until autovacuum analyzes them; prepared again, its next plans see the tables
+    as they are (docs/design.md section 8, "Plans that stay index probes")."""
+
     def __post_init__(self) -> None:
         _check(
             self.database_url.startswith(("postgresql://", "postgres://")),
@@ -406,6 +413,7 @@ class DatabaseConfig(EnvConfig):
         )
         _check(self.transaction_timeout_s >= 0, "transaction_timeout_s", "must be >= 0")
         _check(self.connect_timeout_s > 0, "connect_timeout_s", "must be > 0")
+        _check(self.plan_lifetime_s >= 0, "plan_lifetime_s", "must be >= 0")
 
 
 @dataclass(frozen=True, kw_only=True)

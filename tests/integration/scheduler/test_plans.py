@@ -14,6 +14,8 @@ waiting runs, which is not by keys, must read what it returns, not the whole lis
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -22,10 +24,12 @@ from typing import Any
 import asyncpg
 import pytest
 
+from sundial.core.config import DatabaseConfig
+from sundial.core.db import close_pool, create_pool
 from sundial.core.db._partitions import ensure_run_partitions, run_partition_name
 from sundial.core.partition import partition_of
 from sundial.scheduler.store._queries import queries
-from tests.integration.scheduler.support import TENANT
+from tests.integration.scheduler.support import TENANT, add_tenant
 
 HISTORY = 6_000
 LIVE = 4_000
@@ -242,3 +246,116 @@ def _by_key(node: str, relation: str, index: str) -> bool:
     if node == "Bitmap Heap Scan":
         return True  # its Bitmap Index Scan child is judged
     return node == "Seq Scan" and relation.startswith("job_runs")
+
+
+# Statements of a lease and a completion whose plan, made while the tables were small,
+# scans them once a herd filled them, with arguments for queued runs `keys` due at NOW
+# (grant_runs' lease runs until a minute later; the stats count one success each). The
+# lease's lock_runs did too in bench_isolation.py (every job definition scanned per key).
+SMALL_THEN_HERD: dict[str, ArgsOf] = {
+    "grant_runs": lambda k: (
+        k,
+        [NOW] * len(k),
+        "ex",
+        NOW + timedelta(minutes=1),
+        NOW,
+        str(LEASE),
+    ),
+    "record_completion_stats": lambda k: (
+        k,
+        [1] * len(k),
+        [0] * len(k),
+        [0] * len(k),
+        [NOW] * len(k),
+        [None] * len(k),
+        NOW,
+    ),
+}
+
+
+async def _jobs_with_queued_runs(conn: asyncpg.Connection, count: int) -> list[uuid.UUID]:
+    """``count`` jobs of TENANT, each with its definition, its stats row and a queued run
+    due at NOW (as a dispatch leaves them)."""
+    ids = sorted(uuid.uuid4() for _ in range(count))
+    parts = [partition_of(i) for i in ids]
+    await conn.execute(
+        "INSERT INTO jobs (job_id, tenant_id, name, partition_id)"
+        " SELECT j, $3, 'job-' || j, p FROM unnest($1::uuid[], $2::smallint[]) AS u(j, p)",
+        ids,
+        parts,
+        TENANT,
+    )
+    await conn.execute(
+        "INSERT INTO job_definitions (job_id, schedule, target, policies, payload)"
+        " SELECT j, '{}', '{}', '{}', '\\x7b7d' FROM unnest($1::uuid[]) AS j",
+        ids,
+    )
+    await conn.execute("INSERT INTO job_stats (job_id) SELECT unnest($1::uuid[])", ids)
+    await conn.execute(
+        "INSERT INTO job_runs (job_id, scheduled_at, tenant_id, partition_id, status,"
+        " dispatch_seq) SELECT j, $3, $4, p, 'queued', 1"
+        " FROM unnest($1::uuid[], $2::smallint[]) AS u(j, p)",
+        ids,
+        parts,
+        NOW,
+        TENANT,
+    )
+    return ids
+
+
+SCANNED = "SELECT coalesce(sum(seq_tup_read), 0) FROM pg_stat_xact_user_tables"
+"""Rows read by sequential scans that this backend has not yet reported (at most every
+second): read before and after a statement, the difference is the statement's."""
+
+
+async def _rows_scanned(conn: asyncpg.Connection, sql: str, args: tuple[Any, ...]) -> int:
+    """Rows ``sql`` read by sequential scans of tables, run once with ``args`` as the
+    pool runs it (a prepared statement of the connection's cache), then rolled back."""
+    transaction = conn.transaction()
+    await transaction.start()
+    try:
+        before = await conn.fetchval(SCANNED)
+        await conn.fetch(sql, *args)
+        return int(await conn.fetchval(SCANNED) - before)
+    finally:
+        await transaction.rollback()
+
+
+@pytest.mark.parametrize("name", sorted(SMALL_THEN_HERD))
+async def test_a_plan_made_on_small_tables_is_made_again_once_a_herd_filled_them(
+    migrated_database_url: str, name: str
+) -> None:
+    """A tenant creates a herd of 20,000 jobs minutes before they fire, into tables that
+    held a few hundred rows when the lease's and completion's statements were first
+    prepared. PostgreSQL kept the generic plan it made then (a scan of the small table
+    was cheaper than probing it per key), and it kept scanning every job definition for
+    each run of each lease, 70-110 ms a call, until autovacuum analyzed the tables
+    (``bench_isolation.py --pgwork``). A statement is prepared again after
+    ``plan_lifetime_s``, so its plan is made for the tables as they are."""
+    config = DatabaseConfig(database_url=migrated_database_url, plan_lifetime_s=1)
+    pool = await create_pool(config, application_name="test-plans")
+    try:
+        await add_tenant(pool)
+        sql, args_of = getattr(queries, name), SMALL_THEN_HERD[name]
+        async with pool.acquire() as conn:
+            # The partitions a scheduler keeps: today's and a week ahead.
+            await ensure_run_partitions(conn, NOW.date(), NOW.date() + timedelta(days=7))
+            tables = ("jobs", "job_definitions", "job_stats", run_partition_name(NOW.date()))
+            for table in tables:
+                await conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+            small = await _jobs_with_queued_runs(conn, 200)
+            for table in tables:
+                await conn.execute(f"ANALYZE {table}")
+            for _ in range(8):  # past the five calls after which a generic plan may be kept
+                await _rows_scanned(conn, sql, args_of(small[:KEYS]))
+            herd = await _jobs_with_queued_runs(conn, 20_000)
+            keys = herd[:: len(herd) // KEYS][:KEYS]
+            scanned = await _rows_scanned(conn, sql, args_of(keys))
+            assert scanned >= 20_000, f"{name}: the plan made on small tables did not scan"
+            deadline = time.monotonic() + 10 * config.plan_lifetime_s
+            while scanned and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+                scanned = await _rows_scanned(conn, sql, args_of(keys))
+            assert scanned == 0, f"{name} still scans {scanned} rows for {KEYS} runs"
+    finally:
+        await close_pool(pool, 5.0)

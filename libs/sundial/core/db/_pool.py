@@ -108,6 +108,15 @@ async def create_pool(
 
     Returns:
         An open pool holding ``config.pool_min_size`` connections.
+
+    A connection prepares each statement again ``config.plan_lifetime_s`` after it first
+    did: PostgreSQL keeps one generic plan per prepared statement once five calls showed
+    it no worse than planning each call, costed for the tables as they were then. Plans
+    made while a table held a few hundred rows scanned it whole for every key of a lease
+    once a tenant's 20,000 new jobs filled it, until autovacuum analyzed it (B's leases
+    70-110 ms instead of 1, ``bench/bench_isolation.py --pgwork``); prepared again, the
+    statement is planned for the tables as they are. Planning every call instead
+    (``plan_cache_mode``) cost a one-tenant herd 30 % more of PostgreSQL's CPU per run.
     """
     pool = await asyncpg.create_pool(
         config.database_url,
@@ -118,6 +127,7 @@ async def create_pool(
         server_settings=session_settings(config, application_name),
         init=init_connection,
         reset=None if reset_on_release else _keep_session,
+        max_cached_statement_lifetime=config.plan_lifetime_s,
     )
     assert pool is not None  # asyncpg returns None only when used as `async with`
     return pool
