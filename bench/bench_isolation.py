@@ -61,7 +61,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.helpers
 
 import _pgwork  # bench/: the script's folder
 from _common import bench_env
-from bench_e2e import ADMIN_TOKEN, FAIL_PATH, Api, FastTarget, Recorder, http_target
+from bench_e2e import (
+    ADMIN_TOKEN,
+    FAIL_PATH,
+    Api,
+    FastTarget,
+    Recorder,
+    cpu_by_process,
+    http_target,
+)
 
 from sundial.client import CHANNEL_OPTIONS
 from sundial.devstack import Services, Stack
@@ -405,7 +413,14 @@ async def phase(
     task = asyncio.create_task(load(stop)) if load is not None else None
     try:
         await asyncio.sleep(2.0)  # A's load ramps up before B is measured
+        cpu_before, began = cpu_by_process(), time.monotonic()
         figures = await b.measure(recorder, seconds, settle_s)
+        # Cores each kind of process used over B's measure (and its settling).
+        elapsed = time.monotonic() - began
+        figures["cores_by_process"] = {
+            kind: round((used - cpu_before.get(kind, 0.0)) / elapsed, 3)
+            for kind, used in cpu_by_process().items()
+        }
     finally:
         stop.set()
         made = None if task is None else await task
@@ -564,6 +579,7 @@ async def herd_phase(
                 await _pgwork.reset(conn)
             finally:
                 await conn.close()
+        cpu_before = cpu_by_process()
         # B's runs of the window wait behind the herd: up to its whole drain.
         await run("herd", lambda stop: stop.wait(), settle_s=120.0)
         conn = await asyncpg.connect(database_url)
@@ -576,16 +592,22 @@ async def herd_phase(
                 a_tenant,
                 due + timedelta(seconds=span_s),
             )
+            # What each process used per run of A's that ended in the phase (B's own
+            # runs and calls included: the same in every phase, small beside A's).
+            ended = await conn.fetchval(
+                "SELECT count(*) FROM job_runs WHERE tenant_id = $1 AND status = 'succeeded'",
+                a_tenant,
+            )
+            cpu = {
+                kind: round((used - cpu_before.get(kind, 0.0)) * 1e6 / max(1, ended))
+                for kind, used in cpu_by_process().items()
+            }
             if pgwork:  # what PostgreSQL did in the phase, per run of A's that ended in it
-                ended = await conn.fetchval(
-                    "SELECT count(*) FROM job_runs WHERE tenant_id = $1 AND status = 'succeeded'",
-                    a_tenant,
-                )
                 work = await _pgwork.statements(conn, max(1, ended))
                 print("\n".join(f"    {line}" for line in _pgwork.render(work)), flush=True)
         finally:
             await conn.close()
-        return {"a_runs_per_s": round(done / span_s)}
+        return {"a_runs_per_s": round(done / span_s), "cpu_us_per_a_run": cpu}
     finally:
         herd_target.stop()
 
