@@ -21,7 +21,13 @@ from sundial.job import JobPolicies, OverlapPolicy, policies_to_json, schedule_t
 from sundial.schedule import CronSpec, IntervalSpec, MisfirePolicy, Schedule
 from sundial.scheduler import dispatcher as dispatcher_module
 from sundial.scheduler import planning
-from sundial.scheduler.dispatcher import AHEAD_REST, MIN_WAIT_S, WAKE_STAGGER_S, Dispatcher
+from sundial.scheduler.dispatcher import (
+    AHEAD_REST,
+    IDLE_POLLS,
+    MIN_WAIT_S,
+    WAKE_STAGGER_S,
+    Dispatcher,
+)
 from sundial.scheduler.model import ClaimedJob, DispatchOutcome
 from sundial.scheduler.planning import DefinitionCache
 from sundial.scheduler.publisher import RunPublisher
@@ -644,13 +650,58 @@ async def test_workers_waiting_for_one_instant_wake_one_after_the_other(
         published = "SELECT count(*) FROM job_runs WHERE dispatch_seq > 0"
         assert await pool.fetchval(published) == 20
         assert await pool.fetchval("SELECT count(*) FROM run_waits") == 0
-        # Later, the second finds nothing left and waits for the next (an hour on).
+        # Later, the second finds nothing left and waits for the next (an hour on): the
+        # first looks again every poll interval, the second waits longer.
         clock.advance(WAKE_STAGGER_S)
-        assert await second.pass_once() == 60.0
+        assert await second.pass_once() == 60.0 * IDLE_POLLS
         assert await pool.fetchval("SELECT count(*) FROM job_runs") == 20
     finally:
         await first.stop()
         await second.stop()
+
+
+async def test_one_idle_worker_polls_and_a_backlog_it_finds_wakes_the_others(
+    pool: asyncpg.Pool,
+    bus: Bus,
+    stack: Stack,
+    migrated_database_url: str,
+    clock: ManualClock,
+    *,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # With nothing due within a poll interval, each worker polling every interval cost
+    # PostgreSQL a claim and a next-due probe of every owned partition per worker: one
+    # worker polls, the others wait for the next due job (or IDLE_POLLS intervals).
+    dispatcher, _ = measured_dispatcher(
+        pool,
+        bus,
+        stack,
+        migrated_database_url,
+        clock,
+        poll_interval_s=0.5,
+        dispatch_workers=3,
+        batch_size=10,
+    )
+    woken: list[bool] = []
+    monkeypatch.setattr(dispatcher, "wake", lambda: woken.append(True))
+    first, second, third = Worker(dispatcher), Worker(dispatcher), Worker(dispatcher)
+    try:
+        assert await first.pass_once() == 0.5  # nothing stored: the first polls
+        assert await second.pass_once() == 0.5 * IDLE_POLLS
+        await insert_jobs(pool, HOURLY, first_due=T0 + timedelta(seconds=2), count=1)
+        assert await third.pass_once() == 2.0  # until its next due job
+        assert await first.pass_once() == 0.5  # still the poller
+        await first.stop()  # the poller gone, the next idle worker polls
+        assert await second.pass_once() == 0.5
+        assert not woken
+        # A backlog the poller finds (more than a batch due) ends the others' waits.
+        await insert_jobs(pool, HOURLY, first_due=T0, count=11)
+        assert await second.pass_once() == 0.0  # a full batch: more is due at once
+        assert woken == [True]
+    finally:
+        await first.stop()
+        await second.stop()
+        await third.stop()
 
 
 def measured_dispatcher(

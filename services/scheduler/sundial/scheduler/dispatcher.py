@@ -8,7 +8,9 @@ next batch's transaction (a bounded number in flight) so the database never wait
 
 Between passes it sleeps until the next due instant of its partitions (``next_due_at``,
 one index probe per partition), at most ``poll_interval_s``: an idle scheduler starts a
-run within milliseconds of its due time instead of up to a poll interval late. Behind a
+run within milliseconds of its due time instead of up to a poll interval late. While
+nothing is due within an interval, one worker looks again every interval and the others
+wait for the next due instant (:meth:`Dispatcher._idle_wait`). Behind a
 backlog whose runs all wait for admission, a worker rests as long as its pass took
 before the next (:meth:`Dispatcher._backlog_pace`).
 
@@ -78,6 +80,10 @@ waiting list rests longer (:data:`AHEAD_REST`): the list is then seconds ahead o
 the executors lease of one tenant (a herd alone drains 1,500-2,500 a second on the
 reference machine), and writing more of it sooner only takes cores from other tenants'
 runs."""
+
+IDLE_POLLS = 10
+"""How many poll intervals a worker other than the poller may wait when nothing is due
+within one (:meth:`Dispatcher._idle_wait`)."""
 
 AHEAD_REST = 4.0
 """How many times its pass the feeder rests while :data:`AHEAD_RUNS` wait (at most
@@ -168,6 +174,9 @@ class Dispatcher(PassLoop):
         self._wake_at: datetime | None = None
         self._waker: asyncio.Task[object] | None = None
         """The worker waiting to wake first at ``_wake_at`` (:meth:`_wait_until`)."""
+        self._poller: asyncio.Task[object] | None = None
+        """The worker that looks for new work every ``poll_interval_s`` while nothing is
+        due within one (:meth:`_idle_wait`)."""
         self._in_flight: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(MAX_PUBLISHES_IN_FLIGHT)
         self.dispatched = 0
@@ -216,7 +225,7 @@ class Dispatcher(PassLoop):
         now = self._clock.now()
         self._lag_s = max(0.0, (now - due).total_seconds()) if due is not None else 0.0
         if due is None:
-            return poll_s
+            return self._idle_wait(None)
         return self._wait_until(due, now)
 
     def _wait_until(self, due: datetime, now: datetime) -> float:
@@ -236,7 +245,25 @@ class Dispatcher(PassLoop):
             return wait + WAKE_STAGGER_S
         if wait < poll_s:
             self._wake_at, self._waker = due, me
-        return wait
+            return wait
+        return self._idle_wait((due - now).total_seconds())
+
+    def _idle_wait(self, until_due_s: float | None) -> float:
+        """The wait of a worker with nothing due within ``poll_interval_s`` (the next due
+        job ``until_due_s`` away, None: none): one worker at a time, the poller, looks
+        again every interval (a job created or resumed meanwhile is seen by then); the
+        others wait for the next due job, at most :data:`IDLE_POLLS` intervals, and a
+        backlog found by the poller wakes them (:meth:`_claim`). Four workers each
+        polling every interval cost PostgreSQL a claim and a next-due probe of every
+        owned partition per worker and interval."""
+        poll_s = self._config.poll_interval_s
+        me = asyncio.current_task()
+        poller = self._poller
+        if poller is None or poller is me or poller.done():
+            self._poller = me
+            return poll_s
+        longest = poll_s * IDLE_POLLS
+        return longest if until_due_s is None else min(longest, max(poll_s, until_due_s))
 
     async def _backlog_pace(self, outcome: DispatchOutcome, took_s: float) -> float:
         """The wait after a full pass: 0, unless it published nothing and put runs on
@@ -362,6 +389,7 @@ class Dispatcher(PassLoop):
                 self._backlog_since = now  # more is due than a batch: a backlog begins
                 self._feeder = None
                 self._backlog_tenants = backlog_tenants(claimed, batch)
+                self.wake()  # the workers waiting for their next due job help with it
             return claimed
         newer = await tx.claim_due_jobs(owned, batch, now, self._documents, due_after=since)
         if self._backlog_tenants and len(newer) < batch:
