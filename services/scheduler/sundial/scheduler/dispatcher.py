@@ -255,7 +255,9 @@ class Dispatcher(PassLoop):
         others wait for the next due job, at most :data:`IDLE_POLLS` intervals, and a
         backlog found by the poller wakes them (:meth:`_claim`). Four workers each
         polling every interval cost PostgreSQL a claim and a next-due probe of every
-        owned partition per worker and interval."""
+        owned partition per worker and interval. The others wake :data:`WAKE_STAGGER_S`
+        after the due instant: the poller, within an interval of it by then, wakes at
+        it (:meth:`_wait_until`)."""
         poll_s = self._config.poll_interval_s
         me = asyncio.current_task()
         poller = self._poller
@@ -263,7 +265,9 @@ class Dispatcher(PassLoop):
             self._poller = me
             return poll_s
         longest = poll_s * IDLE_POLLS
-        return longest if until_due_s is None else min(longest, max(poll_s, until_due_s))
+        if until_due_s is None:
+            return longest
+        return min(longest, max(poll_s, until_due_s + WAKE_STAGGER_S))
 
     async def _backlog_pace(self, outcome: DispatchOutcome, took_s: float) -> float:
         """The wait after a full pass: 0, unless it published nothing and put runs on
