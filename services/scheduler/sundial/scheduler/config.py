@@ -46,9 +46,10 @@ class SchedulerConfig(
     """Seconds between ownership reconciliations (a watch on etcd wakes it earlier)."""
 
     poll_interval_s: float = 0.5
-    """Longest wait between dispatcher passes: between them it sleeps until the next due
-    instant of its partitions, and looks again after this long at most (a job created,
-    updated or resumed meanwhile to come due sooner is seen by then)."""
+    """How often the dispatcher looks for new work at least: between passes it sleeps
+    until the next due instant of its partitions, and one of its workers looks again
+    after this long at most (a job created, updated or resumed meanwhile to come due
+    sooner is seen by then); the others wait for the next due instant."""
 
     batch_size: int = 500
     """Jobs claimed per dispatch transaction (and runs per RunDispatch message)."""
