@@ -65,6 +65,10 @@ MAX_PUBLISHES_IN_FLIGHT = 4
 MIN_WAIT_S = 0.002
 """Shortest wait between passes that found less than a batch."""
 
+IDLE_POLLS = 10
+"""How many poll intervals a worker other than the poller may wait when nothing is due
+within one (:meth:`Dispatcher._idle_wait`)."""
+
 WAKE_STAGGER_S = 0.02
 """How much later than the first the other workers wake for the same due instant
 (about a small dispatch pass: the first has claimed what fell due by then)."""
@@ -80,10 +84,6 @@ waiting list rests longer (:data:`AHEAD_REST`): the list is then seconds ahead o
 the executors lease of one tenant (a herd alone drains 1,500-2,500 a second on the
 reference machine), and writing more of it sooner only takes cores from other tenants'
 runs."""
-
-IDLE_POLLS = 10
-"""How many poll intervals a worker other than the poller may wait when nothing is due
-within one (:meth:`Dispatcher._idle_wait`)."""
 
 AHEAD_REST = 4.0
 """How many times its pass the feeder rests while :data:`AHEAD_RUNS` wait (at most
