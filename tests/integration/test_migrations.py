@@ -401,6 +401,55 @@ async def test_calendar_keys_are_backfilled_tenant_qualified(database_url: str) 
         await conn.close()
 
 
+async def test_revisions_written_before_0028_are_retired_by_their_jobs_history(
+    database_url: str,
+) -> None:
+    # A live job's newest revision stays out of the retention index; its older ones and
+    # every revision of a deleted job are in it (0 newest, 1 superseded, 2 job deleted).
+    before = [m for m in load_migrations() if m.version < "0028"]
+    assert await migrate(database_url, migrations=before)
+    conn = await asyncpg.connect(database_url)
+    try:
+        await _tenant(conn)
+        jobs = {}
+        for name in ("live", "deleted"):
+            jobs[name] = await conn.fetchval(
+                "INSERT INTO jobs (tenant_id, name, partition_id) VALUES ('acme', $1, 1)"
+                " RETURNING job_id",
+                name,
+            )
+            await conn.execute(
+                "INSERT INTO job_definitions (job_id, schedule, target)"
+                " VALUES ($1, '{\"cron\": \"0 9 * * *\"}', '{}')",
+                jobs[name],
+            )
+        for description in ("two", "three"):  # an API change: the version, then the row
+            await conn.execute(
+                "UPDATE jobs SET version = version + 1 WHERE job_id = $1", jobs["live"]
+            )
+            await conn.execute(
+                "UPDATE job_definitions SET description = $2 WHERE job_id = $1",
+                jobs["live"],
+                description,
+            )
+        await conn.execute("DELETE FROM jobs WHERE job_id = $1", jobs["deleted"])
+        assert [m.version for m in load_migrations() if m.version >= "0028"] == await migrate(
+            database_url
+        )
+        rows = await conn.fetch(
+            "SELECT job_id, version, retired FROM job_revisions ORDER BY job_id, version"
+        )
+        retired = {(r["job_id"], r["version"]): r["retired"] for r in rows}
+        assert retired == {
+            (jobs["live"], 1): 1,
+            (jobs["live"], 2): 1,
+            (jobs["live"], 3): 0,
+            (jobs["deleted"], 1): 2,
+        }
+    finally:
+        await conn.close()
+
+
 # --- run partitions -----------------------------------------------------------------------
 
 

@@ -8,6 +8,7 @@ import time
 import uuid
 from datetime import UTC, date, datetime, timedelta
 
+import asyncpg
 import grpc
 import pytest
 from google.protobuf import field_mask_pb2
@@ -411,6 +412,161 @@ async def test_revisions_and_audit_events_are_kept_for_their_retention(
     await retention.purge_once()  # type: ignore[attr-defined]
     assert await versions(kept.uid) == [6]  # older than 90 days, but the newest stays
     assert await api.sql("SELECT 1 FROM audit_events") == []
+
+
+async def _revision_versions(api: Api, job_id: str) -> list[int]:
+    rows = await api.sql(
+        "SELECT version FROM job_revisions WHERE job_id = $1 ORDER BY version DESC",
+        uuid.UUID(job_id),
+    )
+    return [r["version"] for r in rows]
+
+
+async def _describe(api: Api, tenant: Tenant, job_id: str, times: int) -> None:
+    for i in range(times):
+        await api.jobs.UpdateJob(
+            pb.UpdateJobRequest(
+                job=job_pb2.Job(job_id=job_id, description=f"change {i}"),
+                update_mask=field_mask_pb2.FieldMask(paths=["description"]),
+            ),
+            metadata=tenant.md,
+        )
+
+
+async def test_a_jobs_newest_revisions_are_kept_as_it_changes_by_its_tenants_limit(
+    start_api: StartApi,
+) -> None:
+    # The newest-N rule holds where a history grows (migration 0028's trigger), with no
+    # retention pass: A's own limit of 2, B the operator's default of 3.
+    api = await start_api(revisions_per_job=3)
+    a, b = await api.tenant("tenant-a"), await api.tenant("tenant-b")
+    await api.admin.UpdateTenant(
+        apb.UpdateTenantRequest(
+            tenant=apb.Tenant(tenant_id=a.tenant_id, quotas=apb.Quotas(revisions_per_job=2)),
+            update_mask=field_mask_pb2.FieldMask(paths=["quotas.revisions_per_job"]),
+        ),
+        metadata=api.admin_md,
+    )
+    jobs = {}
+    for tenant in (a, b):
+        created = await api.jobs.CreateJob(
+            pb.CreateJobRequest(job=make_job("changing")), metadata=tenant.md
+        )
+        await _describe(api, tenant, created.job.job_id, 5)
+        jobs[tenant.tenant_id] = created.job.uid
+    assert await _revision_versions(api, jobs[a.tenant_id]) == [6, 5]
+    assert await _revision_versions(api, jobs[b.tenant_id]) == [6, 5, 4]
+    listed = await api.jobs.ListJobRevisions(
+        pb.ListJobRevisionsRequest(job_id=jobs[b.tenant_id]), metadata=b.md
+    )
+    assert [r.version for r in listed.revisions] == [6, 5, 4]
+
+
+async def test_a_retention_pass_reads_only_what_it_deletes(start_api: StartApi) -> None:
+    # B's old history (a job changed three times, a job deleted) is due to go; A's 2,000
+    # jobs, each with its one revision, and this month's audit events stay. The pass's
+    # statements read the rows they delete, not the tables (they read every revision
+    # and scanned the audit events, once per batch of every pass).
+    clock = ManualClock(datetime(2030, 1, 1, tzinfo=UTC))
+    api = await start_api(
+        clock=clock,
+        revision_retention_days=90,
+        deleted_job_revision_days=30,
+        audit_retention_days=60,
+    )
+    a, b = await api.tenant("tenant-a"), await api.tenant("tenant-b")
+    changed = (
+        await api.jobs.CreateJob(pb.CreateJobRequest(job=make_job("changed")), metadata=b.md)
+    ).job
+    await _describe(api, b, changed.job_id, 3)
+    deleted_job = (
+        await api.jobs.CreateJob(pb.CreateJobRequest(job=make_job("deleted")), metadata=b.md)
+    ).job
+    await api.jobs.DeleteJob(pb.DeleteJobRequest(job_id=deleted_job.job_id), metadata=b.md)
+    clock.advance(91 * 86400)
+    steady_ids = []
+    for batch in range(2):
+        created = await api.jobs.BatchCreateJobs(
+            pb.BatchCreateJobsRequest(jobs=[make_job(f"steady-{batch}-{i}") for i in range(1000)]),
+            metadata=a.md,
+        )
+        steady_ids += [job.job_id for job in created.jobs]
+    await _describe(api, a, steady_ids[0], 2)  # superseded, but young
+    await api.sql(  # A's calls of this month, as its audit events
+        "INSERT INTO audit_events (tenant_id, at, actor, method, resource, code, request_id)"
+        " SELECT $1, $2, 'token', 'sundial.v1.JobService/UpdateJob', '', 'OK', ''"
+        "   FROM generate_series(1, 3000)",
+        a.tenant_id,
+        clock.now(),
+    )
+    await api.sql("ANALYZE audit_events, job_revisions")  # as autovacuum does
+    assert (await api.sql("SELECT count(*) AS n FROM job_revisions"))[0]["n"] >= 2000
+    young_events = (
+        await api.sql(
+            "SELECT count(*) AS n FROM audit_events WHERE at >= $1", clock.now() - timedelta(days=1)
+        )
+    )[0]["n"]
+    assert young_events >= 3000
+
+    now = clock.now()
+    deleted, read = await _purge_reads(api, now)
+    assert deleted["job_revisions"] == 4  # B's three superseded revisions and the deleted job's
+    assert deleted["audit_events"] >= 5
+    for table in ("job_revisions", "audit_events"):
+        assert read[table] <= deleted[table] + 2, (table, read, deleted)
+
+    # The pass itself: the same rows go, everything else stays.
+    await api.service.components[0].purge_once()  # type: ignore[attr-defined]
+    assert await _revision_versions(api, changed.uid) == [4]
+    assert await _revision_versions(api, deleted_job.uid) == []
+    steady = await api.sql(
+        "SELECT count(*) AS n FROM job_revisions WHERE tenant_id = $1", a.tenant_id
+    )
+    assert steady[0]["n"] == 2002
+    assert (await api.sql("SELECT count(*) AS n FROM audit_events"))[0]["n"] == young_events
+    # The next pass finds nothing to delete, and reads next to nothing finding it out.
+    deleted, read = await _purge_reads(api, now)
+    assert deleted == {"job_revisions": 0, "audit_events": 0}
+    assert read["job_revisions"] <= 2 and read["audit_events"] <= 2, read
+
+
+async def _purge_reads(api: Api, now: datetime) -> tuple[dict[str, int], dict[str, int]]:
+    """The retention pass's statements run once at ``now`` (90, 30 and 60 days) in a
+    transaction rolled back: the rows each deleted, and the rows it read of its table."""
+    from sundial.api.store._base import queries  # noqa: PLC0415 (the pass's own statements)
+
+    conn = await asyncpg.connect(api.database_url)
+    try:
+        async with conn.transaction():
+            statuses = {
+                "job_revisions": await conn.execute(
+                    queries.purge_old_revisions,
+                    now - timedelta(days=90),
+                    now - timedelta(days=30),
+                    5000,
+                ),
+                "audit_events": await conn.execute(
+                    queries.purge_old_audit_events, now - timedelta(days=60), 5000
+                ),
+            }
+            read = {
+                r["relname"]: r["seq_tup_read"] + r["idx_tup_fetch"]
+                for r in await conn.fetch(
+                    "SELECT relname, seq_tup_read, coalesce(idx_tup_fetch, 0) AS idx_tup_fetch"
+                    " FROM pg_stat_xact_user_tables"
+                    " WHERE relname IN ('job_revisions', 'audit_events')"
+                )
+            }
+            raise _RollBack
+    except _RollBack:
+        pass
+    finally:
+        await conn.close()
+    return {table: int(status.rsplit(" ", 1)[-1]) for table, status in statuses.items()}, read
+
+
+class _RollBack(Exception):
+    """Leaves a transaction without committing it."""
 
 
 async def test_a_tenants_own_quotas_override_the_operators_defaults(start_api: StartApi) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import asyncpg
 
 from sundial.core.config import DatabaseConfig
@@ -15,6 +17,7 @@ async def open_pool(
     apply_migrations: bool,
     application_name: str,
     reset_on_release: bool = True,
+    settings: Mapping[str, str] | None = None,
 ) -> asyncpg.Pool:
     """Wait until PostgreSQL accepts connections, apply pending migrations if asked, and
     return the pool (:func:`~sundial.core.db.create_pool`'s arguments).
@@ -27,6 +30,9 @@ async def open_pool(
         await postgres.wait(lambda: migrate(config.database_url, password=config.database_password))
     return await postgres.wait(
         lambda: create_pool(
-            config, application_name=application_name, reset_on_release=reset_on_release
+            config,
+            application_name=application_name,
+            reset_on_release=reset_on_release,
+            settings=settings,
         )
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Mapping
 
 import asyncpg
 
@@ -94,6 +95,7 @@ async def create_pool(
     *,
     application_name: str = "sundial",
     reset_on_release: bool = True,
+    settings: Mapping[str, str] | None = None,
 ) -> asyncpg.Pool:
     """Open a connection pool with Sundial's session settings and JSON codecs.
 
@@ -105,6 +107,9 @@ async def create_pool(
             A service that never takes session advisory locks, LISTENs, opens cursors
             outside transactions or SETs session settings passes False and saves that
             round trip on every acquire (on ``pool.fetch*`` too).
+        settings: More session settings of the service's own (e.g. the API's
+            ``sundial.revisions_per_job``, read by a trigger), beside
+            :func:`session_settings`.
 
     Returns:
         An open pool holding ``config.pool_min_size`` connections.
@@ -124,7 +129,7 @@ async def create_pool(
         min_size=config.pool_min_size,
         max_size=config.pool_max_size,
         timeout=config.connect_timeout_s,
-        server_settings=session_settings(config, application_name),
+        server_settings={**session_settings(config, application_name), **(settings or {})},
         init=init_connection,
         reset=None if reset_on_release else _keep_session,
         max_cached_statement_lifetime=config.plan_lifetime_s,

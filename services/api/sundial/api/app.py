@@ -71,6 +71,9 @@ async def build(
             apply_migrations=config.migrate_on_start,
             application_name="sundial-api",
             reset_on_release=False,
+            # The operator's default for the trigger that keeps a job's newest revisions
+            # (migration 0028); a tenant's own revisions_per_job comes first.
+            settings={"sundial.revisions_per_job": str(config.revisions_per_job)},
         )
         resources.push_async_callback(close_pool, pool, config.grace_period_s)
         store = Store(pool)
@@ -153,7 +156,6 @@ async def build(
             RetentionPolicy(
                 requests=retention,
                 revisions=timedelta(days=config.revision_retention_days),
-                revisions_per_job=config.revisions_per_job,
                 deleted_job_revisions=timedelta(days=config.deleted_job_revision_days),
                 audit_events=timedelta(days=config.audit_retention_days),
             ),

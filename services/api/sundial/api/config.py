@@ -97,7 +97,8 @@ class ApiConfig(
     write nothing (a backfill counts every occurrence it asks for)."""
 
     revisions_per_job: int = 100
-    """Revisions kept per job (the newest); older ones are deleted by the retention pass."""
+    """Revisions kept per job (the newest), unless its tenant has its own limit; an older
+    one is deleted when the job's change that puts it past the limit is written."""
 
     max_flow_limits: int = 1000
     """Flow limits (keys with a rate or concurrency limit) one tenant may set;

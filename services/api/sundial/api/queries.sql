@@ -775,28 +775,21 @@ SELECT (SELECT count(*) FROM job_runs
            AND status = 'queued');
 
 -- name: purge_old_revisions
--- Revisions past the retention (created before $1), or past the newest of their job its
--- tenant keeps (its revisions_per_job, else $2), or of a job deleted (no jobs row)
--- before $3, at most $4 of them; never a live job's newest revision.
-WITH doomed AS (
-    SELECT r.job_id, r.version
-      FROM (SELECT job_id, version, created_at, tenant_id,
-                   row_number() OVER (PARTITION BY job_id ORDER BY version DESC) AS rank
-              FROM job_revisions) r
-      LEFT JOIN jobs j ON j.job_id = r.job_id
-      LEFT JOIN tenants t ON t.tenant_id = r.tenant_id
-     WHERE (j.job_id IS NOT NULL AND r.rank > 1
-            AND (r.created_at < $1 OR r.rank > coalesce(t.revisions_per_job, $2)))
-        OR (j.job_id IS NULL AND r.created_at < $3)
-     LIMIT $4
-)
-DELETE FROM job_revisions d USING doomed
- WHERE d.job_id = doomed.job_id AND d.version = doomed.version;
+-- Up to $3 retired revisions (migration 0028): superseded ones created before $1, and
+-- those of a deleted job created before $2. Each range of job_revisions_retired_idx is
+-- read as far as it deletes; a live job's newest revision is never in it.
+DELETE FROM job_revisions
+ WHERE ctid = ANY (ARRAY(
+         (SELECT ctid FROM job_revisions WHERE retired = 2 AND created_at < $2 LIMIT $3)
+         UNION ALL
+         (SELECT ctid FROM job_revisions WHERE retired = 1 AND created_at < $1 LIMIT $3)
+         LIMIT $3));
 
 -- name: purge_old_audit_events
--- Audit events older than $1, at most $2 of them.
+-- Audit events older than $1, at most $2 of them (audit_events_at_idx: read as far as
+-- it deletes).
 DELETE FROM audit_events
- WHERE event_id IN (SELECT event_id FROM audit_events WHERE at < $1 LIMIT $2);
+ WHERE ctid = ANY (ARRAY(SELECT ctid FROM audit_events WHERE at < $1 LIMIT $2));
 
 -- name: create_notification_channel
 -- A tenant's notification channel (migration 0014, docs/design.md section 12).

@@ -4,10 +4,15 @@ Every pass deletes, in small batches:
 
 - idempotency records older than their retention (lookups already ignore them; this
   keeps ``job_requests`` from growing forever);
-- job revisions older than ``revision_retention`` or past the newest ``revisions_per_job``
-  of their job (a live job's newest revision is always kept), and the revisions of a job
-  deleted more than ``deleted_job_revision`` ago;
+- job revisions older than ``revision_retention`` (a live job's newest revision is always
+  kept), and the revisions of a deleted job older than ``deleted_job_revision``;
 - audit events older than ``audit_retention``.
+
+Each reads only what it deletes, through an index by age: a pass with nothing to delete
+costs a few index probes however many revisions and events are stored (migration 0028).
+The newest ``revisions_per_job`` of a job are kept where its history grows, by the
+trigger that writes a change (the API's sessions carry the operator's default as
+``sundial.revisions_per_job``), not here.
 
 Correctness depends on none of it. Every API replica runs it; the deletes are small
 batches, so replicas overlapping is harmless.
@@ -36,7 +41,6 @@ class RetentionPolicy:
 
     requests: timedelta = timedelta(hours=24)
     revisions: timedelta = timedelta(days=90)
-    revisions_per_job: int = 100
     deleted_job_revisions: timedelta = timedelta(days=30)
     audit_events: timedelta = timedelta(days=90)
 
@@ -90,7 +94,6 @@ class Retention(PassLoop):
             "requests": lambda: self._store.purge_requests(now - policy.requests, _BATCH),
             "revisions": lambda: self._store.purge_revisions(
                 before=now - policy.revisions,
-                keep=policy.revisions_per_job,
                 deleted_before=now - policy.deleted_job_revisions,
                 limit=_BATCH,
             ),

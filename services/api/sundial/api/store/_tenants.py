@@ -216,13 +216,13 @@ class TenantStore:
         return int(status.rsplit(" ", 1)[-1])
 
     async def purge_revisions(
-        self, *, before: datetime, keep: int, deleted_before: datetime, limit: int
+        self, *, before: datetime, deleted_before: datetime, limit: int
     ) -> int:
-        """Delete up to ``limit`` revisions: created before ``before`` or past the newest
-        ``keep`` of their job (never a live job's newest), or of a job deleted whose
-        revisions were made before ``deleted_before``."""
+        """Delete up to ``limit`` retired revisions: superseded ones made before
+        ``before``, and a deleted job's made before ``deleted_before``. A job's newest
+        ``revisions_per_job`` are kept where a change is written (migration 0028)."""
         status = await self._pool.execute(
-            queries.purge_old_revisions, before, keep, deleted_before, limit
+            queries.purge_old_revisions, before, deleted_before, limit
         )
         return int(status.rsplit(" ", 1)[-1])
 
