@@ -16,6 +16,11 @@ store), times:
 * ``count_selector``: CountJobs with ``customer=42`` over the ``--jobs`` jobs.
 * ``pause_selector``: one PauseJobs call with ``batch=pause`` and a limit of
   ``--pause``: every job paused with a revision and an audit event (checked).
+* ``retention_idle``: one retention pass (the API's, ``Retention.purge_once``) with
+  nothing to delete, over the ``--jobs`` jobs' revisions; beside it ``plain_read_all``,
+  one read of every revision (``count(*)``), what the pass did once per batch before
+  migration 0028. ``retention_due``: one pass 91 days later, deleting the revisions
+  the pause superseded (checked).
 
 Each read: p50 and p99 wall time of ``--calls`` calls on one pool.
 """
@@ -38,6 +43,7 @@ from _common import fresh_database  # bench/: the script's folder
 from sundial.api.bulk import BulkActions
 from sundial.api.model import JobFilter, RunFilter
 from sundial.api.offload import Offload
+from sundial.api.retention import Retention, RetentionPolicy
 from sundial.api.runs import RunManager
 from sundial.api.selector import parse_selector
 from sundial.api.store import Store
@@ -224,6 +230,18 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 "remaining": paused.remaining,
                 "revisions": revisions,
                 "audit_events": audited,
+            }
+            retention = Retention(store, clock, RetentionPolicy(), interval_s=600)
+            results["retention_idle"] = await timed(min(args.calls, 20), retention.purge_once)
+            results["plain_read_all"] = await timed(
+                min(args.calls, 5), lambda: pool.fetchval("SELECT count(*) FROM job_revisions")
+            )
+            clock.advance(91 * 86_400)
+            started = time.perf_counter()
+            purged = await retention.purge_once()
+            results["retention_due"] = {
+                "seconds": round(time.perf_counter() - started, 3),
+                "deleted_revisions": purged["revisions"],
             }
             offload.close()
         finally:
