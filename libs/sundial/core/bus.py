@@ -34,6 +34,9 @@ DEAD_STREAM = "SUNDIAL_DEAD"
 DEAD_SUBJECT_PREFIX = "sundial.dead"
 DUPLICATE_WINDOW_S = 120.0
 DEAD_LETTER_MAX_AGE_S = 30 * 24 * 3600.0
+DEAD_LETTERS_PER_TENANT = 1000
+"""Dead letters SUNDIAL_DEAD keeps per tenant (its subject) by default: past it the
+tenant's oldest goes, never another tenant's (``SUNDIAL_DEAD_LETTERS_PER_TENANT``)."""
 FIRST_CONNECT_S = 5.0
 """How long :func:`connect_bus` tries the servers before reporting a failed attempt."""
 
@@ -48,12 +51,18 @@ def dead_subject(tenant_id: str) -> str:
     return f"{DEAD_SUBJECT_PREFIX}.{tenant_id}"
 
 
-def stream_configs(replicas: int = 1) -> dict[str, StreamConfig]:
+def stream_configs(
+    replicas: int = 1, *, dead_letters_per_tenant: int = DEAD_LETTERS_PER_TENANT
+) -> dict[str, StreamConfig]:
     """The desired configuration of both streams, by stream name.
 
     Args:
         replicas: Copies of each stream in a NATS cluster (1, or 3 or 5 for a cluster
             that survives losing one or two servers); the executors' consumer inherits it.
+        dead_letters_per_tenant: SUNDIAL_DEAD's limit per subject, one subject per
+            tenant: a tenant whose runs die by the thousand replaces its own oldest
+            letters and leaves every other tenant's (and the servers' storage, which
+            SUNDIAL_RUNS needs) alone. Each letter is at most ``DEAD_LETTER_MAX_BYTES``.
     """
     return {
         RUNS_STREAM: StreamConfig(
@@ -71,6 +80,7 @@ def stream_configs(replicas: int = 1) -> dict[str, StreamConfig]:
             storage=StorageType.FILE,
             duplicate_window=DUPLICATE_WINDOW_S,
             max_age=DEAD_LETTER_MAX_AGE_S,
+            max_msgs_per_subject=dead_letters_per_tenant,
             num_replicas=replicas,
         ),
     }
@@ -183,10 +193,16 @@ async def connect_bus(
     return Bus(client, client.jetstream())
 
 
-async def ensure_streams(jetstream: JetStreamContext, *, replicas: int = 1) -> None:
+async def ensure_streams(
+    jetstream: JetStreamContext,
+    *,
+    replicas: int = 1,
+    dead_letters_per_tenant: int = DEAD_LETTERS_PER_TENANT,
+) -> None:
     """Create the streams, or bring an existing one to the desired configuration (a
-    changed replica count included: NATS scales a stream up or down in place)."""
-    for name, config in stream_configs(replicas).items():
+    changed replica count or per-tenant limit included: NATS applies them in place)."""
+    configs = stream_configs(replicas, dead_letters_per_tenant=dead_letters_per_tenant)
+    for name, config in configs.items():
         try:
             await jetstream.stream_info(name)
         except NotFoundError:

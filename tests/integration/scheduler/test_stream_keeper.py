@@ -5,6 +5,7 @@ PostgreSQL. The stream is deleted with the admin user, as an operator would.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
@@ -13,20 +14,26 @@ import nats
 import pytest
 from nats.aio.client import Client as NatsClient
 
-from sundial.core.bus import RUNS_STREAM, Bus
+from sundial.core.bus import DEAD_LETTERS_PER_TENANT, DEAD_STREAM, RUNS_STREAM, Bus, ensure_streams
 from sundial.core.clock import ManualClock
 from sundial.devstack import Stack
-from sundial.run import RunRef
+from sundial.run import ErrorClass, HttpTarget, RunKind, RunRef
 from sundial.schedule import IntervalSpec, Schedule
 from sundial.scheduler.config import SchedulerConfig
 from sundial.scheduler.dispatcher import Dispatcher
-from sundial.scheduler.publisher import RunPublisher
+from sundial.scheduler.model import DeadLetterRun
+from sundial.scheduler.publisher import RunPublisher, publish_dead_letter
 from sundial.scheduler.store import SchedulerStore
 from sundial.scheduler.streams import StreamKeeper
 from sundial.scheduler.sweeper import Sweeper
 from tests.helpers.stack import nats_options
 from tests.integration.scheduler.conftest import scheduler_config
-from tests.integration.scheduler.support import insert_jobs, read_dispatches, runs_of
+from tests.integration.scheduler.support import (
+    dead_letters,
+    insert_jobs,
+    read_dispatches,
+    runs_of,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -129,3 +136,48 @@ async def test_runs_the_lost_stream_held_are_republished_by_every_owner(
     assert await acked_recheck(pool, run["dispatch_seq"]) == clock.now() + timedelta(
         seconds=config.unleased_republish_s
     )
+
+
+def _dead(tenant_id: str, ref: RunRef) -> DeadLetterRun:
+    return DeadLetterRun(
+        ref=ref,
+        tenant_id=tenant_id,
+        kind=RunKind.SCHEDULED,
+        attempt=3,
+        executor_id="ex-1",
+        started_at=T0,
+        finished_at=T0,
+        last_error="HTTP 500",
+        error_class=ErrorClass.RETRYABLE,
+        job_name="report",
+        target=HttpTarget("https://example.com/hook"),
+        payload=b"{}",
+        labels={},
+    )
+
+
+async def test_a_tenants_dead_letters_past_its_limit_replace_its_own_oldest_never_anothers(
+    bus: Bus,
+) -> None:
+    # SUNDIAL_DEAD keeps at most dead_letters_per_tenant letters per tenant's subject: A's
+    # failing runs replace A's oldest letters, B's letter stays (and the stream cannot
+    # grow without bound on the storage SUNDIAL_RUNS shares).
+    a, b = (f"tenant-{uuid.uuid4().hex[:8]}" for _ in range(2))
+    await ensure_streams(bus.jetstream, dead_letters_per_tenant=3)
+    try:
+        info = await bus.jetstream.stream_info(DEAD_STREAM)
+        assert info.config.max_msgs_per_subject == 3  # applied to the stream in place
+        b_ref = RunRef(uuid.uuid4(), T0)
+        assert await publish_dead_letter(bus.jetstream, _dead(b, b_ref), T0)
+        a_refs = [RunRef(uuid.uuid4(), T0 + timedelta(minutes=i)) for i in range(5)]
+        for ref in a_refs:
+            assert await publish_dead_letter(bus.jetstream, _dead(a, ref), T0)
+        kept = await dead_letters(bus.jetstream, a)
+        assert [letter.run.run_key for letter in kept] == [ref.key for ref in a_refs[-3:]]
+        assert [letter.run.run_key for letter in await dead_letters(bus.jetstream, b)] == [
+            b_ref.key
+        ]
+    finally:
+        await ensure_streams(bus.jetstream)
+    info = await bus.jetstream.stream_info(DEAD_STREAM)
+    assert info.config.max_msgs_per_subject == DEAD_LETTERS_PER_TENANT

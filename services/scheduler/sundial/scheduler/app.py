@@ -42,7 +42,11 @@ async def _connect_bus(config: SchedulerConfig) -> Bus:
     """
     bus = await connect_bus(config, name=f"sundial-scheduler-{config.node_id}")
     try:
-        await ensure_streams(bus.jetstream, replicas=config.stream_replicas)
+        await ensure_streams(
+            bus.jetstream,
+            replicas=config.stream_replicas,
+            dead_letters_per_tenant=config.dead_letters_per_tenant,
+        )
     except BaseException:
         with contextlib.suppress(Exception):
             await bus.client.close()
@@ -84,6 +88,7 @@ async def build(config: SchedulerConfig) -> Service:
             owned,
             check_interval_s=config.stream_check_s,
             replicas=config.stream_replicas,
+            dead_letters_per_tenant=config.dead_letters_per_tenant,
             clock=clock,
         )
         publisher = RunPublisher(bus.jetstream, config.node_id, streams=streams)

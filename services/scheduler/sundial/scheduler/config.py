@@ -6,6 +6,7 @@ import secrets
 import socket
 from dataclasses import dataclass
 
+from sundial.core.bus import DEAD_LETTERS_PER_TENANT
 from sundial.core.config import (
     ConfigError,
     DatabaseConfig,
@@ -125,6 +126,12 @@ class SchedulerConfig(
     single server, 3 (or 5) for a cluster that survives losing one (or two) servers.
     Applied to existing streams at start (NATS scales them in place)."""
 
+    dead_letters_per_tenant: int = DEAD_LETTERS_PER_TENANT
+    """Dead letters SUNDIAL_DEAD keeps per tenant (30 days at most): past it a tenant's
+    oldest letter goes, never another tenant's, so one tenant's failing runs cannot fill
+    the servers' storage that SUNDIAL_RUNS shares. Applied to the existing stream at
+    start. Every dead run stays listed (ListRuns, status DEAD) for the run retention."""
+
     stream_check_s: float = 5.0
     """Seconds between checks that both streams exist (a lost one is recreated and its
     unleased runs republished); a failed publish checks at once."""
@@ -172,6 +179,8 @@ class SchedulerConfig(
             raise ConfigError("run_lease_s", "must be between 10 and 300 seconds")
         if self.stream_replicas not in (1, 2, 3, 4, 5):
             raise ConfigError("stream_replicas", "must be between 1 and 5 (NATS's limit)")
+        if not 1 <= self.dead_letters_per_tenant <= 1_000_000:
+            raise ConfigError("dead_letters_per_tenant", "must be between 1 and 1000000")
         if self.retention_days < 1:
             raise ConfigError("retention_days", "must be at least 1")
         if not 1 <= self.partitions_ahead_days <= 90:

@@ -30,7 +30,7 @@ from nats.js import JetStreamContext
 from nats.js.errors import NoStreamResponseError, NotFoundError, ServiceUnavailableError
 from opentelemetry import metrics
 
-from sundial.core.bus import RUNS_STREAM, stream_configs
+from sundial.core.bus import DEAD_LETTERS_PER_TENANT, RUNS_STREAM, stream_configs
 from sundial.core.clock import Clock, SystemClock
 from sundial.core.loop import PassLoop
 from sundial.core.telemetry import STREAM_MESSAGES
@@ -59,6 +59,7 @@ class StreamKeeper(PassLoop):
         owned: The partitions this scheduler acts on now.
         check_interval_s: Seconds between checks.
         replicas: The streams' replica count when it creates them.
+        dead_letters_per_tenant: SUNDIAL_DEAD's limit per tenant when it creates it.
         clock: The source of "now" for the republish.
         meter: Where the ``sundial.stream.messages`` gauge goes (default: global).
     """
@@ -78,6 +79,7 @@ class StreamKeeper(PassLoop):
         *,
         check_interval_s: float = 5.0,
         replicas: int = 1,
+        dead_letters_per_tenant: int = DEAD_LETTERS_PER_TENANT,
         clock: Clock | None = None,
         meter: metrics.Meter | None = None,
     ) -> None:
@@ -87,6 +89,7 @@ class StreamKeeper(PassLoop):
         self._owned = owned
         self._interval_s = check_interval_s
         self._replicas = replicas
+        self._dead_letters_per_tenant = dead_letters_per_tenant
         self._clock = clock or SystemClock()
         self._lock = asyncio.Lock()
         self._checked_at = float("-inf")  # monotonic end of the last completed check
@@ -141,7 +144,10 @@ class StreamKeeper(PassLoop):
         async with self._lock:
             if unless_since is not None and self._checked_at >= unless_since:
                 return
-            for name, config in stream_configs(self._replicas).items():
+            configs = stream_configs(
+                self._replicas, dead_letters_per_tenant=self._dead_letters_per_tenant
+            )
+            for name, config in configs.items():
                 created = False
                 try:
                     info = await self._js.stream_info(name)
