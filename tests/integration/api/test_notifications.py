@@ -423,3 +423,40 @@ async def test_the_egress_policy_is_applied_again_at_delivery(start_api: StartAp
 
         await assert_eventually(given_up, timeout_s=20, what="the refused delivery")
         assert target.calls == []
+
+
+async def test_a_tenants_hanging_channels_leave_another_tenants_notifications_prompt(
+    start_api: StartApi,
+) -> None:
+    # A's eight channels never answer, so each of A's sends holds a slot for the whole
+    # timeout; B's notification, made while they hang, is delivered on the next pass:
+    # a tenant holds at most a quarter of the notifier's slots, and a pass does not wait
+    # for the sends of the one before.
+    api = await start_api(notify_interval_s=0.1, notify_timeout_s=30, notify_concurrency=4)
+    a, b = await api.tenant(), await api.tenant()
+    async with RecordingTarget() as target:
+        target.script("/hang", delay_s=60)
+        hanging = [
+            await create(api, a, channel(f"a-{i}", url=f"{target.url}/hang")) for i in range(8)
+        ]
+        for i, made in enumerate(hanging):
+            await add_event(api, made.channel_id, a, "dead_run", f"job@2030-01-01T00:0{i}:00Z")
+
+        async def a_hangs() -> None:
+            assert target.calls_to("/hang")
+
+        await assert_eventually(a_hangs, timeout_s=10, what="A's sends in flight")
+        fast = await create(api, b, channel("b", url=f"{target.url}/fast"))
+        await add_event(api, fast.channel_id, b, "dead_run", "job@2030-01-01T01:00:00Z")
+
+        async def b_delivered() -> None:
+            rows = await api.sql(
+                "SELECT state FROM notifications WHERE channel_id = $1",
+                uuid.UUID(fast.channel_id),
+            )
+            assert [r["state"] for r in rows] == ["delivered"]
+
+        # Well within A's 30 s timeout: B never waited for one of A's sends to end.
+        await assert_eventually(b_delivered, timeout_s=10, what="B's notification")
+        assert len(target.calls_to("/fast")) == 1
+        assert len(target.calls_to("/hang")) == 1  # a quarter of 4 slots: one of A's at once

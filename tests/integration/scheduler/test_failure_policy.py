@@ -32,7 +32,12 @@ from tests.helpers.eventually import assert_eventually
 from tests.helpers.grpc_target import GrpcTargetServer
 from tests.helpers.target_server import RecordingTarget
 from tests.integration.scheduler.conftest import scheduler_config
-from tests.integration.scheduler.support import TENANT, insert_jobs, insert_queued_runs
+from tests.integration.scheduler.support import (
+    TENANT,
+    add_tenant,
+    insert_jobs,
+    insert_queued_runs,
+)
 from tests.integration.scheduler.test_dispatch import HOURLY, dispatcher
 from tests.integration.scheduler.test_ledger import (  # the ledger on a real server
     ALL,
@@ -472,7 +477,12 @@ async def test_a_notifier_that_dies_mid_send_leaves_the_notification_due_again_u
 
 
 async def add_notifications(
-    pool: asyncpg.Pool, channel: uuid.UUID, count: int, *, due: datetime = T0
+    pool: asyncpg.Pool,
+    channel: uuid.UUID,
+    count: int,
+    *,
+    due: datetime = T0,
+    tenant: str = TENANT,
 ) -> None:
     """``count`` pending notifications of ``channel``, due by ``due`` (1 µs apart)."""
     await pool.execute(
@@ -482,10 +492,33 @@ async def add_notifications(
         " $3::timestamptz - n * interval '1 microsecond', $3"
         " FROM generate_series(1, $4) AS n",
         channel,
-        TENANT,
+        tenant,
         due,
         count,
     )
+
+
+async def test_a_claim_takes_every_tenants_first_and_of_a_tenant_no_more_than_its_room(
+    pool: asyncpg.Pool, clock: ManualClock
+) -> None:
+    """The notifier claims what its slots can start now: of a tenant at most its share
+    (``per_tenant``; less while its sends are in flight, ``room``), every tenant's first
+    before any tenant's second, so a tenant's backlog or hanging targets never take the
+    slots another tenant's notification needs."""
+    await add_tenant(pool, "other")
+    for _ in range(6):  # acme's twelve, all due before other's one
+        await add_notifications(pool, await add_channel(pool, ["dead_run"]), 2)
+    other = await add_channel(pool, ["dead_run"], tenant="other")
+    await add_notifications(pool, other, 1, due=T0 + timedelta(seconds=1), tenant="other")
+    clock.advance(1)
+    notifier = Notifier(pool, AddressPolicy(), clock)
+    claimed = await notifier.claim(3, per_tenant=2)
+    assert sorted(d.tenant_id for d in claimed) == [TENANT, TENANT, "other"]
+    assert await notifier.claim(10, per_tenant=2, room={TENANT: 0}) == []
+    assert [d.tenant_id for d in await notifier.claim(10, per_tenant=2, room={TENANT: 1})] == [
+        TENANT
+    ]
+    assert len(await notifier.claim(10)) == 9  # no share given: as many as due
 
 
 @pytest.mark.parametrize("concurrency", [1, 16])

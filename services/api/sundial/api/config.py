@@ -149,7 +149,8 @@ class ApiConfig(
     exceeds it is retried with backoff."""
 
     notify_concurrency: int = 16
-    """Notification deliveries in flight at once per API replica."""
+    """Notification deliveries in flight at once per API replica; one tenant's at most a
+    quarter of them (at least 1), so its hanging targets leave the rest to others."""
 
     def etcd(self) -> EtcdConfig:
         """How ClusterStatus reaches etcd (``etcd_endpoints`` must be set)."""

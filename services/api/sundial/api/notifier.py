@@ -8,12 +8,16 @@ Every API replica runs one; they share the work through the database
    per digest), write each notification with its body fixed and delete the events, in
    one transaction.
 2. **Claim**: take due notifications (SKIP LOCKED), fairly across channels (at most
-   :data:`PER_CHANNEL` of one channel), and only as many as the pass can send before the
-   claim ends (``concurrency`` at once, each within ``timeout_s``); add one to their
-   attempt, move their next attempt to the claim's end, and commit: a notifier that dies
-   while sending leaves them due again then (at least once).
+   :data:`PER_CHANNEL` of one channel) and tenants (every tenant's first before any
+   tenant's second), and only as many as can start now: the free send slots, and of one
+   tenant no more than it may still hold (:attr:`Notifier.per_tenant`, a quarter of the
+   slots); add one to their attempt, move their next attempt to the claim's end, and
+   commit: a notifier that dies while sending leaves them due again then (at least once).
 3. **Send** each outside any transaction, at most ``concurrency`` at once and each
-   bounded by ``timeout_s``, signed like a run's call (``Sundial-Signature`` with the
+   bounded by ``timeout_s``; the next pass does not wait for them, so a tenant whose
+   targets hang holds its quarter of the slots for the timeout and every other tenant's
+   notifications go out on the next pass (they waited for every send of the pass before,
+   each round a timeout long); signed like a run's call (``Sundial-Signature`` with the
    tenant's valid signing secrets, the notification id as key, purpose
    ``notification`` and the channel's target as destination; the Standard Webhooks
    headers where the target asks), ``Idempotency-Key: <notification_id>`` the same on
@@ -27,7 +31,8 @@ Every API replica runs one; they share the work through the database
 
 Nothing here is on the dispatch path: events are rows written by the transactions of
 their facts, and a slow or failing notification target holds at most
-:data:`PER_CHANNEL` sends of a pass, each for at most ``timeout_s``.
+:data:`PER_CHANNEL` sends, and a tenant :attr:`Notifier.per_tenant`, each for at most
+``timeout_s``.
 Logs carry ids, kinds and error classes, never a target's URL, header or secret.
 """
 
@@ -35,10 +40,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import logging
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 import asyncpg
@@ -132,8 +139,14 @@ class Notifier:
         self._claim = timedelta(seconds=claim_s)
         rounds = max(1, int(claim_s // timeout_s) - 1)
         self.batch = min(_SEND_BATCH, concurrency * rounds)
-        """Notifications one pass claims: all are sent before their claim ends."""
+        """Notifications one claim takes at most: all are sent before their claim ends."""
+        self.per_tenant = max(1, concurrency // 4)
+        """Sends of one tenant in flight at most: its hanging targets leave the other
+        three quarters of the slots to other tenants."""
+        self._concurrency = concurrency
         self._slots = asyncio.Semaphore(concurrency)
+        self._in_flight: Counter[str] = Counter()  # sends started and not recorded, by tenant
+        self._sending: set[asyncio.Task[None]] = set()
         self._rng = rng or random.Random()
         self._http = HttpCaller(operator, max_connections=concurrency)
         self._grpc = GrpcCaller(operator, clock=clock)
@@ -191,10 +204,19 @@ class Notifier:
             )
         return len(planned)
 
-    async def claim(self, limit: int | None = None) -> list[Delivery]:
+    async def claim(
+        self,
+        limit: int | None = None,
+        *,
+        per_tenant: int | None = None,
+        room: Mapping[str, int] | None = None,
+    ) -> list[Delivery]:
         """Claim up to ``limit`` (default: :attr:`batch`) due notifications, at most
-        :data:`PER_CHANNEL` of a channel (committed before any is sent)."""
+        :data:`PER_CHANNEL` of a channel and, when ``per_tenant`` is given, at most that
+        many of a tenant (``room[tenant]`` for a tenant with sends in flight), every
+        tenant's first before any tenant's second (committed before any is sent)."""
         now = self._clock.now()
+        tenants = sorted(room or {})
         rows = await self._pool.fetch(
             queries.claim_notifications,
             now,
@@ -202,31 +224,62 @@ class Notifier:
             now + self._claim,
             PER_CHANNEL,
             _CLAIM_WINDOW,
+            tenants,
+            [(room or {})[t] for t in tenants],
+            per_tenant,
         )
         return [delivery_of(r) for r in rows]
 
-    async def deliver_once(self) -> int:
-        """Make notifications, then claim, send and record one batch (each recorded as
-        its send completes); returns how many were claimed."""
+    async def start_sends(self) -> list[asyncio.Task[None]]:
+        """Make notifications, then claim what can start now (the free slots; of a
+        tenant, what it may still hold) and start sending it, each recorded as its send
+        completes; returns the sends started (not waited for)."""
         await self.make_notifications()
-        deliveries = await self.claim()
-        if not deliveries:
-            return 0
+        free = self._concurrency - sum(self._in_flight.values())
+        if free <= 0:
+            return []
+        room = {t: max(0, self.per_tenant - n) for t, n in self._in_flight.items() if n}
+        deliveries = await self.claim(min(self.batch, free), per_tenant=self.per_tenant, room=room)
         # Sends that could not start early enough to end within the claim are left to it.
         latest_start = asyncio.get_running_loop().time() + (
             self._claim.total_seconds() - self._timeout_s
         )
-        outcomes = await asyncio.gather(
-            *(self._send_and_record(d, latest_start) for d in deliveries),
-            return_exceptions=True,
-        )
+        tasks = []
+        for delivery in deliveries:
+            self._in_flight[delivery.tenant_id] += 1
+            task = asyncio.create_task(self._send_and_record(delivery, latest_start))
+            self._sending.add(task)
+            task.add_done_callback(functools.partial(self._sent, delivery.tenant_id))
+            tasks.append(task)
+        return tasks
+
+    def _sent(self, tenant_id: str, task: asyncio.Task[None]) -> None:
+        self._sending.discard(task)
+        self._in_flight[tenant_id] -= 1
+        if self._in_flight[tenant_id] <= 0:
+            del self._in_flight[tenant_id]
+        if not task.cancelled() and task.exception() is not None:
+            # The database failed recording: the claim ends and it is sent again.
+            log.warning(
+                "notification not recorded: %s",
+                type(task.exception()).__name__,
+                extra={"action": "notify"},
+            )
+
+    async def deliver_once(self) -> int:
+        """:meth:`start_sends`, then wait for those sends (tests; :meth:`run` does not
+        wait); returns how many were claimed."""
+        tasks = await self.start_sends()
+        if not tasks:
+            return 0
+        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
         for outcome in outcomes:
             if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
                 raise outcome  # cancellation: stop
         failed = [o for o in outcomes if isinstance(o, Exception)]
         if failed:
             raise failed[0]  # the database failed recording: the pass fails (logged)
-        return len(deliveries)
+        return len(tasks)
 
     async def _send_and_record(self, delivery: Delivery, latest_start: float) -> None:
         try:
@@ -407,13 +460,14 @@ class Notifier:
 
     async def run(self, started: Callable[[], None]) -> None:
         """Deliver until :meth:`stop`: at once again after a full batch, else every
-        ``interval_s``."""
+        ``interval_s``, not waiting for the sends started; those in flight when stopping
+        are cancelled (their claims end and they are sent again: at least once)."""
         started()
         purged_at: datetime | None = None
         while not self._stop.is_set():
             sent = 0
             try:
-                sent = await self.deliver_once()
+                sent = len(await self.start_sends())
                 now = self._clock.now()
                 if purged_at is None or now - purged_at > timedelta(hours=1):
                     # Hourly; at once again while a flood is left to purge.
@@ -432,6 +486,9 @@ class Notifier:
                     await self._stop.wait()
             except TimeoutError:
                 pass
+        for task in list(self._sending):
+            task.cancel()
+        await asyncio.gather(*self._sending, return_exceptions=True)
         await self.aclose()
 
     async def aclose(self) -> None:

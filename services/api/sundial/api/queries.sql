@@ -891,37 +891,48 @@ SELECT count(*) FROM made;
 -- the $5 oldest and the $5 newest due (two scans of the due index: a notification that
 -- just came due is looked at however long another channel's backlog is), at most $4
 -- per channel, every channel's first before any channel's second (a channel with a
--- backlog or a hanging target takes at most $4 of the batch).
+-- backlog or a hanging target takes at most $4 of the batch). And across tenants, when
+-- $8 is not NULL: at most $8 of a tenant ($7[i] of tenant $6[i], the room its sends in
+-- flight leave it), every tenant's first before any tenant's second.
 -- The candidates are twice $2 so that a replica claiming at the same moment, skipping
 -- the rows this one locked, still finds work.
 WITH oldest AS (
-    (SELECT notification_id, channel_id, next_attempt_at
+    (SELECT notification_id, channel_id, tenant_id, next_attempt_at
        FROM notifications
       WHERE state = 'pending' AND next_attempt_at <= $1
       ORDER BY next_attempt_at
       LIMIT $5)
     UNION
-    (SELECT notification_id, channel_id, next_attempt_at
+    (SELECT notification_id, channel_id, tenant_id, next_attempt_at
        FROM notifications
       WHERE state = 'pending' AND next_attempt_at <= $1
       ORDER BY next_attempt_at DESC
       LIMIT $5)
 ), ranked AS (
-    SELECT notification_id, next_attempt_at,
+    SELECT notification_id, tenant_id, next_attempt_at,
            row_number() OVER (PARTITION BY channel_id ORDER BY next_attempt_at) AS nth
       FROM oldest
+), per_tenant AS (
+    SELECT r.notification_id, r.nth, r.next_attempt_at,
+           row_number() OVER (PARTITION BY r.tenant_id ORDER BY r.nth, r.next_attempt_at)
+               AS tnth,
+           coalesce(q.room, $8::int) AS room
+      FROM ranked r
+      LEFT JOIN unnest($6::text[], $7::int[]) AS q(tenant_id, room)
+             ON q.tenant_id = r.tenant_id
+     WHERE r.nth <= $4
 ), candidates AS (
-    SELECT notification_id, nth, next_attempt_at
-      FROM ranked
-     WHERE nth <= $4
-     ORDER BY nth, next_attempt_at
+    SELECT notification_id, tnth, nth, next_attempt_at
+      FROM per_tenant
+     WHERE room IS NULL OR tnth <= room
+     ORDER BY tnth, nth, next_attempt_at
      LIMIT 2 * $2::int
 ), due AS (
     SELECT n.notification_id
       FROM notifications n
       JOIN candidates c ON c.notification_id = n.notification_id
      WHERE n.state = 'pending' AND n.next_attempt_at <= $1
-     ORDER BY c.nth, c.next_attempt_at
+     ORDER BY c.tnth, c.nth, c.next_attempt_at
      LIMIT $2
        FOR UPDATE OF n SKIP LOCKED
 ), claimed AS (
