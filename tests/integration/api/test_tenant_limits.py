@@ -19,7 +19,7 @@ from sundial.client import CHANNEL_OPTIONS, error_details
 from sundial.core.clock import ManualClock
 from sundial.core.tls import dial
 from sundial.v1 import admin_pb2 as apb
-from sundial.v1 import calendar_pb2, job_pb2, job_service_pb2_grpc
+from sundial.v1 import bulk_pb2, calendar_pb2, job_pb2, job_service_pb2_grpc
 from sundial.v1 import job_service_pb2 as pb
 from tests.integration.api.support import Api, StartApi, Tenant, expect_error, make_job
 
@@ -412,6 +412,64 @@ async def test_revisions_and_audit_events_are_kept_for_their_retention(
     await retention.purge_once()  # type: ignore[attr-defined]
     assert await versions(kept.uid) == [6]  # older than 90 days, but the newest stays
     assert await api.sql("SELECT 1 FROM audit_events") == []
+
+
+async def test_a_tenants_concurrent_heavy_calls_hold_at_most_its_share_of_the_connections(
+    start_api: StartApi,
+) -> None:
+    # Twelve concurrent bulk calls of A's, each over 5,000 jobs and far within A's rate,
+    # held every connection of the replica's pool (10), and B's GetJob waited for one.
+    # A's calls now execute four at a time (SUNDIAL_TENANT_CONCURRENT_CALLS); the rest
+    # wait for A's own, and B's calls are answered throughout.
+    api = await start_api(tenant_concurrent_calls=4)
+    a, b = await api.tenant("tenant-a"), await api.tenant("tenant-b")
+    for batch in range(5):
+        await api.jobs.BatchCreateJobs(
+            pb.BatchCreateJobsRequest(
+                jobs=[make_job(f"a-{batch}-{i}", labels={"k": "v"}) for i in range(1000)]
+            ),
+            metadata=a.md,
+            timeout=60,
+        )
+    b_job = (await api.jobs.CreateJob(pb.CreateJobRequest(job=make_job("b")), metadata=b.md)).job
+    stop = asyncio.Event()
+    a_calls = 0
+
+    async def a_bulk() -> None:
+        nonlocal a_calls
+        while not stop.is_set():
+            await api.jobs.PauseJobs(
+                bulk_pb2.PauseJobsRequest(selector="k=v", limit=5000), metadata=a.md, timeout=60
+            )
+            await api.jobs.ResumeJobs(
+                bulk_pb2.ResumeJobsRequest(selector="k=v", limit=5000), metadata=a.md, timeout=60
+            )
+            a_calls += 2
+
+    async def busy_connections() -> int:
+        rows = await api.sql(
+            "SELECT count(*) AS n FROM pg_stat_activity"
+            " WHERE application_name = 'sundial-api' AND datname = current_database()"
+            "   AND state <> 'idle'"
+        )
+        return int(rows[0]["n"])
+
+    callers = [asyncio.create_task(a_bulk()) for _ in range(12)]
+    busiest = 0
+    b_answers = 0
+    try:
+        deadline = time.monotonic() + 6
+        while time.monotonic() < deadline:
+            busiest = max(busiest, await busy_connections())
+            await api.jobs.GetJob(pb.GetJobRequest(job_id=b_job.job_id), metadata=b.md, timeout=5)
+            b_answers += 1
+    finally:
+        stop.set()
+        await asyncio.gather(*callers)
+    assert a_calls >= 4, a_calls  # A's calls went on, four at a time
+    assert b_answers >= 10, b_answers
+    # A's four, and the B call or a housekeeping pass of the moment: never the pool's ten.
+    assert 2 <= busiest <= 6, busiest
 
 
 async def _revision_versions(api: Api, job_id: str) -> list[int]:

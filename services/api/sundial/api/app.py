@@ -19,7 +19,7 @@ from sundial.api.jobs import JobManager
 from sundial.api.notifications import NotificationChannels
 from sundial.api.notifier import Notifier
 from sundial.api.offload import Offload
-from sundial.api.ratelimit import TenantRateLimiter
+from sundial.api.ratelimit import TenantCallGate, TenantRateLimiter
 from sundial.api.retention import Retention, RetentionPolicy
 from sundial.api.runs import RunManager
 from sundial.api.servicer import JobServicer
@@ -146,6 +146,7 @@ async def build(
                 AuthInterceptor(
                     Tokens(pool, clock, bootstrap={config.admin_token: Role.ADMIN}),
                     TenantRateLimiter(config.tenant_rate_per_s, config.tenant_rate_burst, clock),
+                    TenantCallGate(config.tenant_concurrent_calls),
                 ),
                 AuditInterceptor(pool, clock),
             ],

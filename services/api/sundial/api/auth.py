@@ -16,9 +16,13 @@ are for the scheduler's RunLedgerService.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
+
+import grpc
 
 from sundial.api.model import Principal
-from sundial.api.ratelimit import TenantRateLimiter
+from sundial.api.ratelimit import TenantCallGate, TenantRateLimiter
 from sundial.api.scopes import check_scope
 from sundial.core.auth import (
     Admitted,
@@ -54,15 +58,23 @@ class AuthInterceptor(RoleInterceptor):
     gives their handlers the caller (:func:`current_principal`).
 
     With a ``limiter``, a tenant's JobService call also takes a token of its bucket
-    (:class:`~sundial.api.ratelimit.TenantRateLimiter`) before the request is read.
+    (:class:`~sundial.api.ratelimit.TenantRateLimiter`) before the request is read; with a
+    ``gate``, it executes once one of its tenant's slots is free
+    (:class:`~sundial.api.ratelimit.TenantCallGate`).
     """
 
-    def __init__(self, tokens: Authenticator, limiter: TenantRateLimiter | None = None) -> None:
+    def __init__(
+        self,
+        tokens: Authenticator,
+        limiter: TenantRateLimiter | None = None,
+        gate: TenantCallGate | None = None,
+    ) -> None:
         super().__init__(
             tokens,
             {"/sundial.v1.JobService/": Role.TENANT, "/sundial.v1.AdminService/": Role.ADMIN},
         )
         self._limiter = limiter
+        self._gate = gate
 
     def wrap(self, handler: Handler, call: Admitted) -> Handler:
         if call.role is Role.TENANT:
@@ -70,4 +82,19 @@ class AuthInterceptor(RoleInterceptor):
         tenant_id = call.credential.tenant_id
         if self._limiter is not None and tenant_id is not None:
             self._limiter.take(tenant_id)
-        return handler
+        gate = self._gate
+        if gate is None or not gate.enabled or tenant_id is None or handler.unary_unary is None:
+            return handler
+        # Callable[..., Any]: grpc's stubs type a handler's behaviour as synchronous, while
+        # every Sundial servicer method is a coroutine function (awaited here).
+        behavior: Callable[..., Any] = handler.unary_unary
+
+        async def gated(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            async with gate.slot(tenant_id):
+                return await behavior(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(
+            gated,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )

@@ -74,6 +74,12 @@ class ApiConfig(
     """Calls a tenant may make at once on one replica after a quiet spell (the bucket's
     size)."""
 
+    tenant_concurrent_calls: int = 4
+    """JobService calls of one tenant executing at once on one replica (0: no bound);
+    its further calls wait for its own, never for another tenant's, so a tenant's heavy
+    calls (bulk actions, counts over many jobs) hold at most this many of the replica's
+    database connections (``SUNDIAL_POOL_MAX_SIZE``, 10). Keep it well below the pool."""
+
     tenant_compute_share: float = 0.25
     """Fraction of a core one tenant's schedule computations (previews, backfills, first
     fire times through calendars) may use on one API replica, on average; past it they
@@ -178,6 +184,8 @@ class ApiConfig(
             raise ConfigError("default_max_jobs", "must be 1 to 100,000,000")
         if not 1 <= self.default_max_concurrent_runs <= 1_000_000:
             raise ConfigError("default_max_concurrent_runs", "must be 1 to 1,000,000")
+        if not 0 <= self.tenant_concurrent_calls <= 10_000:
+            raise ConfigError("tenant_concurrent_calls", "must be 0 (no bound) to 10,000")
         if not 0 <= self.tenant_rate_per_s <= 1_000_000:
             raise ConfigError("tenant_rate_per_s", "must be 0 (no limit) to 1,000,000")
         if not 1 <= self.tenant_rate_burst <= 10_000_000:

@@ -1,4 +1,5 @@
-"""Per-tenant API rate limit: a token bucket per tenant on every JobService call.
+"""Per-tenant API bounds on every JobService call: a token bucket (the rate), and a gate
+on the calls executing at once (the share of the replica's database connections).
 
 Each API replica keeps one bucket per tenant (``tenant_rate_per_s`` tokens a second, up
 to ``tenant_rate_burst``); a call takes one token, and a call that finds none is refused
@@ -9,17 +10,33 @@ and retry by themselves: the refusal carries ``grpc-retry-pushback-ms`` (see
 :mod:`sundial.core.grpc`). The limit is per replica, so a tenant's share of the whole
 API is the rate times the replicas its calls are balanced over; what it bounds is one
 tenant's share of each replica (docs/design.md section 7, "Tenants and their limits").
+
+The rate does not bound what calls cost: twelve concurrent PauseJobs of 5,000 jobs each
+(legal, and far within the rate) held every connection of the replica's pool, and
+another tenant's GetJob waited 1.2 s for one. :class:`TenantCallGate` lets a tenant's
+calls execute ``calls`` at a time per replica; its further calls wait for its own (up
+to :data:`MAX_WAITING_CALLS`, then ``RATE_LIMITED`` with a ``RetryInfo``), never for
+another tenant's.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 
 from sundial.core.clock import Clock
 from sundial.core.errors import ResourceExhausted
 
-__all__ = ["MAX_BUCKETS", "RateLimited", "TenantRateLimiter"]
+__all__ = ["MAX_BUCKETS", "MAX_WAITING_CALLS", "RateLimited", "TenantCallGate", "TenantRateLimiter"]
+
+MAX_WAITING_CALLS = 100
+"""Calls of one tenant waiting for its gate at most; further ones are refused at once."""
+
+TOO_MANY_CALLS_RETRY_S = 1.0
+"""The retry delay a call refused by a full gate is told."""
 
 MAX_BUCKETS = 100_000
 """Tenants with a bucket in memory at once; the least recently used beyond it are
@@ -87,3 +104,54 @@ class TenantRateLimiter:
             retry_delay_s=round(wait_s, 3),
             metadata={"rate_per_s": f"{self._rate:g}", "burst": f"{self._burst:g}"},
         )
+
+
+@dataclass(slots=True)
+class _Gate:
+    slots: asyncio.Semaphore
+    users: int = 0
+    """Calls of the tenant executing or waiting."""
+
+
+@dataclass(slots=True)
+class TenantCallGate:
+    """At most ``calls`` calls of one tenant executing at once (0: no gate).
+
+    A tenant's gate exists while it has calls executing or waiting, so memory follows
+    the tenants calling now, not every tenant ever seen.
+    """
+
+    calls: int
+    waiting: int = MAX_WAITING_CALLS
+    _gates: dict[str, _Gate] = field(default_factory=dict)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether calls are gated at all."""
+        return self.calls > 0
+
+    @contextlib.asynccontextmanager
+    async def slot(self, tenant_id: str) -> AsyncIterator[None]:
+        """Hold one of ``tenant_id``'s slots while the block runs (waiting for one first).
+
+        Raises:
+            RateLimited: ``calls`` of the tenant execute and ``waiting`` more wait already.
+        """
+        gate = self._gates.get(tenant_id)
+        if gate is None:
+            gate = self._gates[tenant_id] = _Gate(asyncio.Semaphore(self.calls))
+        if gate.users >= self.calls + self.waiting:
+            raise RateLimited(
+                f"tenant {tenant_id} has {self.calls} calls executing and {self.waiting}"
+                f" waiting on this replica: retry in {TOO_MANY_CALLS_RETRY_S:g}s",
+                retry_delay_s=TOO_MANY_CALLS_RETRY_S,
+                metadata={"concurrent_calls": str(self.calls)},
+            )
+        gate.users += 1
+        try:
+            async with gate.slots:
+                yield
+        finally:
+            gate.users -= 1
+            if gate.users == 0:
+                del self._gates[tenant_id]
