@@ -15,16 +15,17 @@ its own lookups to end, within the same timeout, and never for another tenant's.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ipaddress
 import socket
 import weakref
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import aiodns
 import aiodns.error
 import pycares
+
+from sundial.core.slots import TenantSlots
 
 __all__ = [
     "DEFAULT_LOOKUPS_PER_TENANT",
@@ -87,7 +88,7 @@ class Resolver:
             # The caller's timeout bounds a lookup; c-ares asks each server twice, 1 s
             # apart, so a query our timeout gave up on ends soon after on its own.
             channel = aiodns.DNSResolver(self._nameservers or None, loop=loop, timeout=1.0, tries=2)
-            state = self._loops[loop] = _LoopState(channel)
+            state = self._loops[loop] = _LoopState(channel, TenantSlots(self._per_tenant))
         return state
 
     async def close(self) -> None:
@@ -118,7 +119,7 @@ class Resolver:
                 if tenant is None:
                     result = await self._lookup(host, port)
                 else:
-                    async with self._slot(tenant):
+                    async with self._state().slots.slot(tenant):
                         result = await self._lookup(host, port)
         except TimeoutError:
             raise ResolveTimeout(f"resolving {host} took more than {timeout_s:g} s") from None
@@ -144,31 +145,9 @@ class Resolver:
             host, port=port, family=socket.AF_UNSPEC, type=socket.SOCK_STREAM
         )
 
-    @contextlib.asynccontextmanager
-    async def _slot(self, tenant: str) -> AsyncIterator[None]:
-        """One of ``tenant``'s lookup slots, for the duration of a lookup."""
-        slots = self._state().slots
-        slot = slots.get(tenant)
-        if slot is None:
-            slot = slots[tenant] = _Slot(asyncio.Semaphore(self._per_tenant))
-        slot.users += 1
-        try:
-            async with slot.semaphore:
-                yield
-        finally:
-            slot.users -= 1
-            if slot.users == 0:  # idle: forget it (a busy tenant keeps its own)
-                del slots[tenant]
-
-
-@dataclass(slots=True)
-class _Slot:
-    semaphore: asyncio.Semaphore
-    users: int = 0
-    """Lookups holding or waiting for the semaphore."""
-
 
 @dataclass(slots=True)
 class _LoopState:
     channel: aiodns.DNSResolver
-    slots: dict[str, _Slot] = field(default_factory=dict)
+    slots: TenantSlots
+    """The tenants' lookup slots."""

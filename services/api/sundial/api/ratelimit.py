@@ -21,14 +21,14 @@ another tenant's.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sundial.core.clock import Clock
 from sundial.core.errors import ResourceExhausted
+from sundial.core.slots import TenantSlots
 
 __all__ = ["MAX_BUCKETS", "MAX_WAITING_CALLS", "RateLimited", "TenantCallGate", "TenantRateLimiter"]
 
@@ -106,29 +106,28 @@ class TenantRateLimiter:
         )
 
 
-@dataclass(slots=True)
-class _Gate:
-    slots: asyncio.Semaphore
-    users: int = 0
-    """Calls of the tenant executing or waiting."""
-
-
-@dataclass(slots=True)
 class TenantCallGate:
-    """At most ``calls`` calls of one tenant executing at once (0: no gate).
+    """At most ``calls`` calls of one tenant executing at once (0: no gate), and at most
+    ``waiting`` more waiting for them.
 
-    A tenant's gate exists while it has calls executing or waiting, so memory follows
-    the tenants calling now, not every tenant ever seen.
+    Args:
+        calls: Calls of one tenant executing at once.
+        waiting: Calls of one tenant waiting at most; further ones are refused.
     """
 
-    calls: int
-    waiting: int = MAX_WAITING_CALLS
-    _gates: dict[str, _Gate] = field(default_factory=dict)
+    def __init__(self, calls: int, waiting: int = MAX_WAITING_CALLS) -> None:
+        self.calls = calls
+        self.waiting = waiting
+        self._slots = TenantSlots(max(calls, 1))
 
     @property
     def enabled(self) -> bool:
         """Whether calls are gated at all."""
         return self.calls > 0
+
+    def users(self, tenant_id: str) -> int:
+        """The tenant's calls executing and waiting now."""
+        return self._slots.users(tenant_id)
 
     @contextlib.asynccontextmanager
     async def slot(self, tenant_id: str) -> AsyncIterator[None]:
@@ -137,21 +136,12 @@ class TenantCallGate:
         Raises:
             RateLimited: ``calls`` of the tenant execute and ``waiting`` more wait already.
         """
-        gate = self._gates.get(tenant_id)
-        if gate is None:
-            gate = self._gates[tenant_id] = _Gate(asyncio.Semaphore(self.calls))
-        if gate.users >= self.calls + self.waiting:
+        if self._slots.users(tenant_id) >= self.calls + self.waiting:
             raise RateLimited(
                 f"tenant {tenant_id} has {self.calls} calls executing and {self.waiting}"
                 f" waiting on this replica: retry in {TOO_MANY_CALLS_RETRY_S:g}s",
                 retry_delay_s=TOO_MANY_CALLS_RETRY_S,
                 metadata={"concurrent_calls": str(self.calls)},
             )
-        gate.users += 1
-        try:
-            async with gate.slots:
-                yield
-        finally:
-            gate.users -= 1
-            if gate.users == 0:
-                del self._gates[tenant_id]
+        async with self._slots.slot(tenant_id):
+            yield
