@@ -1147,7 +1147,8 @@ SELECT count(*)
 -- on, with what it needs (version, stored schedule and calendars for a resume's next fire
 -- time; shown: the id the job is named by).
 SELECT j.job_id, coalesce(j.client_job_id, j.job_id::text) AS shown, j.name, j.version,
-       j.fired_count, j.last_fire_at, d.schedule, d.calendars
+       j.fired_count, j.last_fire_at, d.schedule::text AS schedule,
+       d.calendars::text AS calendars  -- as text: decoded once per distinct document
   FROM jobs j
   JOIN job_definitions d ON d.job_id = j.job_id
  WHERE j.tenant_id = $1
@@ -1264,7 +1265,8 @@ SELECT $1, $2, $3, $4, u.resource, 'OK', $6
 -- tenant). Not locked: resume_jobs writes only at the version read here, so two
 -- replicas resuming the same job write it once.
 SELECT j.job_id, j.tenant_id, coalesce(j.client_job_id, j.job_id::text) AS shown, j.name,
-       j.version, j.fired_count, j.last_fire_at, d.schedule, d.calendars
+       j.version, j.fired_count, j.last_fire_at, d.schedule::text AS schedule,
+       d.calendars::text AS calendars
   FROM jobs j
   JOIN job_definitions d ON d.job_id = j.job_id
  WHERE j.pause_until IS NOT NULL AND j.pause_until <= $1 AND j.paused
