@@ -460,3 +460,28 @@ async def test_a_tenants_hanging_channels_leave_another_tenants_notifications_pr
         await assert_eventually(b_delivered, timeout_s=10, what="B's notification")
         assert len(target.calls_to("/fast")) == 1
         assert len(target.calls_to("/hang")) == 1  # a quarter of 4 slots: one of A's at once
+
+
+async def test_a_backlog_of_notifications_goes_out_as_fast_as_its_sends_end(
+    start_api: StartApi,
+) -> None:
+    # The notifier does not wait for a pass's sends; behind a backlog it claims again as
+    # slots free up, not only every interval (5 s here): twenty notifications of one
+    # tenant, sent one at a time (its quarter of four slots), all go out within seconds.
+    api = await start_api(notify_interval_s=5, notify_concurrency=4)
+    tenant = await api.tenant()
+    async with RecordingTarget() as target:
+        channels = [
+            await create(api, tenant, channel(f"ops-{i}", url=f"{target.url}/notify"))
+            for i in range(10)
+        ]
+        for i, made in enumerate(channels):
+            for j in range(2):
+                await add_event(api, made.channel_id, tenant, "dead_run", f"job@{i}-{j}")
+
+        async def all_delivered() -> None:
+            rows = await api.sql("SELECT state, last_error FROM notifications")
+            assert [r["state"] for r in rows] == ["delivered"] * 20, {r["last_error"] for r in rows}
+
+        await assert_eventually(all_delivered, timeout_s=10, what="the backlog's deliveries")
+        assert len(target.calls_to("/notify")) == 20

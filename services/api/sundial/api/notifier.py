@@ -147,6 +147,7 @@ class Notifier:
         self._slots = asyncio.Semaphore(concurrency)
         self._in_flight: Counter[str] = Counter()  # sends started and not recorded, by tenant
         self._sending: set[asyncio.Task[None]] = set()
+        self._freed = asyncio.Event()  # a send ended: its slot may take another
         self._rng = rng or random.Random()
         self._http = HttpCaller(operator, max_connections=concurrency)
         self._grpc = GrpcCaller(operator, clock=clock)
@@ -258,6 +259,7 @@ class Notifier:
         self._in_flight[tenant_id] -= 1
         if self._in_flight[tenant_id] <= 0:
             del self._in_flight[tenant_id]
+        self._freed.set()
         if not task.cancelled() and task.exception() is not None:
             # The database failed recording: the claim ends and it is sent again.
             log.warning(
@@ -459,13 +461,15 @@ class Notifier:
     # --- lifecycle ------------------------------------------------------------------
 
     async def run(self, started: Callable[[], None]) -> None:
-        """Deliver until :meth:`stop`: at once again after a full batch, else every
-        ``interval_s``, not waiting for the sends started; those in flight when stopping
-        are cancelled (their claims end and they are sent again: at least once)."""
+        """Deliver until :meth:`stop`, not waiting for the sends started: after a pass
+        that claimed any, or while sends are in flight, again as soon as a send ends;
+        else every ``interval_s``. Sends in flight when stopping are cancelled
+        (their claims end and they are sent again: at least once)."""
         started()
         purged_at: datetime | None = None
         while not self._stop.is_set():
             sent = 0
+            self._freed.clear()
             try:
                 sent = len(await self.start_sends())
                 now = self._clock.now()
@@ -479,17 +483,26 @@ class Notifier:
             except Exception:
                 # Notifications must never take the API down: log it and try again.
                 log.exception("notifier pass failed", extra={"action": "notify"})
-            if sent >= self.batch:
-                continue
-            try:
-                async with asyncio.timeout(self._interval_s):
-                    await self._stop.wait()
-            except TimeoutError:
-                pass
+            # More may be due while this pass claimed some, or while sends are in flight
+            # (a tenant at its share had to leave its own for later).
+            await self._rest(backlog=sent > 0 or bool(self._in_flight))
         for task in list(self._sending):
             task.cancel()
         await asyncio.gather(*self._sending, return_exceptions=True)
         await self.aclose()
+
+    async def _rest(self, *, backlog: bool) -> None:
+        """Wait ``interval_s`` (or until stopped); behind a backlog, only until a send
+        ends (cleared before the pass: none is missed), so a flood of notifications goes
+        out as fast as its sends end."""
+        waits = [asyncio.ensure_future(self._stop.wait())]
+        if backlog:
+            waits.append(asyncio.ensure_future(self._freed.wait()))
+        try:
+            await asyncio.wait(waits, timeout=self._interval_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
 
     async def aclose(self) -> None:
         """Close the connections to targets (:meth:`run` does at its end)."""
