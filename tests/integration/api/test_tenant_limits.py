@@ -131,17 +131,20 @@ def sixteen_specs() -> job_pb2.Schedule:
 async def test_a_tenants_schedule_computations_are_held_to_its_cpu_share(
     start_api: StartApi,
 ) -> None:
-    api = await start_api(tenant_compute_share=0.01, tenant_compute_burst_s=0.01)
+    # A share of 0.1 % of a core: the bucket refills 1 ms a second, also while the first
+    # preview's worker process starts (seconds on a loaded machine; with 1 % the refill
+    # during that start could pay the preview back, and the next was not refused).
+    api = await start_api(tenant_compute_share=0.001, tenant_compute_burst_s=0.001)
     a, b = await api.tenant("tenant-a"), await api.tenant("tenant-b")
     heavy = pb.PreviewScheduleRequest(schedule=sixteen_specs(), count=1000)
     first = await api.jobs.PreviewSchedule(heavy, metadata=a.md)
     assert len([f for f in first.fire_times if not f.dropped]) == 1000
-    # A's first preview used far more than its 0.01 s: the next is refused until its
-    # share (1 % of a core) has paid it back, with that delay to wait.
+    # A's first preview used far more than its 1 ms: the next is refused until its
+    # share has paid it back, with that delay to wait.
     refused = await expect_error(
         api.jobs.PreviewSchedule(heavy, metadata=a.md),
         grpc.StatusCode.RESOURCE_EXHAUSTED,
-        text="exceed their share of 0.01 of a core",
+        text="exceed their share of 0.001 of a core",
     )
     delay = error_details(refused)["RetryInfo"].retry_delay.ToTimedelta()  # type: ignore[attr-defined]
     assert delay > timedelta(seconds=1)

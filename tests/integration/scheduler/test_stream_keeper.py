@@ -17,15 +17,15 @@ from nats.aio.client import Client as NatsClient
 from sundial.core.bus import DEAD_LETTERS_PER_TENANT, DEAD_STREAM, RUNS_STREAM, Bus, ensure_streams
 from sundial.core.clock import ManualClock
 from sundial.devstack import Stack
-from sundial.run import ErrorClass, HttpTarget, RunKind, RunRef
+from sundial.run import RunRef
 from sundial.schedule import IntervalSpec, Schedule
 from sundial.scheduler.config import SchedulerConfig
 from sundial.scheduler.dispatcher import Dispatcher
-from sundial.scheduler.model import DeadLetterRun
 from sundial.scheduler.publisher import RunPublisher, publish_dead_letter
 from sundial.scheduler.store import SchedulerStore
 from sundial.scheduler.streams import StreamKeeper
 from sundial.scheduler.sweeper import Sweeper
+from tests.helpers.letters import dead_letter_run
 from tests.helpers.stack import nats_options
 from tests.integration.scheduler.conftest import scheduler_config
 from tests.integration.scheduler.support import (
@@ -138,24 +138,6 @@ async def test_runs_the_lost_stream_held_are_republished_by_every_owner(
     )
 
 
-def _dead(tenant_id: str, ref: RunRef) -> DeadLetterRun:
-    return DeadLetterRun(
-        ref=ref,
-        tenant_id=tenant_id,
-        kind=RunKind.SCHEDULED,
-        attempt=3,
-        executor_id="ex-1",
-        started_at=T0,
-        finished_at=T0,
-        last_error="HTTP 500",
-        error_class=ErrorClass.RETRYABLE,
-        job_name="report",
-        target=HttpTarget("https://example.com/hook"),
-        payload=b"{}",
-        labels={},
-    )
-
-
 async def test_a_tenants_dead_letters_past_its_limit_replace_its_own_oldest_never_anothers(
     bus: Bus,
 ) -> None:
@@ -168,10 +150,10 @@ async def test_a_tenants_dead_letters_past_its_limit_replace_its_own_oldest_neve
         info = await bus.jetstream.stream_info(DEAD_STREAM)
         assert info.config.max_msgs_per_subject == 3  # applied to the stream in place
         b_ref = RunRef(uuid.uuid4(), T0)
-        assert await publish_dead_letter(bus.jetstream, _dead(b, b_ref), T0)
+        assert await publish_dead_letter(bus.jetstream, dead_letter_run(b, b_ref), T0)
         a_refs = [RunRef(uuid.uuid4(), T0 + timedelta(minutes=i)) for i in range(5)]
         for ref in a_refs:
-            assert await publish_dead_letter(bus.jetstream, _dead(a, ref), T0)
+            assert await publish_dead_letter(bus.jetstream, dead_letter_run(a, ref), T0)
         kept = await dead_letters(bus.jetstream, a)
         assert [letter.run.run_key for letter in kept] == [ref.key for ref in a_refs[-3:]]
         assert [letter.run.run_key for letter in await dead_letters(bus.jetstream, b)] == [

@@ -3,33 +3,18 @@ bounds, whatever the size of what tenants wrote (docs/design.md section 7)."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 
 from sundial.internal.v1 import events_pb2
-from sundial.run import ErrorClass, HttpTarget, RunKind, RunRef
 from sundial.scheduler.convert import DEAD_LETTER_MAX_BYTES, encode_dead_letter
 from sundial.scheduler.model import DeadLetterRun
+from tests.helpers.letters import dead_letter_run
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 
 
 def letter(payload: bytes, headers: dict[str, str]) -> DeadLetterRun:
-    return DeadLetterRun(
-        ref=RunRef(uuid.uuid4(), NOW),
-        tenant_id="acme",
-        kind=RunKind.SCHEDULED,
-        attempt=3,
-        executor_id="ex-1",
-        started_at=NOW,
-        finished_at=NOW,
-        last_error="HTTP 500",
-        error_class=ErrorClass.RETRYABLE,
-        job_name="report",
-        target=HttpTarget("https://example.com/hook", headers=headers),
-        payload=payload,
-        labels={"team": "billing"},
-    )
+    return dead_letter_run(payload=payload, headers=headers)
 
 
 def test_a_dead_letter_within_the_bound_carries_payload_and_headers() -> None:
