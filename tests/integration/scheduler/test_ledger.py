@@ -36,6 +36,7 @@ from sundial.devstack import Stack
 from sundial.internal.v1 import events_pb2, ledger_pb2, ledger_pb2_grpc
 from sundial.job import JobPolicies
 from sundial.schedule import CronSpec, Schedule
+from sundial.scheduler.dispatcher import Dispatcher
 from sundial.scheduler.ledger import LedgerAuthInterceptor, RunLedgerServiceServicer
 from sundial.scheduler.publisher import RunPublisher
 from sundial.scheduler.store import SchedulerStore
@@ -703,3 +704,45 @@ async def test_one_grant_larger_than_the_budget_is_still_granted(
     async with serve(servicer, pool) as stub:
         [result] = await lease(stub, [ref(job, T0)])
     assert result.grant.attempt == 1 and len(result.grant.payload) == 100 * 1024
+
+
+async def test_a_lease_brings_the_next_admission_pass_at_once(
+    pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
+) -> None:
+    """A lease frees room in its tenant's window: the sweeper admits the next waiting
+    run when the ledger leased, not an admission interval (here a minute) later."""
+    config = scheduler_config(
+        migrated_database_url, stack, sweep_interval_s=60.0, admit_interval_s=60.0, tenant_window=1
+    )
+    store = SchedulerStore(pool)
+    publisher = RunPublisher(bus.jetstream, "test")
+    sweeper = Sweeper(store, publisher, lambda: ALL, config, clock)
+    dispatcher = Dispatcher(store, publisher, lambda: ALL, config, clock)
+    first, second = await insert_jobs(pool, DAILY, first_due=T0, count=2)
+    await dispatcher.dispatch_once()  # one run published (the window of one), one waiting
+
+    async def published() -> set[object]:
+        rows = await pool.fetch("SELECT job_id FROM job_runs WHERE dispatch_seq > 0")
+        return {row["job_id"] for row in rows}
+
+    [admitted] = await published()
+    [waiting] = {first, second} - {admitted}
+    servicer = RunLedgerServiceServicer(
+        store, bus.jetstream, config, clock, leased=sweeper.runs_leased
+    )
+    sweeping = asyncio.create_task(sweeper.run(lambda: None))
+    try:
+        # The first pass (a whole sweep) finds the window full: the next is a minute away.
+        await assert_eventually(lambda: sweeper._next_whole > 0, what="first sweep")
+        assert waiting not in await published()
+        async with serve(servicer, pool) as stub:
+            [grant] = await lease(stub, [ref(admitted, T0)])
+        assert grant.WhichOneof("result") == "grant"
+
+        async def admitted_too() -> None:
+            assert waiting in await published()
+
+        await assert_eventually(admitted_too, what="the waiting run admitted")
+    finally:
+        await sweeper.stop()
+        await sweeping

@@ -97,7 +97,9 @@ async def build(config: SchedulerConfig) -> Service:
             [
                 (
                     ledger_pb2_grpc.add_RunLedgerServiceServicer_to_server,
-                    RunLedgerServiceServicer(store, bus.jetstream, config, clock),
+                    RunLedgerServiceServicer(
+                        store, bus.jetstream, config, clock, leased=sweeper.runs_leased
+                    ),
                 )
             ],
             interceptors=[LedgerAuthInterceptor(Tokens(pool, SystemClock()))],

@@ -98,7 +98,8 @@ class SchedulerConfig(
 
     admit_interval_s: float = 0.05
     """Seconds between admission passes while runs of owned partitions wait (the sweeper
-    admits them as their tenants' windows free and their keys' rate limits allow)."""
+    admits them as their tenants' windows free and their keys' rate limits allow); a
+    lease on this scheduler's own ledger brings the next pass sooner."""
 
     identity_issuer: str = "sundial"
     """The ``iss`` claim of the identity tokens the ledger mints (docs/design.md section

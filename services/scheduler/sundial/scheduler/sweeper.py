@@ -35,6 +35,10 @@ from sundial.scheduler.store import TRANSIENT_ERRORS, SchedulerStore
 
 log = logging.getLogger(__name__)
 
+LEASE_WAKE_GAP_S = 0.01
+"""The least time between admission passes that leases brought (:meth:`Sweeper.
+runs_leased`): at most 100 a second beside the ``admit_interval_s`` passes."""
+
 
 class Sweeper(PassLoop):
     """Lifecycle component running the sweep loop.
@@ -72,6 +76,11 @@ class Sweeper(PassLoop):
         self._next_whole = 0.0  # monotonic instant of the next whole sweep
         self._admitting = False
         """The last pass left runs waiting: the next one comes within admit_interval_s."""
+        self._leased = 0
+        """Runs this scheduler's ledger leased since the last pass started."""
+        self._lease_woken = False
+        """Leases woke the wait after the last pass (:meth:`runs_leased`)."""
+        self._pass_ended = 0.0  # monotonic instant the last pass ended
         meter = meter or metrics.get_meter("sundial.scheduler")
         self._expired = meter.create_counter(
             LEASES_EXPIRED,
@@ -99,9 +108,22 @@ class Sweeper(PassLoop):
         probes of its partial indexes (one per owned partition and day partition each)
         cost milliseconds, and at 20 passes a second they were PostgreSQL's largest
         statements in a herd. Recovery keeps the sweep's own cadence."""
+        if self._lease_woken:
+            # Woken by a lease: such a pass comes at least LEASE_WAKE_GAP_S after the
+            # last, so a stream of leases while nothing can be admitted (a rate limit's
+            # runs wait) costs a bounded number of passes.
+            self._lease_woken = False
+            gap = min(LEASE_WAKE_GAP_S, self._config.admit_interval_s)
+            rest = self._pass_ended + gap - time.monotonic()
+            if rest > 0:
+                await asyncio.sleep(rest)
         started = time.monotonic()
         whole = started >= self._next_whole
-        outcome = await self.sweep_once(whole=whole)
+        self._leased = 0
+        try:
+            outcome = await self.sweep_once(whole=whole)
+        finally:
+            self._pass_ended = time.monotonic()
         if whole:
             self._next_whole = started + self._config.sweep_interval_s
         done = max(outcome.checked, len(outcome.dead_letters))
@@ -123,6 +145,20 @@ class Sweeper(PassLoop):
         admission lock another dispatch held, docs/design.md section 7)."""
         if not self._admitting:
             self._admitting = True
+            self.wake()
+
+    def runs_leased(self, count: int) -> None:
+        """This scheduler's ledger leased ``count`` runs, which frees room in their
+        tenants' windows: while runs wait for admission, once a quarter of a window
+        (``tenant_window / 4``) was leased since the last pass started, the next pass
+        comes as soon as the last one ended (at least ``LEASE_WAKE_GAP_S`` after it)
+        instead of ``admit_interval_s`` after it (docs/design.md section 7). Leases on
+        another scheduler's ledger are found by the interval."""
+        if not self._admitting:
+            return
+        self._leased += count
+        if self._leased >= max(1, self._config.tenant_window // 4):
+            self._lease_woken = True
             self.wake()
 
     async def sweep_once(self, *, whole: bool = True) -> SweepOutcome:

@@ -24,7 +24,7 @@ import logging
 import random
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from http import HTTPStatus
@@ -227,6 +227,9 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
         rng: Randomness of the backoff (tests pass a seeded one).
         meter: Where ``sundial.runs.completed`` and ``sundial.runs.fenced`` go (default:
             global).
+        leased: Told how many runs each call leased, once they are (the sweeper's
+            :meth:`~sundial.scheduler.sweeper.Sweeper.runs_leased`: leases free room in
+            their tenants' windows).
     """
 
     def __init__(
@@ -238,8 +241,10 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
         rng: random.Random | None = None,
         *,
         meter: metrics.Meter | None = None,
+        leased: Callable[[int], None] | None = None,
     ) -> None:
         self._store = store
+        self._leased = leased
         keyring = config.keyring()
         self._secrets = SecretResolver(store, keyring)
         self._identity = IdentityMinter(store, keyring, config.identity_issuer)
@@ -308,6 +313,8 @@ class RunLedgerServiceServicer(ledger_pb2_grpc.RunLedgerServiceServicer):
                     now,
                 )
         granted = [(lock.candidates[g.ref], leases[g.ref]) for g in grants if g.ref in leases]
+        if granted and self._leased is not None:
+            self._leased(len(granted))
         # Secret references become values in the grants only (docs/design.md section 7).
         resolved = await self._secrets.targets([candidate for candidate, _ in granted])
         # Identity tokens too: minted here, never by an executor (section 7).
