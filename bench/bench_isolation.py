@@ -1,13 +1,18 @@
 """Benchmark tenant isolation: what tenant A's heaviest legal loads cost tenant B.
 
-Run: ``python bench/bench_isolation.py [--seconds 15] [--herd 20000] [--pgwork] [--json]``.
+Run: ``python bench/bench_isolation.py [--seconds 15] [--herd 20000] [--repeat 1]
+[--phases ...] [--pgwork] [--json]``.
 
 One local stack (API, scheduler, executor as real processes; fast PostgreSQL settings)
 and the fast target of ``bench_e2e.py`` in a process of its own. Tenant B runs a steady
 load throughout: 20 jobs firing every second at the target, and a GetJob every 50 ms
-(1 s deadline). For each phase, over ``--seconds``, B's p50/p99 API latency and B's
-p99 run lateness (arrival at the target minus the scheduled time) are measured, first
-with B alone, then under each of A's loads, each beside B alone in the same run:
+(1 s deadline). For each of A's loads, over ``--seconds``, B's p50/p99 API latency
+and B's p99 run lateness (arrival at the target minus the scheduled time) are measured
+with B alone just before it, then beside it; the ratio is of that pair (B alone moved
+by half between the start and the end of one run on the shared machine, so one
+measure of B alone made every ratio of the run lower or higher together). With
+``--repeat N`` every load is measured N times, each beside its own B alone, and the
+table gives the median ratio with the lowest and the highest:
 
 * ``schedule``: 4 concurrent PreviewSchedule (1,000 fire times, 16 cron specs, a
   calendar excluding every day) and CreateJob of that schedule (refused);
@@ -42,12 +47,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import statistics
 import sys
 import tempfile
 import time
+import typing
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -446,8 +453,13 @@ async def pause_all(api: Api, md: tuple[tuple[str, str], ...]) -> None:
             return
 
 
-async def main(args: argparse.Namespace) -> dict[str, object]:
-    results: dict[str, object] = {}
+Pairs = dict[str, list[dict[str, typing.Any]]]
+"""Per A's load, one entry per repetition: B ``alone`` just before, B beside it
+(``loaded``), and for the herd A's own figures (``a``)."""
+
+
+async def main(args: argparse.Namespace) -> Pairs:
+    results: Pairs = {}
     target = FastTarget()
     try:
         recorder = Recorder(target)
@@ -496,7 +508,7 @@ async def run_phases(
     target: FastTarget,
     recorder: Recorder,
     args: argparse.Namespace,
-    results: dict[str, object],
+    results: Pairs,
 ) -> None:
     _, b_md = await api.tenant()
     b_jobs = [every_second(f"b-{i}", f"{target.url}/b") for i in range(B_JOBS)]
@@ -504,48 +516,61 @@ async def run_phases(
     listed = await api.jobs.ListJobs(job_service_pb2.ListJobsRequest(page_size=1000), metadata=b_md)
     b = TenantB(api, b_md, [job.job_id for job in listed.jobs], database_url)
     await asyncio.sleep(3.0)  # B's schedule warms up
-    alone = await phase("alone", b, recorder, args.seconds, None)
-    results["alone"] = alone
+
+    async def measure_alone() -> dict[str, object]:
+        return await phase("alone", b, recorder, args.seconds, None)
 
     async def run(
-        name: str, load: Callable[[asyncio.Event], Awaitable[object]], settle_s: float = 3.0
+        name: str,
+        load: Callable[[asyncio.Event], Awaitable[object]],
+        settle_s: float = 3.0,
+        *,
+        alone: dict[str, object] | None = None,
     ) -> None:
+        """B alone (unless measured already, ``alone``), then B beside A's ``load``."""
+        if alone is None:
+            alone = await measure_alone()
         loaded = await phase(name, b, recorder, args.seconds, load, settle_s=settle_s)
-        results[name] = {
-            **loaded,
-            "api_p99_ratio": round(loaded["api_p99_s"] / alone["api_p99_s"], 2),  # type: ignore[operator]
-            "lateness_p99_ratio": round(
-                loaded["run_lateness_p99_s"] / alone["run_lateness_p99_s"],
-                2,  # type: ignore[operator]
-            ),
-        }
+        results.setdefault(name, []).append({"alone": alone, "loaded": loaded})
 
     phases = set(args.phases.split(","))
-    for name in A_LOADS:
-        if name in phases:
+    for repetition in range(args.repeat):
+        if args.repeat > 1:
+            print(f"  repetition {repetition + 1} of {args.repeat}", flush=True)
+        for name in A_LOADS:
+            if name in phases:
+                _, a_md = await api.tenant()
+                await run(
+                    name,
+                    lambda stop, name=name, a_md=a_md: a_client(
+                        name, address, a_md, target.url, stop
+                    ),
+                )
+        if "failing" in phases:
             _, a_md = await api.tenant()
-            await run(
-                name,
-                lambda stop, name=name, a_md=a_md: a_client(name, address, a_md, target.url, stop),
+            await create_every_second(api, a_md, f"{target.url}{FAIL_PATH}", 50)
+            await run("failing", lambda stop: stop.wait())
+            await pause_all(api, a_md)
+        if "dns" in phases:
+            _, a_md = await api.tenant()
+            await create_every_second(api, a_md, f"http://{SLOW_NAME}:80/x", 50)
+            await run("dns", lambda stop: stop.wait())
+            await pause_all(api, a_md)
+        if "cores" in phases:
+            await run("cores", spin_cores)
+        if "herd" in phases and args.herd:
+            before = await measure_alone()  # before the herd's jobs are created
+            figures = await herd_phase(
+                api,
+                functools.partial(run, alone=before),
+                args.herd,
+                database_url,
+                args.seconds,
+                pgwork=args.pgwork,
+                drain=repetition + 1 < args.repeat,
             )
-    if "failing" in phases:
-        _, a_md = await api.tenant()
-        await create_every_second(api, a_md, f"{target.url}{FAIL_PATH}", 50)
-        await run("failing", lambda stop: stop.wait())
-        await pause_all(api, a_md)
-    if "dns" in phases:
-        _, a_md = await api.tenant()
-        await create_every_second(api, a_md, f"http://{SLOW_NAME}:80/x", 50)
-        await run("dns", lambda stop: stop.wait())
-        await pause_all(api, a_md)
-    if "cores" in phases:
-        await run("cores", spin_cores)
-    if "herd" in phases and args.herd:
-        figures = await herd_phase(
-            api, run, args.herd, database_url, args.seconds, pgwork=args.pgwork
-        )
-        results["herd"] = {**results["herd"], **figures}  # type: ignore[dict-item]
-        print(f"  herd, A: {json.dumps(figures)}", flush=True)
+            results["herd"][-1]["a"] = figures
+            print(f"  herd, A: {json.dumps(figures)}", flush=True)
 
 
 async def herd_phase(
@@ -556,11 +581,13 @@ async def herd_phase(
     seconds: float,
     *,
     pgwork: bool = False,
+    drain: bool = False,
 ) -> dict[str, object]:
     """A's ``herd`` one-time jobs due at one instant, calling A's own target process
     (a tenant's target is its own service; B's target is left to B's runs). Returns
     A's runs per second from the instant to the end of B's measure beside it (what the
-    executor's pacing costs A, docs/design.md section 7)."""
+    executor's pacing costs A, docs/design.md section 7). With ``drain``, returns once
+    every run of the herd succeeded (the next measure of B alone is alone again)."""
     herd_target = FastTarget()
     try:
         a_tenant, a_md = await api.tenant()
@@ -581,7 +608,7 @@ async def herd_phase(
                 await conn.close()
         cpu_before = cpu_by_process()
         # B's runs of the window wait behind the herd: up to its whole drain.
-        await run("herd", lambda stop: stop.wait(), settle_s=120.0)
+        await run("herd", lambda stop: stop.wait(), 120.0)
         conn = await asyncpg.connect(database_url)
         try:
             # The phase measures B from 1 s after the instant (its ramp) for `seconds`.
@@ -607,24 +634,67 @@ async def herd_phase(
                 print("\n".join(f"    {line}" for line in _pgwork.render(work)), flush=True)
         finally:
             await conn.close()
+        if drain:
+            await drained(database_url, a_tenant, herd)
         return {"a_runs_per_s": round(done / span_s), "cpu_us_per_a_run": cpu}
     finally:
         herd_target.stop()
 
 
-def report(results: dict[str, object]) -> None:
+async def drained(database_url: str, tenant: str, runs: int, deadline_s: float = 600.0) -> None:
+    """Wait until ``runs`` runs of ``tenant`` succeeded (polled, at most ``deadline_s``)."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        deadline = time.monotonic() + deadline_s
+        while time.monotonic() < deadline:
+            done = await conn.fetchval(
+                "SELECT count(*) FROM job_runs WHERE tenant_id = $1 AND status = 'succeeded'",
+                tenant,
+            )
+            if done >= runs:
+                return
+            await asyncio.sleep(1.0)
+        raise TimeoutError(f"the herd of {runs} runs did not drain in {deadline_s:g} s")
+    finally:
+        await conn.close()
+
+
+def _ratio(pair: dict[str, typing.Any], figure: str) -> float:
+    return round(pair["loaded"][figure] / pair["alone"][figure], 2)
+
+
+def _median(values: list[float]) -> float:
+    return round(statistics.median(values), 4)
+
+
+def _spread(ratios: list[float]) -> str:
+    """The median ratio, with the lowest and highest when measured more than once."""
+    median = round(statistics.median(ratios), 2)
+    return f"{median}" if len(ratios) < 2 else f"{median} ({min(ratios)}-{max(ratios)})"
+
+
+def report(results: Pairs) -> None:
+    """One row per A's load: B's p99s alone (measured just before) and beside it, and
+    their ratio: the median of the repetitions, with their range."""
     print()
     print(
-        "| A's load | B API p99 (s) | ratio | B lateness p99 (s) | ratio | B runs missing"
-        " | A runs/s |"
+        "| A's load | B API p99 alone / loaded (s) | ratio | B lateness p99 alone / loaded (s)"
+        " | ratio | B runs missing | A runs/s |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for name, figures in results.items():
-        assert isinstance(figures, dict)
+    for name, pairs in results.items():
+        alone = [p["alone"] for p in pairs]
+        loaded = [p["loaded"] for p in pairs]
+        a_rates = [p["a"]["a_runs_per_s"] for p in pairs if "a" in p]
         print(
-            f"| {name} | {figures['api_p99_s']} | {figures.get('api_p99_ratio', 1.0)} "
-            f"| {figures['run_lateness_p99_s']} | {figures.get('lateness_p99_ratio', 1.0)} "
-            f"| {figures['runs_missing']} | {figures.get('a_runs_per_s', '')} |"
+            f"| {name} | {_median([f['api_p99_s'] for f in alone])}"
+            f" / {_median([f['api_p99_s'] for f in loaded])}"
+            f" | {_spread([_ratio(p, 'api_p99_s') for p in pairs])}"
+            f" | {_median([f['run_lateness_p99_s'] for f in alone])}"
+            f" / {_median([f['run_lateness_p99_s'] for f in loaded])}"
+            f" | {_spread([_ratio(p, 'run_lateness_p99_s') for p in pairs])}"
+            f" | {sum(f['runs_missing'] for f in loaded)}"
+            f" | {round(statistics.median(a_rates)) if a_rates else ''} |"
         )
 
 
@@ -632,6 +702,12 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--herd", type=int, default=20_000)
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="measure each of A's loads this many times, each beside B alone just before",
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--a-load", choices=A_LOADS, help=argparse.SUPPRESS)
     parser.add_argument("--a-address", help=argparse.SUPPRESS)
