@@ -33,7 +33,8 @@ table gives the median ratio with the lowest and the highest:
 A ratio (loaded / alone) at or under 1.5 means B did not notice A. Missing B runs
 (due in the window, never called) are counted too. B's 20 runs of a second are due at
 one instant, so one slow second sets the p99: each phase also lists B's latest run of
-each second (``run_lateness_max_by_second_s``). ``--pgwork`` loads
+each second (``run_lateness_max_by_second_s``), and of their dispatch and lease
+(``run_dispatched_max_by_second_s``, ``run_leased_max_by_second_s``). ``--pgwork`` loads
 ``pg_stat_statements`` and prints PostgreSQL's top statements over the herd phase, per
 run of A's that ended in it (``_pgwork.py``).
 
@@ -138,16 +139,17 @@ class TenantB:
             await conn.close()
         return dict(Counter(row["status"] or "none" for row in rows))
 
-    async def stages(self, keys: set[str]) -> dict[str, float]:
+    async def stages(self, keys: set[str]) -> dict[str, object]:
         """Where the runs ``keys`` spent their lateness: p99 of their dispatch (the
         dispatcher's or the admission's publish, after the due time), of their lease
         (the executor's grant) and of their end as the ledger recorded it, in seconds
         after their due times (a job's next occurrence finds its run live, and skips
-        under the overlap policy, until that record)."""
+        under the overlap policy, until that record); and the latest dispatch and lease
+        of each second's runs, as ``run_lateness_max_by_second_s`` has their arrival."""
         conn = await asyncpg.connect(self.database_url)
         try:
             rows = await conn.fetch(
-                "SELECT r.lateness_ms / 1000.0 AS dispatched,"
+                "SELECT r.scheduled_at, r.lateness_ms / 1000.0 AS dispatched,"
                 "       extract(epoch FROM r.started_at - r.scheduled_at) AS leased,"
                 "       extract(epoch FROM r.finished_at - r.scheduled_at) AS ended"
                 "  FROM unnest($1::uuid[], $2::timestamptz[]) AS k(j, at)"
@@ -156,12 +158,20 @@ class TenantB:
             )
         finally:
             await conn.close()
-        return {
+        figures: dict[str, object] = {
             f"run_{stage}_p99_s": quantile(
                 [float(row[stage]) for row in rows if row[stage] is not None], 99
             )
             for stage in ("dispatched", "leased", "ended")
         }
+        for stage in ("dispatched", "leased"):
+            worst: dict[datetime, float] = {}
+            for row in rows:
+                if row[stage] is not None:
+                    at = row["scheduled_at"]
+                    worst[at] = max(worst.get(at, 0.0), float(row[stage]))
+            figures[f"run_{stage}_max_by_second_s"] = [round(worst[at], 3) for at in sorted(worst)]
+        return figures
 
     async def skipped_behind(self, keys: set[str]) -> dict[str, float | None]:
         """Of the runs ``keys`` the overlap policy skipped: the slowest of the runs that
