@@ -631,6 +631,51 @@ async def test_one_worker_alone_claims_a_backlog_that_only_fills_the_waiting_lis
         await other.stop()
 
 
+async def test_the_worker_feeding_a_backlog_hands_polling_to_another(
+    pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
+) -> None:
+    # The poller is the worker that wakes first at the next due instant. The first to
+    # wake at a herd's instant was the poller, and it went on to feed the backlog: while
+    # it fed, no worker woke at B's instants (every other one WAKE_STAGGER_S late, all
+    # at once, splitting B's jobs). Now the next idle worker polls in its place.
+    dispatcher, _ = measured_dispatcher(
+        pool,
+        bus,
+        stack,
+        migrated_database_url,
+        clock,
+        batch_size=100,
+        tenant_window=10,
+        poll_interval_s=0.5,
+        dispatch_workers=2,
+    )
+    feeder, other = Worker(dispatcher), Worker(dispatcher)
+    try:
+        assert await feeder.pass_once() == 0.5  # nothing stored: it polls
+        await add_tenant(pool, "tenant-a")
+        await insert_jobs(pool, HOURLY, first_due=T0, count=400, tenant_id="tenant-a")
+        assert await feeder.pass_once() == 0.0  # 10 published, 90 held
+        assert 0.0 < await feeder.pass_once() < 0.5  # 100 held: it feeds, at a pace
+        await add_tenant(pool, "b")
+        await insert_jobs(
+            pool, HOURLY, first_due=T0 + timedelta(seconds=2), count=10, tenant_id="b"
+        )
+        # B's next is due in 2 s: the other worker polls (it waited 2 s + the stagger)...
+        assert await other.pass_once() == 0.5
+        clock.advance(1.75)
+        # ...so it is the first to wait for B's instant, and wakes at it...
+        assert await other.pass_once() == pytest.approx(0.25)
+        clock.advance(0.25)
+        await other.pass_once()
+        # ...and claims B's ten alone: published, none on the waiting list.
+        published = "SELECT count(*) FROM job_runs WHERE tenant_id = 'b' AND dispatch_seq > 0"
+        assert await pool.fetchval(published) == 10
+        assert await pool.fetchval("SELECT count(*) FROM run_waits WHERE tenant_id = 'b'") == 0
+    finally:
+        await feeder.stop()
+        await other.stop()
+
+
 async def test_workers_waiting_for_one_instant_wake_one_after_the_other(
     pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str, clock: ManualClock
 ) -> None:

@@ -257,11 +257,14 @@ class Dispatcher(PassLoop):
         polling every interval cost PostgreSQL a claim and a next-due probe of every
         owned partition per worker and interval. The others wake :data:`WAKE_STAGGER_S`
         after the due instant: the poller, within an interval of it by then, wakes at
-        it (:meth:`_wait_until`)."""
+        it (:meth:`_wait_until`). The worker feeding a backlog (:meth:`_backlog_pace`)
+        polls no more: the poller is the worker that wakes first at the next due
+        instant, and a feeder wakes only when its rest ends, so every other worker
+        woke :data:`WAKE_STAGGER_S` late, all at once, for as long as it fed."""
         poll_s = self._config.poll_interval_s
         me = asyncio.current_task()
         poller = self._poller
-        if poller is None or poller is me or poller.done():
+        if poller is None or poller is me or poller.done() or poller is self._feeder:
             self._poller = me
             return poll_s
         longest = poll_s * IDLE_POLLS
