@@ -490,10 +490,11 @@ async def behind_a_herd_of_four_windows(
     clock: ManualClock,
     *,
     workers: int,
+    poll_interval_s: float = 60.0,
+    herd: bool = True,
 ) -> Dispatcher:
     """A dispatcher of ``workers`` (batches of 100, a tenant window of 10, a poll of
-    60 s) and tenant A's herd of 400 due at T0: its first batch fills A's window, every
-    run of the next waits for admission."""
+    60 s) and, with ``herd``, tenant A's herd (:func:`insert_herd`)."""
     dispatcher, _ = measured_dispatcher(
         pool,
         bus,
@@ -502,12 +503,19 @@ async def behind_a_herd_of_four_windows(
         clock,
         batch_size=100,
         tenant_window=10,
-        poll_interval_s=60.0,
+        poll_interval_s=poll_interval_s,
         dispatch_workers=workers,
     )
+    if herd:
+        await insert_herd(pool)
+    return dispatcher
+
+
+async def insert_herd(pool: asyncpg.Pool) -> None:
+    """Tenant A's herd of 400 due at T0: with a window of 10 its first batch fills A's
+    window, every run of the next waits for admission."""
     await add_tenant(pool, "tenant-a")
     await insert_jobs(pool, HOURLY, first_due=T0, count=400, tenant_id="tenant-a")
-    return dispatcher
 
 
 async def test_a_backlog_that_only_fills_the_waiting_list_is_dispatched_at_a_pace(
@@ -638,22 +646,13 @@ async def test_the_worker_feeding_a_backlog_hands_polling_to_another(
     # wake at a herd's instant was the poller, and it went on to feed the backlog: while
     # it fed, no worker woke at B's instants (every other one WAKE_STAGGER_S late, all
     # at once, splitting B's jobs). Now the next idle worker polls in its place.
-    dispatcher, _ = measured_dispatcher(
-        pool,
-        bus,
-        stack,
-        migrated_database_url,
-        clock,
-        batch_size=100,
-        tenant_window=10,
-        poll_interval_s=0.5,
-        dispatch_workers=2,
+    dispatcher = await behind_a_herd_of_four_windows(
+        pool, bus, stack, migrated_database_url, clock, workers=2, poll_interval_s=0.5, herd=False
     )
     feeder, other = Worker(dispatcher), Worker(dispatcher)
     try:
         assert await feeder.pass_once() == 0.5  # nothing stored: it polls
-        await add_tenant(pool, "tenant-a")
-        await insert_jobs(pool, HOURLY, first_due=T0, count=400, tenant_id="tenant-a")
+        await insert_herd(pool)
         assert await feeder.pass_once() == 0.0  # 10 published, 90 held
         assert 0.0 < await feeder.pass_once() < 0.5  # 100 held: it feeds, at a pace
         await add_tenant(pool, "b")
