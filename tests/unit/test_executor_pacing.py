@@ -63,6 +63,29 @@ def test_the_busy_tenant_is_paced_and_the_quiet_one_never() -> None:
     assert pacer.paced == {"a"}
 
 
+def test_a_quiet_tenant_beside_a_quieter_one_is_not_paced_with_the_herd() -> None:
+    pacer = Pacer(LAG_S)
+    # A's herd, B's 20 runs a second and C's one: B is no herd, and was paced at A's
+    # rate only because C started less than half what B did.
+    windows(pacer, QUIET, {"a": 2000, "b": 20, "c": 1}, count=round(ACTIVE_S / WINDOW_S))
+    windows(pacer, LAGGING, {"a": 2000, "b": 20, "c": 1})
+    assert pacer.paced == {"a"}
+    assert pacer.allows("b") > 10_000 and pacer.allows("c") > 10_000
+    # Two herds beside B: both are paced (the step is below the second of them).
+    windows(pacer, LAGGING, {"a": 2000, "d": 1500, "b": 20}, count=round(ACTIVE_S / WINDOW_S))
+    assert pacer.paced == {"a", "d"}
+
+
+def test_with_no_step_between_tenants_the_busiest_alone_is_paced() -> None:
+    pacer = Pacer(LAG_S)
+    # Each tenant starts under twice the next: no herd stands apart, but the busiest
+    # started far more than the least busy.
+    shares = {"a": 160, "b": 90, "c": 50, "d": 30, "e": 20}
+    windows(pacer, QUIET, shares, count=round(ACTIVE_S / WINDOW_S))
+    windows(pacer, LAGGING, shares)
+    assert pacer.paced == {"a"}
+
+
 def test_tokens_come_a_chunk_at_a_time_and_are_spent_by_starts() -> None:
     pacer = Pacer(LAG_S)
     windows(pacer, QUIET, {"a": 100, "b": 1}, count=5)

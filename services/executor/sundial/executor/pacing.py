@@ -11,8 +11,10 @@ So the executor measures how late its own loop wakes (a timer every
 :data:`SAMPLE_S`) and, every :data:`WINDOW_S`, decides as an adaptive concurrency limit
 does (AIMD, like TCP's congestion window). While the loop's mean lateness over the
 window is above ``lag_s`` (``SUNDIAL_PACE_LAG_MS``) and at least two tenants started
-calls in the last :data:`ACTIVE_S`, each tenant that started more than :data:`OVER`
-times the calls (for its weight) of the least busy of them is *paced*: it may start at
+calls in the last :data:`ACTIVE_S`, the busiest tenants are *paced*: those that started
+more than :data:`OVER` times the calls (for its weight) of every less busy one (the
+first such step from the busiest down; with none, the busiest alone when it started
+more than OVER times the least busy). A paced tenant may start at
 most ``rate`` calls a second, its tokens coming a chunk (:data:`CHUNK_S` of the rate)
 at a time so that its runs still lease in batches. The rate starts at half what the
 tenant started lately and halves again each window the lag stays above the bound, down
@@ -31,6 +33,7 @@ component (the loop's samples and the windows).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections import Counter, deque
 from collections.abc import Callable
@@ -203,8 +206,7 @@ class Pacer:
             return
         weights = {t: max(self._weights.get(t, 1), 1) for t in starts}
         self._weights = weights  # a tenant idle for ACTIVE_S is forgotten
-        least = min(n / weights[t] for t, n in starts.items())
-        over = frozenset(t for t, n in starts.items() if n / weights[t] > OVER * least)
+        over = _busiest({t: n / weights[t] for t, n in starts.items()})
         if not over:
             self._unpace()  # sharing about as their weights say: the slots' order decides
             return
@@ -255,3 +257,21 @@ class Pacer:
 
     async def stop(self) -> None:
         self._stop.set()
+
+
+def _busiest(shares: dict[str, float]) -> frozenset[str]:
+    """The tenants to pace, given each active tenant's starts for its weight: those
+    above the first step of more than :data:`OVER` between neighbours, from the busiest
+    down (a herd, or herds); with no such step, the busiest alone when it started more
+    than OVER times the least busy. Every tenant more than OVER times the least busy
+    was paced before: beside a tenant starting a call a second, a quiet tenant's 20 a
+    second counted as busy and was paced at the herd's rate, its 20 runs due at once
+    leased 10, 5 and 5 over 70 ms (docs/design.md section 7, "Flow control")."""
+    ranked = sorted(shares.items(), key=lambda item: item[1], reverse=True)
+    over: set[str] = set()
+    for (tenant, share), (_, below) in itertools.pairwise(ranked):
+        over.add(tenant)
+        if share > OVER * below:
+            return frozenset(over)
+    tenant, top = ranked[0]
+    return frozenset({tenant}) if top > OVER * ranked[-1][1] else frozenset()
