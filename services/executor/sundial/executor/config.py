@@ -40,10 +40,11 @@ class ExecutorConfig(NatsConfig, ServerConfig, ResolverConfig, LogConfig, Teleme
     slots may always hold its weighted share. 0: a tenant may take every slot."""
 
     pace_lag_ms: float = 1.0
-    """The event loop's mean lateness (ms, per 0.1 s) above which a tenant starting more
-    than twice the calls of the least busy tenant with runs is slowed (at least 100 calls
-    a second), so that a herd leaves the executor to the others' runs (docs/design.md
-    section 7, "Flow control"); a tenant alone is never slowed. 0: never."""
+    """The event loop's mean lateness (ms, per 0.1 s) above which the busiest tenants,
+    each starting more than twice the calls of every less busy tenant with runs, are
+    slowed (at least 100 calls a second), so that a herd leaves the executor to the
+    others' runs (docs/design.md section 7, "Flow control"); a tenant alone is never
+    slowed. 0: never."""
 
     executor_processes: int = 1
     """Worker processes of this executor, each a whole executor on its own core, started
