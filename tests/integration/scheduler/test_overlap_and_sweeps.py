@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -21,7 +22,14 @@ from sundial.scheduler.sweeper import Sweeper
 from sundial.v1 import run_pb2
 from tests.helpers.eventually import assert_eventually
 from tests.integration.scheduler.conftest import scheduler_config
-from tests.integration.scheduler.support import add_tenant, dead_letters, insert_jobs, runs_of
+from tests.integration.scheduler.support import (
+    TENANT,
+    add_tenant,
+    dead_letters,
+    insert_jobs,
+    read_dispatches,
+    runs_of,
+)
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 EVERY_MINUTE = Schedule(IntervalSpec(timedelta(minutes=1)))
@@ -186,6 +194,33 @@ async def test_unconfirmed_publish_is_republished(pool: asyncpg.Pool, parts: Par
     assert await pool.fetchval(
         "SELECT recheck_at FROM dispatch_acks WHERE dispatch_seq = $1", run["dispatch_seq"]
     ) == T0 + timedelta(seconds=120)
+
+
+async def test_a_republish_names_each_runs_tenant_and_weight(
+    pool: asyncpg.Pool, parts: Parts, bus: Bus
+) -> None:
+    # An executor shares its slots and paces by the tenant a message names; a republish
+    # (here a lost publish; likewise a retry or an expired lease) named none, so every
+    # tenant's republished runs were one tenant, "", to the executors.
+    [job] = await insert_jobs(pool, Schedule(IntervalSpec(timedelta(days=1))), first_due=T0)
+    await add_tenant(pool, "other")
+    [other] = await insert_jobs(
+        pool, Schedule(IntervalSpec(timedelta(days=1))), first_due=T0, tenant_id="other"
+    )
+    await pool.execute("UPDATE tenants SET fair_weight = 3 WHERE tenant_id = $1", TENANT)
+    await parts.tick(0)
+    _, after_first = await read_dispatches(bus.jetstream, 1)
+    await pool.execute("DELETE FROM dispatch_acks")
+    await pool.execute("UPDATE job_runs SET check_at = $1", T0)
+    await parts.sweeper.sweep_once()
+    republished, _ = await read_dispatches(bus.jetstream, after_first)
+    named = {
+        uuid.UUID(run.job_id): (body.tenants[i], body.tenant_weights[i])
+        for body in republished
+        for run, i in zip(body.runs, body.run_tenants, strict=True)
+    }
+    # The weight in force: the tenant's own, else the operator's default (1).
+    assert named == {job: (TENANT, 3), other: ("other", 1)}
 
 
 async def test_an_acknowledged_publish_waits_for_the_lost_message_recheck(

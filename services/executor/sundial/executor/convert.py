@@ -88,7 +88,7 @@ def _known(kind: type[E], number: int) -> E | None:
 
 def decode_dispatch(data: bytes) -> list[tuple[RunRef, str, int]]:
     """The runs of a RunDispatch message body, each with its tenant ("" when the
-    message does not say: a republish, or a scheduler older than this executor) and
+    message does not say: a scheduler older than this executor) and
     that tenant's fair-sharing weight (1 when not said).
 
     Raises:

@@ -122,7 +122,7 @@ class PublishBatch:
     dispatch_seq: int
     runs: tuple[RunRef, ...]
     tenants: tuple[str, ...] = ()
-    """Each run's tenant, parallel to ``runs``; empty when not known (a republish)."""
+    """Each run's tenant, parallel to ``runs`` ("" for a run whose tenant is not known)."""
     weights: Mapping[str, int] = field(default_factory=dict)
     """The fair-sharing weights of ``tenants`` that admission read (others: 1)."""
 

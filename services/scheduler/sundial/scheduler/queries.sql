@@ -303,7 +303,7 @@ SELECT count(*) FROM due;
 -- deferred (jittered) or released runs, expired leases, due retries. With
 -- each, its job's policies as text: the retry budget an expired lease is charged against
 -- is decided in Python (sundial.run.lease_expiry), not read out of the JSON here.
-SELECT r.job_id, r.scheduled_at, r.partition_id, r.status, r.cancel_requested,
+SELECT r.job_id, r.scheduled_at, r.partition_id, r.tenant_id, r.status, r.cancel_requested,
        r.attempt, r.attempt_base, d.policies::text AS policies,
        a.recheck_at AS acked_until, r.traceparent, {fixed_delay}
   FROM job_runs r
@@ -737,6 +737,11 @@ SELECT t.tenant_id, t.fair_weight,
        EXISTS (SELECT 1 FROM run_waits w WHERE w.tenant_id = t.tenant_id) AS waiting
   FROM tenants t
  WHERE t.tenant_id = ANY($1::text[]);
+
+-- name: tenant_weights
+-- The fair-sharing weights of tenants $1 (NULL: the operator's default), for the
+-- message of a republish (apply_checks).
+SELECT tenant_id, fair_weight FROM tenants WHERE tenant_id = ANY($1::text[]);
 
 -- name: admission_keys
 -- The rate-limit keys of tenants $1 that hold runs at admission: a rate limit, or a

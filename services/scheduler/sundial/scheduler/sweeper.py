@@ -199,7 +199,13 @@ class Sweeper(PassLoop):
                 if acked_until is None or acked_until <= now
             ]
             transitions = [(due_check(state, now), partition) for state, partition, _ in checked]
-            batches = await tx.apply_checks(transitions, now, confirm_until=confirm_until)
+            batches = await tx.apply_checks(
+                transitions,
+                now,
+                confirm_until=confirm_until,
+                tenants={state.ref: state.tenant_id for state, _, _ in checked},
+                default_weight=self._config.fair_weight,
+            )
             letters: list[DeadLetterRun] = []
             if whole:
                 # Last, so runs that died in this pass are in it.

@@ -454,12 +454,18 @@ class Transaction(AdmissionSteps):
         now: datetime,
         *,
         confirm_until: datetime,
+        tenants: Mapping[RunRef, str] | None = None,
+        default_weight: int = 1,
     ) -> list[PublishBatch]:
         """Write the sweep's transitions (each with its run's partition).
 
         Runs to republish get a new dispatch sequence per partition (and per 500 runs)
         and ``check_at = confirm_until``; runs that ended are counted in their jobs'
-        stats.
+        stats. A republished message names each run's tenant (``tenants``), so an
+        executor shares its slots and paces by it as for a first publish: unnamed, every
+        tenant's retries were one tenant, "", to the executors (docs/design.md section
+        7, "Flow control"), with its weight (``default_weight`` for a tenant without its
+        own).
 
         Returns:
             The batches to publish after the commit.
@@ -490,8 +496,14 @@ class Transaction(AdmissionSteps):
                 col.append(value)
         await self._conn.fetch(queries.apply_checks, *cols, now)
         await self._count_ended([t for t, _ in transitions], now)
+        named = tenants or {}
+        republished = sorted({named[r] for _, chunk in chunks for r in chunk if r in named})
+        rows = await self._conn.fetch(queries.tenant_weights, republished) if republished else []
+        weights = {r["tenant_id"]: r["fair_weight"] or default_weight for r in rows}
         return [
-            PublishBatch(partition, seq, tuple(chunk))
+            PublishBatch(
+                partition, seq, tuple(chunk), tuple(named.get(r, "") for r in chunk), weights
+            )
             for (partition, chunk), seq in zip(chunks, seqs, strict=True)
         ]
 
