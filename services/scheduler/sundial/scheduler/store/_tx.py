@@ -461,11 +461,11 @@ class Transaction(AdmissionSteps):
 
         Runs to republish get a new dispatch sequence per partition (and per 500 runs)
         and ``check_at = confirm_until``; runs that ended are counted in their jobs'
-        stats. A republished message names each run's tenant (``tenants``), so an
-        executor shares its slots and paces by it as for a first publish: unnamed, every
-        tenant's retries were one tenant, "", to the executors (docs/design.md section
-        7, "Flow control"), with its weight (``default_weight`` for a tenant without its
-        own).
+        stats. A republished message names each run's tenant (``tenants``) and its
+        weight (``default_weight`` for a tenant without its own), so an executor shares
+        its slots and paces by them as for a first publish: unnamed, every tenant's
+        retries were one tenant, "", to the executors (docs/design.md section 7, "Flow
+        control").
 
         Returns:
             The batches to publish after the commit.
