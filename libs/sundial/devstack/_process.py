@@ -104,6 +104,12 @@ PORT_ATTEMPTS = 5
 """Starts tried, each on freshly picked ports, before a taken port ends a start."""
 
 
+def port_taken(exc: StackError) -> bool:
+    """``exc`` says a server could not bind a port (its log quotes "address already in
+    use", capitalised by some servers: gRPC writes "Address already in use")."""
+    return "address already in use" in str(exc).lower()
+
+
 def with_fresh_ports(start: Callable[[], T]) -> T:
     """``start()``, tried again while it fails because a port it picked with
     :func:`free_port` was taken before its server bound it (the error quotes the
@@ -115,7 +121,7 @@ def with_fresh_ports(start: Callable[[], T]) -> T:
         try:
             return start()
         except StackError as exc:
-            if attempt == PORT_ATTEMPTS or "address already in use" not in str(exc):
+            if attempt == PORT_ATTEMPTS or not port_taken(exc):
                 raise
             _log.warning(
                 "a picked port was taken meanwhile; starting again on other ports",

@@ -14,7 +14,13 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from sundial.core.tls import ClientTls, dial_sync
-from sundial.devstack._process import ManagedProcess, StackError, free_port
+from sundial.devstack._process import (
+    PORT_ATTEMPTS,
+    ManagedProcess,
+    StackError,
+    free_port,
+    port_taken,
+)
 from sundial.devstack._stack import Stack
 from sundial.v1 import admin_pb2, admin_pb2_grpc
 
@@ -142,8 +148,21 @@ class Services:
 
     def add(self, name: str) -> ServiceProcess:
         """Start one more process of service ``name`` (e.g. a second scheduler)."""
-        service = self._launch(name)
-        service.wait_ready()
+        return self._serving(self._launch(name))
+
+    def _serving(self, service: ServiceProcess) -> ServiceProcess:
+        """``service`` once it serves; started again on fresh ports while one it picked
+        (:func:`free_port`) was taken before it bound it (another test's server)."""
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                service.wait_ready()
+                return service
+            except StackError as exc:
+                if attempt == PORT_ATTEMPTS or not port_taken(exc):
+                    raise
+            key = next(k for k, p in self.processes.items() if p is service)
+            self.processes.pop(key).stop()
+            service = self._launch(service.name)
         return service
 
     def _launch(self, name: str) -> ServiceProcess:
@@ -211,11 +230,11 @@ class Services:
         try:
             api = self._launch("api")
             waiting = [self._launch("scheduler") for _ in range(replicas)]
-            api.wait_ready()
+            self._serving(api)
             count = replicas if executors is None else executors
             waiting += [self._launch("executor") for _ in range(count)]
             for service in waiting:
-                service.wait_ready()
+                self._serving(service)
         except BaseException:
             self.stop()
             raise

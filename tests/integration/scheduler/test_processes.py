@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
@@ -16,7 +17,7 @@ from sundial.core.bus import RUNS_STREAM, Bus
 from sundial.core.coord import connect_etcd
 from sundial.core.partition import PARTITION_COUNT
 from sundial.core.wire import timestamp_in
-from sundial.devstack import Stack
+from sundial.devstack import Stack, _services
 from sundial.devstack._services import Services
 from sundial.run import run_key
 from sundial.schedule import CronSpec, Schedule
@@ -48,6 +49,23 @@ def services(
     running = Services(stack, tmp_path, env)
     yield running
     running.stop()
+
+
+def test_a_service_whose_picked_port_was_taken_starts_on_another(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A port free_port picked is free only a moment: another test's server took one
+    # before the API bound it ("Address already in use"), and the stack failed to start.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        picks = iter([port])
+        fresh = _services.free_port
+        monkeypatch.setattr(_services, "free_port", lambda: next(picks, 0) or fresh())
+        scheduler = services.add("scheduler")
+        assert scheduler.address != f"127.0.0.1:{port}"
+    assert list(services.processes) == ["scheduler"]
 
 
 @pytest.fixture
