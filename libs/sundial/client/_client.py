@@ -62,7 +62,7 @@ RETRY_SERVICE_CONFIG = json.dumps(
                     "initialBackoff": "0.2s",
                     "maxBackoff": "2s",
                     "backoffMultiplier": 2,
-                    "retryableStatusCodes": ["UNAVAILABLE", "RESOURCE_EXHAUSTED"],
+                    "retryableStatusCodes": ["UNAVAILABLE", "RESOURCE_EXHAUSTED", "ABORTED"],
                 },
             }
         ]
@@ -70,9 +70,10 @@ RETRY_SERVICE_CONFIG = json.dumps(
 )
 """gRPC's retry policy for Sundial's API: UNAVAILABLE (a restarting or unreachable API,
 a database failover) is retried up to 3 times with jittered backoff; RESOURCE_EXHAUSTED
-only when the API pushes back with a delay (the tenant's rate limit: its
-``grpc-retry-pushback-ms`` trailer, the RetryInfo delay), never for a quota (the API
-sends a negative pushback, which gRPC does not retry). Every API write is safe to
+and ABORTED only when the API pushes back with a delay (the tenant's rate limit, a write
+that lost a race with another: its ``grpc-retry-pushback-ms`` trailer, the RetryInfo
+delay), never for a quota or a stale ``expected_version`` (the API sends a negative
+pushback, which gRPC does not retry). Every API write is safe to
 retry: creates, triggers and backfills carry a request id, the rest are idempotent or
 version-checked (a RollbackJob without expected_version, retried after a lost answer,
 restores the same definition once more: one more revision, nothing else)."""

@@ -199,7 +199,7 @@ class _Mapper:
             extra["grpc_code"] = grpc.StatusCode.INTERNAL.name
             log.error("unhandled error in %s", self.method, exc_info=exc, extra=extra)
             error = SundialError(f"internal error (request id: {self.request_id})")
-        if error.code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+        if error.code in _PUSHED_BACK:
             trailing = (*trailing, (RETRY_PUSHBACK_METADATA_KEY, pushback_ms(error)))
         status = rpc_status.to_status(status_of(error, self.request_id))
         await context.abort(status.code, status.details, (*status.trailing_metadata, *trailing))
@@ -207,13 +207,17 @@ class _Mapper:
 
 RETRY_PUSHBACK_METADATA_KEY = "grpc-retry-pushback-ms"
 """gRPC's server pushback (the retry design, A6): a client whose service config retries
-RESOURCE_EXHAUSTED waits this many milliseconds before its next attempt, and does not
-retry at all when the value is negative."""
+RESOURCE_EXHAUSTED or ABORTED waits this many milliseconds before its next attempt, and
+does not retry at all when the value is negative."""
+
+_PUSHED_BACK = frozenset({grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.ABORTED})
+"""The codes whose answers say, by a pushback, whether the same call may succeed later."""
 
 
 def pushback_ms(error: SundialError) -> str:
-    """The pushback of a RESOURCE_EXHAUSTED answer: its RetryInfo delay (a rate limit:
-    retrying later succeeds), or -1 (a quota: the same call would fail again)."""
+    """The pushback of a RESOURCE_EXHAUSTED or ABORTED answer: its RetryInfo delay (a rate
+    limit, a write that lost a race: retrying later succeeds), or -1 (a quota, a stale
+    expected version: the same call would fail again)."""
     if error.retry_delay_s is None:
         return "-1"
     return str(max(1, round(error.retry_delay_s * 1000)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -12,10 +13,15 @@ import pytest
 from google.rpc import status_pb2
 from grpc_status import rpc_status
 
-from sundial.client import error_details
+from sundial.client import RETRY_SERVICE_CONFIG, error_details
 from sundial.core import errors
 from sundial.core.config import ServerConfig
-from sundial.core.grpc import ErrorInterceptor, Server, build_server
+from sundial.core.grpc import (
+    RETRY_PUSHBACK_METADATA_KEY,
+    ErrorInterceptor,
+    Server,
+    build_server,
+)
 from sundial.core.logging import request_id_var
 from sundial.v1 import job_service_pb2
 
@@ -354,3 +360,56 @@ async def test_an_undecodable_request_is_invalid_argument_not_unknown(body: byte
     assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert "not a valid message" in (caught.value.details() or "")
     assert "DecodeError" not in (caught.value.details() or "")
+
+
+@pytest.mark.parametrize(
+    ("name", "pushback", "retried"),
+    [
+        ("Aborted", "100", True),  # a write that lost a race: the same call may succeed
+        ("VersionMismatch", "-1", False),  # a stale expected_version: re-read first
+        ("ResourceExhausted", "-1", False),  # a quota: the same call fails again
+    ],
+)
+async def test_the_client_retry_policy_follows_the_servers_pushback(
+    name: str, pushback: str, retried: bool
+) -> None:
+    calls = 0
+
+    async def fails_twice(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        nonlocal calls
+        calls += 1
+        if calls <= 2:
+            raise _error(request)
+        return b"done"
+
+    def register(servicer: object, server: grpc.aio.Server) -> None:
+        method = grpc.unary_unary_rpc_method_handler(fails_twice)
+        server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(SERVICE, {"flaky": method}),)
+        )
+
+    server = build_server(
+        ServerConfig(listen="127.0.0.1:0", grace_period_s=0),
+        services=[(register, None)],
+        service_names=[SERVICE],
+    )
+    await server.start()
+    # The shipped client's retry policy, for this test's service.
+    config = json.loads(RETRY_SERVICE_CONFIG)
+    config["methodConfig"][0]["name"] = [{"service": SERVICE}]
+    options = [("grpc.enable_retries", 1), ("grpc.service_config", json.dumps(config))]
+    try:
+        async with grpc.aio.insecure_channel(server.address, options=options) as chan:
+            call = chan.unary_unary(f"/{SERVICE}/flaky")(name.encode(), timeout=10)
+            if retried:
+                assert await call == b"done"
+                assert calls == 3
+                return
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await call
+            assert caught.value.code() == ERRORS[name]().code  # type: ignore[attr-defined]
+            trailing = tuple(caught.value.trailing_metadata() or ())
+            assert (RETRY_PUSHBACK_METADATA_KEY, pushback) in trailing
+            assert calls == 1
+    finally:
+        await server.stop(0)
