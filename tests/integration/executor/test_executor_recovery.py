@@ -2,9 +2,10 @@
 and a RunLedger TEST DOUBLE (tests/helpers/ledger_double.py) on a real grpc.aio server.
 
 Lost LeaseRuns answers and re-grants, CompleteRuns failures (INTERNAL/UNKNOWN retried,
-one invalid outcome isolated), a ledger that stops answering heartbeats, fetch errors,
-unexpected errors in leasing, calling and reporting (slots never leak, the executor
-keeps running), and runs left to executors with free slots instead of hoarded.
+one invalid outcome isolated), a ledger that stops answering heartbeats, fetch errors, a
+JetStream that cannot answer yet when the consumer binds, unexpected errors in leasing,
+calling and reporting (slots never leak, the executor keeps running), and runs left to
+executors with free slots instead of hoarded.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import grpc
 import pytest
 from nats.errors import ConnectionClosedError
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.errors import ServiceUnavailableError
 
@@ -212,6 +214,33 @@ async def test_fetch_errors_are_retried_and_the_executor_keeps_running(
     assert failures == []
     assert not executor.task.done()
     assert free_slots(executor) == executor.heartbeat._inflight.max_in_flight
+
+
+async def test_a_jetstream_that_cannot_answer_yet_is_waited_for_not_fatal(
+    start_executor,
+    ledger: LedgerDouble,
+    target: RecordingTarget,
+    jetstream: JetStreamContext,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Fault injection at the client: a NATS cluster still electing its leaders answers
+    # the stream's info, then lets the consumer's info request time out (seen in CI:
+    # the executor exited on it while a three-node cluster formed).
+    failures: list[Exception] = [NatsTimeoutError(), NatsTimeoutError()]
+    real_subscribe = JetStreamContext.pull_subscribe
+
+    async def slow_subscribe(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if failures:
+            raise failures.pop(0)
+        return await real_subscribe(self, *args, **kwargs)
+
+    monkeypatch.setattr(JetStreamContext, "pull_subscribe", slow_subscribe)
+    refs = add_jobs(ledger, target, 2)
+    executor = await start_executor()
+    await publish(jetstream, refs)
+    await assert_eventually(lambda: all_status(ledger, refs, "SUCCEEDED"), timeout_s=15)
+    assert failures == []
+    assert not executor.task.done()
 
 
 async def test_slots_are_given_back_when_leasing_fails_unexpectedly(

@@ -286,6 +286,31 @@ class Consumer:
             await sleep_unless(self._clock, delay, self._stopping)
         return False
 
+    async def _bind(self) -> JetStreamContext.PullSubscription | None:
+        """A subscription to the durable consumer once the stream exists and the consumer
+        is created or bound. A JetStream that cannot answer yet (a cluster electing its
+        leaders: its API requests time out) is retried with backoff, not fatal.
+
+        Returns:
+            None when stopped first.
+        """
+        failures = 0
+        while await self._await_stream():
+            try:
+                return await self._subscribe()
+            except (NatsError, TimeoutError) as exc:  # gone again, or JetStream busy
+                failures += 1
+                delay = _FETCH_BACKOFF.delay_s(failures, self._rng.random)
+                log.warning(
+                    "binding consumer %s failed: %s; retrying in %.1f s",
+                    self._durable,
+                    exc,
+                    delay,
+                    extra={"action": "consume.bind", "failures": failures},
+                )
+                await sleep_unless(self._clock, delay, self._stopping)
+        return None
+
     async def run(self, started: Callable[[], None]) -> None:
         """Fetch, lease and start runs until stopped."""
         self._running = True
@@ -296,9 +321,9 @@ class Consumer:
         room = asyncio.Semaphore(self._pipeline)
         subscription: JetStreamContext.PullSubscription | None = None
         try:
-            if not await self._await_stream():
-                return  # stopped before the stream existed
-            subscription = await self._subscribe()
+            subscription = await self._bind()
+            if subscription is None:
+                return  # stopped before the consumer could be bound
             started()
             fetch_failures = 0
             checked_at = float("-inf")  # check (and read the backlog) at once
@@ -420,28 +445,13 @@ class Consumer:
             await subscription.unsubscribe()
         except (NatsError, TimeoutError) as exc:
             log.debug("unsubscribe failed: %s", exc, extra={"action": "consume.rebind"})
-        failures = 0
-        while await self._await_stream():
-            try:
-                fresh = await self._subscribe()
-            except (NatsError, TimeoutError) as exc:  # gone again, or JetStream busy
-                failures += 1
-                delay = _FETCH_BACKOFF.delay_s(failures, self._rng.random)
-                log.warning(
-                    "creating consumer %s failed: %s; retrying in %.1f s",
-                    self._durable,
-                    exc,
-                    delay,
-                    extra={"action": "consume.rebind", "failures": failures},
-                )
-                await sleep_unless(self._clock, delay, self._stopping)
-                continue
+        fresh = await self._bind()
+        if fresh is not None:
             self.rebound += 1
             log.warning(
                 "consumer %s created again", self._durable, extra={"action": "consume.rebind"}
             )
-            return fresh
-        return None
+        return fresh
 
     @staticmethod
     def _batch_done(
