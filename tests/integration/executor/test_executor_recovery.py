@@ -186,27 +186,43 @@ def test_the_ledger_server_accepts_the_executors_keepalive_pings() -> None:
     assert server["grpc.keepalive_permit_without_calls"] == 1
 
 
-async def test_fetch_errors_are_retried_and_the_executor_keeps_running(
+# Fault injection at the client: what a real outage looks like to the call it hits.
+# JetStream answering 503 (a leader election) and the connection closing under a
+# fetch; a cluster still electing its leaders answering the stream's info, then letting
+# the consumer's info request time out as the executor binds (seen in CI: the executor
+# exited on it while a three-node cluster formed).
+JETSTREAM_FAULTS = {
+    "fetch": (
+        JetStreamContext.PullSubscription,
+        lambda: [
+            ServiceUnavailableError(code=503, description="no responders"),
+            ConnectionClosedError(),
+        ],
+    ),
+    "pull_subscribe": (JetStreamContext, lambda: [NatsTimeoutError(), NatsTimeoutError()]),
+}
+
+
+@pytest.mark.parametrize("method", list(JETSTREAM_FAULTS))
+async def test_jetstream_errors_are_retried_and_the_executor_keeps_running(
     start_executor,
     ledger: LedgerDouble,
     target: RecordingTarget,
     jetstream: JetStreamContext,
+    *,
     monkeypatch: pytest.MonkeyPatch,
+    method: str,
 ) -> None:
-    # Fault injection at the client: JetStream answering 503 (a leader election) and the
-    # connection closing under a fetch are what a real outage looks like to fetch().
-    failures: list[Exception] = [
-        ServiceUnavailableError(code=503, description="no responders"),
-        ConnectionClosedError(),
-    ]
-    real_fetch = JetStreamContext.PullSubscription.fetch
+    owner, make_failures = JETSTREAM_FAULTS[method]
+    failures: list[Exception] = make_failures()
+    real = getattr(owner, method)
 
-    async def flaky_fetch(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    async def flaky(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         if failures:
             raise failures.pop(0)
-        return await real_fetch(self, *args, **kwargs)
+        return await real(self, *args, **kwargs)
 
-    monkeypatch.setattr(JetStreamContext.PullSubscription, "fetch", flaky_fetch)
+    monkeypatch.setattr(owner, method, flaky)
     refs = add_jobs(ledger, target, 2)
     executor = await start_executor()
     await publish(jetstream, refs)
@@ -214,33 +230,6 @@ async def test_fetch_errors_are_retried_and_the_executor_keeps_running(
     assert failures == []
     assert not executor.task.done()
     assert free_slots(executor) == executor.heartbeat._inflight.max_in_flight
-
-
-async def test_a_jetstream_that_cannot_answer_yet_is_waited_for_not_fatal(
-    start_executor,
-    ledger: LedgerDouble,
-    target: RecordingTarget,
-    jetstream: JetStreamContext,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # Fault injection at the client: a NATS cluster still electing its leaders answers
-    # the stream's info, then lets the consumer's info request time out (seen in CI:
-    # the executor exited on it while a three-node cluster formed).
-    failures: list[Exception] = [NatsTimeoutError(), NatsTimeoutError()]
-    real_subscribe = JetStreamContext.pull_subscribe
-
-    async def slow_subscribe(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        if failures:
-            raise failures.pop(0)
-        return await real_subscribe(self, *args, **kwargs)
-
-    monkeypatch.setattr(JetStreamContext, "pull_subscribe", slow_subscribe)
-    refs = add_jobs(ledger, target, 2)
-    executor = await start_executor()
-    await publish(jetstream, refs)
-    await assert_eventually(lambda: all_status(ledger, refs, "SUCCEEDED"), timeout_s=15)
-    assert failures == []
-    assert not executor.task.done()
 
 
 async def test_slots_are_given_back_when_leasing_fails_unexpectedly(
