@@ -217,7 +217,8 @@ class Connection:
     def channel(self) -> Iterator[grpc.Channel]:
         """A channel to the API; RPC errors in the block end the command cleanly."""
         try:
-            # UNAVAILABLE retried by gRPC's retry policy, as sundial.client does.
+            # Retried by gRPC's retry policy as sundial.client's calls are (UNAVAILABLE;
+            # RESOURCE_EXHAUSTED and ABORTED when the API's pushback allows).
             channel = dial_sync(self.api, self.tls, CHANNEL_OPTIONS)
         except TlsError as exc:
             fail(str(exc))

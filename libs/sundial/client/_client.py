@@ -2,11 +2,14 @@
 
 What it adds to the generated stub:
 
-- the bearer token on every call, a deadline, and retries of ``UNAVAILABLE`` with
-  backoff by gRPC's own retry policy (a service config, not a loop of ours);
+- the bearer token on every call, a deadline, and retries by gRPC's own retry policy (a
+  service config, not a loop of ours): ``UNAVAILABLE`` with backoff, and
+  ``RESOURCE_EXHAUSTED`` and ``ABORTED`` after the API's pushback where it says the same
+  call may succeed later (:data:`RETRY_SERVICE_CONFIG`);
 - writes that are only safe to retry with an idempotency key get one: every
-  ``create_job``, ``apply_job``, ``trigger_job`` and ``backfill_job`` call sends a ``request_id``
-  (yours, or a fresh UUID), so a retry after a lost answer returns the first result;
+  ``create_job``, ``apply_job`` and ``trigger_job`` call sends a ``request_id`` (yours,
+  or a fresh UUID), so a retry after a lost answer returns the first result
+  (``backfill_job`` needs none: an occurrence that has a run is not created again);
 - ``datetime``/``timedelta`` in and out instead of Timestamp/Duration;
 - iterators over every page of ``ListJobs``, ``ListRuns``, ``ListJobRevisions``,
   ``ListCalendars`` and ``ListNotificationChannels``;
@@ -72,8 +75,9 @@ RETRY_SERVICE_CONFIG = json.dumps(
 a database failover) is retried up to 3 times with jittered backoff; RESOURCE_EXHAUSTED
 and ABORTED only when the API pushes back with a delay (the tenant's rate limit, a write
 that lost a race with another: its ``grpc-retry-pushback-ms`` trailer, the RetryInfo
-delay), never for a quota or a stale ``expected_version`` (the API sends a negative
-pushback, which gRPC does not retry). Every API write is safe to
+delay; a database conflict, whose transaction rolled back, is such a race), never for a
+quota or a stale ``expected_version`` (the API sends a negative pushback, which gRPC
+does not retry). Every API write is safe to
 retry: creates, triggers and backfills carry a request id, the rest are idempotent or
 version-checked (a RollbackJob without expected_version, retried after a lost answer,
 restores the same definition once more: one more revision, nothing else)."""

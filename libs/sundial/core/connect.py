@@ -231,6 +231,6 @@ class GrpcBridge:
             if request_id is not None:
                 ctx.response_headers[REQUEST_ID_METADATA_KEY] = request_id
             retry_after = aborted.retry_after()
-            if retry_after is not None:  # a rate limit: HTTP clients wait this long
+            if retry_after is not None:  # a rate limit, a lost race: wait this long
                 ctx.response_headers["retry-after"] = retry_after
             raise aborted.connect_error() from None

@@ -10,12 +10,14 @@ executors with free slots instead of hoarded.
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import pytest
 from nats.errors import ConnectionClosedError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
-from nats.js.errors import ServiceUnavailableError
+from nats.js.errors import BadRequestError, ServiceUnavailableError
 
 from sundial.core.grpc import KEEPALIVE_SERVER_OPTIONS
 from sundial.executor.app import LEDGER_CHANNEL_OPTIONS
@@ -230,6 +232,24 @@ async def test_jetstream_errors_are_retried_and_the_executor_keeps_running(
     assert failures == []
     assert not executor.task.done()
     assert free_slots(executor) == executor.heartbeat._inflight.max_in_flight
+
+
+async def test_a_durable_the_executor_cannot_bind_to_stops_it_with_the_error(
+    start_executor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Not a JetStream that cannot answer yet: the durable exists with other settings and
+    # binding to it is refused. Warning forever would hide that; the executor exits.
+    gate = asyncio.Event()
+
+    async def refused(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        await gate.wait()  # once the executor reported its heartbeat stream
+        raise BadRequestError(code=400, description="consumer config mismatch")
+
+    monkeypatch.setattr(JetStreamContext, "pull_subscribe", refused)
+    monkeypatch.setattr(JetStreamContext, "pull_subscribe_bind", refused)
+    executor = await start_executor()
+    gate.set()
+    assert await asyncio.wait_for(asyncio.shield(executor.task), 30) == 1
 
 
 async def test_slots_are_given_back_when_leasing_fails_unexpectedly(

@@ -397,19 +397,25 @@ async def test_the_client_retry_policy_follows_the_servers_pushback(
     # The shipped client's retry policy, for this test's service.
     config = json.loads(RETRY_SERVICE_CONFIG)
     config["methodConfig"][0]["name"] = [{"service": SERVICE}]
-    options = [("grpc.enable_retries", 1), ("grpc.service_config", json.dumps(config))]
+    retrying = [("grpc.enable_retries", 1), ("grpc.service_config", json.dumps(config))]
     try:
-        async with grpc.aio.insecure_channel(server.address, options=options) as chan:
+        # The first failure, seen by a channel that never retries: its pushback.
+        async with grpc.aio.insecure_channel(server.address) as chan:
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await chan.unary_unary(f"/{SERVICE}/flaky")(name.encode(), timeout=10)
+        assert caught.value.code() == ERRORS[name]().code  # type: ignore[attr-defined]
+        trailing = tuple(caught.value.trailing_metadata() or ())
+        assert (RETRY_PUSHBACK_METADATA_KEY, pushback) in trailing
+        # The second fails too, the third answers: the client's channel reaches it
+        # only when the pushback let it retry.
+        async with grpc.aio.insecure_channel(server.address, options=retrying) as chan:
             call = chan.unary_unary(f"/{SERVICE}/flaky")(name.encode(), timeout=10)
             if retried:
                 assert await call == b"done"
                 assert calls == 3
                 return
-            with pytest.raises(grpc.aio.AioRpcError) as caught:
+            with pytest.raises(grpc.aio.AioRpcError):
                 await call
-            assert caught.value.code() == ERRORS[name]().code  # type: ignore[attr-defined]
-            trailing = tuple(caught.value.trailing_metadata() or ())
-            assert (RETRY_PUSHBACK_METADATA_KEY, pushback) in trailing
-            assert calls == 1
+            assert calls == 2
     finally:
         await server.stop(0)

@@ -57,11 +57,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nats.aio.msg import Msg
+from nats.errors import (
+    ConnectionClosedError,
+    ConnectionReconnectingError,
+    NoRespondersError,
+)
 from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.errors import BadRequestError, NotFoundError, ServerError, ServiceUnavailableError
 from opentelemetry import metrics
 
 from sundial.core.backoff import Backoff
@@ -83,6 +88,20 @@ log = logging.getLogger(__name__)
 
 _FETCH_WAIT_S = 1.0  # how long one fetch waits for messages (stop is noticed this fast)
 _MORE_WAIT_S = 0.005  # how long the pull for more after the first message lingers
+_BIND_TRANSIENT = (
+    TimeoutError,  # nats-py's own TimeoutError is one too
+    NoRespondersError,
+    ConnectionClosedError,
+    ConnectionReconnectingError,
+    NotFoundError,  # the stream went again between its lookup and the bind
+    ServiceUnavailableError,
+    ServerError,
+)
+"""What binding the durable consumer retries: JetStream not answering yet or not
+reachable now. Anything else (a BadRequestError from binding to a durable of other
+settings) ends the consumer, so the executor stops with the error instead of warning
+forever."""
+
 _FETCH_BACKOFF = Backoff(initial_s=0.1, max_s=5.0)  # between fetches that failed
 # How long a fetched batch waits for free slots before giving its unleased runs back
 # (another executor may have room). Calls to a fast target free slots within
@@ -289,7 +308,8 @@ class Consumer:
     async def _bind(self) -> JetStreamContext.PullSubscription | None:
         """A subscription to the durable consumer once the stream exists and the consumer
         is created or bound. A JetStream that cannot answer yet (a cluster electing its
-        leaders: its API requests time out) is retried with backoff, not fatal.
+        leaders: its API requests time out) is retried with backoff, not fatal; any
+        other error (a durable it cannot bind to) is raised.
 
         Returns:
             None when stopped first.
@@ -298,7 +318,7 @@ class Consumer:
         while await self._await_stream():
             try:
                 return await self._subscribe()
-            except (NatsError, TimeoutError) as exc:  # gone again, or JetStream busy
+            except _BIND_TRANSIENT as exc:  # gone again, or JetStream busy
                 failures += 1
                 delay = _FETCH_BACKOFF.delay_s(failures, self._rng.random)
                 log.warning(
