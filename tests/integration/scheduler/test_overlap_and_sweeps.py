@@ -223,6 +223,93 @@ async def test_a_republish_names_each_runs_tenant_and_weight(
     assert named == {job: (TENANT, 3), other: ("other", 1)}
 
 
+async def test_a_due_retry_waits_for_its_tenants_window_as_a_dispatchs_run_does(
+    pool: asyncpg.Pool, bus: Bus, stack: Stack, migrated_database_url: str
+) -> None:
+    # A failing target's retries were republished whatever the tenant's window held, so
+    # a retry storm filled the stream ahead of other tenants' runs (and passed its
+    # rate-limit key's bucket). Now a due retry is admitted as a dispatch's run is.
+    clock = ManualClock(T0)
+    config = scheduler_config(migrated_database_url, stack, tenant_window=1)
+    store = SchedulerStore(pool)
+    publisher = RunPublisher(bus.jetstream, "test")
+    parts = Parts(
+        Dispatcher(store, publisher, lambda: ALL, config, clock),
+        Sweeper(store, publisher, lambda: ALL, config, clock),
+        clock,
+    )
+    day = Schedule(IntervalSpec(timedelta(days=1)))
+    first, second = await insert_jobs(pool, day, first_due=T0, count=2)
+    await add_tenant(pool, "other")
+    [other] = await insert_jobs(pool, day, first_due=T0, tenant_id="other")
+    await parts.dispatcher.dispatch_once()
+    [queued] = [j for j in (first, second) if (await runs_of(pool, j))[0]["dispatch_seq"]]
+    [waiting] = [j for j in (first, second) if j != queued]
+    # Both tenants' published runs failed and their retries are due; the tenant's other
+    # run waits for its window of one.
+    await pool.execute(
+        "UPDATE job_runs SET status = 'retrying', attempt = 1, check_at = $1,"
+        " lateness_ms = 7 WHERE job_id = ANY($2::uuid[])",
+        T0,
+        [queued, other],
+    )
+    _, start = await read_dispatches(bus.jetstream, 1)
+    await parts.sweeper.sweep_once()
+    published, _ = await read_dispatches(bus.jetstream, start)
+    sent = {uuid.UUID(run.job_id) for body in published for run in body.runs}
+    # The waiting run took the window's room; the retry waits behind it, unpublished,
+    # as a dispatch's waiting run does. The other tenant's retry goes out at once.
+    assert sent == {waiting, other}
+    [retry] = await runs_of(pool, queued)
+    assert (retry["status"], retry["dispatch_seq"], retry["check_at"]) == ("queued", 0, None)
+    waits = await pool.fetch("SELECT job_id, tenant_id, due_at FROM run_waits")
+    assert [tuple(w) for w in waits] == [(queued, TENANT, T0)]
+    # The waiting run is leased: the retry is admitted by the next pass, its run's
+    # lateness (its first dispatch's) kept.
+    await pool.execute("UPDATE job_runs SET status = 'running' WHERE job_id = $1", waiting)
+    await parts.sweeper.sweep_once()
+    [retry] = await runs_of(pool, queued)
+    assert retry["status"] == "queued" and retry["dispatch_seq"] > 0
+    assert retry["lateness_ms"] == 7
+    assert await pool.fetchval("SELECT count(*) FROM run_waits") == 0
+
+
+async def test_a_due_retry_under_a_rate_limited_key_waits_for_its_token(
+    pool: asyncpg.Pool, parts: Parts, bus: Bus
+) -> None:
+    [job] = await insert_jobs(
+        pool,
+        Schedule(IntervalSpec(timedelta(days=1))),
+        first_due=T0 + timedelta(days=1),
+        policies=JobPolicies(rate_limit_key="crm"),
+    )
+    await pool.execute(
+        "INSERT INTO flow_limits (tenant_id, key, rate_per_s, burst, tokens, refilled_at)"
+        " VALUES ($1, 'crm', 1, 1, 0, $2)",
+        TENANT,
+        T0,
+    )
+    await pool.execute(
+        "INSERT INTO job_runs (job_id, scheduled_at, tenant_id, partition_id, status,"
+        " attempt, check_at, dispatch_seq)"
+        " SELECT $1, $2, tenant_id, partition_id, 'retrying', 1, $2, 5 FROM jobs"
+        " WHERE job_id = $1",
+        job,
+        T0,
+    )
+    _, start = await read_dispatches(bus.jetstream, 1)
+    await parts.sweeper.sweep_once()  # the bucket is empty: the retry waits, throttled
+    assert (await read_dispatches(bus.jetstream, start))[0] == []
+    [retry] = await runs_of(pool, job)
+    assert (retry["status"], retry["dispatch_seq"], retry["check_at"]) == ("queued", 0, None)
+    assert await pool.fetchval("SELECT throttled FROM run_waits WHERE job_id = $1", job)
+    await parts.tick(1)  # a token: admitted and published, late by its key
+    published, _ = await read_dispatches(bus.jetstream, start)
+    assert [uuid.UUID(run.job_id) for body in published for run in body.runs] == [job]
+    [retry] = await runs_of(pool, job)
+    assert retry["dispatch_seq"] > 0 and retry["throttled"]
+
+
 async def test_an_acknowledged_publish_waits_for_the_lost_message_recheck(
     pool: asyncpg.Pool, parts: Parts
 ) -> None:

@@ -14,8 +14,10 @@ a run enters the shared SUNDIAL_RUNS stream (docs/design.md section 7, "Flow con
   target's Retry-After, always waits and is admitted by the sweeper as the key's token
   bucket allows (shared by every scheduler: it lives in ``flow_limits``).
 
-Runs that wait keep their row (``queued``, never published) and get a ``run_waits`` row;
-nothing here fails or drops a run.
+A due retry is admitted as a newly due run is, by the sweep that finds it due.
+
+Runs that wait keep their row (``queued``, not published: a retry's earlier attempt was)
+and get a ``run_waits`` row; nothing here fails or drops a run.
 """
 
 from __future__ import annotations

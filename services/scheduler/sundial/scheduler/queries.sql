@@ -302,9 +302,10 @@ SELECT count(*) FROM due;
 -- publishes (acked_until: when an acknowledged one is due for the lost-message check),
 -- deferred (jittered) or released runs, expired leases, due retries. With
 -- each, its job's policies as text: the retry budget an expired lease is charged against
--- is decided in Python (sundial.run.lease_expiry), not read out of the JSON here.
+-- is decided in Python (sundial.run.lease_expiry), not read out of the JSON here, and so
+-- are a due retry's priority and rate-limit key, for its admission (hold_retries).
 SELECT r.job_id, r.scheduled_at, r.partition_id, r.tenant_id, r.status, r.cancel_requested,
-       r.attempt, r.attempt_base, d.policies::text AS policies,
+       r.attempt, r.attempt_base, r.check_at, d.policies::text AS policies,
        a.recheck_at AS acked_until, r.traceparent, {fixed_delay}
   FROM job_runs r
   LEFT JOIN job_definitions d ON d.job_id = r.job_id
@@ -757,7 +758,8 @@ SELECT job_id, target::text AS target FROM job_definitions WHERE job_id = ANY($1
 
 -- name: insert_run_waits
 -- The waiting list's rows of runs this dispatch inserted to wait (queued, never
--- published, no check_at); a run key that existed before is not ours and gets none.
+-- published, no check_at), or of due retries a sweep holds (written queued, unpublished,
+-- no check_at just before); a run key in another state is not ours and gets none.
 -- $9[i]: the run's rate-limit key holds it (throttled, migration 0022). $10: every run
 -- key of the dispatch was new (insert_runs' count), so every row is ours and no run
 -- row is probed (the usual case; CASE evaluates its branches in order, so the probe is
@@ -826,7 +828,8 @@ WITH k AS (
 UPDATE job_runs r
    SET dispatch_seq = k.dispatch_seq, check_at = $5, updated_at = $4,
        throttled = k.throttled OR g.throttled,
-       lateness_ms = CASE WHEN r.kind = 'scheduled'
+       -- A first publish only: a retry that waited keeps its run's dispatch lateness.
+       lateness_ms = CASE WHEN r.kind = 'scheduled' AND r.attempt = 0
                           THEN greatest(0, (extract(epoch FROM $4 - g.due_at) * 1000)::bigint)
                           ELSE r.lateness_ms END
   FROM gone g

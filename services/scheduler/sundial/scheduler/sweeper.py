@@ -198,14 +198,24 @@ class Sweeper(PassLoop):
                 for state, partition, acked_until, traceparent in due
                 if acked_until is None or acked_until <= now
             ]
-            transitions = [(due_check(state, now), partition) for state, partition, _ in checked]
+            tenants = {state.ref: state.tenant_id for state, _, _ in checked}
+            # Due retries are admitted as a dispatch's runs are (docs/design.md section
+            # 7): those that must wait are written unpublished, with a waiting row.
+            transitions, held = await tx.hold_retries(
+                [(due_check(state, now), partition) for state, partition, _ in checked],
+                tenants,
+                window=self._config.tenant_window,
+                default_weight=self._config.fair_weight,
+                now=now,
+            )
             batches = await tx.apply_checks(
                 transitions,
                 now,
                 confirm_until=confirm_until,
-                tenants={state.ref: state.tenant_id for state, _, _ in checked},
+                tenants=tenants,
                 default_weight=self._config.fair_weight,
             )
+            await tx.insert_run_waits(held, now)
             letters: list[DeadLetterRun] = []
             if whole:
                 # Last, so runs that died in this pass are in it.
@@ -228,7 +238,7 @@ class Sweeper(PassLoop):
             letters,
             checked=len(due),
             admitted=sum(admission.admitted.values()),
-            waiting=admission.waiting,
+            waiting=admission.waiting or bool(held),
         )
         # The republished batches and the dead-letter outbox go out together, each
         # publish bounded by a timeout, so a NATS outage stalls a pass by one timeout.

@@ -3,7 +3,10 @@
 
 Lock order: a dispatch holds its claimed jobs rows, then takes the tenants' admission
 locks (sorted); a sweep takes only the admission locks, then writes waiting runs that no
-other transaction locks first. Neither waits for the other in a cycle.
+other transaction locks first. Neither waits for the other in a cycle. A sweep's due
+retries (:meth:`AdmissionSteps.hold_retries`) are admitted as a dispatch's runs are,
+without waiting for a lock: the run rows were locked SKIP LOCKED, and a tenant whose
+admission lock is held elsewhere counts as full.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from sundial.core.db import translate_db_errors
-from sundial.run import RunRef
+from sundial.run import RunRef, RunStatus, Transition
 from sundial.scheduler.admission import (
     KeyBucket,
     TenantFlow,
+    admit_at_dispatch,
     interleave,
     origin_of,
     take_tokens,
@@ -31,11 +35,22 @@ from sundial.scheduler.model import PlannedRun, PublishBatch
 from sundial.scheduler.store._queries import queries
 from sundial.scheduler.store._rows import chunks, publish_batch, target_of, unzip
 
-__all__ = ["AdmissionSteps", "Admitted"]
+__all__ = ["AdmissionSteps", "Admitted", "RetryTerms"]
 
 WAITING_TENANTS_PER_PASS = 64
 """Tenants with waiting runs one sweep pass admits for (the next pass goes on from the
 last one, so every tenant gets its turn)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetryTerms:
+    """What admitting a due retry needs of its run and job (read by lock_due_checks)."""
+
+    due_at: datetime
+    """When the retry fell due (its check_at)."""
+    priority: int
+    rate_key: str
+    """The job's own rate-limit key; empty for the default (the target's origin)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +71,63 @@ class AdmissionSteps:
     """Mixed into :class:`~sundial.scheduler.store.Transaction`."""
 
     _conn: asyncpg.Connection | PoolConnectionProxy
+    _retry_terms: dict[RunRef, RetryTerms]
+
+    @translate_db_errors()
+    async def hold_retries(
+        self,
+        transitions: Sequence[tuple[Transition, int]],
+        tenants: Mapping[RunRef, str],
+        *,
+        window: int,
+        default_weight: int,
+        now: datetime,
+    ) -> tuple[list[tuple[Transition, int]], dict[PlannedRun, bool]]:
+        """Admit the sweep's due retries as a dispatch admits its runs: a retry under a
+        held rate-limit key, past its tenant's free window, or of a tenant that has runs
+        waiting already waits instead of being republished (a failing target's retry
+        storm took its tenant's window and its key's rate limit for nothing before).
+
+        Args:
+            transitions: The sweep's transitions (each with its run's partition); the
+                retries among them are the runs ``lock_due_checks`` read as RETRYING.
+            tenants: Each run's tenant.
+
+        Returns:
+            The transitions, a waiting retry's no longer republished (QUEUED, no
+            dispatch sequence, no check: as a dispatch's waiting run is), and the
+            waiting runs for :meth:`insert_run_waits` once the transitions are written
+            (True: held by its rate-limit key).
+        """
+        retries: list[PlannedRun] = []
+        for transition, partition in transitions:
+            terms = self._retry_terms.get(transition.ref)
+            if terms is None or not transition.republish or transition.ref not in tenants:
+                continue
+            retries.append(
+                PlannedRun(
+                    job_id=transition.ref.job_id,
+                    scheduled_at=transition.ref.scheduled_at,
+                    tenant_id=tenants[transition.ref],
+                    partition_id=partition,
+                    status=RunStatus.QUEUED,
+                    due_at=terms.due_at,
+                    lateness_ms=None,
+                    priority=terms.priority,
+                    rate_key=terms.rate_key,
+                )
+            )
+        if not retries:
+            return list(transitions), {}
+        flows = await self.lock_admission(
+            {r.tenant_id for r in retries}, window, default_weight, now, wait=False
+        )
+        wait = admit_at_dispatch(await self.resolve_rate_keys(retries, flows, now), flows, now)
+        held = {RunRef(r.job_id, r.scheduled_at) for r in wait}
+        return [
+            (dataclasses.replace(t, republish=False) if t.ref in held else t, partition)
+            for t, partition in transitions
+        ], wait
 
     @translate_db_errors()
     async def lock_admission(

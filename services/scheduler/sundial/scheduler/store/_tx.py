@@ -33,7 +33,7 @@ from sundial.scheduler.model import (
     TenantTerms,
     WrittenLease,
 )
-from sundial.scheduler.store._admission import AdmissionSteps
+from sundial.scheduler.store._admission import AdmissionSteps, RetryTerms
 from sundial.scheduler.store._queries import queries
 from sundial.scheduler.store._rows import (
     chunks as _chunks,
@@ -42,6 +42,7 @@ from sundial.scheduler.store._rows import (
     dead_letter_run,
     fixed_delays,
     lease_candidate,
+    policies_of,
     publish_batch,
     ref_of,
     run_state,
@@ -102,6 +103,9 @@ class Transaction(AdmissionSteps):
         # The runs this transaction locked whose jobs are fixed-delay jobs, with the
         # delay: when one ends here, its job is re-armed (_rearm_fixed_delays).
         self._fixed_delays: dict[RunRef, timedelta] = {}
+        # The due retries lock_due_checks locked, with what admitting them needs
+        # (hold_retries).
+        self._retry_terms: dict[RunRef, RetryTerms] = {}
 
     async def _seqs(self, count: int) -> list[int]:
         if not count:
@@ -433,6 +437,12 @@ class Transaction(AdmissionSteps):
         """
         rows = await self._conn.fetch(queries.lock_due_checks, list(owned), limit, now)
         self._fixed_delays.update(fixed_delays(rows))
+        for r in rows:
+            if r["status"] == RunStatus.RETRYING.value:
+                policies = policies_of(r["policies"])
+                self._retry_terms[RunRef(r["job_id"], r["scheduled_at"])] = RetryTerms(
+                    r["check_at"], policies.priority, policies.rate_limit_key
+                )
         return [
             (run_state(r), r["partition_id"], r["acked_until"], r["traceparent"] or "")
             for r in rows
