@@ -718,9 +718,10 @@ SELECT pg_advisory_xact_lock(hashtextextended('sundial.admit:' || t.tenant_id, 0
   FROM (SELECT DISTINCT tenant_id FROM unnest($1::text[]) AS u(tenant_id) ORDER BY 1) AS t;
 
 -- name: try_lock_admission
--- The dispatcher's admission locks of tenants $1: taken where free, never waited for (a
--- dispatch holds its claimed jobs rows, which a waiting transaction would keep from
--- PauseJob and the other dispatch workers); whether each was taken.
+-- The admission locks of tenants $1 that a dispatch or a sweep's due retries ask for:
+-- taken where free (or already held by this transaction), never waited for (a dispatch
+-- holds its claimed jobs rows, a sweep its due runs' rows, which a waiting transaction
+-- would keep from PauseJob and the other workers); whether each was taken.
 SELECT t.tenant_id,
        pg_try_advisory_xact_lock(hashtextextended('sundial.admit:' || t.tenant_id, 0))
            AS locked
@@ -804,11 +805,13 @@ SELECT job_id, scheduled_at, partition_id
 
 -- name: admit_runs
 -- Admits and publishes the waiting runs $1/$2: their waiting rows go, and each run
--- still waiting (queued, never published: not cancelled meanwhile) gets its dispatch
+-- still waiting (queued, unpublished: not cancelled meanwhile) gets its dispatch
 -- sequence $3[i] and check_at $5, the publish-confirm deadline, as a dispatch writes
--- them: the sweep publishes them after its commit. Its lateness is measured now ($4),
--- from its due time; throttled (migration 0022) when its rate-limit key held it at
--- dispatch (run_waits.throttled) or holds it now ($6[i]). Returns the runs admitted.
+-- them: the sweep publishes them after its commit. A first publish (attempt 0; a due
+-- retry that waited keeps both: they describe its run's first start) has its lateness
+-- measured now ($4), from its due time, and is throttled (migration 0022) when its
+-- rate-limit key held it at dispatch (run_waits.throttled) or holds it now ($6[i]).
+-- Returns the runs admitted.
 WITH k AS (
     SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $6::boolean[])
                   AS k(job_id, scheduled_at, dispatch_seq, throttled)
@@ -827,8 +830,8 @@ WITH k AS (
 )
 UPDATE job_runs r
    SET dispatch_seq = k.dispatch_seq, check_at = $5, updated_at = $4,
-       throttled = k.throttled OR g.throttled,
-       -- A first publish only: a retry that waited keeps its run's dispatch lateness.
+       throttled = CASE WHEN r.attempt = 0 THEN k.throttled OR g.throttled
+                        ELSE r.throttled END,
        lateness_ms = CASE WHEN r.kind = 'scheduled' AND r.attempt = 0
                           THEN greatest(0, (extract(epoch FROM $4 - g.due_at) * 1000)::bigint)
                           ELSE r.lateness_ms END

@@ -2,11 +2,11 @@
 :mod:`sundial.scheduler.admission`, docs/design.md section 7 "Flow control").
 
 Lock order: a dispatch holds its claimed jobs rows, then takes the tenants' admission
-locks (sorted); a sweep takes only the admission locks, then writes waiting runs that no
-other transaction locks first. Neither waits for the other in a cycle. A sweep's due
-retries (:meth:`AdmissionSteps.hold_retries`) are admitted as a dispatch's runs are,
-without waiting for a lock: the run rows were locked SKIP LOCKED, and a tenant whose
-admission lock is held elsewhere counts as full.
+locks (sorted); a sweep takes the admission locks, then writes waiting runs that no
+other transaction locks first. Neither waits for the other in a cycle. The same sweep
+then locks its due runs (SKIP LOCKED) and admits their retries
+(:meth:`AdmissionSteps.hold_retries`) as a dispatch admits its runs, with try-locks
+only: a tenant whose admission lock is held elsewhere counts as full.
 """
 
 from __future__ import annotations
@@ -140,9 +140,10 @@ class AdmissionSteps:
         wait: bool = True,
     ) -> dict[str, TenantFlow]:
         """Take the admission locks of ``tenants`` and read each one's flow (a tenant
-        without a row is absent: not limited). With ``wait`` False (a dispatch), a lock
-        another transaction holds is not waited for: that tenant's flow is full (every
-        due run of it waits, and the sweeper admits it within a pass)."""
+        without a row is absent: not limited). With ``wait`` False (a dispatch, a
+        sweep's due retries), a lock another transaction holds is not waited for: that
+        tenant's flow is full (every due run of it waits, and the sweeper admits it
+        within a pass)."""
         if not tenants:
             return {}
         names = sorted(tenants)
@@ -199,9 +200,10 @@ class AdmissionSteps:
     async def insert_run_waits(
         self, waiting: Mapping[PlannedRun, bool], now: datetime, *, all_new: bool = False
     ) -> None:
-        """The waiting-list rows of the runs ``waiting`` (inserted by this dispatch to
-        wait; True: held by its rate-limit key). ``all_new``: every run key the dispatch
-        inserted was new, so each of them is this dispatch's own."""
+        """The waiting-list rows of the runs ``waiting`` (a dispatch's runs inserted to
+        wait, or a sweep's held retries once written; True: held by its rate-limit key).
+        ``all_new``: every run key the dispatch inserted was new, so each of them is this
+        dispatch's own."""
         if not waiting:
             return
         runs = list(waiting)
