@@ -10,8 +10,9 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -45,6 +46,38 @@ if os.getppid() != parent:
     os._exit(1)  # the parent died before the line above: nobody would stop us
 os.execvp(sys.argv[4], sys.argv[4:])
 """
+
+
+_HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Hold a Ctrl-C or SIGTERM that arrives in the block until it ends, then act on it
+    as the handler in force would (``sundial dev`` raises ``KeyboardInterrupt`` on both).
+
+    Starting a child is fork, exec, then a wait for the exec's outcome inside
+    ``subprocess.Popen``: a ``KeyboardInterrupt`` raised there ends the call before its
+    caller holds the child, which then runs on with nobody to stop it (``sundial dev``
+    interrupted while starting left a server running after it exited). A no-op outside
+    the main thread, where Python runs no signal handler anyway.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = {sig: signal.signal(sig, lambda n, _f: held.append(n)) for sig in _HELD_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    for signum in held:
+        handler = previous[signal.Signals(signum)]
+        if callable(handler):
+            handler(signum, None)
+        elif handler == signal.SIG_DFL:
+            os.kill(os.getpid(), signum)
 
 
 def shimmed(argv: Sequence[str], user: int | None, group: int | None) -> list[str]:
@@ -196,10 +229,11 @@ class ManagedProcess:
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
+        with open(self.log_path, "ab") as log, interrupts_held():
             # No preexec_fn (see _EXEC_SHIM): the shim switches users and sets the
             # parent-death signal. `group` counts only with a `user`; root's
-            # supplementary groups are dropped then too.
+            # supplementary groups are dropped then too. A Ctrl-C meanwhile is acted
+            # on once the child is ours to stop (interrupts_held).
             self.proc = subprocess.Popen(
                 shimmed(self.argv, self.user, self.group),
                 stdin=subprocess.DEVNULL,
