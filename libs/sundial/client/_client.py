@@ -77,8 +77,8 @@ and ABORTED only when the API pushes back with a delay (the tenant's rate limit,
 that lost a race with another: its ``grpc-retry-pushback-ms`` trailer, the RetryInfo
 delay; a database conflict, whose transaction rolled back, is such a race), never for a
 quota or a stale ``expected_version`` (the API sends a negative pushback, which gRPC
-does not retry). Every API write is safe to
-retry: creates, triggers and backfills carry a request id, the rest are idempotent or
+does not retry). Every API write is safe to retry: creates, applies and triggers carry
+a request id, a backfill skips occurrences that have a run, the rest are idempotent or
 version-checked (a RollbackJob without expected_version, retried after a lost answer,
 restores the same definition once more: one more revision, nothing else)."""
 
