@@ -5,7 +5,7 @@ Run: ``python bench/bench_isolation.py [--seconds 15] [--herd 20000] [--repeat 1
 
 One local stack (API, scheduler, executor as real processes; fast PostgreSQL settings)
 and the fast target of ``bench_e2e.py`` in a process of its own. Tenant B runs a steady
-load throughout: 20 jobs firing every second at the target, and a GetJob every 50 ms
+load throughout: 20 jobs firing every second at the target, and a GetJob every 20 ms
 (1 s deadline). For each of A's loads, over ``--seconds``, B's p50/p99 API latency
 and B's p99 run lateness (arrival at the target minus the scheduled time) are measured
 with B alone just before it, then beside it; the ratio is of that pair (B alone moved
@@ -85,6 +85,9 @@ from sundial.v1 import calendar_pb2, job_pb2, job_service_pb2
 from tests.helpers.dns_server import DnsServer
 
 B_JOBS = 20
+B_CALL_EVERY_S = 0.02
+"""B's GetJob rate: a p99 is then the 8th slowest of about 750 calls a phase (at 50 ms,
+the 3rd of 300, set by two or three calls alone)."""
 MAX_PAYLOAD = 256 * 1024
 SLOW_NAME = "never.slow.test"
 
@@ -199,7 +202,7 @@ class TenantB:
     async def measure(
         self, recorder: Recorder, seconds: float, settle_s: float = 3.0
     ) -> dict[str, object]:
-        """GetJob every 50 ms for ``seconds``; then B's runs due in the window, once
+        """GetJob every ``B_CALL_EVERY_S`` for ``seconds``; then B's runs due in the window, once
         they arrived (at most ``settle_s`` after it)."""
         latencies: list[float] = []
         timeouts = 0
@@ -216,7 +219,7 @@ class TenantB:
             except grpc.aio.AioRpcError:
                 timeouts += 1
                 latencies.append(1.0)
-            await asyncio.sleep(max(0.0, 0.05 - (time.monotonic() - began)))  # the call rate
+            await asyncio.sleep(max(0.0, B_CALL_EVERY_S - (time.monotonic() - began)))
         end = time.time()
         prefixes = tuple(f"{job_id}@" for job_id in self.job_ids)
         due_start, due_end = int(start) + 1, int(end) - 1
@@ -683,26 +686,41 @@ def _spread(ratios: list[float]) -> str:
     return f"{median}" if len(ratios) < 2 else f"{median} ({min(ratios)}-{max(ratios)})"
 
 
+def _floor_ratio(pair: dict[str, typing.Any], floor: dict[str, typing.Any], figure: str) -> float:
+    return round(pair["loaded"][figure] / floor["loaded"][figure], 2)
+
+
 def report(results: Pairs) -> None:
     """One row per A's load: B's p99s alone (measured just before) and beside it, and
-    their ratio: the median of the repetitions, with their range."""
+    their ratio: the median of the repetitions, with their range. When the run measured
+    ``cores``, each row's loaded p99 is also given beside B's under ``cores`` in the same
+    repetition (``/ floor``): what A's load costs B beyond what the machine's busy cores
+    cost it, the figure that stays when the machine's own floor is over 1.5."""
+    floors = results.get("cores", [])
     print()
     print(
-        "| A's load | B API p99 alone / loaded (s) | ratio | B lateness p99 alone / loaded (s)"
-        " | ratio | B runs missing | A runs/s |"
+        "| A's load | B API p99 alone / loaded (s) | ratio | / floor"
+        " | B lateness p99 alone / loaded (s) | ratio | / floor | B runs missing | A runs/s |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, pairs in results.items():
         alone = [p["alone"] for p in pairs]
         loaded = [p["loaded"] for p in pairs]
         a_rates = [p["a"]["a_runs_per_s"] for p in pairs if "a" in p]
+        beside = list(zip(pairs, floors, strict=False))  # a repetition's pair and floor
+
+        def floor_of(figure: str, beside: list[tuple[typing.Any, typing.Any]] = beside) -> str:
+            return _spread([_floor_ratio(p, f, figure) for p, f in beside]) if beside else ""
+
         print(
             f"| {name} | {_median([f['api_p99_s'] for f in alone])}"
             f" / {_median([f['api_p99_s'] for f in loaded])}"
             f" | {_spread([_ratio(p, 'api_p99_s') for p in pairs])}"
+            f" | {floor_of('api_p99_s')}"
             f" | {_median([f['run_lateness_p99_s'] for f in alone])}"
             f" / {_median([f['run_lateness_p99_s'] for f in loaded])}"
             f" | {_spread([_ratio(p, 'run_lateness_p99_s') for p in pairs])}"
+            f" | {floor_of('run_lateness_p99_s')}"
             f" | {sum(f['runs_missing'] for f in loaded)}"
             f" | {round(statistics.median(a_rates)) if a_rates else ''} |"
         )
