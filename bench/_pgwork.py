@@ -59,16 +59,17 @@ async def reset(conn: asyncpg.Connection) -> None:
 
 
 async def statements(conn: asyncpg.Connection, runs: int) -> dict[str, Any]:
-    """Since :func:`reset`, per run of ``runs``: the top statements (calls, execution
-    time in microseconds, WAL bytes) and the totals of every statement."""
+    """Since :func:`reset`, per run of ``runs``: the top statements by execution and
+    planning time (calls, each time in microseconds, WAL bytes) and the totals of every
+    statement."""
     rows = await conn.fetch(
         """
-        SELECT s.query, s.calls, s.total_exec_time, s.rows, s.wal_bytes,
+        SELECT s.query, s.calls, s.total_exec_time, s.total_plan_time, s.rows, s.wal_bytes,
                s.shared_blks_hit + s.shared_blks_read AS blocks
           FROM pg_stat_statements s
          WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
            AND s.query NOT ILIKE '%pg_stat_%'
-         ORDER BY s.total_exec_time DESC
+         ORDER BY s.total_exec_time + s.total_plan_time DESC
         """
     )
     names = _named_queries()
@@ -80,6 +81,7 @@ async def statements(conn: asyncpg.Connection, runs: int) -> dict[str, Any]:
                 "name": names.get(shape) or shape[:70],
                 "calls_per_run": round(r["calls"] / runs, 3),
                 "us_per_run": round(r["total_exec_time"] * 1000 / runs, 1),
+                "plan_us_per_run": round(r["total_plan_time"] * 1000 / runs, 1),
                 "rows_per_call": round(r["rows"] / max(r["calls"], 1), 1),
                 "wal_bytes_per_run": round(int(r["wal_bytes"]) / runs),
                 "blocks_per_run": round(r["blocks"] / runs, 1),
@@ -88,6 +90,7 @@ async def statements(conn: asyncpg.Connection, runs: int) -> dict[str, Any]:
     return {
         "statements": top,
         "total_us_per_run": round(sum(r["total_exec_time"] for r in rows) * 1000 / runs, 1),
+        "plan_us_per_run": round(sum(r["total_plan_time"] for r in rows) * 1000 / runs, 1),
         "calls_per_run": round(sum(r["calls"] for r in rows) / runs, 2),
         "wal_bytes_per_run": round(sum(int(r["wal_bytes"]) for r in rows) / runs),
     }
@@ -140,15 +143,16 @@ def render(values: dict[str, Any]) -> list[str]:
     """The collection as report lines."""
     lines = [
         f"PostgreSQL per run: {values['calls_per_run']} statements, "
-        f"{values['total_us_per_run']} us executing, {values['wal_bytes_per_run']} WAL bytes"
+        f"{values['total_us_per_run']} us executing, {values.get('plan_us_per_run', 0)} us "
+        f"planning, {values['wal_bytes_per_run']} WAL bytes"
     ]
-    heads = ("calls/run", "us/run", "rows/call", "WAL B/run", "blks/run")
+    heads = ("calls/run", "us/run", "plan us", "rows/call", "WAL B/run", "blks/run")
     lines.append(f"  {'statement':40s} " + " ".join(f"{h:>9s}" for h in heads))
     for s in values["statements"]:
         lines.append(
             f"  {s['name'][:40]:40s} {s['calls_per_run']:9.3f} {s['us_per_run']:9.1f} "
-            f"{s['rows_per_call']:9.1f} {s['wal_bytes_per_run']:9d} "
-            f"{s.get('blocks_per_run', 0):9.1f}"
+            f"{s.get('plan_us_per_run', 0):9.1f} {s['rows_per_call']:9.1f} "
+            f"{s['wal_bytes_per_run']:9d} {s.get('blocks_per_run', 0):9.1f}"
         )
     if "tables" not in values:
         return lines

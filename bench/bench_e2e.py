@@ -2,7 +2,8 @@
 
 Run: ``python bench/bench_e2e.py [--rates 200,1000] [--seconds 20] [--herd 20000]
 [--executors 1] [--executor-processes 1] [--max-in-flight 256] [--concurrency 64]
-[--settings fast,durable] [--tracing off,on] [--clients-only] [--profile DIR] [--json]``.
+[--settings fast,durable] [--tracing off,on] [--clients-only] [--profile DIR] [--json]
+[--no-bare] [--bare-writes seed,sundial,rows] [--days-kept 30]``.
 
 Everything is real: ``sundial-api``, ``sundial-scheduler`` and ``sundial-executor``
 processes on the local stack, and a fast HTTP target in a process of its own (a bare
@@ -28,6 +29,13 @@ the same run against that one target:
   the instant to the end, per run (a process with its children: PostgreSQL's backends,
   the executor's workers), and the cores they used together. The ratios to the best
   plain client and to the executor's own client alone follow.
+* ``bare``, ``bare_sundial`` and ``bare_rows`` (before each herd unless ``--no-bare``;
+  ``--bare-writes`` chooses): the seed's algorithm done bare in one process
+  (``bench_bare.py``) on the same PostgreSQL and target, with the seed's writes, with the
+  writes Sundial's features make per run on copies of its tables, and with those writes
+  on the tables' primary keys alone: runs/s, its own CPU and PostgreSQL's per run, and
+  the top statements. The ratios of the herd to each, and of each to the seed's (what
+  Sundial's writes cost on their own), are printed last.
 * ``herd_postgresql``: what PostgreSQL did for the herd, per run (``_pgwork.py``): the
   top statements by execution time from the instant to the last success (named after
   the named query they are), and each table's inserts, updates with their HOT share,
@@ -37,6 +45,10 @@ the same run against that one target:
   lease (which frees room in the tenant's admission window) to the next pass that
   admitted runs; the passes that admitted runs, the runs each admitted and the time
   between them.
+
+Each database first gets the daily run partitions of the ``--days-kept`` days before
+today (30, ``SUNDIAL_RETENTION_DAYS``' default): a deployment that has run a month has
+them, and every statement counting runs by tenant or job reads each partition.
 
 The Sundial phases run once per PostgreSQL setting of ``--settings``, each on a new
 stack: ``fast`` (fsync, synchronous_commit and full_page_writes off, as the tests run)
@@ -73,7 +85,7 @@ import typing
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -84,6 +96,7 @@ from _common import with_database
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
+from sundial.core.db import ensure_run_partitions, migrate
 from sundial.devstack import Services, Stack
 from sundial.v1 import admin_pb2, admin_pb2_grpc, job_pb2, job_service_pb2, job_service_pb2_grpc
 
@@ -731,6 +744,8 @@ async def sundial_phases(
     admin = await asyncpg.connect(stack.database_url)
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')
+        # Planning time too in pg_stat_statements (its own setting, off by default).
+        await admin.execute(f'ALTER DATABASE "{name}" SET pg_stat_statements.track_planning = on')
         settings = await admin.fetch(
             "SELECT name, setting FROM pg_settings WHERE name = ANY($1) ORDER BY name",
             ["fsync", "synchronous_commit", "full_page_writes", "shared_buffers"],
@@ -760,8 +775,20 @@ async def sundial_phases(
                 ),
             },
         )
+        # Sundial's schema first (the services would apply it at start): the bare
+        # pipeline with Sundial's writes copies its tables; and the daily run partitions
+        # of the days a deployment keeps (--days-kept), which every statement counting
+        # runs by tenant or job reads.
+        await migrate(database_url)
+        if args.days_kept:
+            today = datetime.now(UTC).date()
+            await ensure_run_partitions_at(
+                database_url, today - timedelta(days=args.days_kept), today
+            )
         if args.bare and args.herd:
-            results["bare"] = await bare_pipeline(database_url, url, args.herd)
+            for writes in args.bare_writes:
+                name = "bare" if writes == "seed" else f"bare_{writes}"
+                results[name] = await bare_pipeline(database_url, url, args.herd, writes)
         try:
             await asyncio.to_thread(services.start)
             for _ in range(args.executors - 1):
@@ -799,15 +826,27 @@ async def sundial_phases(
                 await conn.close()
 
 
-async def bare_pipeline(database_url: str, url: str, count: int) -> dict[str, object]:
-    """The bare pipeline's herd (``bench_bare.py``) on the same PostgreSQL and target:
-    its runs/s, its own CPU per run and PostgreSQL's over the same span."""
+async def ensure_run_partitions_at(database_url: str, start: date, end: date) -> None:
+    conn = await asyncpg.connect(database_url)
+    try:
+        await ensure_run_partitions(conn, start, end)
+    finally:
+        await conn.close()
+
+
+async def bare_pipeline(
+    database_url: str, url: str, count: int, writes: str = "seed"
+) -> dict[str, object]:
+    """The bare pipeline's herd (``bench_bare.py``, with the seed's writes or Sundial's)
+    on the same PostgreSQL and target: its runs/s, its own CPU per run and PostgreSQL's
+    over the same span."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         str(Path(__file__).with_name("bench_bare.py")),
         database_url,
         url,
         str(count),
+        writes,
         stdout=asyncio.subprocess.PIPE,
     )
     assert process.stdout is not None
@@ -918,6 +957,16 @@ def report(results: dict[str, object], args: argparse.Namespace) -> None:
         bare = results.get(f"{setting}.bare")
         if isinstance(herd_values, dict) and isinstance(bare, dict) and "runs_per_s" in bare:
             print(f"  herd ({setting}) beside the bare pipeline: " + bare_ratios(herd_values, bare))
+        for writes, label in BARE_WRITES.items():
+            other = results.get(f"{setting}.bare_{writes}")
+            if not isinstance(other, dict) or "runs_per_s" not in other:
+                continue
+            if isinstance(herd_values, dict):
+                ratios = bare_ratios(herd_values, other)
+                print(f"  herd ({setting}) beside the bare pipeline with {label}: {ratios}")
+            if isinstance(bare, dict) and "runs_per_s" in bare:
+                ratios = bare_ratios(other, bare)
+                print(f"  the bare pipeline with {label} beside the seed's: {ratios}")
         if best is None or not isinstance(herd_values, dict):
             continue
         rate = float(herd_values["runs_per_s"])
@@ -935,10 +984,7 @@ def bare_ratios(herd_values: dict[str, typing.Any], bare: dict[str, typing.Any])
     CPU per run <= 1.6x, PostgreSQL's <= 1.5x)."""
     ours = herd_values["cpu_us_per_run"]
     theirs = bare["cpu_us_per_run"]
-    sundial_cpu = sum(
-        v for k, v in ours.items() if k in ("api", "scheduler", "executor", "postgres", "nats")
-    )
-    bare_cpu = theirs.get("bare", 0) + theirs.get("postgres", 0)
+    sundial_cpu, bare_cpu = _pipeline_cpu(ours), _pipeline_cpu(theirs)
     return (
         f"runs/s {herd_values['runs_per_s']} vs {bare['runs_per_s']} "
         f"({herd_values['runs_per_s'] / bare['runs_per_s']:.2f}x); CPU per run "
@@ -946,6 +992,20 @@ def bare_ratios(herd_values: dict[str, typing.Any], bare: dict[str, typing.Any])
         f"PostgreSQL {ours.get('postgres', 0)} vs {theirs.get('postgres', 0)} us "
         f"({ours.get('postgres', 0) / max(theirs.get('postgres', 1), 1):.2f}x)"
     )
+
+
+BARE_WRITES = {
+    "sundial": "Sundial's writes",
+    "rows": "Sundial's row writes on primary keys alone",
+}
+"""The bare pipeline's variants beside the seed's (``bench_bare.py``), as reported."""
+
+
+def _pipeline_cpu(cpu_us_per_run: dict[str, int]) -> int:
+    """A pipeline's CPU per run: its services' (or the bare process's), PostgreSQL's and
+    NATS's; not the target's, nor the machine's other processes'."""
+    kinds = ("api", "scheduler", "executor", "postgres", "nats", "bare")
+    return sum(v for k, v in cpu_us_per_run.items() if k in kinds)
 
 
 def parse_args() -> argparse.Namespace:
@@ -974,6 +1034,25 @@ def parse_args() -> argparse.Namespace:
         help="skip the bare-pipeline reference (bench_bare.py) before each herd",
     )
     parser.add_argument(
+        "--days-kept",
+        type=int,
+        default=30,
+        help=(
+            "daily run partitions made before the runs, for the days before today a "
+            "deployment keeps (SUNDIAL_RETENTION_DAYS, 30); 0: only those the scheduler "
+            "makes"
+        ),
+    )
+    parser.add_argument(
+        "--bare-writes",
+        default="seed,sundial,rows",
+        help=(
+            "the bare pipelines run before each herd: seed (the seed's two tables), "
+            "sundial (the same loop writing what Sundial writes per run, on copies of "
+            "its tables) and rows (those writes on the tables' primary keys alone)"
+        ),
+    )
+    parser.add_argument(
         "--profile",
         type=Path,
         default=None,
@@ -987,6 +1066,9 @@ def parse_args() -> argparse.Namespace:
     args = parser.parse_args()
     args.rates = [int(r) for r in args.rates.split(",") if r]
     args.settings = [x for x in args.settings.split(",") if x]
+    args.bare_writes = [x for x in args.bare_writes.split(",") if x]
+    if unknown := set(args.bare_writes) - {"seed", *BARE_WRITES}:
+        parser.error(f"--bare-writes: unknown {', '.join(sorted(unknown))} (seed, sundial, rows)")
     args.tracing = [x for x in args.tracing.split(",") if x]
     if not set(args.tracing) <= {"off", "on"}:
         parser.error("--tracing: a list of off and on")

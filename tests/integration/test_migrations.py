@@ -223,6 +223,29 @@ async def _plan(conn: asyncpg.Connection, sql: str, *args: object) -> str:
     return "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + sql, *args))
 
 
+async def _function_plan(conn: asyncpg.Connection, function: str) -> str:
+    """The plan of the statement function ``function`` runs (its ``RETURN QUERY`` when
+    it is PL/pgSQL) as the function keeps it (migration 0029: prepared once, its generic
+    plan), its arguments as parameters."""
+    body, names, types = await conn.fetchrow(
+        "SELECT prosrc, proargnames[1:pronargs], proargtypes::oid[]::regtype[]::text[]"
+        " FROM pg_proc WHERE proname = $1",
+        function,
+    )
+    if "RETURN QUERY" in body:
+        body = body.split("RETURN QUERY")[1].split(";")[0]
+    for i, name in enumerate(names, start=1):
+        body = body.replace(name, f"${i}")
+    await conn.execute("SET plan_cache_mode = force_generic_plan")
+    await conn.execute(f"PREPARE function_plan ({', '.join(types)}) AS {body}")
+    try:
+        nulls = ", ".join("NULL" for _ in names)
+        rows = await conn.fetch(f"EXPLAIN EXECUTE function_plan ({nulls})")
+        return "\n".join(r[0] for r in rows)
+    finally:
+        await conn.execute("DEALLOCATE function_plan; RESET plan_cache_mode")
+
+
 async def _partition_indexes(conn: asyncpg.Connection, index: str) -> set[str]:
     """The names of ``index`` on each partition of job_runs (what a plan shows)."""
     rows = await conn.fetch(
@@ -251,23 +274,78 @@ async def test_hot_path_counts_and_sweeps_read_their_partial_indexes(
         "SELECT indexdef FROM pg_indexes WHERE indexname = 'job_runs_check_idx'"
     )
     assert "check_at IS NOT NULL" in check
-    tenant = await _tenant(conn)
     await conn.execute("SET enable_seqscan = off")
     inflight = await _partition_indexes(conn, "job_runs_tenant_inflight_idx")
     checks = await _partition_indexes(conn, "job_runs_check_idx")
     now = datetime.now(UTC)
     plans = {
-        "tenant_lease_terms": (await _plan(conn, queries.tenant_lease_terms, [tenant]), inflight),
-        "admission_terms": (await _plan(conn, queries.admission_terms, [tenant]), inflight),
-        "concurrency_key_terms": (
-            await _plan(conn, queries.concurrency_key_terms, [tenant], ["k"]),
+        # tenant_lease_terms, admission_terms and concurrency_key_terms count in these
+        # functions (migration 0029), planned as each caches its plan.
+        "sundial_running_runs": (await _function_plan(conn, "sundial_running_runs"), inflight),
+        "sundial_inflight_runs": (await _function_plan(conn, "sundial_inflight_runs"), inflight),
+        "sundial_key_running_runs": (
+            await _function_plan(conn, "sundial_key_running_runs"),
             inflight,
+        ),
+        "sundial_live_run_counts": (
+            await _function_plan(conn, "sundial_live_run_counts"),
+            await _partition_indexes(conn, "job_runs_unfinished_idx"),
         ),
         "lock_due_checks": (await _plan(conn, queries.lock_due_checks, [1, 2], 10, now), checks),
         "republish_queued": (await _plan(conn, queries.republish_queued, [1, 2], now), checks),
     }
     for name, (plan, indexes) in plans.items():
         assert any(index in plan for index in indexes), f"{name}:\n{plan}"
+
+
+async def test_cached_run_counts_count_every_partition_and_one_attached_later(
+    conn: asyncpg.Connection,
+) -> None:
+    """Migration 0029: the counts of a LeaseRuns call, an admission pass and a dispatch
+    keep one plan per connection, and still count the runs of every daily partition, of
+    one attached after the plan was made too (attaching it makes the plan again)."""
+    from sundial.scheduler.store._queries import queries  # noqa: PLC0415
+
+    tenant = await _tenant(conn)
+    job_id = uuid.uuid4()
+    today = datetime.now(UTC).date()
+    await ensure_run_partitions(conn, today - timedelta(days=20), today)
+
+    async def insert(day: date, hour: int, status: str, seq: int = 0) -> None:
+        await conn.execute(
+            "INSERT INTO job_runs (job_id, scheduled_at, tenant_id, partition_id, kind,"
+            " status, dispatch_seq) VALUES ($1, $2, $3, 0, 'manual', $4, $5)",
+            job_id,
+            _at(day, hour),
+            tenant,
+            status,
+            seq,
+        )
+
+    async def counts() -> tuple[int, int, list[tuple[int, int]]]:
+        terms = await conn.fetchrow(queries.tenant_lease_terms, [tenant])
+        admission = await conn.fetchrow(queries.admission_terms, [tenant])
+        live = await conn.fetch(queries.live_run_counts, [job_id, uuid.uuid4()])
+        return (
+            terms["running_runs"],
+            admission["in_flight"],
+            [(r["unfinished"], r["buffered"]) for r in live],
+        )
+
+    await insert(today - timedelta(days=20), 1, "running", 3)
+    await insert(today - timedelta(days=20), 2, "pending")
+    await insert(today, 1, "running", 4)
+    await insert(today, 2, "queued", 5)  # published, not leased: in flight
+    await insert(today, 3, "queued")  # waiting for admission: not in flight
+    await insert(today, 4, "succeeded", 6)
+    # More calls than the five custom plans PostgreSQL makes before keeping one.
+    for _ in range(7):
+        assert await counts() == (2, 1, [(5, 1)])
+    ahead = today + timedelta(days=40)
+    assert await ensure_run_partitions(conn, ahead, ahead) == [run_partition_name(ahead)]
+    await insert(ahead, 1, "running", 7)
+    await insert(ahead, 2, "queued", 8)
+    assert await counts() == (3, 2, [(7, 1)])
 
 
 async def test_the_tenant_run_index_leaves_the_runs_in_flight_to_their_own(

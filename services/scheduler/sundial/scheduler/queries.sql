@@ -104,13 +104,9 @@ SELECT sundial_definition_digest(schedule, policies, calendars) AS digest,
 
 -- name: live_run_counts
 -- Unfinished and buffered runs of the jobs $1 (their overlap policies need them): one
--- statement per batch, one probe of job_runs_unfinished_idx per run partition.
-SELECT job_id, count(*) AS unfinished,
-       count(*) FILTER (WHERE status = 'pending') AS buffered
-  FROM job_runs
- WHERE job_id = ANY($1::uuid[])
-   AND status IN ('pending', 'queued', 'running', 'retrying')
- GROUP BY job_id;
+-- statement per batch, one probe of job_runs_unfinished_idx per job and run partition,
+-- planned once per connection (migration 0029).
+SELECT job_id, unfinished, buffered FROM sundial_live_run_counts($1::uuid[]);
 
 -- name: last_scheduled_runs
 -- Fixed delay (docs/design.md section 4): the status and end of each claimed job's last
@@ -445,9 +441,7 @@ SELECT pg_advisory_xact_lock(hashtextextended('sundial.tenant:' || t.tenant_id, 
 SELECT t.tenant_id, t.max_concurrent_runs, t.signing_secret,
        -- The tenant's own egress policy (NULL: the operator's default), as it is now.
        t.egress_policy::text AS egress_policy,
-       (SELECT count(*)
-          FROM job_runs r
-         WHERE r.tenant_id = t.tenant_id AND r.status = 'running') AS running_runs,
+       sundial_running_runs(t.tenant_id) AS running_runs,  -- planned once (migration 0029)
        (SELECT array_agg(k.secret ORDER BY k.created_at DESC)
           FROM tenant_signing_secrets k
          WHERE k.tenant_id = t.tenant_id
@@ -462,11 +456,7 @@ SELECT t.tenant_id, t.max_concurrent_runs, t.signing_secret,
 -- names the key.
 -- Read under the tenant locks (lock_tenants), so the count holds until the commit.
 SELECT f.tenant_id, f.key, f.max_running,
-       (SELECT count(*)
-          FROM job_runs r
-          JOIN job_definitions d ON d.job_id = r.job_id
-         WHERE r.tenant_id = f.tenant_id AND r.status = 'running'
-           AND d.policies -> 'flow' ->> 'concurrency_key' = f.key) AS running_runs
+       sundial_key_running_runs(f.tenant_id, f.key) AS running_runs  -- migration 0029
   FROM flow_limits f
   JOIN unnest($1::text[], $2::text[]) AS q(tenant_id, key)
     ON f.tenant_id = q.tenant_id AND f.key = q.key
@@ -732,10 +722,7 @@ SELECT t.tenant_id,
 -- its runs in the stream, published and not leased (job_runs_tenant_inflight_idx; at
 -- most about its window), and whether runs of it wait already.
 SELECT t.tenant_id, t.fair_weight,
-       (SELECT count(*)
-          FROM job_runs r
-         WHERE r.tenant_id = t.tenant_id AND r.status = 'queued' AND r.dispatch_seq > 0)
-           AS in_flight,
+       sundial_inflight_runs(t.tenant_id) AS in_flight,  -- planned once (migration 0029)
        EXISTS (SELECT 1 FROM run_waits w WHERE w.tenant_id = t.tenant_id) AS waiting
   FROM tenants t
  WHERE t.tenant_id = ANY($1::text[]);
