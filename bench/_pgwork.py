@@ -64,7 +64,8 @@ async def statements(conn: asyncpg.Connection, runs: int) -> dict[str, Any]:
     statement."""
     rows = await conn.fetch(
         """
-        SELECT s.query, s.calls, s.total_exec_time, s.total_plan_time, s.rows, s.wal_bytes,
+        SELECT s.query, s.toplevel, s.calls, s.total_exec_time, s.total_plan_time, s.rows,
+               s.wal_bytes,
                s.shared_blks_hit + s.shared_blks_read AS blocks
           FROM pg_stat_statements s
          WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
@@ -73,6 +74,7 @@ async def statements(conn: asyncpg.Connection, runs: int) -> dict[str, Any]:
         """
     )
     names = _named_queries()
+    top_level = [r for r in rows if r["toplevel"]]
     top = []
     for r in rows[:TOP_STATEMENTS]:
         shape = _shape(r["query"])
@@ -89,10 +91,12 @@ async def statements(conn: asyncpg.Connection, runs: int) -> dict[str, Any]:
         )
     return {
         "statements": top,
-        "total_us_per_run": round(sum(r["total_exec_time"] for r in rows) * 1000 / runs, 1),
+        # The totals count top-level statements only: a function's statements (listed
+        # above too, with track=all) are in its caller's times already.
+        "total_us_per_run": round(sum(r["total_exec_time"] for r in top_level) * 1000 / runs, 1),
         "plan_us_per_run": round(sum(r["total_plan_time"] for r in rows) * 1000 / runs, 1),
-        "calls_per_run": round(sum(r["calls"] for r in rows) / runs, 2),
-        "wal_bytes_per_run": round(sum(int(r["wal_bytes"]) for r in rows) / runs),
+        "calls_per_run": round(sum(r["calls"] for r in top_level) / runs, 2),
+        "wal_bytes_per_run": round(sum(int(r["wal_bytes"]) for r in top_level) / runs),
     }
 
 

@@ -787,8 +787,8 @@ async def sundial_phases(
             )
         if args.bare and args.herd:
             for writes in args.bare_writes:
-                name = "bare" if writes == "seed" else f"bare_{writes}"
-                results[name] = await bare_pipeline(database_url, url, args.herd, writes)
+                phase = "bare" if writes == "seed" else f"bare_{writes}"
+                results[phase] = await bare_pipeline(database_url, url, args.herd, writes)
         try:
             await asyncio.to_thread(services.start)
             for _ in range(args.executors - 1):

@@ -296,6 +296,16 @@ async def test_hot_path_counts_and_sweeps_read_their_partial_indexes(
     }
     for name, (plan, indexes) in plans.items():
         assert any(index in plan for index in indexes), f"{name}:\n{plan}"
+    # The plans above are the ones the functions keep because of their own settings.
+    settings = dict(
+        await conn.fetch(
+            "SELECT proname, proconfig FROM pg_proc WHERE proname = ANY($1)",
+            [name for name in plans if name.startswith("sundial_")],
+        )
+    )
+    assert len(settings) == 4
+    for name, config in settings.items():
+        assert {"plan_cache_mode=force_generic_plan", "enable_seqscan=off"} <= set(config), name
 
 
 async def test_cached_run_counts_count_every_partition_and_one_attached_later(
@@ -322,30 +332,49 @@ async def test_cached_run_counts_count_every_partition_and_one_attached_later(
             seq,
         )
 
-    async def counts() -> tuple[int, int, list[tuple[int, int]]]:
+    async def counts() -> tuple[int, int, int, list[tuple[int, int]]]:
         terms = await conn.fetchrow(queries.tenant_lease_terms, [tenant])
         admission = await conn.fetchrow(queries.admission_terms, [tenant])
+        key = await conn.fetchrow(queries.concurrency_key_terms, [tenant], ["crm"])
         live = await conn.fetch(queries.live_run_counts, [job_id, uuid.uuid4()])
         return (
             terms["running_runs"],
             admission["in_flight"],
+            key["running_runs"],
             [(r["unfinished"], r["buffered"]) for r in live],
         )
 
+    # The job names concurrency key "crm", which has a limit.
+    await conn.execute(
+        "INSERT INTO jobs (job_id, tenant_id, name, partition_id) VALUES ($1, $2, 'sync', 0)",
+        job_id,
+        tenant,
+    )
+    await conn.execute(
+        "INSERT INTO job_definitions (job_id, schedule, target, policies, tenant_id)"
+        " VALUES ($1, '{\"once\": {}}', '{\"http\": {}}', $2::text::jsonb, $3)",
+        job_id,
+        json.dumps({"flow": {"concurrency_key": "crm"}}),
+        tenant,
+    )
+    await conn.execute(
+        "INSERT INTO flow_limits (tenant_id, key, max_running) VALUES ($1, 'crm', 5)", tenant
+    )
     await insert(today - timedelta(days=20), 1, "running", 3)
     await insert(today - timedelta(days=20), 2, "pending")
+    await insert(today - timedelta(days=10), 1, "retrying", 2)
     await insert(today, 1, "running", 4)
     await insert(today, 2, "queued", 5)  # published, not leased: in flight
     await insert(today, 3, "queued")  # waiting for admission: not in flight
     await insert(today, 4, "succeeded", 6)
     # More calls than the five custom plans PostgreSQL makes before keeping one.
     for _ in range(7):
-        assert await counts() == (2, 1, [(5, 1)])
+        assert await counts() == (2, 1, 2, [(6, 1)])
     ahead = today + timedelta(days=40)
     assert await ensure_run_partitions(conn, ahead, ahead) == [run_partition_name(ahead)]
     await insert(ahead, 1, "running", 7)
     await insert(ahead, 2, "queued", 8)
-    assert await counts() == (3, 2, [(7, 1)])
+    assert await counts() == (3, 2, 3, [(8, 1)])
 
 
 async def test_the_tenant_run_index_leaves_the_runs_in_flight_to_their_own(
